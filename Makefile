@@ -1,0 +1,94 @@
+# ctfio -- one Makefile, no configure step (STYLE.md section 7).
+#
+#   make            library, CLI and C test runner (build/)
+#   make test       everything: C tests, golden files, fuzz regression, conformance corpus,
+#                   the same C tests under ASan+UBSan, then the Python suite in .venv
+#   make demo       the main job on built-in sample data
+#   make asan       C tests under AddressSanitizer + UndefinedBehaviorSanitizer only
+#   make fuzz       longer fuzzing (libFuzzer with clang when installed)
+#   make clean
+
+CC ?= cc
+PYTHON ?= python3
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Ilib -pthread
+OPT ?= -O2 -g
+CFLAGS_REL := $(BASE_CFLAGS) $(OPT)
+CFLAGS_SAN := $(BASE_CFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -DCTF_DEBUG
+LDLIBS := -lm -pthread
+
+LIB_SRC := $(sort $(wildcard lib/*.c))
+LIB_HDR := include/ctfio.h $(wildcard lib/*.h)
+TEST_SRC := $(sort $(wildcard tests/c/*.c))
+FUZZ_SRC := tests/fuzz/fuzz_targets.c tests/fuzz/regression.c
+
+B := build
+S := build/asan
+
+LIB_OBJ := $(patsubst lib/%.c,$(B)/lib/%.o,$(LIB_SRC))
+SLIB_OBJ := $(patsubst lib/%.c,$(S)/lib/%.o,$(LIB_SRC))
+
+.PHONY: all test ctest asan golden fuzz-regression conformance py pytest demo fuzz clean bench
+
+all: $(B)/ctfio $(B)/ctfio_tests
+
+$(B)/lib/%.o: lib/%.c $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) -c $< -o $@
+$(S)/lib/%.o: lib/%.c $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_SAN) -c $< -o $@
+
+$(B)/libctfio.a: $(LIB_OBJ)
+	ar rcs $@ $^
+$(S)/libctfio.a: $(SLIB_OBJ)
+	ar rcs $@ $^
+
+$(B)/ctfio: tools/ctfio.c $(B)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_REL) tools/ctfio.c $(B)/libctfio.a -o $@ $(LDLIBS)
+$(S)/ctfio: tools/ctfio.c $(S)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_SAN) tools/ctfio.c $(S)/libctfio.a -o $@ $(LDLIBS)
+
+$(B)/ctfio_tests: $(TEST_SRC) tests/c/test.h $(B)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_REL) -Itests/c $(TEST_SRC) $(B)/libctfio.a -o $@ $(LDLIBS)
+$(S)/ctfio_tests: $(TEST_SRC) tests/c/test.h $(S)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_SAN) -Itests/c $(TEST_SRC) $(S)/libctfio.a -o $@ $(LDLIBS)
+
+$(B)/fuzz_regression: $(FUZZ_SRC) $(B)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_REL) $(FUZZ_SRC) $(B)/libctfio.a -o $@ $(LDLIBS)
+$(S)/fuzz_regression: $(FUZZ_SRC) $(S)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_SAN) $(FUZZ_SRC) $(S)/libctfio.a -o $@ $(LDLIBS)
+
+ctest: $(B)/ctfio_tests $(B)/ctfio
+	CTFIO_CLI=$(B)/ctfio $(B)/ctfio_tests
+
+golden: $(B)/ctfio
+	$(PYTHON) tests/golden/run.py $(B)/ctfio
+
+fuzz-regression: $(B)/fuzz_regression
+	$(B)/fuzz_regression --seconds $${CTFIO_FUZZ_SECONDS:-20} tests/fuzz/corpus tests/golden
+
+# The shared corpus when it sits beside the checkout (CI), else the copy in tests/conformance.
+CONFORMANCE ?= $(if $(wildcard ../shared/conformance/check.py),../shared/conformance,tests/conformance)
+conformance: $(B)/ctfio
+	$(PYTHON) $(CONFORMANCE)/check.py $(B)/ctfio
+
+asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression
+	ASAN_OPTIONS=detect_leaks=1 CTFIO_CLI=$(S)/ctfio $(S)/ctfio_tests
+	ASAN_OPTIONS=detect_leaks=1 $(PYTHON) tests/golden/run.py $(S)/ctfio
+	ASAN_OPTIONS=detect_leaks=1 $(S)/fuzz_regression --seconds $${CTFIO_FUZZ_SECONDS:-10} tests/fuzz/corpus tests/golden
+
+test: ctest golden fuzz-regression conformance asan
+	@echo "make test: all suites passed"
+
+demo: $(B)/ctfio
+	@sh tools/demo.sh $(B)/ctfio
+
+bench: $(B)/ctfio
+	$(PYTHON) bench/run.py
+
+fuzz:
+	$(MAKE) -f tests/fuzz/fuzz.mk
+
+clean:
+	rm -rf build

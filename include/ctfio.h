@@ -1,0 +1,367 @@
+/*
+ * ctfio.h -- the public C API of ctfio, a reader for the CNTK Text Format (CTF).
+ *
+ * This header is the manual. Read it top to bottom: version and errors, configuration,
+ * configuration files, the index, the reader, minibatches, checkpoints.
+ *
+ * Pipeline: parse -> index -> randomize -> pack -> prefetch -> reader. A ctf_reader turns one
+ * CTF file into an endless, reproducible stream of minibatches (SPEC sections 5-8).
+ *
+ * Memory ownership rules:
+ *  1. Whoever creates an object frees it; every *_free(NULL) is a no-op.
+ *  2. Inputs are borrowed only for the duration of a call. Anything the library keeps, it copies.
+ *  3. Views (ctf_stream_view, error pointers) point into the object they came from and stay valid
+ *     until that object is freed (for ctf_reader_error: until the next call on the reader).
+ *  4. A ctf_minibatch returned by ctf_reader_next belongs to the caller and does not refer back
+ *     to the reader: it may outlive the reader.
+ *  5. All allocation inside lib/ goes through CTF_MALLOC / CTF_REALLOC / CTF_FREE.
+ *  6. No global mutable state. One handle is used by one thread at a time; the reader's own
+ *     prefetch threads are internal.
+ *
+ * Return convention: every fallible function returns int, 0 on success or a negative CTF_E*
+ * code, and fills a ctf_error (code, message, path, line, column, byte offset).
+ */
+#ifndef CTFIO_H
+#define CTFIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*======================================================================
+ * Version and errors
+ *====================================================================*/
+
+#define CTF_VERSION_MAJOR 0
+#define CTF_VERSION_MINOR 1
+#define CTF_VERSION_PATCH 0
+#define CTF_VERSION_STRING "0.1.0"
+
+/* ctf_version_string():
+ * @return : the library version, e.g. "0.1.0". Static storage. */
+const char *ctf_version_string(void);
+
+/* Status codes. The numeric values are pinned: never renumber them. */
+enum {
+    CTF_OK = 0,
+    CTF_EINVAL = -1,   /* invalid argument or configuration (names the parameter) */
+    CTF_ENOMEM = -2,   /* an allocation failed */
+    CTF_EIO = -3,      /* the operating system reported an I/O error */
+    CTF_EPARSE = -4,   /* malformed input data, or too many errors (maxErrors) */
+    CTF_ELIMIT = -5,   /* a configured or built-in limit was exceeded (names the limit) */
+    CTF_ESTATE = -6,   /* a checkpoint state that does not fit this reader */
+    CTF_EINDEX = -7,   /* an index (or index cache) that does not fit the data */
+    CTF_ECHANGED = -8, /* the data file changed on disk since it was indexed */
+};
+
+/* ctf_strerror(code):
+ * @return : a static one-line description of a status code ("unknown error" if unknown). */
+const char *ctf_strerror(int code);
+
+/* ctf_error_name(code):
+ * @return : the enum name of a status code ("CTF_EPARSE"), for logs and tests. */
+const char *ctf_error_name(int code);
+
+/* Severity of a reported problem (SPEC 2.5: traceLevel 0 shows errors, 1 warnings, 2 info). */
+typedef enum ctf_severity {
+    CTF_SEV_ERROR = 0,
+    CTF_SEV_WARNING = 1,
+    CTF_SEV_INFO = 2,
+} ctf_severity;
+
+#define CTF_ERROR_PATH_MAX 512
+#define CTF_ERROR_MSG_MAX 512
+
+/* An error record. Fixed-size arrays: reporting an error never allocates. */
+typedef struct ctf_error {
+    int code;                         /* CTF_E* status, CTF_OK if none */
+    char path[CTF_ERROR_PATH_MAX];    /* file the problem is in, "" if none */
+    uint64_t line;                    /* 1-based line, 0 if unknown */
+    uint64_t column;                  /* 1-based column in bytes, 0 if unknown */
+    int64_t offset;                   /* 0-based absolute byte offset, -1 if unknown */
+    char message[CTF_ERROR_MSG_MAX];  /* what was expected and what was found, no location */
+} ctf_error;
+
+/* ctf_error_format(err, sev, buf, cap):
+ * Writes "FILE:LINE:COLUMN: (byte OFFSET) SEVERITY: MESSAGE" (SPEC 2.1) into buf, leaving out
+ * the parts that are unknown. Always NUL-terminates when cap > 0.
+ * @return : buf. */
+char *ctf_error_format(const ctf_error *err, ctf_severity sev, char *buf, size_t cap);
+
+/* A log callback receives warnings and info (and errors that were tolerated by maxErrors).
+ * The default, when ctf_config.log is NULL, writes ctf_error_format() lines to stderr. The
+ * callback may be called from the thread that calls into the library only. */
+typedef void (*ctf_log_fn)(void *user, ctf_severity sev, const ctf_error *what);
+
+/*======================================================================
+ * Configuration
+ *====================================================================*/
+
+typedef enum ctf_precision {
+    CTF_FLOAT32 = 4, /* values are float (the default, as in CNTK) */
+    CTF_FLOAT64 = 8, /* values are double */
+} ctf_precision;
+
+/* One input stream. */
+typedef struct ctf_stream_def {
+    const char *name;      /* the stream's name (NAME in input.NAME) */
+    const char *alias;     /* name used in the file after '|'; NULL or "" means name */
+    size_t dim;            /* values per dense sample; exclusive index bound for sparse */
+    bool is_sparse;        /* index:value pairs instead of a dense vector */
+    bool defines_mb_size;  /* count minibatch sizes in samples of this stream (at most one) */
+} ctf_stream_def;
+
+/* Special values for max_samples (SPEC 6.4). */
+#define CTF_INFINITELY_REPEAT UINT64_MAX
+#define CTF_FULL_DATA_SWEEP (UINT64_MAX - 1)
+
+#define CTF_DEFAULT_CHUNK_SIZE_BYTES 33554432u
+#define CTF_DEFAULT_WINDOW_CHUNKS 128u
+
+/* The reader configuration. Fill it with ctf_config_init(), then set fields. Adding a field:
+ * update ctf_config_init, the validation and the fingerprint in reader.c, the BrainScript keys
+ * in config.c, the CLI flags in tools/ctfio.c and the keyword parsing of the Python extension. */
+typedef struct ctf_config {
+    const char *path;                 /* the data file (required) */
+    const ctf_stream_def *streams;    /* input streams (required, at least one) */
+    size_t num_streams;               /* number of entries in streams */
+    ctf_precision precision;          /* element type of the delivered values */
+    bool randomize;                   /* false: file order in every sweep */
+    uint64_t randomization_seed;      /* sweep k uses seed + k */
+    uint64_t randomization_window;    /* window size; 0 disables randomization */
+    bool window_in_samples;           /* window unit: samples (true) or chunks (false) */
+    bool skip_sequence_ids;           /* treat every line as its own sequence (SPEC 1.4) */
+    uint64_t max_errors;              /* errors tolerated over the reader's life (SPEC 2.3) */
+    int trace_level;                  /* 0 errors, 1 also warnings, 2 also info */
+    uint64_t chunk_size_bytes;        /* target chunk span in bytes (SPEC 4.2) */
+    bool keep_data_in_memory;         /* keep parsed chunks after their window has passed */
+    bool frame_mode;                  /* every sequence must be one sample per stream */
+    bool cache_index;                 /* write/load the index cache next to the file */
+    uint64_t max_samples;             /* end after this many index samples (or special values) */
+    uint64_t max_sweeps;              /* end after this many sweeps; CTF_INFINITELY_REPEAT: none */
+    size_t truncation_length;         /* truncated BPTT length in samples; 0 off (SPEC 6.6) */
+    size_t num_workers;               /* number of workers sharing the data (>= 1) */
+    size_t worker_rank;               /* this worker, < num_workers */
+    size_t num_threads;               /* background parse threads; 0 = parse on the caller */
+    size_t prefetch_chunks;           /* chunks parsed ahead of the consumer */
+    ctf_log_fn log;                   /* warning/info sink; NULL = stderr */
+    void *log_user;                   /* passed to log */
+} ctf_config;
+
+/* ctf_config_init(cfg):
+ * Fills cfg with the defaults of SPEC 3: float, randomize, seed 0, window 128 chunks, maxErrors 0,
+ * traceLevel 1, 32 MiB chunks, one worker, infinite repetition, 2 threads, 4 chunks ahead. */
+void ctf_config_init(ctf_config *cfg);
+
+/* ctf_config_validate(cfg, err):
+ * Checks a configuration without touching the file: missing path or streams, dim 0, duplicate
+ * names or aliases, two definesMBSize streams, both max_samples and max_sweeps, frame mode with
+ * truncation, a rank outside the workers. Messages name the parameter.
+ * @return : 0, or CTF_EINVAL with err filled. */
+int ctf_config_validate(const ctf_config *cfg, ctf_error *err);
+
+/*======================================================================
+ * BrainScript configuration files (SPEC 3)
+ *====================================================================*/
+
+/* A parsed BrainScript reader configuration. It owns every string a ctf_config filled from it
+ * points to, so it must outlive that ctf_config (ctf_reader_open copies what it keeps, so the
+ * document may be freed right after). */
+typedef struct ctf_bsconfig ctf_bsconfig;
+
+/* ctf_bsconfig_load(path, section, overrides, num_overrides, out, err):
+ * Reads a BrainScript configuration file and selects its reader: `section` names the block that
+ * holds `reader` (NULL: the top-level `reader`, or the only block that has one). overrides are
+ * "KEY=VALUE" strings from the command line: they define $KEY$ substitutions and override reader
+ * parameters (a dotted KEY addresses a nested entry, e.g. "input.features.dim=10").
+ * Relative data file paths are kept as written (they resolve against the current directory).
+ * @return : 0 and *out set, or CTF_EINVAL / CTF_EIO / CTF_ENOMEM with err naming the config file
+ *           and line. */
+int ctf_bsconfig_load(const char *path, const char *section, const char *const *overrides,
+                      size_t num_overrides, ctf_bsconfig **out, ctf_error *err);
+
+/* ctf_bsconfig_parse(text, len, name, section, overrides, num_overrides, out, err):
+ * As ctf_bsconfig_load, from a buffer; `name` is used as the path in error messages. */
+int ctf_bsconfig_parse(const char *text, size_t len, const char *name, const char *section,
+                       const char *const *overrides, size_t num_overrides, ctf_bsconfig **out,
+                       ctf_error *err);
+
+/* ctf_bsconfig_apply(doc, cfg, err):
+ * Sets every reader parameter the document gives on cfg (which should come from
+ * ctf_config_init), validating names and values; strings point into doc.
+ * @return : 0, or CTF_EINVAL naming the parameter and its line. */
+int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err);
+
+/* ctf_bsconfig_free(doc): frees a document; NULL is a no-op. */
+void ctf_bsconfig_free(ctf_bsconfig *doc);
+
+/*======================================================================
+ * Counters (SPEC 2.7: nothing is lost silently)
+ *====================================================================*/
+
+#define CTF_MAX_STREAMS 64
+
+typedef struct ctf_stream_stats {
+    uint64_t samples;          /* samples delivered or checked */
+    uint64_t nonzeros;         /* sparse: index:value pairs; dense: samples * dim */
+    uint64_t dropped_samples;  /* samples dropped because of an error */
+} ctf_stream_stats;
+
+typedef struct ctf_stats {
+    uint64_t sequences;          /* sequences parsed */
+    uint64_t errors;             /* errors counted against maxErrors */
+    uint64_t warnings;           /* warnings reported (whether shown or not) */
+    uint64_t dropped_rows;       /* rows (lines) that yielded no sample */
+    uint64_t dropped_sequences;  /* sequences dropped as a whole */
+    uint64_t chunks_loaded;      /* chunk parses performed */
+    uint64_t chunks_resident;    /* parsed chunks held in memory now */
+    uint64_t chunks_resident_peak; /* the most parsed chunks held at once */
+    uint64_t bytes_resident;     /* bytes of parsed data held now */
+    uint64_t bytes_resident_peak;  /* the most bytes of parsed data held at once */
+    size_t num_streams;          /* entries used in streams[] */
+    ctf_stream_stats streams[CTF_MAX_STREAMS]; /* per configured stream, in config order */
+} ctf_stats;
+
+/*======================================================================
+ * Index (SPEC 4)
+ *====================================================================*/
+
+typedef struct ctf_index ctf_index;
+
+typedef struct ctf_index_info {
+    uint64_t file_size;       /* bytes of the data file when indexed */
+    uint64_t sequences;       /* sequences found */
+    uint64_t samples;         /* index samples over all sequences (SPEC 0) */
+    uint64_t lines;           /* physical lines in the file */
+    uint64_t chunks;          /* chunks built with the configured chunk size */
+    uint64_t max_sequence_samples; /* index samples of the longest sequence */
+    bool line_mode;           /* every line its own sequence (SPEC 1.4) */
+    bool from_cache;          /* loaded from the index cache instead of scanning */
+} ctf_index_info;
+
+/* ctf_index_build(cfg, out, err):
+ * Indexes cfg->path (SPEC 4.1-4.2), using and refreshing the index cache when cfg->cache_index.
+ * @return : 0 and *out set, or CTF_EIO / CTF_EPARSE (fatal format problems) / CTF_ENOMEM. */
+int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err);
+
+/* ctf_index_get_info(idx, info): fills info. */
+void ctf_index_get_info(const ctf_index *idx, ctf_index_info *info);
+
+/* ctf_index_sequence_samples(idx, i): index samples of sequence i in file order. */
+uint64_t ctf_index_sequence_samples(const ctf_index *idx, size_t i);
+
+/* ctf_index_cache_path(data_path, buf, cap): the cache file used for a data file. @return buf. */
+char *ctf_index_cache_path(const char *data_path, char *buf, size_t cap);
+
+/* ctf_index_free(idx): NULL is a no-op. */
+void ctf_index_free(ctf_index *idx);
+
+/*======================================================================
+ * Reader
+ *====================================================================*/
+
+typedef struct ctf_reader ctf_reader;
+typedef struct ctf_minibatch ctf_minibatch;
+
+/* ctf_reader_open(cfg, out, err):
+ * Validates cfg, copies everything it keeps, indexes the file (or loads the cache) and prepares
+ * the first sweep. Parsing happens lazily, chunk by chunk, on ctf_reader_next.
+ * @return : 0 and *out set, or a CTF_E* code with err filled. */
+int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err);
+
+/* ctf_reader_next(reader, num_samples, out):
+ * Cuts the next global minibatch of num_samples index samples from the timeline (SPEC 6) and
+ * returns this worker's share of it (SPEC 7) in *out, owned by the caller. At the end of the data
+ * returns 0 with *out == NULL; every later call does the same until a restore. A worker that owns
+ * no sequence of this minibatch gets a minibatch with zero sequences (not NULL).
+ * @return : 0, or a CTF_E* code; the reader's error record says where. After an error other than
+ *           CTF_EINVAL the reader can only be freed. */
+int ctf_reader_next(ctf_reader *reader, uint64_t num_samples, ctf_minibatch **out);
+
+/* ctf_reader_set_worker(reader, num_workers, rank):
+ * Changes the partition for the following calls (SPEC 8.3: the order is kept).
+ * @return : 0 or CTF_EINVAL. */
+int ctf_reader_set_worker(ctf_reader *reader, size_t num_workers, size_t rank);
+
+/* ctf_reader_error(reader): the last error record (code CTF_OK if none). */
+const ctf_error *ctf_reader_error(const ctf_reader *reader);
+
+/* ctf_reader_get_stats(reader, stats): counters since open. */
+void ctf_reader_get_stats(const ctf_reader *reader, ctf_stats *stats);
+
+/* ctf_reader_index(reader): the reader's index (owned by the reader). */
+const ctf_index *ctf_reader_index(const ctf_reader *reader);
+
+/* ctf_reader_position(reader): the timeline position after the last delivered minibatch. */
+uint64_t ctf_reader_position(const ctf_reader *reader);
+
+/* ctf_reader_save_state(reader, buf, cap, len):
+ * Writes the checkpoint state, a small JSON text (SPEC 8.1), snprintf-style: *len receives the
+ * length without the NUL; pass cap 0 to learn it.
+ * @return : 0, or CTF_ELIMIT when cap was too small (buf then holds nothing useful). */
+int ctf_reader_save_state(const ctf_reader *reader, char *buf, size_t cap, size_t *len);
+
+/* ctf_reader_restore_state(reader, state, len):
+ * Continues from a saved state (SPEC 8.2). The fingerprint must match this reader's file and
+ * configuration; the worker count may differ (elastic restore).
+ * @return : 0, or CTF_ESTATE explaining the mismatch field by field. */
+int ctf_reader_restore_state(ctf_reader *reader, const char *state, size_t len);
+
+/* ctf_reader_seek(reader, position): continue from a timeline position (SPEC 8.4). */
+int ctf_reader_seek(ctf_reader *reader, uint64_t position);
+
+/* ctf_reader_free(reader): stops the prefetch threads and frees everything; NULL is a no-op. */
+void ctf_reader_free(ctf_reader *reader);
+
+/*======================================================================
+ * Minibatches (SPEC 9)
+ *====================================================================*/
+
+/* A read-only view of one stream inside a minibatch. Points into the minibatch. */
+typedef struct ctf_stream_view {
+    const char *name;            /* the stream's name */
+    bool is_sparse;              /* CSR layout below */
+    ctf_precision precision;     /* element type of values */
+    size_t dim;                  /* values per sample (dense) or index bound (sparse) */
+    size_t num_sequences;        /* sequences in this minibatch (same for every stream) */
+    size_t num_samples;          /* samples actually parsed for this stream */
+    const void *values;          /* dense: num_samples*dim elements; sparse: nnz elements */
+    const uint32_t *lengths;     /* samples per sequence, num_sequences entries */
+    const int64_t *indptr;       /* sparse: num_samples+1 offsets into indices/values */
+    const int32_t *indices;      /* sparse: nnz column indices */
+    size_t nnz;                  /* sparse: stored entries */
+} ctf_stream_view;
+
+/* Accessors. A minibatch with zero sequences is valid (a worker without data this call). */
+size_t ctf_minibatch_num_sequences(const ctf_minibatch *mb);
+uint64_t ctf_minibatch_num_samples(const ctf_minibatch *mb);  /* index samples of this share */
+size_t ctf_minibatch_num_streams(const ctf_minibatch *mb);
+bool ctf_minibatch_end_of_sweep(const ctf_minibatch *mb);     /* global minibatch held a sweep end */
+uint64_t ctf_minibatch_position(const ctf_minibatch *mb);     /* timeline position after it */
+uint64_t ctf_minibatch_sweep(const ctf_minibatch *mb);        /* sweep of its first sequence */
+const uint64_t *ctf_minibatch_keys(const ctf_minibatch *mb);  /* sequence keys */
+const uint64_t *ctf_minibatch_lines(const ctf_minibatch *mb); /* 1-based first line per sequence */
+
+/* ctf_minibatch_stream(mb, i, view): fills view for stream i (config order).
+ * @return : 0, or CTF_EINVAL if i is out of range. */
+int ctf_minibatch_stream(const ctf_minibatch *mb, size_t i, ctf_stream_view *view);
+
+/* ctf_minibatch_print_json(mb, out, with_line):
+ * One JSON object per sequence, one per line: {"key": K, ["line": L,] "streams": {...}}, numbers
+ * as the shortest decimal that round-trips in the precision. Used by `ctfio dump`.
+ * ctf_minibatch_print_json_mb prints the whole minibatch as one line (dump --mb). */
+int ctf_minibatch_print_json(const ctf_minibatch *mb, FILE *out, bool with_line);
+int ctf_minibatch_print_json_mb(const ctf_minibatch *mb, FILE *out, uint64_t index);
+
+/* ctf_minibatch_free(mb): NULL is a no-op. */
+void ctf_minibatch_free(ctf_minibatch *mb);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CTFIO_H */

@@ -1,0 +1,347 @@
+/*
+ * ctfio_internal.h -- declarations shared by the files of lib/ (prefix ctf__), allocation
+ * macros, assertions and error helpers. Nothing here is part of the public API.
+ *
+ * Stages and the one-way dependencies between them (a stage calls only stages to its left):
+ *   number -> parse -> index -> randomize -> pack -> prefetch -> reader
+ * config.c (BrainScript files) and error.c / platform.c are leaves used by everyone.
+ */
+#ifndef CTFIO_INTERNAL_H
+#define CTFIO_INTERNAL_H
+
+#include "ctfio.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*======================================================================
+ * Allocation: every allocation in lib/ goes through these macros, so that tests can fail
+ * the k-th allocation (SQLite-style fault injection) and count live blocks.
+ *====================================================================*/
+
+/* The allocator hook. ctf__alloc_fail_at: if > 0, the allocation with that 1-based count fails
+ * (and every later one while ctf__alloc_fail_sticky). Only the test build changes these. */
+typedef struct ctf__alloc_hooks {
+    atomic_long count;        /* allocations attempted so far */
+    atomic_long live;         /* blocks allocated and not yet freed */
+    long fail_at;             /* fail the allocation with this count (0: never) */
+    bool fail_sticky;         /* keep failing after fail_at */
+} ctf__alloc_hooks;
+extern ctf__alloc_hooks ctf__alloc;
+
+void *ctf__malloc(size_t n);
+void *ctf__calloc(size_t n, size_t size);
+void *ctf__realloc(void *p, size_t n);
+void ctf__free(void *p);
+char *ctf__strdup(const char *s);
+
+#define CTF_MALLOC(n) ctf__malloc(n)
+#define CTF_CALLOC(n, s) ctf__calloc((n), (s))
+#define CTF_REALLOC(p, n) ctf__realloc((p), (n))
+#define CTF_FREE(p) ctf__free(p)
+
+/* Grows *buf (element size elt) so that it holds at least need elements; doubles capacity.
+ * @return : 0 or CTF_ENOMEM (the old buffer stays valid). */
+int ctf__grow(void **buf, size_t *cap, size_t need, size_t elt);
+
+/*======================================================================
+ * Assertions: for invariants the code has proved, never for input validation.
+ *====================================================================*/
+#ifdef CTF_DEBUG
+#include <assert.h>
+#define CTF_ASSERT(x) assert(x)
+#else
+#define CTF_ASSERT(x) ((void)0)
+#endif
+
+#define CTF_UNUSED(x) ((void)(x))
+#define CTF_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define CTF_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/*======================================================================
+ * Errors (error.c)
+ *====================================================================*/
+
+/* Where a problem is. line/column 0 and offset -1 mean unknown. */
+typedef struct ctf__where {
+    const char *path;
+    uint64_t line;
+    uint64_t column;
+    int64_t offset;
+} ctf__where;
+
+#define CTF__NOWHERE ((ctf__where){NULL, 0, 0, -1})
+
+/* Fills err (if not NULL) with code, location and a printf-style message.
+ * @return : code, so that `return ctf__fail(...)` reads naturally. */
+int ctf__fail(ctf_error *err, int code, ctf__where where, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+int ctf__vfail(ctf_error *err, int code, ctf__where where, const char *fmt, va_list ap);
+
+/* Clears an error record to CTF_OK. */
+void ctf__error_clear(ctf_error *err);
+
+/* The default log sink: ctf_error_format() to stderr. */
+void ctf__log_stderr(void *user, ctf_severity sev, const ctf_error *what);
+
+/*======================================================================
+ * Platform (platform.c): files, threads.
+ *====================================================================*/
+
+typedef struct ctf__file_id {
+    uint64_t size;        /* bytes */
+    int64_t mtime_ns;     /* modification time in nanoseconds since the epoch */
+    uint64_t inode;       /* inode number (detects replacement by rename) */
+} ctf__file_id;
+
+/* Stats a path. @return : 0 or CTF_EIO with err naming the path. */
+int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err);
+
+/* Opens for reading. @return : fd >= 0, or CTF_EIO with err filled. */
+int ctf__file_open(const char *path, ctf_error *err);
+void ctf__file_close(int fd);
+
+/* Reads exactly n bytes at offset (retrying short reads); a read past the end is CTF_ECHANGED.
+ * @return : 0, CTF_EIO or CTF_ECHANGED with err naming path. */
+int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offset,
+                    ctf_error *err);
+
+/* I/O fault injection for tests: when > 0, the pread with that 1-based count fails with EIO. */
+extern atomic_long ctf__io_fail_at;
+extern atomic_long ctf__io_count;
+
+/*======================================================================
+ * Number conversion (number.c)
+ *====================================================================*/
+
+/* ctf__parse_double / ctf__parse_float:
+ * Parses one number at p (p < end) in the CTF grammar (SPEC 1.6):
+ *   [+-] digits [ . digits* ] [ (e|E) [+-] digits ]
+ * ('45.' is valid; '.5', '1.e5', '1e', 'inf', 'nan', hex are not). The result is correctly
+ * rounded to the target type (bit-for-bit equal to strtod / strtof on the same text).
+ * The number ends at the first byte that cannot continue it; the caller checks that this byte
+ * is a delimiter.
+ * @return : pointer just past the number, or NULL if no valid number starts at p. Out-of-range
+ *           magnitudes give +-inf / 0 like strtod (the caller decides whether that is an error). */
+const char *ctf__parse_double(const char *p, const char *end, double *out);
+const char *ctf__parse_float(const char *p, const char *end, float *out);
+
+/* ctf__format_double / ctf__format_float: shortest decimal that round-trips ("%.17g" style
+ * search), JSON-compatible (no inf/nan: those print as null). @return : length written. */
+int ctf__format_double(double v, char *buf, size_t cap);
+int ctf__format_float(float v, char *buf, size_t cap);
+
+/*======================================================================
+ * Index (index.c)
+ *====================================================================*/
+
+/* One sequence, in file order. */
+typedef struct ctf__seq {
+    uint64_t offset;      /* byte offset of its first line */
+    uint64_t key;         /* sequence id (id mode) or 0-based line number (line mode) */
+    uint64_t line;        /* 0-based number of its first line */
+    uint32_t samples;     /* index samples (lines, or lines holding the definesMBSize stream) */
+    uint32_t lines;       /* physical lines it spans (up to the next sequence) */
+} ctf__seq;
+
+/* One chunk: consecutive whole sequences (SPEC 4.2). */
+typedef struct ctf__chunk {
+    size_t first_seq;     /* index of its first sequence */
+    size_t num_seqs;      /* sequences in it (>= 1) */
+    uint64_t offset;      /* byte offset of its first sequence */
+    uint64_t size;        /* bytes spanned, up to the next chunk's first byte */
+    uint64_t samples;     /* index samples in it */
+} ctf__chunk;
+
+struct ctf_index {
+    char *path;            /* data file */
+    ctf__file_id file;     /* identity of the file when indexed */
+    ctf__seq *seqs;        /* num_seqs sequences, file order */
+    size_t num_seqs;
+    ctf__chunk *chunks;    /* chunks, file order */
+    size_t num_chunks;
+    uint64_t total_samples;  /* index samples over all sequences */
+    uint64_t total_lines;    /* physical lines */
+    uint64_t max_seq_samples;
+    uint64_t data_start;   /* first byte after a BOM */
+    uint64_t chunk_size_bytes; /* the chunk size the chunks were built with */
+    bool line_mode;
+    bool from_cache;
+    uint64_t hash;         /* checksum over the sequence table (fingerprints, cache) */
+};
+
+/* Builds chunks from the sequence table for a chunk size (SPEC 4.2). @return : 0 or ENOMEM. */
+int ctf__index_make_chunks(ctf_index *idx, uint64_t chunk_size_bytes, ctf_error *err);
+
+/*======================================================================
+ * Parsing (parse.c): bytes of whole sequences -> a parsed chunk.
+ *====================================================================*/
+
+/* The parser's view of the configuration. */
+typedef struct ctf__parse_cfg {
+    const char *path;            /* for messages */
+    const ctf_stream_def *streams;
+    size_t num_streams;
+    ctf_precision precision;
+    bool line_mode;              /* from the index */
+    bool frame_mode;
+    int trace_level;             /* info problems are recorded only at 2 */
+} ctf__parse_cfg;
+
+/* One stream's data for the sequences of a parsed chunk. */
+typedef struct ctf__stream_data {
+    void *values;          /* dense: samples*dim elements; sparse: nnz elements */
+    size_t values_cap;     /* capacity in elements */
+    int32_t *indices;      /* sparse: nnz column indices */
+    size_t indices_cap;
+    int64_t *indptr;       /* sparse: samples+1 offsets into indices/values */
+    size_t indptr_cap;
+    size_t samples;        /* samples stored */
+    size_t nnz;            /* sparse: entries stored */
+    int64_t short_sample;  /* dense: a sample cut short by the end of the file, or -1 */
+    uint32_t short_count;  /* its values actually present (the rest are zero padding) */
+} ctf__stream_data;
+
+/* A range of samples of one stream belonging to one sequence. */
+typedef struct ctf__slice {
+    uint32_t first;        /* first sample in ctf__stream_data */
+    uint32_t count;        /* samples */
+} ctf__slice;
+
+/* A problem found while parsing, kept until the consumer reaches the chunk, so that errors are
+ * counted and reported in timeline order whatever thread parsed the chunk. */
+typedef struct ctf__problem {
+    ctf_severity sev;
+    ctf_error err;
+} ctf__problem;
+
+typedef struct ctf__chunk_data {
+    size_t chunk;              /* chunk id in the index */
+    size_t num_seqs;           /* sequences (= the chunk's) */
+    size_t num_streams;
+    ctf__stream_data *streams; /* per stream */
+    ctf__slice *slices;        /* num_seqs * num_streams, sequence-major */
+    uint8_t *dropped;          /* per sequence: 1 if dropped as a whole */
+    ctf__problem *problems;    /* errors and warnings in file order */
+    size_t num_problems, problems_cap;
+    uint64_t num_errors;       /* errors (counted against maxErrors) */
+    uint64_t num_warnings;     /* warnings, including ones not stored */
+    uint64_t num_infos;        /* info lines recorded (trace level 2 only) */
+    uint64_t dropped_rows;
+    uint64_t dropped_seqs;
+    uint64_t *dropped_samples; /* per stream */
+    bool fatal;                /* problems ends with a fatal error: the chunk is unusable */
+    int fatal_code;
+    size_t bytes;              /* memory held, for the residency counters */
+} ctf__chunk_data;
+
+/* Limits on how many problems one chunk keeps in detail (counts are always exact). */
+#define CTF__MAX_STORED_WARNINGS 64
+
+/* ctf__parse_chunk(pc, idx, chunk, buf, max_errors, out, err):
+ * Parses the sequences of chunk `chunk` whose bytes are buf (idx->chunks[chunk].size bytes
+ * starting at the chunk's offset). Problems are recorded in the result, not reported; parsing
+ * stops after max_errors + 1 errors (the consumer's budget can never allow more).
+ * @return : 0 and *out (owned by the caller), or CTF_ENOMEM. A fatal data problem is not a
+ *           failure of this call: it is recorded (out->fatal) so that it surfaces in order. */
+int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
+                     const char *buf, uint64_t max_errors, ctf__chunk_data **out,
+                     ctf_error *err);
+void ctf__chunk_data_free(ctf__chunk_data *cd);
+
+/*======================================================================
+ * Packing (pack.c): picked sequences of parsed chunks -> an owned minibatch.
+ *====================================================================*/
+
+/* One sequence chosen for a minibatch. */
+typedef struct ctf__pick {
+    const ctf__chunk_data *cd;  /* its parsed chunk */
+    size_t local;               /* its index inside the chunk */
+    uint64_t key;               /* sequence key */
+    uint64_t line;              /* 0-based first line */
+    uint64_t samples;           /* index samples */
+} ctf__pick;
+
+/* The minibatch-level facts the reader decides. */
+typedef struct ctf__mb_info {
+    uint64_t position;          /* timeline position after the global minibatch */
+    uint64_t sweep;             /* sweep of its first sequence */
+    bool end_of_sweep;          /* the global minibatch held the last sequence of a sweep */
+} ctf__mb_info;
+
+/* ctf__pack(pc, picks, n, info, out, err): copies the picked sequences' samples into one owned
+ * minibatch, stream by stream, in pick order. Dropped sequences must not be passed.
+ * @return : 0 or CTF_ENOMEM. */
+int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
+              const ctf__mb_info *info, ctf_minibatch **out, ctf_error *err);
+
+/*======================================================================
+ * Prefetch (prefetch.c): chunk loading (read + parse) on background threads.
+ *====================================================================*/
+
+typedef struct ctf__loader ctf__loader;
+
+/* ctf__loader_create(pc, idx, max_errors, threads, out, err): opens the data file and starts
+ * `threads` workers (0: every load runs on the caller's thread). pc and idx must outlive it.
+ * @return : 0, CTF_EIO or CTF_ENOMEM. */
+int ctf__loader_create(const ctf__parse_cfg *pc, const ctf_index *idx, uint64_t max_errors,
+                       size_t threads, ctf__loader **out, ctf_error *err);
+/* Queues chunk c for a background load unless it is queued, loading or loaded already. */
+int ctf__loader_request(ctf__loader *l, size_t c);
+/* Hands over chunk c's parsed data, waiting for its load or loading it now. The caller owns
+ * *out. @return : 0, or the load's error (CTF_EIO, CTF_ECHANGED, CTF_ENOMEM) with err filled. */
+int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error *err);
+/* Forgets every request and loaded-but-untaken chunk (after a seek). */
+void ctf__loader_drop_all(ctf__loader *l);
+/* Bytes held in loaded-but-untaken chunks, and their number. */
+void ctf__loader_held(ctf__loader *l, size_t *chunks, size_t *bytes);
+void ctf__loader_free(ctf__loader *l);
+
+/*======================================================================
+ * Randomization (randomize.c): SPEC 5.
+ *====================================================================*/
+
+/* std::mt19937_64. */
+typedef struct ctf__mt64 {
+    uint64_t mt[312];
+    size_t mti;
+} ctf__mt64;
+
+void ctf__mt64_seed(ctf__mt64 *g, uint64_t seed);
+uint64_t ctf__mt64_next(ctf__mt64 *g);
+
+/* The order of one sweep. */
+typedef struct ctf__sweep {
+    uint64_t sweep;        /* sweep number k */
+    size_t num_slots;      /* = number of sequences */
+    size_t *seq;           /* slot -> sequence index (file order numbering) */
+    size_t *home;          /* slot -> randomized chunk position of that sequence's chunk */
+    size_t *chunk_at;      /* randomized position -> chunk id; num_chunks entries */
+    size_t num_chunks;
+} ctf__sweep;
+
+/* ctf__randomize_sweep(chunks, num_chunks, window, window_in_samples, seed, sweep_no, out, err):
+ * Computes sweep sweep_no's order exactly as SPEC 5 (seed + sweep_no seeds both generators;
+ * chunk shuffle; windows in chunks or samples; sequence shuffle). window == 0 gives file order.
+ * Sequences are numbered as in the index: chunk c holds first_seq .. first_seq+num_seqs-1.
+ * out must be zeroed or previously filled (its arrays are reused/grown).
+ * @return : 0 or CTF_ENOMEM. */
+int ctf__randomize_sweep(const ctf__chunk *chunks, size_t num_chunks, uint64_t window,
+                         bool window_in_samples, uint64_t seed, uint64_t sweep_no,
+                         ctf__sweep *out, ctf_error *err);
+/* ctf__sweep_identity: file order (randomize = false). */
+int ctf__sweep_identity(const ctf__chunk *chunks, size_t num_chunks, uint64_t sweep_no,
+                        ctf__sweep *out, ctf_error *err);
+void ctf__sweep_free(ctf__sweep *s);
+
+/*======================================================================
+ * BrainScript configuration (config.c)
+ *====================================================================*/
+/* Public API in ctfio.h (ctf_bsconfig_*). */
+
+#endif /* CTFIO_INTERNAL_H */

@@ -1,0 +1,732 @@
+/*
+ * index.c -- the indexing stage: one sequential pass over a CTF file that finds every sequence
+ * (key, byte offset, first line, line count, index samples) without converting a single value,
+ * then cuts the sequences into chunks (SPEC 4.1-4.2); plus the on-disk index cache (SPEC 4.3).
+ *
+ * In:  the data file and the index-shaping options (skipSequenceIds, the stream aliases, the
+ *      definesMBSize alias).
+ * Out: a ctf_index: the sequence table in file order and the chunk table.
+ *
+ * The scan is line-oriented. In id mode (the default when the file starts with a digit) a line
+ * starting with an id different from the previous one opens a sequence; every other line joins
+ * the current one, blank lines included (SPEC 1.5, 1.10), so index-sample counts match CNTK's.
+ * Only with definesMBSize or in line mode does the scan look inside lines, for `|NAME` tokens:
+ * that is what keeps the common case at newline-scan speed.
+ *
+ * Cache file (DATA.ctfidx): a fixed header (magic, format version, data file size, mtime in ns,
+ * inode, a hash of the index-shaping options, counts) followed by the raw sequence table and a
+ * checksum over both. Anything that does not match means "ignore and rebuild", never an error.
+ */
+#include "ctfio_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#define INDEX_BLOCK_BYTES (4u << 20)
+#define INDEX_MAX_LINE_BYTES ((size_t)1 << 31)
+
+/*======================================================================
+ * Small helpers
+ *====================================================================*/
+
+static inline bool is_blank(unsigned char c) { return c == ' ' || c == '\t' || c == '\r'; }
+static inline bool ends_name(unsigned char c) { return c <= ' ' || c == '|' || c == 127; }
+
+static uint64_t hash_bytes(uint64_t h, const void *data, size_t n)
+{
+    /* FNV-1a over 8-byte words with a final mix: fast enough for the sequence table and good
+     * enough to catch corruption (not an adversarial checksum). */
+    const unsigned char *p = data;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+        p += 8;
+        n -= 8;
+    }
+    while (n--) h = (h ^ *p++) * 0x100000001b3ull;
+    return h;
+}
+
+static void log_problem(const ctf_config *cfg, ctf_severity sev, const ctf_error *e)
+{
+    if ((int)sev > cfg->trace_level) return;
+    if (cfg->log)
+        cfg->log(cfg->log_user, sev, e);
+    else
+        ctf__log_stderr(NULL, sev, e);
+}
+
+static void log_at(const ctf_config *cfg, ctf_severity sev, ctf__where w, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void log_at(const ctf_config *cfg, ctf_severity sev, ctf__where w, const char *fmt, ...)
+{
+    if ((int)sev > cfg->trace_level) return;
+    ctf_error e;
+    va_list ap;
+    va_start(ap, fmt);
+    ctf__vfail(&e, CTF_OK, w, fmt, ap);
+    va_end(ap);
+    log_problem(cfg, sev, &e);
+}
+
+/*======================================================================
+ * Id set: detects ids that reappear on non-consecutive lines (SPEC 1.5, a warning).
+ *====================================================================*/
+
+typedef struct id_set {
+    uint64_t *keys;   /* open addressing; slot holds key+1 (0 = empty) */
+    uint64_t *lines;  /* first line (0-based) of the key */
+    size_t cap, n;
+} id_set;
+
+static int id_set_add(id_set *s, uint64_t key, uint64_t line, uint64_t *prev_line)
+{
+    if ((s->n + 1) * 2 > s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 1024;
+        uint64_t *k = CTF_CALLOC(ncap, sizeof *k), *l = CTF_MALLOC(ncap * sizeof *l);
+        if (!k || !l) {
+            CTF_FREE(k);
+            CTF_FREE(l);
+            return CTF_ENOMEM;
+        }
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->keys[i]) continue;
+            size_t j = (size_t)((s->keys[i] * 0x9E3779B97F4A7C15ull) >> 20) & (ncap - 1);
+            while (k[j]) j = (j + 1) & (ncap - 1);
+            k[j] = s->keys[i];
+            l[j] = s->lines[i];
+        }
+        CTF_FREE(s->keys);
+        CTF_FREE(s->lines);
+        s->keys = k;
+        s->lines = l;
+        s->cap = ncap;
+    }
+    uint64_t k1 = key + 1; /* key UINT64_MAX wraps to 0: treat it as "seen" never; rare */
+    if (k1 == 0) return 0;
+    size_t j = (size_t)((k1 * 0x9E3779B97F4A7C15ull) >> 20) & (s->cap - 1);
+    while (s->keys[j]) {
+        if (s->keys[j] == k1) {
+            *prev_line = s->lines[j];
+            return 1;
+        }
+        j = (j + 1) & (s->cap - 1);
+    }
+    s->keys[j] = k1;
+    s->lines[j] = line;
+    s->n++;
+    return 0;
+}
+
+static void id_set_free(id_set *s)
+{
+    CTF_FREE(s->keys);
+    CTF_FREE(s->lines);
+}
+
+/*======================================================================
+ * Options that shape the index (they go into the cache header)
+ *====================================================================*/
+
+typedef struct index_opts {
+    bool skip_ids;
+    const char *mb_alias;     /* alias of the definesMBSize stream, or NULL */
+    size_t mb_alias_len;
+    const char **aliases;     /* every configured alias (line mode: does a line hold data?) */
+    size_t *alias_lens;
+    size_t num_aliases;
+    uint64_t hash;            /* of all of the above */
+} index_opts;
+
+static const char *stream_alias(const ctf_stream_def *s)
+{
+    return (s->alias && s->alias[0]) ? s->alias : s->name;
+}
+
+static int opts_init(index_opts *o, const ctf_config *cfg)
+{
+    memset(o, 0, sizeof *o);
+    o->skip_ids = cfg->skip_sequence_ids;
+    o->aliases = CTF_CALLOC(cfg->num_streams, sizeof *o->aliases);
+    o->alias_lens = CTF_CALLOC(cfg->num_streams, sizeof *o->alias_lens);
+    if (!o->aliases || !o->alias_lens) {
+        CTF_FREE(o->aliases);
+        CTF_FREE(o->alias_lens);
+        return CTF_ENOMEM;
+    }
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = hash_bytes(h, &o->skip_ids, 1);
+    for (size_t i = 0; i < cfg->num_streams; i++) {
+        const char *a = stream_alias(&cfg->streams[i]);
+        o->aliases[i] = a;
+        o->alias_lens[i] = strlen(a);
+        h = hash_bytes(h, a, o->alias_lens[i] + 1);
+        if (cfg->streams[i].defines_mb_size) {
+            o->mb_alias = a;
+            o->mb_alias_len = o->alias_lens[i];
+            h = hash_bytes(h, "mb:", 3);
+            h = hash_bytes(h, a, o->alias_lens[i] + 1);
+        }
+    }
+    o->num_aliases = cfg->num_streams;
+    o->hash = h;
+    return 0;
+}
+
+static void opts_free(index_opts *o)
+{
+    CTF_FREE(o->aliases);
+    CTF_FREE(o->alias_lens);
+}
+
+/* Scans one line for `|NAME` tokens. *has_known: some configured alias appears; *has_mb: the
+ * definesMBSize alias appears. Comments (`|#...`) run to the next '|'. */
+static void scan_names(const index_opts *o, const char *p, const char *end, bool *has_known,
+                       bool *has_mb)
+{
+    *has_known = false;
+    *has_mb = false;
+    for (;;) {
+        p = memchr(p, '|', (size_t)(end - p));
+        if (!p) return;
+        p++;
+        if (p < end && *p == '#') continue; /* comment: its body ends at the next '|' */
+        const char *n = p;
+        while (p < end && !ends_name((unsigned char)*p)) p++;
+        size_t len = (size_t)(p - n);
+        if (!len) continue;
+        if (o->mb_alias && len == o->mb_alias_len && !memcmp(n, o->mb_alias, len)) *has_mb = true;
+        if (!*has_known)
+            for (size_t i = 0; i < o->num_aliases; i++)
+                if (len == o->alias_lens[i] && !memcmp(n, o->aliases[i], len)) {
+                    *has_known = true;
+                    break;
+                }
+        if (*has_known && (*has_mb || !o->mb_alias)) return;
+    }
+}
+
+/*======================================================================
+ * The scan
+ *====================================================================*/
+
+typedef struct scan_state {
+    ctf_index *idx;
+    const ctf_config *cfg;
+    const index_opts *opts;
+    size_t seqs_cap;
+    int mode;               /* -1 undecided, 0 id mode, 1 line mode */
+    bool have_seq;          /* a sequence is open */
+    uint64_t cur_id;
+    uint64_t line_no;       /* 0-based number of the line being scanned */
+    id_set ids;
+    bool warned_repeat;
+    ctf_error *err;
+} scan_state;
+
+static int push_seq(scan_state *st, uint64_t offset, uint64_t key)
+{
+    ctf_index *idx = st->idx;
+    if (idx->num_seqs == st->seqs_cap &&
+        ctf__grow((void **)&idx->seqs, &st->seqs_cap, idx->num_seqs + 1, sizeof *idx->seqs))
+        return ctf__fail(st->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s",
+                         idx->path);
+    ctf__seq *s = &idx->seqs[idx->num_seqs++];
+    s->offset = offset;
+    s->key = key;
+    s->line = st->line_no;
+    s->samples = 0;
+    s->lines = 0;
+    st->have_seq = true;
+    return 0;
+}
+
+/* Processes one line [p, end) (without its '\n') starting at byte `offset`. */
+static int scan_line(scan_state *st, const char *p, const char *end, uint64_t offset)
+{
+    ctf_index *idx = st->idx;
+    const index_opts *o = st->opts;
+    const char *path = idx->path;
+
+    if (st->mode < 0) {
+        /* Mode is decided by the first non-blank character of the file (SPEC 1.4). */
+        const char *q = p;
+        while (q < end && is_blank((unsigned char)*q)) q++;
+        if (q == end) goto count_line; /* blank lines before any data */
+        if (*q == '|' || o->skip_ids) {
+            st->mode = 1;
+        } else if (*q >= '0' && *q <= '9') {
+            st->mode = 0;
+            if (q != p) {
+                /* Leading blanks before the first id: the id is not at the line start, so the
+                 * first line would have no id. */
+                return ctf__fail(st->err, CTF_EPARSE,
+                                 (ctf__where){path, st->line_no + 1, 1, (int64_t)offset},
+                                 "expected a sequence id at the start of the first line, "
+                                 "found a blank");
+            }
+        } else {
+            uint64_t col = (uint64_t)(q - p) + 1;
+            return ctf__fail(st->err, CTF_EPARSE,
+                             (ctf__where){path, st->line_no + 1, col,
+                                          (int64_t)(offset + (uint64_t)(q - p))},
+                             "expected a sequence id or '|' at the start of the file, found "
+                             "'%c'",
+                             *q);
+        }
+        idx->line_mode = st->mode == 1;
+    }
+
+    if (st->mode == 1) {
+        bool known, mb;
+        scan_names(o, p, end, &known, &mb);
+        if (known) {
+            int rc = push_seq(st, offset, st->line_no);
+            if (rc) return rc;
+            idx->seqs[idx->num_seqs - 1].samples = o->mb_alias ? (mb ? 1 : 0) : 1;
+        } else if (p < end && st->cfg->trace_level >= 2) {
+            const char *q = p;
+            while (q < end && is_blank((unsigned char)*q)) q++;
+            if (q < end)
+                log_at(st->cfg, CTF_SEV_INFO, (ctf__where){path, st->line_no + 1, 1, (int64_t)offset},
+                       "line holds no configured input; skipped");
+        }
+        goto count_line;
+    }
+
+    /* Id mode. */
+    if (p < end && *p >= '0' && *p <= '9') {
+        uint64_t id = 0;
+        const char *q = p;
+        while (q < end && *q >= '0' && *q <= '9') {
+            unsigned d = (unsigned)(*q - '0');
+            if (id > (UINT64_MAX - d) / 10)
+                return ctf__fail(st->err, CTF_EPARSE,
+                                 (ctf__where){path, st->line_no + 1, 1, (int64_t)offset},
+                                 "sequence id '%.*s' does not fit in 64 bits",
+                                 (int)CTF_MIN((size_t)(end - p), (size_t)40), p);
+            id = id * 10 + d;
+            q++;
+        }
+        if (!st->have_seq || id != st->cur_id) {
+            uint64_t prev;
+            int r = id_set_add(&st->ids, id, st->line_no, &prev);
+            if (r < 0)
+                return ctf__fail(st->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s",
+                                 path);
+            if (r == 1 && !st->warned_repeat) {
+                st->warned_repeat = true;
+                log_at(st->cfg, CTF_SEV_WARNING,
+                       (ctf__where){path, st->line_no + 1, 1, (int64_t)offset},
+                       "sequence id %llu reappears here after other ids (first used on line "
+                       "%llu); the lines form a separate sequence (reported once per file)",
+                       (unsigned long long)id, (unsigned long long)prev + 1);
+            }
+            int rc = push_seq(st, offset, id);
+            if (rc) return rc;
+            st->cur_id = id;
+        }
+    } else if (!st->have_seq) {
+        /* Blank lines before the first id are not part of any sequence. */
+        goto count_line;
+    }
+    {
+        ctf__seq *s = &idx->seqs[idx->num_seqs - 1];
+        if (o->mb_alias) {
+            bool known, mb;
+            scan_names(o, p, end, &known, &mb);
+            if (mb) s->samples++;
+        } else {
+            s->samples++;
+        }
+    }
+
+count_line:
+    if (st->have_seq) idx->seqs[idx->num_seqs - 1].lines++;
+    st->line_no++;
+    return 0;
+}
+
+static int scan_file(scan_state *st, int fd, ctf_error *err)
+{
+    ctf_index *idx = st->idx;
+    const char *path = idx->path;
+    uint64_t size = idx->file.size;
+    size_t cap = INDEX_BLOCK_BYTES;
+    char *buf = CTF_MALLOC(cap);
+    int rc = 0;
+    if (!buf) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s", path);
+
+    uint64_t file_pos = 0;  /* file offset of buf[0] */
+    size_t have = 0;        /* valid bytes in buf */
+    uint64_t read_pos = 0;  /* next file offset to read */
+    bool first = true;
+
+    for (;;) {
+        if (read_pos < size) {
+            size_t want = cap - have;
+            if ((uint64_t)want > size - read_pos) want = (size_t)(size - read_pos);
+            rc = ctf__file_pread(fd, path, buf + have, want, read_pos, err);
+            if (rc) goto done;
+            have += want;
+            read_pos += want;
+        }
+        size_t start = 0;
+        if (first) {
+            first = false;
+            const unsigned char *u = (const unsigned char *)buf;
+            if (have >= 2 && ((u[0] == 0xFF && u[1] == 0xFE) || (u[0] == 0xFE && u[1] == 0xFF))) {
+                rc = ctf__fail(err, CTF_EPARSE, (ctf__where){path, 1, 1, 0},
+                               "UTF-16 is not supported (found a UTF-16 byte order mark); "
+                               "convert the file to UTF-8");
+                goto done;
+            }
+            if (have >= 3 && u[0] == 0xEF && u[1] == 0xBB && u[2] == 0xBF) start = 3;
+            idx->data_start = start;
+        }
+        /* Complete lines in buf[start..have). */
+        const char *p = buf + start, *end = buf + have;
+        for (;;) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            if (!nl) break;
+            rc = scan_line(st, p, nl, file_pos + (uint64_t)(p - buf));
+            if (rc) goto done;
+            p = nl + 1;
+        }
+        size_t rest = (size_t)(end - p);
+        if (read_pos >= size) {
+            /* The last line may lack its newline; an unterminated run of blanks is not a line. */
+            const char *q = p;
+            while (q < end && is_blank((unsigned char)*q)) q++;
+            if (q < end) {
+                rc = scan_line(st, p, end, file_pos + (uint64_t)(p - buf));
+                if (rc) goto done;
+            }
+            break;
+        }
+        /* Keep the partial line, grow the buffer if one line fills it. */
+        if (rest == have) {
+            if (cap >= INDEX_MAX_LINE_BYTES) {
+                rc = ctf__fail(err, CTF_ELIMIT,
+                               (ctf__where){path, st->line_no + 1, 1, (int64_t)file_pos},
+                               "line longer than the limit of %zu bytes", INDEX_MAX_LINE_BYTES);
+                goto done;
+            }
+            char *nb = CTF_REALLOC(buf, cap * 2);
+            if (!nb) {
+                rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s", path);
+                goto done;
+            }
+            buf = nb;
+            cap *= 2;
+        } else {
+            memmove(buf, p, rest);
+            file_pos += (uint64_t)(p - buf);
+            have = rest;
+        }
+    }
+    if (st->mode < 0) {
+        rc = ctf__fail(err, CTF_EPARSE, (ctf__where){path, 0, 0, -1},
+                       size ? "the file holds only blank lines" : "the file is empty");
+        goto done;
+    }
+    if (idx->num_seqs == 0) {
+        rc = ctf__fail(err, CTF_EPARSE, (ctf__where){path, 0, 0, -1},
+                       "no line holds any of the configured inputs");
+        goto done;
+    }
+done:
+    CTF_FREE(buf);
+    return rc;
+}
+
+/*======================================================================
+ * Chunks (SPEC 4.2)
+ *====================================================================*/
+
+int ctf__index_make_chunks(ctf_index *idx, uint64_t chunk_size_bytes, ctf_error *err)
+{
+    CTF_FREE(idx->chunks);
+    idx->chunks = NULL;
+    idx->num_chunks = 0;
+    size_t cap = 0;
+    idx->total_samples = 0;
+    idx->max_seq_samples = 0;
+    for (size_t i = 0; i < idx->num_seqs; i++) {
+        const ctf__seq *s = &idx->seqs[i];
+        uint64_t end = i + 1 < idx->num_seqs ? idx->seqs[i + 1].offset : idx->file.size;
+        uint64_t len = end - s->offset;
+        ctf__chunk *c = idx->num_chunks ? &idx->chunks[idx->num_chunks - 1] : NULL;
+        if (!c || c->size + len > chunk_size_bytes) {
+            if (ctf__grow((void **)&idx->chunks, &cap, idx->num_chunks + 1, sizeof *idx->chunks))
+                return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory building chunks");
+            c = &idx->chunks[idx->num_chunks++];
+            c->first_seq = i;
+            c->num_seqs = 0;
+            c->offset = s->offset;
+            c->size = 0;
+            c->samples = 0;
+        }
+        c->num_seqs++;
+        c->size += len;
+        c->samples += s->samples;
+        idx->total_samples += s->samples;
+        if (s->samples > idx->max_seq_samples) idx->max_seq_samples = s->samples;
+    }
+    idx->chunk_size_bytes = chunk_size_bytes;
+    return 0;
+}
+
+/*======================================================================
+ * Index cache (SPEC 4.3)
+ *====================================================================*/
+
+#define CACHE_MAGIC "CTFIDX\x01\n"
+#define CACHE_VERSION 1u
+
+typedef struct cache_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t line_mode;
+    uint64_t file_size;
+    int64_t mtime_ns;
+    uint64_t inode;
+    uint64_t opts_hash;
+    uint64_t num_seqs;
+    uint64_t total_lines;
+    uint64_t data_start;
+    uint64_t seq_bytes;       /* sizeof(ctf__seq), guards against layout changes */
+} cache_header;
+
+char *ctf_index_cache_path(const char *data_path, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s.ctfidx", data_path);
+    return buf;
+}
+
+static uint64_t table_hash(const cache_header *h, const ctf__seq *seqs, size_t n)
+{
+    uint64_t x = hash_bytes(0xcbf29ce484222325ull, h, sizeof *h);
+    return hash_bytes(x, seqs, n * sizeof *seqs);
+}
+
+/* @return : 1 loaded, 0 not usable (reason logged at info), <0 out of memory. */
+static int cache_load(ctf_index *idx, const ctf_config *cfg, const index_opts *o, ctf_error *err)
+{
+    char cpath[CTF_ERROR_PATH_MAX + 16];
+    ctf_index_cache_path(idx->path, cpath, sizeof cpath);
+    FILE *f = fopen(cpath, "rb");
+    if (!f) return 0;
+    cache_header h;
+    const char *why = NULL;
+    ctf__seq *seqs = NULL;
+    int rc = 0;
+    if (fread(&h, sizeof h, 1, f) != 1) {
+        why = "truncated header";
+        goto out;
+    }
+    if (memcmp(h.magic, CACHE_MAGIC, 8) || h.version != CACHE_VERSION ||
+        h.seq_bytes != sizeof(ctf__seq)) {
+        why = "different format version";
+        goto out;
+    }
+    if (h.file_size != idx->file.size || h.mtime_ns != idx->file.mtime_ns ||
+        h.inode != idx->file.inode) {
+        why = "the data file changed (size, modification time or inode)";
+        goto out;
+    }
+    if (h.opts_hash != o->hash) {
+        why = "index-shaping options differ (skipSequenceIds, aliases, definesMBSize)";
+        goto out;
+    }
+    if (h.num_seqs == 0 || h.num_seqs > h.file_size) {
+        why = "implausible sequence count";
+        goto out;
+    }
+    seqs = CTF_MALLOC((size_t)h.num_seqs * sizeof *seqs);
+    if (!seqs) {
+        rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory loading the index cache");
+        goto out;
+    }
+    uint64_t sum;
+    if (fread(seqs, sizeof *seqs, (size_t)h.num_seqs, f) != h.num_seqs ||
+        fread(&sum, sizeof sum, 1, f) != 1) {
+        why = "truncated";
+        goto out;
+    }
+    if (fgetc(f) != EOF) {
+        why = "trailing bytes";
+        goto out;
+    }
+    if (sum != table_hash(&h, seqs, (size_t)h.num_seqs)) {
+        why = "checksum mismatch (corrupt)";
+        goto out;
+    }
+    /* Structural sanity: offsets increase and stay inside the file. */
+    for (uint64_t i = 0; i < h.num_seqs; i++) {
+        if (seqs[i].offset >= h.file_size || (i && seqs[i].offset <= seqs[i - 1].offset)) {
+            why = "inconsistent sequence table";
+            goto out;
+        }
+    }
+    idx->seqs = seqs;
+    seqs = NULL;
+    idx->num_seqs = (size_t)h.num_seqs;
+    idx->total_lines = h.total_lines;
+    idx->data_start = h.data_start;
+    idx->line_mode = h.line_mode != 0;
+    idx->from_cache = true;
+    rc = 1;
+out:
+    fclose(f);
+    CTF_FREE(seqs);
+    if (why)
+        log_at(cfg, CTF_SEV_INFO, (ctf__where){cpath, 0, 0, -1},
+               "index cache ignored (%s); rebuilding", why);
+    return rc;
+}
+
+static void cache_save(const ctf_index *idx, const ctf_config *cfg, const index_opts *o)
+{
+    char cpath[CTF_ERROR_PATH_MAX + 16], tmp[CTF_ERROR_PATH_MAX + 48];
+    ctf_index_cache_path(idx->path, cpath, sizeof cpath);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", cpath, (long)getpid());
+    cache_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, CACHE_MAGIC, 8);
+    h.version = CACHE_VERSION;
+    h.line_mode = idx->line_mode;
+    h.file_size = idx->file.size;
+    h.mtime_ns = idx->file.mtime_ns;
+    h.inode = idx->file.inode;
+    h.opts_hash = o->hash;
+    h.num_seqs = idx->num_seqs;
+    h.total_lines = idx->total_lines;
+    h.data_start = idx->data_start;
+    h.seq_bytes = sizeof(ctf__seq);
+    uint64_t sum = table_hash(&h, idx->seqs, idx->num_seqs);
+    FILE *f = fopen(tmp, "wb");
+    const char *what = "create";
+    if (!f) goto fail;
+    what = "write";
+    if (fwrite(&h, sizeof h, 1, f) != 1 ||
+        fwrite(idx->seqs, sizeof *idx->seqs, idx->num_seqs, f) != idx->num_seqs ||
+        fwrite(&sum, sizeof sum, 1, f) != 1 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        int e = errno;
+        fclose(f);
+        errno = e;
+        goto fail;
+    }
+    if (fclose(f) != 0) goto fail;
+    what = "rename";
+    if (rename(tmp, cpath) != 0) goto fail;
+    return;
+fail:;
+    int e = errno;
+    remove(tmp);
+    log_at(cfg, CTF_SEV_WARNING, (ctf__where){cpath, 0, 0, -1},
+           "could not %s the index cache (%s); continuing without it", what, strerror(e));
+}
+
+/*======================================================================
+ * Public entry points
+ *====================================================================*/
+
+int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
+{
+    *out = NULL;
+    if (!cfg || !cfg->path || !cfg->path[0])
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "config.path: a data file is required");
+    ctf_index *idx = CTF_CALLOC(1, sizeof *idx);
+    index_opts o;
+    int rc;
+    if (!idx) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    if (opts_init(&o, cfg)) {
+        CTF_FREE(idx);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    }
+    idx->path = ctf__strdup(cfg->path);
+    if (!idx->path) {
+        rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+        goto fail;
+    }
+    rc = ctf__file_stat(idx->path, &idx->file, err);
+    if (rc) goto fail;
+
+    rc = cfg->cache_index ? cache_load(idx, cfg, &o, err) : 0;
+    if (rc < 0) goto fail;
+    if (rc == 0) {
+        int fd = ctf__file_open(idx->path, err);
+        if (fd < 0) {
+            rc = fd;
+            goto fail;
+        }
+        scan_state st;
+        memset(&st, 0, sizeof st);
+        st.idx = idx;
+        st.cfg = cfg;
+        st.opts = &o;
+        st.mode = -1;
+        st.err = err;
+        rc = scan_file(&st, fd, err);
+        idx->total_lines = st.line_no;
+        id_set_free(&st.ids);
+        ctf__file_close(fd);
+        if (rc) goto fail;
+        /* The file must not have changed while we read it. */
+        ctf__file_id now;
+        rc = ctf__file_stat(idx->path, &now, err);
+        if (rc) goto fail;
+        if (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns) {
+            rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, -1},
+                           "the file changed while it was being indexed");
+            goto fail;
+        }
+        if (cfg->cache_index) cache_save(idx, cfg, &o);
+    }
+    rc = ctf__index_make_chunks(idx, cfg->chunk_size_bytes, err);
+    if (rc) goto fail;
+    idx->hash = table_hash(&(cache_header){.file_size = idx->file.size}, idx->seqs, idx->num_seqs);
+    if (cfg->trace_level >= 2)
+        log_at(cfg, CTF_SEV_INFO, (ctf__where){idx->path, 0, 0, -1},
+               "indexed %zu sequences, %llu samples, %zu chunks%s", idx->num_seqs,
+               (unsigned long long)idx->total_samples, idx->num_chunks,
+               idx->from_cache ? " (from the index cache)" : "");
+    opts_free(&o);
+    *out = idx;
+    return 0;
+fail:
+    opts_free(&o);
+    ctf_index_free(idx);
+    return rc;
+}
+
+void ctf_index_get_info(const ctf_index *idx, ctf_index_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->file_size = idx->file.size;
+    info->sequences = idx->num_seqs;
+    info->samples = idx->total_samples;
+    info->lines = idx->total_lines;
+    info->chunks = idx->num_chunks;
+    info->max_sequence_samples = idx->max_seq_samples;
+    info->line_mode = idx->line_mode;
+    info->from_cache = idx->from_cache;
+}
+
+uint64_t ctf_index_sequence_samples(const ctf_index *idx, size_t i)
+{
+    return i < idx->num_seqs ? idx->seqs[i].samples : 0;
+}
+
+void ctf_index_free(ctf_index *idx)
+{
+    if (!idx) return;
+    CTF_FREE(idx->path);
+    CTF_FREE(idx->seqs);
+    CTF_FREE(idx->chunks);
+    CTF_FREE(idx);
+}

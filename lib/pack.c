@@ -1,0 +1,293 @@
+/*
+ * pack.c -- the packing stage: the sequences the reader picked for a minibatch, each living in
+ * some parsed chunk, are copied into one owned ctf_minibatch (SPEC 9).
+ *
+ * In:  picks (chunk data + sequence index), in delivery order.
+ * Out: per stream one contiguous block: dense (num_samples, dim) values, or sparse CSR
+ *      (indptr over samples, int32 indices, values); per-sequence lengths; keys and lines.
+ *
+ * The minibatch owns all of its memory and points at nothing in the reader, so it outlives the
+ * next call and the reader itself (the Python layer wraps these buffers without copying).
+ * This file also holds the minibatch accessors and the canonical JSON printer used by
+ * `ctfio dump` and the golden tests.
+ */
+#include "ctfio_internal.h"
+
+#include <stdio.h>
+
+/*======================================================================
+ * The minibatch object
+ *====================================================================*/
+
+typedef struct mb_stream {
+    char *name;            /* owned copy of the stream name */
+    bool is_sparse;
+    size_t dim;
+    size_t samples;        /* samples in this stream */
+    size_t nnz;            /* sparse entries */
+    void *values;          /* dense samples*dim or sparse nnz elements */
+    uint32_t *lengths;     /* per sequence */
+    int64_t *indptr;       /* sparse: samples + 1 */
+    int32_t *indices;      /* sparse: nnz */
+    size_t *shorts;        /* dense: (sample, values present) pairs for samples the end of the
+                              file cut short (a file's last sample; a minibatch spanning sweeps
+                              can hold it more than once) */
+    size_t num_shorts;
+} mb_stream;
+
+struct ctf_minibatch {
+    size_t num_seqs;
+    size_t num_streams;
+    ctf_precision precision;
+    uint64_t num_samples;  /* index samples of the sequences here */
+    uint64_t position;
+    uint64_t sweep;
+    bool end_of_sweep;
+    uint64_t *keys;        /* per sequence */
+    uint64_t *lines;       /* per sequence, 1-based */
+    mb_stream *streams;
+};
+
+void ctf_minibatch_free(ctf_minibatch *mb)
+{
+    if (!mb) return;
+    if (mb->streams)
+        for (size_t k = 0; k < mb->num_streams; k++) {
+            mb_stream *s = &mb->streams[k];
+            CTF_FREE(s->name);
+            CTF_FREE(s->values);
+            CTF_FREE(s->lengths);
+            CTF_FREE(s->indptr);
+            CTF_FREE(s->indices);
+            CTF_FREE(s->shorts);
+        }
+    CTF_FREE(mb->streams);
+    CTF_FREE(mb->keys);
+    CTF_FREE(mb->lines);
+    CTF_FREE(mb);
+}
+
+int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
+              const ctf__mb_info *info, ctf_minibatch **out, ctf_error *err)
+{
+    const size_t ns = pc->num_streams;
+    const size_t elt = (size_t)pc->precision;
+    *out = NULL;
+    ctf_minibatch *mb = CTF_CALLOC(1, sizeof *mb);
+    if (!mb) goto oom;
+    mb->num_seqs = n;
+    mb->num_streams = ns;
+    mb->precision = pc->precision;
+    mb->position = info->position;
+    mb->sweep = info->sweep;
+    mb->end_of_sweep = info->end_of_sweep;
+    mb->keys = CTF_MALLOC((n ? n : 1) * sizeof *mb->keys);
+    mb->lines = CTF_MALLOC((n ? n : 1) * sizeof *mb->lines);
+    mb->streams = CTF_CALLOC(ns, sizeof *mb->streams);
+    if (!mb->keys || !mb->lines || !mb->streams) goto oom;
+    for (size_t i = 0; i < n; i++) {
+        mb->keys[i] = picks[i].key;
+        mb->lines[i] = picks[i].line + 1;
+        mb->num_samples += picks[i].samples;
+    }
+    for (size_t k = 0; k < ns; k++) {
+        const ctf_stream_def *def = &pc->streams[k];
+        mb_stream *s = &mb->streams[k];
+        s->name = ctf__strdup(def->name);
+        s->is_sparse = def->is_sparse;
+        s->dim = def->dim;
+        s->lengths = CTF_MALLOC((n ? n : 1) * sizeof *s->lengths);
+        if (!s->name || !s->lengths) goto oom;
+        /* Sizes first, so each buffer is allocated once. */
+        size_t samples = 0, nnz = 0;
+        for (size_t i = 0; i < n; i++) {
+            const ctf__chunk_data *cd = picks[i].cd;
+            const ctf__slice *sl = &cd->slices[picks[i].local * ns + k];
+            s->lengths[i] = sl->count;
+            samples += sl->count;
+            if (def->is_sparse && sl->count) {
+                const ctf__stream_data *sd = &cd->streams[k];
+                nnz += (size_t)(sd->indptr[sl->first + sl->count] - sd->indptr[sl->first]);
+            }
+        }
+        s->samples = samples;
+        if (!def->is_sparse) {
+            s->values = CTF_MALLOC((samples ? samples * def->dim : 1) * elt);
+            if (!s->values) goto oom;
+            char *dst = s->values;
+            size_t row = 0;
+            for (size_t i = 0; i < n; i++) {
+                const ctf__chunk_data *cd = picks[i].cd;
+                const ctf__slice *sl = &cd->slices[picks[i].local * ns + k];
+                size_t bytes = (size_t)sl->count * def->dim * elt;
+                const ctf__stream_data *sd = &cd->streams[k];
+                if (sd->short_sample >= (int64_t)sl->first &&
+                    sd->short_sample < (int64_t)sl->first + sl->count) {
+                    if (!s->shorts) s->shorts = CTF_MALLOC(2 * n * sizeof *s->shorts);
+                    if (!s->shorts) goto oom;
+                    s->shorts[2 * s->num_shorts] = row + (size_t)sd->short_sample - sl->first;
+                    s->shorts[2 * s->num_shorts + 1] = sd->short_count;
+                    s->num_shorts++;
+                }
+                row += sl->count;
+                if (!bytes) continue;
+                memcpy(dst, (const char *)cd->streams[k].values + (size_t)sl->first * def->dim * elt,
+                       bytes);
+                dst += bytes;
+            }
+        } else {
+            s->nnz = nnz;
+            s->values = CTF_MALLOC((nnz ? nnz : 1) * elt);
+            s->indices = CTF_MALLOC((nnz ? nnz : 1) * sizeof *s->indices);
+            s->indptr = CTF_MALLOC((samples + 1) * sizeof *s->indptr);
+            if (!s->values || !s->indices || !s->indptr) goto oom;
+            size_t at = 0, row = 0;
+            s->indptr[0] = 0;
+            for (size_t i = 0; i < n; i++) {
+                const ctf__chunk_data *cd = picks[i].cd;
+                const ctf__slice *sl = &cd->slices[picks[i].local * ns + k];
+                if (!sl->count) continue;
+                const ctf__stream_data *sd = &cd->streams[k];
+                int64_t b = sd->indptr[sl->first], e = sd->indptr[sl->first + sl->count];
+                size_t cnt = (size_t)(e - b);
+                memcpy((char *)s->values + at * elt, (const char *)sd->values + (size_t)b * elt,
+                       cnt * elt);
+                memcpy(s->indices + at, sd->indices + b, cnt * sizeof *s->indices);
+                for (uint32_t j = 1; j <= sl->count; j++)
+                    s->indptr[row + j] = (int64_t)at + (sd->indptr[sl->first + j] - b);
+                row += sl->count;
+                at += cnt;
+            }
+        }
+    }
+    *out = mb;
+    return 0;
+oom:
+    ctf_minibatch_free(mb);
+    return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory packing a minibatch");
+}
+
+/*======================================================================
+ * Accessors
+ *====================================================================*/
+
+size_t ctf_minibatch_num_sequences(const ctf_minibatch *mb) { return mb->num_seqs; }
+uint64_t ctf_minibatch_num_samples(const ctf_minibatch *mb) { return mb->num_samples; }
+size_t ctf_minibatch_num_streams(const ctf_minibatch *mb) { return mb->num_streams; }
+bool ctf_minibatch_end_of_sweep(const ctf_minibatch *mb) { return mb->end_of_sweep; }
+uint64_t ctf_minibatch_position(const ctf_minibatch *mb) { return mb->position; }
+uint64_t ctf_minibatch_sweep(const ctf_minibatch *mb) { return mb->sweep; }
+const uint64_t *ctf_minibatch_keys(const ctf_minibatch *mb) { return mb->keys; }
+const uint64_t *ctf_minibatch_lines(const ctf_minibatch *mb) { return mb->lines; }
+
+int ctf_minibatch_stream(const ctf_minibatch *mb, size_t i, ctf_stream_view *v)
+{
+    if (!mb || i >= mb->num_streams) return CTF_EINVAL;
+    const mb_stream *s = &mb->streams[i];
+    v->name = s->name;
+    v->is_sparse = s->is_sparse;
+    v->precision = mb->precision;
+    v->dim = s->dim;
+    v->num_sequences = mb->num_seqs;
+    v->num_samples = s->samples;
+    v->values = s->values;
+    v->lengths = s->lengths;
+    v->indptr = s->indptr;
+    v->indices = s->indices;
+    v->nnz = s->nnz;
+    return 0;
+}
+
+/*======================================================================
+ * JSON output (ctfio dump)
+ *====================================================================*/
+
+static void put_number(FILE *out, const void *values, size_t i, ctf_precision prec)
+{
+    char buf[40];
+    if (prec == CTF_FLOAT32)
+        ctf__format_float(((const float *)values)[i], buf, sizeof buf);
+    else
+        ctf__format_double(((const double *)values)[i], buf, sizeof buf);
+    fputs(buf, out);
+}
+
+static void put_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(out, "\\%c", c);
+        else if (c < 32)
+            fprintf(out, "\\u%04x", c);
+        else
+            fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+/* Prints {"key": K, ["line": L,] "streams": {...}} for sequence i; offsets track each stream's
+ * first sample of sequence i. */
+static void put_sequence(const ctf_minibatch *mb, size_t i, size_t *first, FILE *out,
+                         bool with_line)
+{
+    fprintf(out, "{\"key\": %llu, ", (unsigned long long)mb->keys[i]);
+    if (with_line) fprintf(out, "\"line\": %llu, ", (unsigned long long)mb->lines[i]);
+    fputs("\"streams\": {", out);
+    for (size_t k = 0; k < mb->num_streams; k++) {
+        const mb_stream *s = &mb->streams[k];
+        if (k) fputs(", ", out);
+        put_json_string(out, s->name);
+        fputs(": [", out);
+        for (uint32_t j = 0; j < s->lengths[i]; j++) {
+            size_t smp = first[k] + j;
+            if (j) fputs(", ", out);
+            fputc('[', out);
+            if (!s->is_sparse) {
+                size_t dims = s->dim;
+                for (size_t x = 0; x < s->num_shorts; x++)
+                    if (s->shorts[2 * x] == smp) dims = s->shorts[2 * x + 1];
+                for (size_t d = 0; d < dims; d++) {
+                    if (d) fputs(", ", out);
+                    put_number(out, s->values, smp * s->dim + d, mb->precision);
+                }
+            } else {
+                for (int64_t e = s->indptr[smp]; e < s->indptr[smp + 1]; e++) {
+                    if (e > s->indptr[smp]) fputs(", ", out);
+                    fprintf(out, "[%d, ", (int)s->indices[e]);
+                    put_number(out, s->values, (size_t)e, mb->precision);
+                    fputc(']', out);
+                }
+            }
+            fputc(']', out);
+        }
+        fputc(']', out);
+        first[k] += s->lengths[i];
+    }
+    fputs("}}", out);
+}
+
+int ctf_minibatch_print_json(const ctf_minibatch *mb, FILE *out, bool with_line)
+{
+    size_t first[CTF_MAX_STREAMS] = {0};
+    for (size_t i = 0; i < mb->num_seqs; i++) {
+        put_sequence(mb, i, first, out, with_line);
+        fputc('\n', out);
+    }
+    return ferror(out) ? CTF_EIO : 0;
+}
+
+int ctf_minibatch_print_json_mb(const ctf_minibatch *mb, FILE *out, uint64_t index)
+{
+    size_t first[CTF_MAX_STREAMS] = {0};
+    fprintf(out, "{\"index\": %llu, \"position\": %llu, \"end_of_sweep\": %s, \"sequences\": [",
+            (unsigned long long)index, (unsigned long long)mb->position,
+            mb->end_of_sweep ? "true" : "false");
+    for (size_t i = 0; i < mb->num_seqs; i++) {
+        if (i) fputs(", ", out);
+        put_sequence(mb, i, first, out, false);
+    }
+    fputs("]}\n", out);
+    return ferror(out) ? CTF_EIO : 0;
+}

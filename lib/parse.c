@@ -1,0 +1,533 @@
+/*
+ * parse.c -- the parsing stage: the bytes of one chunk (whole sequences, located by the index)
+ * become typed sample buffers, one per stream, with per-sequence slices (SPEC 1 and 2).
+ *
+ * In:  a chunk's bytes, the index (sequence offsets, first lines), the stream definitions.
+ * Out: a ctf__chunk_data: per stream a growing buffer of values (dense: dim values per sample,
+ *      sparse: CSR), per (sequence, stream) the slice of samples it owns, and the problems found.
+ *
+ * Values are converted straight into the stream buffers: no allocation per value. A sample in
+ * error is rolled back by resetting the buffer lengths, so a dropped sample costs nothing.
+ *
+ * Problems are not reported here. They are recorded, in file order, with their exact location
+ * (line, column, byte offset), and the reader reports and counts them when the consumer reaches
+ * the chunk. That keeps the maxErrors budget and the log identical whatever thread parsed the
+ * chunk and however far ahead (SPEC 10: threads never change what is delivered).
+ *
+ * Rules that are easy to get wrong (docs/format.md has the full list):
+ *  - in id mode every physical line of a sequence is a row; a row that yields no sample costs
+ *    one error unless the row already had one (no double counting), and is counted as dropped;
+ *  - in line mode only a sequence's first line is parsed: the index put the lines that hold no
+ *    configured input (blank, comment-only, unknown inputs only) after it;
+ *  - a stream absent from a whole sequence is fatal (CNTK: "Malformed input file").
+ */
+#include "ctfio_internal.h"
+
+#include <stdio.h>
+
+/*======================================================================
+ * Problem recording
+ *====================================================================*/
+
+typedef struct pstate {
+    const ctf__parse_cfg *pc;
+    const ctf_index *idx;
+    ctf__chunk_data *cd;
+    const char *buf;          /* chunk bytes */
+    uint64_t base;            /* file offset of buf[0] */
+    const char *line_start;   /* current line, for columns */
+    uint64_t line_no;         /* 0-based current line */
+    uint64_t max_errors;      /* stop after max_errors + 1 errors */
+    size_t *alias_len;        /* per stream */
+    const char **alias;       /* per stream */
+    uint32_t row_errors;      /* errors in the current row */
+    bool row_unterminated;    /* the current row is the file's last line, without a newline */
+    int oom;                  /* an allocation failed */
+} pstate;
+
+static ctf__where where_at(const pstate *ps, const char *p)
+{
+    return (ctf__where){ps->pc->path, ps->line_no + 1, (uint64_t)(p - ps->line_start) + 1,
+                        (int64_t)(ps->base + (uint64_t)(p - ps->buf))};
+}
+
+static void add_problem(pstate *ps, ctf_severity sev, int code, ctf__where w, const char *fmt,
+                        ...) __attribute__((format(printf, 5, 6)));
+static void add_problem(pstate *ps, ctf_severity sev, int code, ctf__where w, const char *fmt, ...)
+{
+    ctf__chunk_data *cd = ps->cd;
+    if (sev == CTF_SEV_ERROR) {
+        cd->num_errors++;
+        ps->row_errors++;
+    } else if (sev == CTF_SEV_WARNING) {
+        cd->num_warnings++;
+        /* Warnings beyond the cap are counted, not stored: a file with a short sample on every
+         * line must not grow an unbounded list. */
+        if (cd->num_warnings > CTF__MAX_STORED_WARNINGS) return;
+    } else {
+        if (ps->pc->trace_level < 2 || ++cd->num_infos > CTF__MAX_STORED_WARNINGS) return;
+    }
+    if (cd->num_problems == cd->problems_cap &&
+        ctf__grow((void **)&cd->problems, &cd->problems_cap, cd->num_problems + 1,
+                  sizeof *cd->problems)) {
+        ps->oom = 1;
+        return;
+    }
+    ctf__problem *pr = &cd->problems[cd->num_problems++];
+    pr->sev = sev;
+    va_list ap;
+    va_start(ap, fmt);
+    ctf__vfail(&pr->err, code, w, fmt, ap);
+    va_end(ap);
+}
+
+static bool too_many_errors(const pstate *ps)
+{
+    return ps->cd->num_errors > ps->max_errors || ps->cd->fatal || ps->oom;
+}
+
+/* A short printable excerpt of what was found at p, for messages. */
+static void excerpt(const char *p, const char *end, char *out, size_t cap)
+{
+    size_t n = 0;
+    while (p < end && n + 5 < cap && n < 24) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '\r' || c == '\n') break;
+        if (c < 32 || c >= 127) {
+            n += (size_t)snprintf(out + n, cap - n, "\\x%02x", c);
+        } else {
+            out[n++] = (char)c;
+        }
+        p++;
+    }
+    out[n] = 0;
+    if (n == 0) snprintf(out, cap, "end of line");
+}
+
+/*======================================================================
+ * Lexical helpers
+ *====================================================================*/
+
+/* Between values and samples: spaces, tabs and any other control byte but '\n'. */
+static inline bool is_delim(unsigned char c) { return c == ' ' || c == '\t' || (c < 32 && c != '\n') || c == 127; }
+static inline bool ends_value(unsigned char c) { return is_delim(c) || c == '|'; }
+
+static const char *skip_delims(const char *p, const char *end)
+{
+    while (p < end && is_delim((unsigned char)*p)) p++;
+    return p;
+}
+
+static const char *next_bar(const char *p, const char *end)
+{
+    const char *q = memchr(p, '|', (size_t)(end - p));
+    return q ? q : end;
+}
+
+/*======================================================================
+ * Samples
+ *====================================================================*/
+
+static int ensure_values(ctf__stream_data *sd, size_t need, size_t elt)
+{
+    return ctf__grow(&sd->values, &sd->values_cap, need, elt);
+}
+
+/* Parses a dense sample's values at p (up to the next '|' or end). @return : end of the values,
+ * or NULL after recording an error (the sample is dropped). */
+static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *end,
+                               const char *name_at)
+{
+    const ctf_stream_def *def = &ps->pc->streams[s];
+    ctf__stream_data *sd = &ps->cd->streams[s];
+    const size_t elt = (size_t)ps->pc->precision;
+    const size_t dim = def->dim;
+    if (ensure_values(sd, (sd->samples + 1) * dim, elt)) {
+        ps->oom = 1;
+        return NULL;
+    }
+    char *dst = (char *)sd->values + sd->samples * dim * elt;
+    size_t n = 0;
+    for (;;) {
+        p = skip_delims(p, end);
+        if (p == end || *p == '|') break;
+        const char *q;
+        if (elt == 4) {
+            float v;
+            q = ctf__parse_float(p, end, &v);
+            if (q && n < dim) memcpy(dst + n * 4, &v, 4);
+        } else {
+            double v;
+            q = ctf__parse_double(p, end, &v);
+            if (q && n < dim) memcpy(dst + n * 8, &v, 8);
+        }
+        if (!q || (q < end && !ends_value((unsigned char)*q))) {
+            char ex[64];
+            const char *bad = p;
+            const char *stop = p;
+            while (stop < end && !ends_value((unsigned char)*stop)) stop++;
+            excerpt(bad, stop, ex, sizeof ex);
+            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
+                        "stream '%s': expected a number (value %zu of the dense sample), found "
+                        "'%s'",
+                        def->name, n + 1, ex);
+            return NULL;
+        }
+        n++;
+        if (n > dim) {
+            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
+                        "stream '%s': dense sample has more than dim=%zu values; sample dropped",
+                        def->name, dim);
+            return NULL;
+        }
+        p = q;
+    }
+    if (n < dim && p == end && ps->row_unterminated) {
+        /* CNTK pads a short dense sample only when a delimiter ends it; one that runs into the
+         * end of the file is delivered short. The arrays stay (n, dim) with zero padding; the
+         * JSON dump prints the values CNTK delivers (docs/format.md, conformance corpus). */
+        memset(dst + n * elt, 0, (dim - n) * elt);
+        sd->short_sample = (int64_t)sd->samples;
+        sd->short_count = (uint32_t)n;
+    } else if (n < dim) {
+        memset(dst + n * elt, 0, (dim - n) * elt);
+        add_problem(ps, CTF_SEV_WARNING, CTF_OK, where_at(ps, name_at),
+                    "stream '%s': dense sample has %zu of dim=%zu values; the rest are zeros",
+                    def->name, n, dim);
+    }
+    sd->samples++;
+    return p;
+}
+
+static const char *parse_sparse(pstate *ps, size_t s, const char *p, const char *end,
+                                const char *name_at)
+{
+    const ctf_stream_def *def = &ps->pc->streams[s];
+    ctf__stream_data *sd = &ps->cd->streams[s];
+    const size_t elt = (size_t)ps->pc->precision;
+    const size_t dim = def->dim;
+    const size_t nnz0 = sd->nnz;
+    bool dup_warned = false;
+    int64_t last = -1;
+    CTF_UNUSED(name_at);
+    if (ctf__grow((void **)&sd->indptr, &sd->indptr_cap, sd->samples + 2, sizeof *sd->indptr)) {
+        ps->oom = 1;
+        return NULL;
+    }
+    for (;;) {
+        p = skip_delims(p, end);
+        if (p == end || *p == '|') break;
+        const char *entry = p;
+        if (*p < '0' || *p > '9') {
+            char ex[64];
+            excerpt(p, end, ex, sizeof ex);
+            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
+                        "stream '%s': expected a sparse index (an unsigned integer before ':'), "
+                        "found '%s'%s",
+                        def->name, ex, *p == '-' ? " (indices cannot be negative)" : "");
+            goto drop;
+        }
+        uint64_t index = 0;
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (index <= UINT32_MAX) index = index * 10 + (uint64_t)(*p - '0');
+            p++;
+        }
+        if (p == end || *p != ':') {
+            char ex[64];
+            excerpt(p, end, ex, sizeof ex);
+            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
+                        "stream '%s': expected ':' directly after sparse index %llu, found '%s'",
+                        def->name, (unsigned long long)index, ex);
+            goto drop;
+        }
+        p++;
+        if (index >= dim) {
+            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, entry),
+                        "stream '%s': sparse index %llu is out of range (dim=%zu)", def->name,
+                        (unsigned long long)index, dim);
+            goto drop;
+        }
+        if (ctf__grow(&sd->values, &sd->values_cap, sd->nnz + 1, elt) ||
+            ctf__grow((void **)&sd->indices, &sd->indices_cap, sd->nnz + 1, sizeof *sd->indices)) {
+            ps->oom = 1;
+            goto drop_silent;
+        }
+        const char *q;
+        if (elt == 4) {
+            float v;
+            q = ctf__parse_float(p, end, &v);
+            if (q) ((float *)sd->values)[sd->nnz] = v;
+        } else {
+            double v;
+            q = ctf__parse_double(p, end, &v);
+            if (q) ((double *)sd->values)[sd->nnz] = v;
+        }
+        if (!q || (q < end && !ends_value((unsigned char)*q))) {
+            char ex[64];
+            const char *stop = p;
+            while (stop < end && !ends_value((unsigned char)*stop)) stop++;
+            excerpt(p, stop, ex, sizeof ex);
+            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
+                        "stream '%s': expected a number directly after '%llu:', found '%s'",
+                        def->name, (unsigned long long)index, ex);
+            goto drop;
+        }
+        if ((int64_t)index <= last && !dup_warned) {
+            for (size_t k = nnz0; k < sd->nnz; k++)
+                if ((uint64_t)sd->indices[k] == index) {
+                    dup_warned = true;
+                    add_problem(ps, CTF_SEV_WARNING, CTF_OK, where_at(ps, entry),
+                                "stream '%s': sparse index %llu appears more than once in the "
+                                "sample; all entries are kept",
+                                def->name, (unsigned long long)index);
+                    break;
+                }
+        }
+        if ((int64_t)index > last) last = (int64_t)index;
+        sd->indices[sd->nnz++] = (int32_t)index;
+        p = q;
+    }
+    sd->indptr[sd->samples] = (int64_t)nnz0;
+    sd->samples++;
+    sd->indptr[sd->samples] = (int64_t)sd->nnz;
+    return p;
+drop:
+drop_silent:
+    sd->nnz = nnz0;
+    return NULL;
+}
+
+/*======================================================================
+ * Rows and sequences
+ *====================================================================*/
+
+/* Parses one row [p, end). @return : samples committed. */
+static size_t parse_row(pstate *ps, const char *p, const char *end, uint64_t *seen)
+{
+    const ctf__parse_cfg *pc = ps->pc;
+    size_t got = 0;
+    *seen = 0;
+    while (p < end && !too_many_errors(ps)) {
+        p = skip_delims(p, end);
+        if (p == end) break;
+        if (*p != '|') {
+            char ex[64];
+            const char *stop = p;
+            while (stop < end && !ends_value((unsigned char)*stop)) stop++;
+            excerpt(p, stop, ex, sizeof ex);
+            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
+                        "expected '|' and an input name, found '%s'", ex);
+            p = next_bar(p, end);
+            continue;
+        }
+        const char *bar = p++;
+        if (p < end && *p == '#') {
+            p = next_bar(p + 1, end); /* a comment runs to the next '|' (SPEC 1.3) */
+            continue;
+        }
+        const char *name = p;
+        while (p < end && !ends_value((unsigned char)*p)) p++;
+        size_t len = (size_t)(p - name);
+        if (len == 0) {
+            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, bar),
+                        "expected an input name directly after '|'");
+            p = next_bar(p, end);
+            continue;
+        }
+        size_t s = pc->num_streams;
+        for (size_t i = 0; i < pc->num_streams; i++)
+            if (ps->alias_len[i] == len && !memcmp(ps->alias[i], name, len)) {
+                s = i;
+                break;
+            }
+        if (s == pc->num_streams) {
+            add_problem(ps, CTF_SEV_INFO, CTF_OK, where_at(ps, bar),
+                        "skipping unknown input '%.*s' (not in the reader configuration)",
+                        (int)CTF_MIN(len, (size_t)64), name);
+            p = next_bar(p, end);
+            continue;
+        }
+        if (*seen & ((uint64_t)1 << s)) {
+            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, bar),
+                        "stream '%s' appears twice on one line (one sample per stream per line); "
+                        "the second sample is dropped",
+                        pc->streams[s].name);
+            ps->cd->dropped_samples[s]++;
+            p = next_bar(p, end);
+            continue;
+        }
+        const char *q = pc->streams[s].is_sparse ? parse_sparse(ps, s, p, end, bar)
+                                                 : parse_dense(ps, s, p, end, bar);
+        if (!q) {
+            if (ps->oom) return got;
+            ps->cd->dropped_samples[s]++;
+            p = next_bar(p, end);
+            continue;
+        }
+        *seen |= (uint64_t)1 << s;
+        got++;
+        p = q;
+    }
+    return got;
+}
+
+static int parse_sequence(pstate *ps, size_t si, size_t local)
+{
+    const ctf_index *idx = ps->idx;
+    const ctf__parse_cfg *pc = ps->pc;
+    ctf__chunk_data *cd = ps->cd;
+    const ctf__seq *seq = &idx->seqs[si];
+    const uint64_t seq_end = si + 1 < idx->num_seqs ? idx->seqs[si + 1].offset : idx->file.size;
+    const char *p = ps->buf + (seq->offset - ps->base);
+    const char *end = ps->buf + (seq_end - ps->base);
+    ctf__slice *sl = &cd->slices[local * pc->num_streams];
+    size_t nonempty_rows = 0;
+    size_t errors_before = (size_t)cd->num_errors;
+
+    for (size_t k = 0; k < pc->num_streams; k++) sl[k].first = (uint32_t)cd->streams[k].samples;
+    ps->line_no = seq->line;
+    uint32_t rows = pc->line_mode ? 1 : seq->lines;
+    for (uint32_t r = 0; r < rows && p < end && !too_many_errors(ps); r++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *eol = nl ? nl : end;
+        ps->line_start = p;
+        ps->row_errors = 0;
+        ps->row_unterminated = nl == NULL && seq_end == idx->file.size;
+        const char *q = p;
+        /* Skip the sequence id at the line start (ids in line mode are ignored, SPEC 1.4). */
+        while (q < eol && *q >= '0' && *q <= '9') q++;
+        uint64_t seen;
+        size_t got = parse_row(ps, q, eol, &seen);
+        if (ps->oom) return CTF_ENOMEM;
+        if (got) {
+            nonempty_rows++;
+        } else if (!too_many_errors(ps)) {
+            cd->dropped_rows++;
+            if (ps->row_errors == 0)
+                add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
+                            "row yields no sample (blank, comment-only or unknown inputs only) "
+                            "inside sequence %llu",
+                            (unsigned long long)seq->key);
+        }
+        p = nl ? nl + 1 : end;
+        ps->line_no++;
+    }
+    if (too_many_errors(ps)) return 0;
+
+    size_t longest = 0;
+    for (size_t k = 0; k < pc->num_streams; k++) {
+        sl[k].count = (uint32_t)(cd->streams[k].samples - sl[k].first);
+        if (sl[k].count > longest) longest = sl[k].count;
+    }
+    ctf__where w = {pc->path, seq->line + 1, 1, (int64_t)seq->offset};
+    for (size_t k = 0; k < pc->num_streams; k++) {
+        if (sl[k].count == 0) {
+            cd->fatal = true;
+            cd->fatal_code = CTF_EPARSE;
+            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, w,
+                        "malformed input file: stream '%s' is absent from sequence %llu (lines "
+                        "%llu-%llu)%s",
+                        pc->streams[k].name, (unsigned long long)seq->key,
+                        (unsigned long long)seq->line + 1,
+                        (unsigned long long)(seq->line + (pc->line_mode ? 1 : seq->lines)),
+                        cd->num_errors > errors_before + 1 ? " after the errors above" : "");
+            return 0;
+        }
+    }
+    if (longest < nonempty_rows) {
+        add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, w,
+                    "sequence %llu has %zu rows with data but its longest stream has only %zu "
+                    "samples (each line must add a sample to the longest stream)",
+                    (unsigned long long)seq->key, nonempty_rows, longest);
+    }
+    if (pc->frame_mode) {
+        for (size_t k = 0; k < pc->num_streams; k++) {
+            if (sl[k].count != 1) {
+                add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, w,
+                            "frame mode: sequence %llu has %u samples in stream '%s' (must be "
+                            "exactly 1); sequence dropped",
+                            (unsigned long long)seq->key, sl[k].count, pc->streams[k].name);
+                cd->dropped[local] = 1;
+                cd->dropped_seqs++;
+                for (size_t j = 0; j < pc->num_streams; j++)
+                    cd->dropped_samples[j] += sl[j].count;
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+/*======================================================================
+ * Chunks
+ *====================================================================*/
+
+void ctf__chunk_data_free(ctf__chunk_data *cd)
+{
+    if (!cd) return;
+    if (cd->streams)
+        for (size_t k = 0; k < cd->num_streams; k++) {
+            CTF_FREE(cd->streams[k].values);
+            CTF_FREE(cd->streams[k].indices);
+            CTF_FREE(cd->streams[k].indptr);
+        }
+    CTF_FREE(cd->streams);
+    CTF_FREE(cd->slices);
+    CTF_FREE(cd->dropped);
+    CTF_FREE(cd->problems);
+    CTF_FREE(cd->dropped_samples);
+    CTF_FREE(cd);
+}
+
+int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
+                     const char *buf, uint64_t max_errors, ctf__chunk_data **out, ctf_error *err)
+{
+    *out = NULL;
+    const ctf__chunk *ch = &idx->chunks[chunk];
+    const size_t ns = pc->num_streams;
+    ctf__chunk_data *cd = CTF_CALLOC(1, sizeof *cd);
+    const char *alias[CTF_MAX_STREAMS];
+    size_t alias_len[CTF_MAX_STREAMS];
+    if (!cd) goto oom;
+    cd->chunk = chunk;
+    cd->num_seqs = ch->num_seqs;
+    cd->num_streams = ns;
+    cd->streams = CTF_CALLOC(ns, sizeof *cd->streams);
+    cd->slices = CTF_CALLOC(ch->num_seqs * ns, sizeof *cd->slices);
+    cd->dropped = CTF_CALLOC(ch->num_seqs, 1);
+    cd->dropped_samples = CTF_CALLOC(ns, sizeof *cd->dropped_samples);
+    if (!cd->streams || !cd->slices || !cd->dropped || !cd->dropped_samples) goto oom;
+    for (size_t k = 0; k < ns; k++) {
+        const ctf_stream_def *d = &pc->streams[k];
+        alias[k] = (d->alias && d->alias[0]) ? d->alias : d->name;
+        alias_len[k] = strlen(alias[k]);
+        cd->streams[k].short_sample = -1;
+        if (d->is_sparse) {
+            cd->streams[k].indptr = CTF_MALLOC(16 * sizeof(int64_t));
+            if (!cd->streams[k].indptr) goto oom;
+            cd->streams[k].indptr_cap = 16;
+            cd->streams[k].indptr[0] = 0;
+        }
+    }
+    pstate ps = {.pc = pc, .idx = idx, .cd = cd, .buf = buf, .base = ch->offset,
+                 .max_errors = max_errors, .alias = alias, .alias_len = alias_len};
+    ps.line_start = buf;
+    for (size_t i = 0; i < ch->num_seqs && !too_many_errors(&ps); i++) {
+        if (parse_sequence(&ps, ch->first_seq + i, i)) goto oom;
+    }
+    if (ps.oom) goto oom;
+    /* Sequences left unparsed after the error budget ran out are not delivered. */
+    size_t bytes = sizeof *cd + ch->num_seqs * (ns * sizeof *cd->slices + 1);
+    for (size_t k = 0; k < ns; k++) {
+        const ctf__stream_data *sd = &cd->streams[k];
+        bytes += sd->values_cap * (size_t)pc->precision + sd->indices_cap * sizeof(int32_t) +
+                 sd->indptr_cap * sizeof(int64_t);
+    }
+    cd->bytes = bytes + cd->problems_cap * sizeof(ctf__problem);
+    *out = cd;
+    return 0;
+oom:
+    ctf__chunk_data_free(cd);
+    return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory parsing chunk %zu of %s",
+                     chunk, pc->path);
+}

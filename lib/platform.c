@@ -1,0 +1,75 @@
+/*
+ * platform.c -- the POSIX layer: file identity (size, nanosecond mtime, inode), whole reads at an
+ * offset, and the I/O fault-injection counters used by the reliability tests. Threads use
+ * pthreads directly through platform.h-style wrappers in prefetch.c.
+ */
+
+#include "ctfio_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+atomic_long ctf__io_fail_at;
+atomic_long ctf__io_count;
+
+int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, -1}, "cannot stat file: %s",
+                         strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, -1}, "not a regular file");
+    id->size = (uint64_t)st.st_size;
+    id->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    id->inode = (uint64_t)st.st_ino;
+    return 0;
+}
+
+int ctf__file_open(const char *path, ctf_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, -1}, "cannot open file: %s",
+                         strerror(errno));
+    return fd;
+}
+
+void ctf__file_close(int fd)
+{
+    if (fd >= 0) close(fd);
+}
+
+int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offset,
+                    ctf_error *err)
+{
+    char *p = buf;
+    uint64_t off = offset;
+    while (n > 0) {
+        long k = atomic_fetch_add(&ctf__io_count, 1) + 1;
+        long at = atomic_load(&ctf__io_fail_at);
+        ssize_t got;
+        if (at > 0 && k == at) {
+            got = -1;
+            errno = EIO;
+        } else {
+            got = pread(fd, p, n, (off_t)off);
+        }
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, (int64_t)off},
+                             "read failed: %s", strerror(errno));
+        }
+        if (got == 0)
+            return ctf__fail(err, CTF_ECHANGED, (ctf__where){path, 0, 0, (int64_t)off},
+                             "file ended early (expected %zu more bytes): the file changed "
+                             "since it was indexed",
+                             n);
+        p += got;
+        n -= (size_t)got;
+        off += (uint64_t)got;
+    }
+    return 0;
+}

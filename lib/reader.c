@@ -1,0 +1,774 @@
+/*
+ * reader.c -- the reader: wires index -> randomize -> prefetch/parse -> pack into a ctf_reader,
+ * and owns the timeline (SPEC 6), the worker split (SPEC 7), checkpoints (SPEC 8), the error
+ * budget (SPEC 2.3) and the memory bound (SPEC 4.4).
+ *
+ * The timeline: sweep k is the file's sequences in the order ctf__randomize_sweep gives for k;
+ * positions count index samples from 0 over the endless repetition of sweeps. The reader's whole
+ * state is (sweep, slot, position): a checkpoint is the position alone, since the sweep order is
+ * a pure function of (file, configuration, seed, k).
+ *
+ * next(K) cuts the GLOBAL minibatch from the timeline (first sequence always, then while the
+ * total stays <= K, stopping at the first that does not fit), then keeps the sequences this
+ * worker owns: by the chunk's randomized position mod N when randomizing, by slot mod N when
+ * not. Every worker therefore advances to the same position, and the union over workers is the
+ * single-worker minibatch.
+ *
+ * Chunk residency: a parsed chunk is held while the cursor is inside its span in the current
+ * sweep (its first slot consumed, its last not yet), plus up to prefetch_chunks loaded ahead in
+ * the prefetch stage. Because the randomizer keeps every sequence inside its chunk's window,
+ * that span is bounded by the window, and so is memory (unless keepDataInMemory).
+ *
+ * Problems a chunk's parse recorded are reported and counted the first time the consumer
+ * reaches the chunk, in timeline order, and never again when the chunk is re-parsed in a later
+ * sweep: the budget and the log do not depend on threads, prefetch depth or eviction.
+ */
+#include "ctfio_internal.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+/*======================================================================
+ * The reader object
+ *====================================================================*/
+
+struct ctf_reader {
+    ctf_config cfg;              /* deep copy: path and streams point into this object */
+    char *path;
+    ctf_stream_def *streams;
+    char **strings;              /* owned names and aliases */
+    ctf__parse_cfg pc;
+    ctf_index *idx;
+    ctf__loader *loader;
+    ctf_error err;               /* last error */
+    int dead;                    /* a fatal error happened: only free is allowed */
+
+    /* Timeline. */
+    bool randomized;             /* randomize and a non-zero window */
+    uint64_t sweep_samples;      /* index samples in one sweep */
+    uint64_t limit;              /* stop before a sequence at this position (UINT64_MAX: none) */
+    ctf__sweep sw;               /* the order of sweep cur_sweep */
+    bool sw_valid;
+    uint64_t cur_sweep;
+    size_t cur_slot;
+    uint64_t position;
+    bool ended;
+    size_t num_workers, rank;
+
+    /* Per chunk. */
+    ctf__chunk_data **resident;  /* parsed chunks held, by chunk id */
+    size_t *resident_list;       /* ids of held chunks */
+    size_t num_resident;
+    size_t resident_bytes;
+    uint8_t *committed;          /* its problems were reported already */
+    size_t *first_use, *last_use;/* first/last slot in the current sweep */
+    size_t *intro;               /* owned chunks in order of first use in the current sweep */
+    size_t *pos_of_chunk;        /* randomized position of each chunk in the current sweep */
+    size_t num_intro, intro_ptr;
+
+    ctf_stats stats;
+    uint64_t suppressed_warnings;
+
+    ctf__pick *picks;            /* scratch for next() */
+    size_t picks_cap;
+    struct cut_item { size_t seq, chunk; bool owned; } *cut;
+    size_t cut_cap;
+};
+
+/*======================================================================
+ * Configuration copy and logging
+ *====================================================================*/
+
+static void reader_log(const ctf_reader *r, ctf_severity sev, const ctf_error *e)
+{
+    if (r->cfg.log)
+        r->cfg.log(r->cfg.log_user, sev, e);
+    else
+        ctf__log_stderr(NULL, sev, e);
+}
+
+static int copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err)
+{
+    r->cfg = *cfg;
+    r->path = ctf__strdup(cfg->path);
+    r->streams = CTF_CALLOC(cfg->num_streams, sizeof *r->streams);
+    r->strings = CTF_CALLOC(cfg->num_streams * 2, sizeof *r->strings);
+    if (!r->path || !r->streams || !r->strings) goto oom;
+    for (size_t i = 0; i < cfg->num_streams; i++) {
+        r->streams[i] = cfg->streams[i];
+        r->strings[2 * i] = ctf__strdup(cfg->streams[i].name);
+        if (!r->strings[2 * i]) goto oom;
+        r->streams[i].name = r->strings[2 * i];
+        if (cfg->streams[i].alias && cfg->streams[i].alias[0]) {
+            r->strings[2 * i + 1] = ctf__strdup(cfg->streams[i].alias);
+            if (!r->strings[2 * i + 1]) goto oom;
+        }
+        r->streams[i].alias = r->strings[2 * i + 1];
+    }
+    r->cfg.path = r->path;
+    r->cfg.streams = r->streams;
+    return 0;
+oom:
+    return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory copying the configuration");
+}
+
+/*======================================================================
+ * Sweeps and ownership
+ *====================================================================*/
+
+static size_t chunk_of_seq(const ctf_index *idx, size_t seq)
+{
+    size_t lo = 0, hi = idx->num_chunks;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (idx->chunks[mid].first_seq <= seq)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Ownership of a randomized chunk: its randomized position in the CURRENT sweep mod N. The
+ * reader applies this after cutting a minibatch, so a minibatch that reaches or crosses a sweep
+ * end is split by the next sweep's positions (what CNTK does, and what the conformance corpus
+ * expects; docs/design.md). */
+static bool chunk_owned(const ctf_reader *r, size_t c)
+{
+    return r->num_workers == 1 || r->pos_of_chunk[c] % r->num_workers == r->rank;
+}
+
+/* First/last use of every chunk in the current sweep, and the owned chunks in the order the
+ * sweep first needs them (what the prefetcher loads next). */
+static void compute_uses(ctf_reader *r)
+{
+    const size_t nc = r->idx->num_chunks;
+    for (size_t c = 0; c < nc; c++) {
+        r->first_use[c] = SIZE_MAX;
+        r->last_use[c] = 0;
+    }
+    r->num_intro = 0;
+    for (size_t p = 0; p < nc; p++) r->pos_of_chunk[r->sw.chunk_at[p]] = p;
+    for (size_t t = 0; t < r->sw.num_slots; t++) {
+        size_t c = chunk_of_seq(r->idx, r->sw.seq[t]);
+        if (r->first_use[c] == SIZE_MAX) {
+            r->first_use[c] = t;
+            if (!r->randomized || chunk_owned(r, c)) r->intro[r->num_intro++] = c;
+        }
+        r->last_use[c] = t;
+    }
+    r->intro_ptr = 0;
+}
+
+static int load_sweep(ctf_reader *r, uint64_t k)
+{
+    if (r->sw_valid && r->sw.sweep == k) return 0;
+    int rc = r->randomized
+                 ? ctf__randomize_sweep(r->idx->chunks, r->idx->num_chunks,
+                                        r->cfg.randomization_window, r->cfg.window_in_samples,
+                                        r->cfg.randomization_seed, k, &r->sw, &r->err)
+                 : ctf__sweep_identity(r->idx->chunks, r->idx->num_chunks, k, &r->sw, &r->err);
+    if (rc) {
+        r->sw_valid = false;
+        return rc;
+    }
+    r->sw.sweep = k;
+    r->sw_valid = true;
+    compute_uses(r);
+    return 0;
+}
+
+/*======================================================================
+ * Residency and problems
+ *====================================================================*/
+
+static void evict(ctf_reader *r, size_t c)
+{
+    ctf__chunk_data *cd = r->resident[c];
+    if (!cd) return;
+    r->resident_bytes -= cd->bytes;
+    ctf__chunk_data_free(cd);
+    r->resident[c] = NULL;
+    for (size_t i = 0; i < r->num_resident; i++)
+        if (r->resident_list[i] == c) {
+            r->resident_list[i] = r->resident_list[--r->num_resident];
+            break;
+        }
+}
+
+static void evict_passed(ctf_reader *r)
+{
+    if (r->cfg.keep_data_in_memory) return;
+    for (size_t i = 0; i < r->num_resident;) {
+        size_t c = r->resident_list[i];
+        bool open = r->first_use[c] != SIZE_MAX && r->first_use[c] < r->cur_slot &&
+                    r->last_use[c] >= r->cur_slot;
+        if (!open)
+            evict(r, c); /* swaps the last entry into i */
+        else
+            i++;
+    }
+}
+
+static void update_memory_stats(ctf_reader *r)
+{
+    size_t held_chunks, held_bytes;
+    ctf__loader_held(r->loader, &held_chunks, &held_bytes);
+    r->stats.chunks_resident = r->num_resident + held_chunks;
+    r->stats.bytes_resident = r->resident_bytes + held_bytes;
+    if (r->stats.chunks_resident > r->stats.chunks_resident_peak)
+        r->stats.chunks_resident_peak = r->stats.chunks_resident;
+    if (r->stats.bytes_resident > r->stats.bytes_resident_peak)
+        r->stats.bytes_resident_peak = r->stats.bytes_resident;
+}
+
+static void schedule_prefetch(ctf_reader *r)
+{
+    while (r->intro_ptr < r->num_intro && r->first_use[r->intro[r->intro_ptr]] < r->cur_slot)
+        r->intro_ptr++;
+    size_t want = r->cfg.prefetch_chunks;
+    for (size_t j = r->intro_ptr; j < r->num_intro && want; j++) {
+        size_t c = r->intro[j];
+        if (r->resident[c]) continue;
+        ctf__loader_request(r->loader, c);
+        want--;
+    }
+}
+
+/* Reports chunk problems once, in timeline order; counts errors against maxErrors. */
+static int commit_chunk(ctf_reader *r, const ctf__chunk_data *cd)
+{
+    if (r->committed[cd->chunk]) return cd->fatal ? r->err.code : 0;
+    r->committed[cd->chunk] = 1;
+    const size_t ns = r->cfg.num_streams;
+    for (size_t i = 0; i < cd->num_seqs; i++) {
+        if (cd->dropped[i]) continue;
+        r->stats.sequences++;
+        for (size_t k = 0; k < ns; k++) {
+            const ctf__slice *sl = &cd->slices[i * ns + k];
+            r->stats.streams[k].samples += sl->count;
+            if (r->streams[k].is_sparse) {
+                const ctf__stream_data *sd = &cd->streams[k];
+                if (sl->count)
+                    r->stats.streams[k].nonzeros +=
+                        (uint64_t)(sd->indptr[sl->first + sl->count] - sd->indptr[sl->first]);
+            } else {
+                r->stats.streams[k].nonzeros += (uint64_t)sl->count * r->streams[k].dim;
+            }
+        }
+    }
+    for (size_t k = 0; k < ns; k++) r->stats.streams[k].dropped_samples += cd->dropped_samples[k];
+    r->stats.dropped_rows += cd->dropped_rows;
+    r->stats.dropped_sequences += cd->dropped_seqs;
+    r->stats.warnings += cd->num_warnings;
+    if (r->cfg.trace_level < 1) r->suppressed_warnings += cd->num_warnings;
+
+    for (size_t i = 0; i < cd->num_problems; i++) {
+        const ctf__problem *pr = &cd->problems[i];
+        if (pr->sev != CTF_SEV_ERROR) {
+            if ((int)pr->sev <= r->cfg.trace_level) reader_log(r, pr->sev, &pr->err);
+            continue;
+        }
+        const bool fatal = cd->fatal && i + 1 == cd->num_problems;
+        if (!fatal) r->stats.errors++;
+        if (fatal || r->stats.errors > r->cfg.max_errors) {
+            r->err = pr->err;
+            r->err.code = fatal ? cd->fatal_code : CTF_EPARSE;
+            char note[160] = "";
+            if (r->suppressed_warnings)
+                snprintf(note, sizeof note,
+                         " (%" PRIu64 " warnings were not shown: set traceLevel = 1 to see them)",
+                         r->suppressed_warnings);
+            if (!fatal) {
+                ctf__where w = {pr->err.path, pr->err.line, pr->err.column, pr->err.offset};
+                char last[CTF_ERROR_MSG_MAX];
+                memcpy(last, pr->err.message, sizeof last);
+                ctf__fail(&r->err, CTF_EPARSE, w,
+                          "%s; reached the maximum number of allowed errors (%" PRIu64
+                          ") reading %s%s",
+                          last, r->cfg.max_errors, r->path, note);
+            } else if (note[0]) {
+                size_t n = strlen(r->err.message);
+                snprintf(r->err.message + n, sizeof r->err.message - n, "%s", note);
+            }
+            return r->err.code;
+        }
+        reader_log(r, CTF_SEV_ERROR, &pr->err);
+    }
+    uint64_t stored = CTF_MIN(cd->num_warnings, (uint64_t)CTF__MAX_STORED_WARNINGS);
+    if (cd->num_warnings > stored && r->cfg.trace_level >= 1) {
+        ctf_error e;
+        ctf__fail(&e, CTF_OK,
+                  (ctf__where){r->path, 0, 0, (int64_t)r->idx->chunks[cd->chunk].offset},
+                  "%" PRIu64 " more warnings in this chunk were not shown", cd->num_warnings - stored);
+        reader_log(r, CTF_SEV_WARNING, &e);
+    }
+    return 0;
+}
+
+static int get_chunk(ctf_reader *r, size_t c, const ctf__chunk_data **out)
+{
+    if (!r->resident[c]) {
+        ctf__chunk_data *cd;
+        int rc = ctf__loader_take(r->loader, c, &cd, &r->err);
+        if (rc) return rc;
+        r->resident[c] = cd;
+        r->resident_list[r->num_resident++] = c;
+        r->resident_bytes += cd->bytes;
+        r->stats.chunks_loaded++;
+        update_memory_stats(r);
+    }
+    int rc = commit_chunk(r, r->resident[c]);
+    if (rc) return rc;
+    *out = r->resident[c];
+    return 0;
+}
+
+/*======================================================================
+ * Open / free
+ *====================================================================*/
+
+void ctf_reader_free(ctf_reader *r)
+{
+    if (!r) return;
+    ctf__loader_free(r->loader);
+    if (r->resident && r->idx)
+        for (size_t c = 0; c < r->idx->num_chunks; c++) ctf__chunk_data_free(r->resident[c]);
+    CTF_FREE(r->resident);
+    CTF_FREE(r->resident_list);
+    CTF_FREE(r->committed);
+    CTF_FREE(r->first_use);
+    CTF_FREE(r->last_use);
+    CTF_FREE(r->intro);
+    CTF_FREE(r->pos_of_chunk);
+    ctf__sweep_free(&r->sw);
+    ctf_index_free(r->idx);
+    if (r->strings)
+        for (size_t i = 0; i < r->cfg.num_streams * 2; i++) CTF_FREE(r->strings[i]);
+    CTF_FREE(r->strings);
+    CTF_FREE(r->streams);
+    CTF_FREE(r->path);
+    CTF_FREE(r->picks);
+    CTF_FREE(r->cut);
+    CTF_FREE(r);
+}
+
+static uint64_t compute_limit(const ctf_config *cfg, uint64_t sweep_samples)
+{
+    if (cfg->max_samples == CTF_FULL_DATA_SWEEP) return sweep_samples;
+    if (cfg->max_samples != CTF_INFINITELY_REPEAT) return cfg->max_samples;
+    if (cfg->max_sweeps != CTF_INFINITELY_REPEAT) {
+        if (sweep_samples && cfg->max_sweeps > UINT64_MAX / sweep_samples) return UINT64_MAX;
+        return cfg->max_sweeps * sweep_samples;
+    }
+    return UINT64_MAX;
+}
+
+int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
+{
+    *out = NULL;
+    int rc = ctf_config_validate(cfg, err);
+    if (rc) return rc;
+    ctf_reader *r = CTF_CALLOC(1, sizeof *r);
+    if (!r) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    ctf__error_clear(&r->err);
+    rc = copy_config(r, cfg, err);
+    if (rc) goto fail;
+    rc = ctf_index_build(&r->cfg, &r->idx, err);
+    if (rc) goto fail;
+    if (r->idx->total_samples == 0) {
+        rc = ctf__fail(err, CTF_EPARSE, (ctf__where){r->path, 0, 0, -1},
+                       "the file holds no samples of the definesMBSize stream, so minibatch "
+                       "sizes cannot be counted");
+        goto fail;
+    }
+    r->pc = (ctf__parse_cfg){.path = r->path, .streams = r->streams,
+                             .num_streams = cfg->num_streams, .precision = cfg->precision,
+                             .line_mode = r->idx->line_mode, .frame_mode = cfg->frame_mode,
+                             .trace_level = cfg->trace_level};
+    r->randomized = cfg->randomize && cfg->randomization_window > 0;
+    r->sweep_samples = r->idx->total_samples;
+    r->limit = compute_limit(cfg, r->sweep_samples);
+    r->num_workers = cfg->num_workers;
+    r->rank = cfg->worker_rank;
+    const size_t nc = r->idx->num_chunks;
+    r->resident = CTF_CALLOC(nc, sizeof *r->resident);
+    r->resident_list = CTF_MALLOC(nc * sizeof *r->resident_list);
+    r->committed = CTF_CALLOC(nc, 1);
+    r->first_use = CTF_MALLOC(nc * sizeof *r->first_use);
+    r->last_use = CTF_MALLOC(nc * sizeof *r->last_use);
+    r->intro = CTF_MALLOC(nc * sizeof *r->intro);
+    r->pos_of_chunk = CTF_MALLOC(nc * sizeof *r->pos_of_chunk);
+    if (!r->resident || !r->resident_list || !r->committed || !r->first_use || !r->last_use ||
+        !r->intro || !r->pos_of_chunk) {
+        rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+        goto fail;
+    }
+    r->stats.num_streams = cfg->num_streams;
+    rc = ctf__loader_create(&r->pc, r->idx, cfg->max_errors, cfg->num_threads, &r->loader, err);
+    if (rc) goto fail;
+    rc = load_sweep(r, 0);
+    if (rc) {
+        if (err) *err = r->err;
+        goto fail;
+    }
+    if (r->randomized && r->num_workers > 1) {
+        uint64_t window_chunks = cfg->window_in_samples ? nc : cfg->randomization_window;
+        if (CTF_MIN(window_chunks, (uint64_t)nc) < r->num_workers && cfg->trace_level >= 1) {
+            ctf_error e;
+            ctf__fail(&e, CTF_OK, (ctf__where){r->path, 0, 0, -1},
+                      "the randomization window holds %llu chunks for %zu workers: some workers "
+                      "will get no data for long stretches; lower chunkSizeInBytes (now %llu) "
+                      "to get more chunks",
+                      (unsigned long long)CTF_MIN(window_chunks, (uint64_t)nc), r->num_workers,
+                      (unsigned long long)cfg->chunk_size_bytes);
+            reader_log(r, CTF_SEV_WARNING, &e);
+        }
+    }
+    r->ended = r->position >= r->limit;
+    schedule_prefetch(r);
+    *out = r;
+    return 0;
+fail:
+    ctf_reader_free(r);
+    return rc;
+}
+
+/*======================================================================
+ * next()
+ *====================================================================*/
+
+static int fail_dead(ctf_reader *r, int rc)
+{
+    if (rc != CTF_EINVAL) r->dead = 1;
+    return rc;
+}
+
+int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
+{
+    *out = NULL;
+    if (r->dead)
+        return r->err.code ? r->err.code
+                           : ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE, "reader is unusable");
+    if (num_samples == 0)
+        return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
+                         "num_samples: must be > 0 (got 0)");
+    if (r->ended) return 0;
+
+    /* 1. Cut the global minibatch from the timeline. */
+    size_t n = 0;
+    uint64_t total = 0, first_sweep = r->cur_sweep;
+    bool end_of_sweep = false;
+    int rc;
+    for (;;) {
+        if (r->position >= r->limit) break;
+        size_t seq = r->sw.seq[r->cur_slot];
+        uint64_t smp = r->idx->seqs[seq].samples;
+        if (n > 0 && total + smp > num_samples) break;
+        if (n == r->cut_cap &&
+            ctf__grow((void **)&r->cut, &r->cut_cap, n + 1, sizeof *r->cut))
+            return fail_dead(r, ctf__fail(&r->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory"));
+        r->cut[n].seq = seq;
+        r->cut[n].chunk = chunk_of_seq(r->idx, seq);
+        /* Without randomization the i-th sequence of a sweep goes to worker i mod N. */
+        r->cut[n].owned = r->num_workers == 1 || r->randomized ||
+                          r->cur_slot % r->num_workers == r->rank;
+        n++;
+        total += smp;
+        r->position += smp;
+        if (++r->cur_slot == r->sw.num_slots) {
+            end_of_sweep = true;
+            r->cur_sweep++;
+            r->cur_slot = 0;
+            /* Keep chunks of the new sweep's head; the old sweep's are all passed. */
+            rc = load_sweep(r, r->cur_sweep);
+            if (rc) return fail_dead(r, rc);
+        }
+    }
+    if (n == 0) {
+        r->ended = true;
+        return 0;
+    }
+
+    /* 2. Load this worker's chunks (in timeline order) and pick its sequences. */
+    if (r->randomized)
+        for (size_t i = 0; i < n; i++) r->cut[i].owned = chunk_owned(r, r->cut[i].chunk);
+    size_t np = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!r->cut[i].owned) continue;
+        const ctf__chunk_data *cd;
+        rc = get_chunk(r, r->cut[i].chunk, &cd);
+        if (rc) return fail_dead(r, rc);
+        size_t local = r->cut[i].seq - r->idx->chunks[r->cut[i].chunk].first_seq;
+        if (cd->dropped[local]) continue;
+        if (np == r->picks_cap &&
+            ctf__grow((void **)&r->picks, &r->picks_cap, np + 1, sizeof *r->picks))
+            return fail_dead(r, ctf__fail(&r->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory"));
+        const ctf__seq *s = &r->idx->seqs[r->cut[i].seq];
+        r->picks[np++] = (ctf__pick){cd, local, s->key, s->line, s->samples};
+    }
+
+    /* 3. Pack. */
+    ctf__mb_info info = {r->position, first_sweep, end_of_sweep};
+    rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
+    if (rc) return fail_dead(r, rc);
+
+    /* 4. Drop what the timeline has passed, ask for what comes next. */
+    evict_passed(r);
+    schedule_prefetch(r);
+    update_memory_stats(r);
+    if (r->position >= r->limit) r->ended = true;
+    return 0;
+}
+
+/*======================================================================
+ * Position, workers, checkpoints
+ *====================================================================*/
+
+int ctf_reader_seek(ctf_reader *r, uint64_t position)
+{
+    if (r->dead) return r->err.code;
+    uint64_t k = position / r->sweep_samples;
+    uint64_t within = position - k * r->sweep_samples;
+    int rc = load_sweep(r, k);
+    if (rc) return fail_dead(r, rc);
+    /* Continue from the first sequence boundary at or after the position. */
+    uint64_t acc = 0;
+    size_t slot = 0;
+    while (slot < r->sw.num_slots && acc < within) acc += r->idx->seqs[r->sw.seq[slot++]].samples;
+    if (slot == r->sw.num_slots) {
+        k++;
+        slot = 0;
+        acc = 0;
+        rc = load_sweep(r, k);
+        if (rc) return fail_dead(r, rc);
+    }
+    r->cur_sweep = k;
+    r->cur_slot = slot;
+    r->position = k * r->sweep_samples + acc;
+    r->ended = r->position >= r->limit;
+    ctf__loader_drop_all(r->loader);
+    r->intro_ptr = 0;
+    evict_passed(r);
+    schedule_prefetch(r);
+    return 0;
+}
+
+uint64_t ctf_reader_position(const ctf_reader *r) { return r->position; }
+const ctf_error *ctf_reader_error(const ctf_reader *r) { return &r->err; }
+const ctf_index *ctf_reader_index(const ctf_reader *r) { return r->idx; }
+
+void ctf_reader_get_stats(const ctf_reader *r, ctf_stats *stats)
+{
+    *stats = r->stats;
+}
+
+int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
+{
+    if (num_workers == 0 || rank >= num_workers)
+        return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
+                         "worker_rank: must be < num_workers (got rank %zu of %zu)", rank,
+                         num_workers);
+    if (num_workers == r->num_workers && rank == r->rank) return 0;
+    r->num_workers = num_workers;
+    r->rank = rank;
+    compute_uses(r);
+    ctf__loader_drop_all(r->loader);
+    schedule_prefetch(r);
+    return 0;
+}
+
+/* The configuration that shapes the timeline, hashed for the checkpoint fingerprint. */
+static uint64_t config_hash(const ctf_reader *r)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+#define MIX(v)                                                                     \
+    do {                                                                           \
+        uint64_t v_ = (uint64_t)(v);                                               \
+        for (int b_ = 0; b_ < 8; b_++) h = (h ^ ((v_ >> (8 * b_)) & 0xff)) * 0x100000001b3ull; \
+    } while (0)
+    MIX(r->randomized);
+    MIX(r->cfg.randomization_seed);
+    MIX(r->cfg.randomization_window);
+    MIX(r->cfg.window_in_samples);
+    MIX(r->cfg.chunk_size_bytes);
+    MIX(r->cfg.skip_sequence_ids);
+    MIX(r->cfg.frame_mode);
+    MIX(r->cfg.num_streams);
+    for (size_t k = 0; k < r->cfg.num_streams; k++) {
+        const ctf_stream_def *s = &r->streams[k];
+        for (const char *p = s->name; *p; p++) MIX(*p);
+        const char *a = s->alias ? s->alias : "";
+        MIX(0);
+        for (const char *p = a; *p; p++) MIX(*p);
+        MIX(s->dim);
+        MIX(s->is_sparse);
+        MIX(s->defines_mb_size);
+    }
+#undef MIX
+    return h;
+}
+
+int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *len)
+{
+    char tmp[1024];
+    int n = snprintf(tmp, sizeof tmp,
+                     "{\"version\": 1, \"minibatchSourcePosition\": %" PRIu64
+                     ", \"sweep\": %" PRIu64 ", \"file_size\": %" PRIu64
+                     ", \"sequences\": %zu, \"samples_per_sweep\": %" PRIu64
+                     ", \"index_hash\": \"%016" PRIx64 "\", \"config_hash\": \"%016" PRIx64
+                     "\", \"randomization_seed\": %" PRIu64 ", \"mtime_ns\": %" PRId64 "}",
+                     r->position, r->cur_sweep, r->idx->file.size, r->idx->num_seqs,
+                     r->sweep_samples, r->idx->hash, config_hash(r), r->cfg.randomization_seed,
+                     r->idx->file.mtime_ns);
+    if (n < 0) return CTF_EINVAL;
+    *len = (size_t)n;
+    if (cap == 0) return 0;
+    if ((size_t)n + 1 > cap) return CTF_ELIMIT;
+    memcpy(buf, tmp, (size_t)n + 1);
+    return 0;
+}
+
+/* A flat JSON object reader for the state: string keys, number / string / bool values.
+ * It accepts nothing else, so arbitrary bytes fail cleanly (fuzzed). */
+typedef struct kv {
+    char key[32];
+    char val[64];
+} kv;
+
+static const char *json_ws(const char *p, const char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
+static const char *json_str(const char *p, const char *e, char *out, size_t cap)
+{
+    if (p >= e || *p != '"') return NULL;
+    p++;
+    size_t n = 0;
+    while (p < e && *p != '"') {
+        if (*p == '\\' || (unsigned char)*p < 32) return NULL;
+        if (n + 1 >= cap) return NULL;
+        out[n++] = *p++;
+    }
+    if (p >= e) return NULL;
+    out[n] = 0;
+    return p + 1;
+}
+
+static int json_flat(const char *s, size_t len, kv *kvs, size_t max, size_t *count)
+{
+    const char *p = s, *e = s + len;
+    *count = 0;
+    p = json_ws(p, e);
+    if (p >= e || *p++ != '{') return -1;
+    p = json_ws(p, e);
+    if (p < e && *p == '}') return 0;
+    for (;;) {
+        if (*count == max) return -1;
+        kv *x = &kvs[(*count)++];
+        p = json_str(json_ws(p, e), e, x->key, sizeof x->key);
+        if (!p) return -1;
+        p = json_ws(p, e);
+        if (p >= e || *p++ != ':') return -1;
+        p = json_ws(p, e);
+        if (p < e && *p == '"') {
+            p = json_str(p, e, x->val, sizeof x->val);
+            if (!p) return -1;
+        } else {
+            size_t n = 0;
+            while (p < e && (isalnum((unsigned char)*p) || *p == '-' || *p == '+' || *p == '.')) {
+                if (n + 1 >= sizeof x->val) return -1;
+                x->val[n++] = *p++;
+            }
+            if (!n) return -1;
+            x->val[n] = 0;
+        }
+        p = json_ws(p, e);
+        if (p >= e) return -1;
+        if (*p == ',') {
+            p++;
+            continue;
+        }
+        if (*p++ != '}') return -1;
+        p = json_ws(p, e);
+        return p == e ? 0 : -1;
+    }
+}
+
+static const char *kv_get(const kv *kvs, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(kvs[i].key, key)) return kvs[i].val;
+    return NULL;
+}
+
+static bool parse_u64(const char *s, uint64_t *v)
+{
+    if (!s || !*s) return false;
+    uint64_t x = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return false;
+        unsigned d = (unsigned)(*s - '0');
+        if (x > (UINT64_MAX - d) / 10) return false;
+        x = x * 10 + d;
+    }
+    *v = x;
+    return true;
+}
+
+int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
+{
+    if (r->dead) return r->err.code;
+    kv kvs[32];
+    size_t n;
+    if (!state || json_flat(state, len, kvs, 32, &n) != 0)
+        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                         "checkpoint state: not a ctfio state (expected a flat JSON object)");
+    uint64_t version, pos;
+    if (!parse_u64(kv_get(kvs, n, "version"), &version) || version != 1)
+        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                         "checkpoint state: unsupported or missing version (this reader "
+                         "writes version 1)");
+    if (!parse_u64(kv_get(kvs, n, "minibatchSourcePosition"), &pos))
+        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                         "checkpoint state: missing or invalid minibatchSourcePosition");
+    /* Field-by-field fingerprint check; mtime alone is not checked, so a checkpoint can move
+     * with an identical copy of the data. */
+    char diff[CTF_ERROR_MSG_MAX] = "";
+    size_t dl = 0;
+    uint64_t v;
+    char hex[32];
+#define CHECK_U64(name, mine)                                                               \
+    do {                                                                                    \
+        const char *s_ = kv_get(kvs, n, name);                                              \
+        if (!parse_u64(s_, &v) || v != (uint64_t)(mine))                                    \
+            dl += (size_t)snprintf(diff + dl, dl < sizeof diff ? sizeof diff - dl : 0,      \
+                                   "%s%s: state has %s, reader has %" PRIu64, dl ? "; " : "", \
+                                   name, s_ ? s_ : "nothing", (uint64_t)(mine));            \
+    } while (0)
+#define CHECK_HEX(name, mine)                                                               \
+    do {                                                                                    \
+        const char *s_ = kv_get(kvs, n, name);                                              \
+        snprintf(hex, sizeof hex, "%016" PRIx64, (uint64_t)(mine));                         \
+        if (!s_ || strcmp(s_, hex))                                                         \
+            dl += (size_t)snprintf(diff + dl, dl < sizeof diff ? sizeof diff - dl : 0,      \
+                                   "%s%s: state has %s, reader has %s", dl ? "; " : "", name, \
+                                   s_ ? s_ : "nothing", hex);                               \
+    } while (0)
+    CHECK_U64("file_size", r->idx->file.size);
+    CHECK_U64("sequences", r->idx->num_seqs);
+    CHECK_U64("samples_per_sweep", r->sweep_samples);
+    CHECK_HEX("index_hash", r->idx->hash);
+    CHECK_HEX("config_hash", config_hash(r));
+    CHECK_U64("randomization_seed", r->cfg.randomization_seed);
+#undef CHECK_U64
+#undef CHECK_HEX
+    if (dl)
+        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                         "checkpoint state does not fit this reader's data or configuration: %s",
+                         diff);
+    return ctf_reader_seek(r, pos);
+}

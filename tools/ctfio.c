@@ -1,0 +1,483 @@
+/*
+ * ctfio.c -- the command-line tool: check | stats | index | dump. The only code in the project
+ * that prints. argv (or a BrainScript file plus KEY=VALUE overrides) -> ctf_config -> library.
+ *
+ *   ctfio check --config reader.cntk            every problem (up to maxErrors) + a summary
+ *   ctfio stats --file d.ctf --input x:3:dense  counts, non-zeros, sequence-length histogram
+ *   ctfio index ...                             build or validate the index cache
+ *   ctfio dump ...                              sequences in file order as JSON lines
+ *   ctfio dump --mb 64 --count 10 ...           minibatches as JSON lines (SPEC 5-7)
+ *
+ * Exit status: 0 success, 1 the data or the configuration failed, 2 usage error.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "ctfio.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*======================================================================
+ * Usage
+ *====================================================================*/
+
+static const char usage_text[] =
+    "usage: ctfio COMMAND [options]\n"
+    "\n"
+    "Commands:\n"
+    "  check    read the whole file; print every problem (up to maxErrors) and a summary\n"
+    "  stats    sequences, samples and non-zeros per stream, sequence lengths, chunks\n"
+    "  index    build (or validate) the index cache next to the data file\n"
+    "  dump     sequences in file order as JSON lines; with --mb, minibatches\n"
+    "\n"
+    "Input, from a BrainScript configuration:\n"
+    "  --config FILE [--section NAME] [KEY=VALUE ...]\n"
+    "      KEY=VALUE overrides a reader parameter (e.g. randomize=false,\n"
+    "      input.features.dim=10) and defines $KEY$ for substitution.\n"
+    "or from flags:\n"
+    "  --file PATH --input NAME:DIM:dense|sparse[:ALIAS] [--input ...]\n"
+    "\n"
+    "Reader parameters (override the configuration file):\n"
+    "  --precision float|double      --randomize true|false      --seed N\n"
+    "  --window N (chunks)           --window-samples N          --skip-sequence-ids\n"
+    "  --max-errors N                --trace-level 0|1|2         --chunk-size BYTES\n"
+    "  --keep-data-in-memory         --frame-mode                --cache-index\n"
+    "  --defines-mb-size NAME        --threads N                 --prefetch N\n"
+    "\n"
+    "dump options:\n"
+    "  --mb K           minibatch mode: K index samples per minibatch (global size)\n"
+    "  --count M        stop after M minibatches (M sequences without --mb)\n"
+    "  --workers N --rank R        this worker's share of each global minibatch\n"
+    "  --max-samples N | --max-sweeps N   end of data (default: endless with --mb)\n"
+    "  --state          print the checkpoint state after each minibatch ('state {...}')\n"
+    "  --restore STATE  start from a saved state (JSON text, or @FILE)\n"
+    "  --line           add the first line number to each sequence (file-order dump)\n";
+
+static void usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "ctfio: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(run 'ctfio --help' for usage)\n");
+    exit(2);
+}
+
+/*======================================================================
+ * Options
+ *====================================================================*/
+
+#define MAX_OVERRIDES 128
+
+typedef struct opts {
+    const char *command;
+    const char *config_file, *section;
+    const char *overrides[MAX_OVERRIDES];
+    size_t num_overrides;
+    const char *file;
+    ctf_stream_def streams[CTF_MAX_STREAMS];
+    char *stream_specs[CTF_MAX_STREAMS];
+    size_t num_streams;
+    /* Flag overrides: applied after the configuration file. */
+    const char *precision, *randomize, *seed, *window, *window_samples, *max_errors,
+        *trace_level, *chunk_size, *threads, *prefetch, *mb_stream, *max_samples, *max_sweeps,
+        *workers, *rank, *restore;
+    bool skip_ids, keep, frame, cache;
+    uint64_t mb, count;
+    bool have_mb, have_count, print_state, with_line;
+} opts;
+
+static uint64_t parse_u64_arg(const char *name, const char *s)
+{
+    char *end;
+    errno = 0;
+    if (!s || !*s || *s == '-') usage_error("%s: expected a non-negative integer", name);
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) usage_error("%s: expected a non-negative integer", name);
+    return v;
+}
+
+static bool parse_bool_arg(const char *name, const char *s)
+{
+    if (!strcmp(s, "true") || !strcmp(s, "1")) return true;
+    if (!strcmp(s, "false") || !strcmp(s, "0")) return false;
+    usage_error("%s: expected true or false", name);
+    return false;
+}
+
+static void parse_input_spec(opts *o, const char *spec)
+{
+    if (o->num_streams == CTF_MAX_STREAMS) usage_error("--input: too many streams (%s)", spec);
+    char *s = strdup(spec);
+    o->stream_specs[o->num_streams] = s;
+    char *name = strtok(s, ":"), *dim = strtok(NULL, ":"), *fmt = strtok(NULL, ":"),
+         *alias = strtok(NULL, ":");
+    if (!name || !dim || !fmt) usage_error("--input %s: expected NAME:DIM:dense|sparse[:ALIAS]", spec);
+    ctf_stream_def *d = &o->streams[o->num_streams++];
+    d->name = name;
+    d->alias = alias;
+    d->dim = (size_t)parse_u64_arg("--input DIM", dim);
+    if (!strcmp(fmt, "dense"))
+        d->is_sparse = false;
+    else if (!strcmp(fmt, "sparse"))
+        d->is_sparse = true;
+    else
+        usage_error("--input: format must be dense or sparse (got '%s')", fmt);
+}
+
+static void parse_args(opts *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        exit(2);
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(usage_text, stdout);
+        exit(0);
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("ctfio %s\n", ctf_version_string());
+        exit(0);
+    }
+    o->command = argv[1];
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+#define NEXT() (i + 1 < argc ? argv[++i] : (usage_error("%s needs a value", a), ""))
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            exit(0);
+        } else if (!strcmp(a, "--config")) o->config_file = NEXT();
+        else if (!strcmp(a, "--section")) o->section = NEXT();
+        else if (!strcmp(a, "--file")) o->file = NEXT();
+        else if (!strcmp(a, "--input")) parse_input_spec(o, NEXT());
+        else if (!strcmp(a, "--precision")) o->precision = NEXT();
+        else if (!strcmp(a, "--randomize")) o->randomize = NEXT();
+        else if (!strcmp(a, "--seed")) o->seed = NEXT();
+        else if (!strcmp(a, "--window")) o->window = NEXT();
+        else if (!strcmp(a, "--window-samples")) o->window_samples = NEXT();
+        else if (!strcmp(a, "--skip-sequence-ids")) o->skip_ids = true;
+        else if (!strcmp(a, "--max-errors")) o->max_errors = NEXT();
+        else if (!strcmp(a, "--trace-level")) o->trace_level = NEXT();
+        else if (!strcmp(a, "--chunk-size")) o->chunk_size = NEXT();
+        else if (!strcmp(a, "--keep-data-in-memory")) o->keep = true;
+        else if (!strcmp(a, "--frame-mode")) o->frame = true;
+        else if (!strcmp(a, "--cache-index")) o->cache = true;
+        else if (!strcmp(a, "--defines-mb-size")) o->mb_stream = NEXT();
+        else if (!strcmp(a, "--threads")) o->threads = NEXT();
+        else if (!strcmp(a, "--prefetch")) o->prefetch = NEXT();
+        else if (!strcmp(a, "--mb")) { o->mb = parse_u64_arg("--mb", NEXT()); o->have_mb = true; }
+        else if (!strcmp(a, "--count")) { o->count = parse_u64_arg("--count", NEXT()); o->have_count = true; }
+        else if (!strcmp(a, "--workers")) o->workers = NEXT();
+        else if (!strcmp(a, "--rank")) o->rank = NEXT();
+        else if (!strcmp(a, "--max-samples")) o->max_samples = NEXT();
+        else if (!strcmp(a, "--max-sweeps")) o->max_sweeps = NEXT();
+        else if (!strcmp(a, "--state")) o->print_state = true;
+        else if (!strcmp(a, "--restore")) o->restore = NEXT();
+        else if (!strcmp(a, "--line")) o->with_line = true;
+        else if (a[0] != '-' && strchr(a, '=')) {
+            if (o->num_overrides == MAX_OVERRIDES) usage_error("too many overrides (%s)", a);
+            o->overrides[o->num_overrides++] = a;
+        } else usage_error("unknown option '%s'", a);
+#undef NEXT
+    }
+    if (o->have_mb && o->mb == 0) usage_error("--mb: must be > 0%s", "");
+}
+
+/*======================================================================
+ * Logging and errors
+ *====================================================================*/
+
+typedef struct log_counts {
+    uint64_t errors, warnings, infos;
+} log_counts;
+
+static void cli_log(void *user, ctf_severity sev, const ctf_error *e)
+{
+    log_counts *c = user;
+    char line[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
+    if (sev == CTF_SEV_ERROR) c->errors++;
+    else if (sev == CTF_SEV_WARNING) c->warnings++;
+    else c->infos++;
+    fprintf(stderr, "%s\n", ctf_error_format(e, sev, line, sizeof line));
+}
+
+static int die_error(const ctf_error *e)
+{
+    char line[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
+    fprintf(stderr, "%s\n", ctf_error_format(e, CTF_SEV_ERROR, line, sizeof line));
+    return 1;
+}
+
+/*======================================================================
+ * Building the configuration
+ *====================================================================*/
+
+static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts *lc)
+{
+    ctf_error err;
+    ctf_config_init(cfg);
+    *doc = NULL;
+    if (o->config_file) {
+        if (ctf_bsconfig_load(o->config_file, o->section, o->overrides, o->num_overrides, doc,
+                              &err))
+            return die_error(&err);
+        if (ctf_bsconfig_apply(*doc, cfg, &err)) return die_error(&err);
+    } else if (o->num_overrides) {
+        usage_error("KEY=VALUE overrides need --config (got '%s')", o->overrides[0]);
+    }
+    if (o->file) cfg->path = o->file;
+    if (o->num_streams) {
+        cfg->streams = o->streams;
+        cfg->num_streams = o->num_streams;
+    }
+    if (o->mb_stream) {
+        /* Copy so that the flag also works on streams that come from a configuration file. */
+        static ctf_stream_def copy[CTF_MAX_STREAMS];
+        size_t n = cfg->num_streams < CTF_MAX_STREAMS ? cfg->num_streams : CTF_MAX_STREAMS;
+        bool found = false;
+        for (size_t i = 0; i < n; i++) {
+            copy[i] = cfg->streams[i];
+            copy[i].defines_mb_size = !strcmp(copy[i].name, o->mb_stream);
+            found |= copy[i].defines_mb_size;
+        }
+        if (!found) usage_error("--defines-mb-size: no stream named '%s'", o->mb_stream);
+        cfg->streams = copy;
+    }
+    if (o->precision) {
+        if (!strcmp(o->precision, "float")) cfg->precision = CTF_FLOAT32;
+        else if (!strcmp(o->precision, "double")) cfg->precision = CTF_FLOAT64;
+        else usage_error("--precision: expected float or double (got '%s')", o->precision);
+    }
+    if (o->randomize) cfg->randomize = parse_bool_arg("--randomize", o->randomize);
+    if (o->seed) cfg->randomization_seed = parse_u64_arg("--seed", o->seed);
+    if (o->window) {
+        cfg->randomization_window = parse_u64_arg("--window", o->window);
+        cfg->window_in_samples = false;
+    }
+    if (o->window_samples) {
+        cfg->randomization_window = parse_u64_arg("--window-samples", o->window_samples);
+        cfg->window_in_samples = true;
+    }
+    if (o->skip_ids) cfg->skip_sequence_ids = true;
+    if (o->max_errors) cfg->max_errors = parse_u64_arg("--max-errors", o->max_errors);
+    if (o->trace_level) cfg->trace_level = (int)parse_u64_arg("--trace-level", o->trace_level);
+    if (o->chunk_size) cfg->chunk_size_bytes = parse_u64_arg("--chunk-size", o->chunk_size);
+    if (o->keep) cfg->keep_data_in_memory = true;
+    if (o->frame) cfg->frame_mode = true;
+    if (o->cache) cfg->cache_index = true;
+    if (o->threads) cfg->num_threads = (size_t)parse_u64_arg("--threads", o->threads);
+    if (o->prefetch) cfg->prefetch_chunks = (size_t)parse_u64_arg("--prefetch", o->prefetch);
+    if (o->max_samples) cfg->max_samples = parse_u64_arg("--max-samples", o->max_samples);
+    if (o->max_sweeps) cfg->max_sweeps = parse_u64_arg("--max-sweeps", o->max_sweeps);
+    if (o->workers) cfg->num_workers = (size_t)parse_u64_arg("--workers", o->workers);
+    if (o->rank) cfg->worker_rank = (size_t)parse_u64_arg("--rank", o->rank);
+    cfg->log = cli_log;
+    cfg->log_user = lc;
+    if (!cfg->path) usage_error("no data file: give --config FILE or --file PATH%s", "");
+    if (!cfg->num_streams) usage_error("no inputs: give --config FILE or --input NAME:DIM:FORMAT%s", "");
+    if (ctf_config_validate(cfg, &err)) return die_error(&err);
+    return 0;
+}
+
+/*======================================================================
+ * Commands
+ *====================================================================*/
+
+/* Reads one sweep in file order; shared by check and stats. */
+static int read_all(ctf_config *cfg, ctf_reader **out)
+{
+    ctf_error err;
+    cfg->randomize = false;
+    cfg->max_samples = CTF_INFINITELY_REPEAT;
+    cfg->max_sweeps = 1;
+    cfg->num_workers = 1;
+    cfg->worker_rank = 0;
+    if (ctf_reader_open(cfg, out, &err)) return die_error(&err);
+    for (;;) {
+        ctf_minibatch *mb;
+        int rc = ctf_reader_next(*out, 1u << 20, &mb);
+        if (rc) return die_error(ctf_reader_error(*out));
+        if (!mb) break;
+        ctf_minibatch_free(mb);
+    }
+    return 0;
+}
+
+static void print_summary(const ctf_config *cfg, const ctf_reader *r)
+{
+    ctf_stats st;
+    ctf_index_info info;
+    ctf_reader_get_stats(r, &st);
+    ctf_index_get_info(ctf_reader_index(r), &info);
+    printf("file: %s\n", cfg->path);
+    printf("mode: %s\n", info.line_mode ? "line (one sequence per line)" : "sequence ids");
+    printf("bytes: %" PRIu64 "\nlines: %" PRIu64 "\nsequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nchunks: %" PRIu64 "\n",
+           info.file_size, info.lines, info.sequences, info.samples, info.chunks);
+    for (size_t k = 0; k < cfg->num_streams; k++) {
+        const ctf_stream_def *d = &cfg->streams[k];
+        printf("stream %s (%s, dim %zu, alias %s): samples %" PRIu64 ", non-zeros %" PRIu64
+               ", dropped samples %" PRIu64 "\n",
+               d->name, d->is_sparse ? "sparse" : "dense", d->dim,
+               d->alias && d->alias[0] ? d->alias : d->name, st.streams[k].samples,
+               st.streams[k].nonzeros, st.streams[k].dropped_samples);
+    }
+    printf("errors: %" PRIu64 " (maxErrors %" PRIu64 ")\nwarnings: %" PRIu64
+           "\ndropped rows: %" PRIu64 "\ndropped sequences: %" PRIu64 "\n",
+           st.errors, cfg->max_errors, st.warnings, st.dropped_rows, st.dropped_sequences);
+}
+
+static int cmd_check(ctf_config *cfg)
+{
+    ctf_reader *r = NULL;
+    int rc = read_all(cfg, &r);
+    if (r) {
+        print_summary(cfg, r);
+        printf("result: %s\n", rc ? "FAILED" : "ok");
+    }
+    ctf_reader_free(r);
+    return rc;
+}
+
+static int cmd_stats(ctf_config *cfg)
+{
+    ctf_reader *r = NULL;
+    int rc = read_all(cfg, &r);
+    if (rc) {
+        ctf_reader_free(r);
+        return rc;
+    }
+    print_summary(cfg, r);
+    const ctf_index *idx = ctf_reader_index(r);
+    ctf_index_info info;
+    ctf_index_get_info(idx, &info);
+    /* Sequence lengths in index samples, power-of-two buckets. */
+    uint64_t hist[65] = {0};
+    for (size_t i = 0; i < info.sequences; i++) {
+        uint64_t n = ctf_index_sequence_samples(idx, i);
+        int b = 0;
+        while (b < 64 && ((uint64_t)1 << b) <= n) b++;
+        hist[b]++;
+    }
+    printf("sequence length histogram (index samples):\n");
+    for (int b = 0; b < 65; b++) {
+        if (!hist[b]) continue;
+        if (b == 0)
+            printf("  0: %" PRIu64 "\n", hist[b]);
+        else if (b == 1)
+            printf("  1: %" PRIu64 "\n", hist[b]);
+        else
+            printf("  %" PRIu64 "-%" PRIu64 ": %" PRIu64 "\n", (uint64_t)1 << (b - 1),
+                   ((uint64_t)1 << b) - 1, hist[b]);
+    }
+    printf("longest sequence: %" PRIu64 " samples\n", info.max_sequence_samples);
+    ctf_reader_free(r);
+    return 0;
+}
+
+static int cmd_index(ctf_config *cfg)
+{
+    ctf_error err;
+    ctf_index *idx;
+    char cpath[1100];
+    cfg->cache_index = true;
+    if (ctf_index_build(cfg, &idx, &err)) return die_error(&err);
+    ctf_index_info info;
+    ctf_index_get_info(idx, &info);
+    printf("index cache: %s (%s)\n", ctf_index_cache_path(cfg->path, cpath, sizeof cpath),
+           info.from_cache ? "valid, loaded" : "built");
+    printf("sequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nlines: %" PRIu64 "\nchunks: %" PRIu64 "\n",
+           info.sequences, info.samples, info.lines, info.chunks);
+    ctf_index_free(idx);
+    return 0;
+}
+
+static char *read_state_arg(const char *arg)
+{
+    if (arg[0] != '@') return strdup(arg);
+    FILE *f = fopen(arg + 1, "rb");
+    if (!f) {
+        fprintf(stderr, "ctfio: cannot open state file %s: %s\n", arg + 1, strerror(errno));
+        exit(1);
+    }
+    char *buf = calloc(1, 65536);
+    size_t n = buf ? fread(buf, 1, 65535, f) : 0;
+    fclose(f);
+    if (buf) buf[n] = 0;
+    return buf;
+}
+
+static int cmd_dump(opts *o, ctf_config *cfg)
+{
+    ctf_error err;
+    ctf_reader *r;
+    if (!o->have_mb) {
+        /* Sequences in file order, one sweep. */
+        cfg->randomize = false;
+        cfg->max_samples = CTF_INFINITELY_REPEAT;
+        cfg->max_sweeps = 1;
+        cfg->num_workers = 1;
+        cfg->worker_rank = 0;
+    }
+    if (ctf_reader_open(cfg, &r, &err)) return die_error(&err);
+    int rc = 0;
+    if (o->restore) {
+        char *st = read_state_arg(o->restore);
+        if (!st || ctf_reader_restore_state(r, st, strlen(st))) {
+            free(st);
+            rc = die_error(ctf_reader_error(r));
+            ctf_reader_free(r);
+            return rc;
+        }
+        free(st);
+    }
+    uint64_t emitted = 0;
+    while (!o->have_count || emitted < o->count) {
+        ctf_minibatch *mb;
+        if (ctf_reader_next(r, o->have_mb ? o->mb : 1, &mb)) {
+            fflush(stdout);
+            rc = die_error(ctf_reader_error(r));
+            break;
+        }
+        if (!mb) break;
+        if (o->have_mb)
+            ctf_minibatch_print_json_mb(mb, stdout, emitted);
+        else
+            ctf_minibatch_print_json(mb, stdout, o->with_line);
+        emitted++;
+        ctf_minibatch_free(mb);
+        if (o->print_state) {
+            char buf[1024];
+            size_t len;
+            if (ctf_reader_save_state(r, buf, sizeof buf, &len) == 0) printf("state %s\n", buf);
+        }
+    }
+    ctf_reader_free(r);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    opts o;
+    parse_args(&o, argc, argv);
+    ctf_config cfg;
+    ctf_bsconfig *doc = NULL;
+    log_counts lc = {0};
+    int rc;
+    if (strcmp(o.command, "check") && strcmp(o.command, "stats") && strcmp(o.command, "index") &&
+        strcmp(o.command, "dump"))
+        usage_error("unknown command '%s'", o.command);
+    rc = build_config(&o, &cfg, &doc, &lc);
+    if (!rc) {
+        if (!strcmp(o.command, "check")) rc = cmd_check(&cfg);
+        else if (!strcmp(o.command, "stats")) rc = cmd_stats(&cfg);
+        else if (!strcmp(o.command, "index")) rc = cmd_index(&cfg);
+        else rc = cmd_dump(&o, &cfg);
+    }
+    ctf_bsconfig_free(doc);
+    for (size_t i = 0; i < o.num_streams; i++) free(o.stream_specs[i]);
+    if (fflush(stdout) != 0) rc = 1;
+    return rc ? 1 : 0;
+}
