@@ -265,6 +265,8 @@ typedef struct ctf__pick {
     uint64_t key;               /* sequence key */
     uint64_t line;              /* 0-based first line */
     uint64_t samples;           /* index samples */
+    uint32_t from;              /* first sample to deliver (truncated BPTT), else 0 */
+    uint32_t count;             /* samples to deliver; UINT32_MAX = all */
 } ctf__pick;
 
 /* The minibatch-level facts the reader decides. */

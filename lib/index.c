@@ -273,9 +273,12 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
             return ctf__fail(st->err, CTF_EPARSE,
                              (ctf__where){path, st->line_no + 1, col,
                                           (int64_t)(offset + (uint64_t)(q - p))},
-                             "expected a sequence id or '|' at the start of the file, found "
-                             "'%c'",
-                             *q);
+                             (unsigned char)*q >= 32 && (unsigned char)*q < 127
+                                 ? "expected a sequence id or '|' at the start of the file, "
+                                   "found '%c'"
+                                 : "expected a sequence id or '|' at the start of the file, "
+                                   "found byte 0x%02x",
+                             (unsigned char)*q);
         }
         idx->line_mode = st->mode == 1;
     }
@@ -303,11 +306,14 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
         const char *q = p;
         while (q < end && *q >= '0' && *q <= '9') {
             unsigned d = (unsigned)(*q - '0');
-            if (id > (UINT64_MAX - d) / 10)
+            if (id > (UINT64_MAX - d) / 10) {
+                const char *dend = q; /* name only the digits, not the rest of the line */
+                while (dend < end && *dend >= '0' && *dend <= '9') dend++;
                 return ctf__fail(st->err, CTF_EPARSE,
                                  (ctf__where){path, st->line_no + 1, 1, (int64_t)offset},
                                  "sequence id '%.*s' does not fit in 64 bits",
-                                 (int)CTF_MIN((size_t)(end - p), (size_t)40), p);
+                                 (int)CTF_MIN((size_t)(dend - p), (size_t)40), p);
+            }
             id = id * 10 + d;
             q++;
         }

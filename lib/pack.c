@@ -48,6 +48,17 @@ struct ctf_minibatch {
     mb_stream *streams;
 };
 
+/* The part of sequence `pick`'s slice of one stream that the pick delivers (truncated BPTT
+ * delivers a window of a sequence; everything else the whole slice). */
+static ctf__slice pick_slice(const ctf__pick *pick, size_t ns, size_t k)
+{
+    ctf__slice sl = pick->cd->slices[pick->local * ns + k];
+    uint32_t from = CTF_MIN(pick->from, sl.count);
+    sl.first += from;
+    sl.count = CTF_MIN(pick->count, sl.count - from);
+    return sl;
+}
+
 void ctf_minibatch_free(ctf_minibatch *mb)
 {
     if (!mb) return;
@@ -102,7 +113,7 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
         size_t samples = 0, nnz = 0;
         for (size_t i = 0; i < n; i++) {
             const ctf__chunk_data *cd = picks[i].cd;
-            const ctf__slice *sl = &cd->slices[picks[i].local * ns + k];
+            const ctf__slice sl_ = pick_slice(&picks[i], ns, k), *sl = &sl_;
             s->lengths[i] = sl->count;
             samples += sl->count;
             if (def->is_sparse && sl->count) {
@@ -118,7 +129,7 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
             size_t row = 0;
             for (size_t i = 0; i < n; i++) {
                 const ctf__chunk_data *cd = picks[i].cd;
-                const ctf__slice *sl = &cd->slices[picks[i].local * ns + k];
+                const ctf__slice sl_ = pick_slice(&picks[i], ns, k), *sl = &sl_;
                 size_t bytes = (size_t)sl->count * def->dim * elt;
                 const ctf__stream_data *sd = &cd->streams[k];
                 if (sd->short_sample >= (int64_t)sl->first &&
@@ -145,7 +156,7 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
             s->indptr[0] = 0;
             for (size_t i = 0; i < n; i++) {
                 const ctf__chunk_data *cd = picks[i].cd;
-                const ctf__slice *sl = &cd->slices[picks[i].local * ns + k];
+                const ctf__slice sl_ = pick_slice(&picks[i], ns, k), *sl = &sl_;
                 if (!sl->count) continue;
                 const ctf__stream_data *sd = &cd->streams[k];
                 int64_t b = sd->indptr[sl->first], e = sd->indptr[sl->first + sl->count];

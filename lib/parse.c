@@ -266,7 +266,8 @@ static const char *parse_sparse(pstate *ps, size_t s, const char *p, const char 
             char ex[64];
             const char *stop = p;
             while (stop < end && !ends_value((unsigned char)*stop)) stop++;
-            excerpt(p, stop, ex, sizeof ex);
+            /* A blank right after ':' is what was found, not the end of the line. */
+            excerpt(p, stop > p ? stop : end, ex, sizeof ex);
             add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
                         "stream '%s': expected a number directly after '%llu:', found '%s'",
                         def->name, (unsigned long long)index, ex);

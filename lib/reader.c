@@ -67,6 +67,11 @@ struct ctf_reader {
     size_t *pos_of_chunk;        /* randomized position of each chunk in the current sweep */
     size_t num_intro, intro_ptr;
 
+    /* Truncated BPTT (SPEC 6.6): parallel slots, each holding a sequence being delivered. */
+    struct bptt_slot *bp;
+    size_t num_bp, bp_cap;
+    uint32_t *pins;              /* per chunk: BPTT slots holding one of its sequences */
+
     ctf_stats stats;
     uint64_t suppressed_warnings;
 
@@ -75,6 +80,18 @@ struct ctf_reader {
     struct cut_item { size_t seq, chunk; bool owned; } *cut;
     size_t cut_cap;
 };
+
+/* One truncated-BPTT slot. */
+typedef struct bptt_slot {
+    bool busy;               /* holds a sequence with samples left */
+    size_t seq, chunk;       /* the sequence and its chunk */
+    uint64_t sweep;          /* timeline sweep and slot it was taken from (for checkpoints) */
+    size_t tslot;
+    uint64_t owner_pos;      /* chunk position (randomized) or sweep slot that decides its worker */
+    uint32_t offset;         /* samples delivered so far */
+    uint32_t length;         /* its index samples */
+    bool skip;               /* dropped (unequal stream lengths): advance without delivering */
+} bptt_slot;
 
 /*======================================================================
  * Configuration copy and logging
@@ -202,8 +219,9 @@ static void evict_passed(ctf_reader *r)
     if (r->cfg.keep_data_in_memory) return;
     for (size_t i = 0; i < r->num_resident;) {
         size_t c = r->resident_list[i];
-        bool open = r->first_use[c] != SIZE_MAX && r->first_use[c] < r->cur_slot &&
-                    r->last_use[c] >= r->cur_slot;
+        bool open = (r->first_use[c] != SIZE_MAX && r->first_use[c] < r->cur_slot &&
+                     r->last_use[c] >= r->cur_slot) ||
+                    r->pins[c] > 0;
         if (!open)
             evict(r, c); /* swaps the last entry into i */
         else
@@ -342,6 +360,8 @@ void ctf_reader_free(ctf_reader *r)
     CTF_FREE(r->last_use);
     CTF_FREE(r->intro);
     CTF_FREE(r->pos_of_chunk);
+    CTF_FREE(r->pins);
+    CTF_FREE(r->bp);
     ctf__sweep_free(&r->sw);
     ctf_index_free(r->idx);
     if (r->strings)
@@ -400,8 +420,9 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     r->last_use = CTF_MALLOC(nc * sizeof *r->last_use);
     r->intro = CTF_MALLOC(nc * sizeof *r->intro);
     r->pos_of_chunk = CTF_MALLOC(nc * sizeof *r->pos_of_chunk);
+    r->pins = CTF_CALLOC(nc, sizeof *r->pins);
     if (!r->resident || !r->resident_list || !r->committed || !r->first_use || !r->last_use ||
-        !r->intro || !r->pos_of_chunk) {
+        !r->intro || !r->pos_of_chunk || !r->pins) {
         rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
         goto fail;
     }
@@ -445,6 +466,150 @@ static int fail_dead(ctf_reader *r, int rc)
     return rc;
 }
 
+static int add_pick(ctf_reader *r, size_t np, ctf__pick pick)
+{
+    if (np == r->picks_cap &&
+        ctf__grow((void **)&r->picks, &r->picks_cap, np + 1, sizeof *r->picks))
+        return ctf__fail(&r->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    r->picks[np] = pick;
+    return 0;
+}
+
+/*======================================================================
+ * Truncated BPTT (SPEC 6.6)
+ *
+ * P = max(1, K div T) slots are fed whole sequences from the shared timeline, one after another;
+ * each minibatch takes T consecutive samples from every slot (a slot that finishes a sequence
+ * mid-window takes the next one), so sequences continue across minibatches. A sequence enters
+ * the timeline position when it enters a slot. Its worker is decided then, as for ordinary
+ * minibatches (randomized: its chunk's position in the sweep current after taking it; else its
+ * index in the sweep mod N). A chunk stays resident while a slot holds one of its sequences.
+ * If K changes, slots beyond the new P finish their sequence and then retire.
+ *====================================================================*/
+
+static void bptt_release(ctf_reader *r, bptt_slot *s)
+{
+    if (s->busy) r->pins[s->chunk]--;
+    s->busy = false;
+}
+
+/* Puts the next timeline sequence into slot s. @return : 1 taken, 0 at the limit, <0 error. */
+static int bptt_fetch(ctf_reader *r, bptt_slot *s, bool *end_of_sweep)
+{
+    if (r->position >= r->limit) return 0;
+    size_t seq = r->sw.seq[r->cur_slot];
+    s->busy = true;
+    s->skip = false;
+    s->seq = seq;
+    s->chunk = chunk_of_seq(r->idx, seq);
+    s->sweep = r->cur_sweep;
+    s->tslot = r->cur_slot;
+    s->offset = 0;
+    s->length = r->idx->seqs[seq].samples;
+    r->pins[s->chunk]++;
+    r->position += s->length;
+    if (++r->cur_slot == r->sw.num_slots) {
+        *end_of_sweep = true;
+        r->cur_sweep++;
+        r->cur_slot = 0;
+        int rc = load_sweep(r, r->cur_sweep);
+        if (rc) return rc;
+    }
+    s->owner_pos = r->randomized ? r->pos_of_chunk[s->chunk] : s->tslot;
+    return 1;
+}
+
+/* Checks, once per sequence, that its streams have equal lengths (a BPTT requirement). */
+static int bptt_check(ctf_reader *r, bptt_slot *s, const ctf__chunk_data *cd, size_t local)
+{
+    const size_t ns = r->cfg.num_streams;
+    const ctf__slice *sl = &cd->slices[local * ns];
+    for (size_t k = 1; k < ns; k++) {
+        if (sl[k].count == sl[0].count) continue;
+        const ctf__seq *q = &r->idx->seqs[s->seq];
+        ctf_error e;
+        ctf__fail(&e, CTF_EPARSE, (ctf__where){r->path, q->line + 1, 1, (int64_t)q->offset},
+                  "truncation_length: sequence %llu has %u samples in stream '%s' but %u in "
+                  "'%s' (truncated BPTT needs equal lengths); sequence dropped",
+                  (unsigned long long)q->key, sl[0].count, r->streams[0].name, sl[k].count,
+                  r->streams[k].name);
+        r->stats.errors++;
+        r->stats.dropped_sequences++;
+        if (r->stats.errors > r->cfg.max_errors) {
+            r->err = e;
+            return CTF_EPARSE;
+        }
+        reader_log(r, CTF_SEV_ERROR, &e);
+        s->skip = true;
+        return 0;
+    }
+    return 0;
+}
+
+static int bptt_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
+{
+    const uint64_t T = r->cfg.truncation_length;
+    size_t P = (size_t)CTF_MAX(num_samples / T, 1u);
+    if (P > r->num_bp) {
+        if (ctf__grow((void **)&r->bp, &r->bp_cap, P, sizeof *r->bp))
+            return fail_dead(r, ctf__fail(&r->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory"));
+        memset(r->bp + r->num_bp, 0, (P - r->num_bp) * sizeof *r->bp);
+        r->num_bp = P;
+    }
+    bool end_of_sweep = false, any = false;
+    uint64_t first_sweep = r->cur_sweep;
+    size_t np = 0;
+    int rc;
+    for (size_t j = 0; j < r->num_bp; j++) {
+        bptt_slot *s = &r->bp[j];
+        uint64_t taken = 0;
+        while (taken < T) {
+            if (!s->busy) {
+                if (j >= P) break; /* retiring slot */
+                rc = bptt_fetch(r, s, &end_of_sweep);
+                if (rc < 0) return fail_dead(r, rc);
+                if (rc == 0) break;
+                /* The fetch may have moved to the next sweep: positions of later fetches in
+                 * this call use it, as for ordinary minibatches. */
+            }
+            uint32_t cnt = (uint32_t)CTF_MIN(T - taken, (uint64_t)(s->length - s->offset));
+            bool owned = r->num_workers == 1 || s->owner_pos % r->num_workers == r->rank;
+            any = true;
+            if (owned) {
+                const ctf__chunk_data *cd;
+                rc = get_chunk(r, s->chunk, &cd);
+                if (rc) return fail_dead(r, rc);
+                size_t local = s->seq - r->idx->chunks[s->chunk].first_seq;
+                if (s->offset == 0 && !cd->dropped[local]) {
+                    rc = bptt_check(r, s, cd, local);
+                    if (rc) return fail_dead(r, rc);
+                }
+                if (!cd->dropped[local] && !s->skip) {
+                    const ctf__seq *q = &r->idx->seqs[s->seq];
+                    rc = add_pick(r, np++, (ctf__pick){cd, local, q->key, q->line, cnt,
+                                                       s->offset, cnt});
+                    if (rc) return fail_dead(r, rc);
+                }
+            }
+            s->offset += cnt;
+            taken += cnt;
+            if (s->offset >= s->length) bptt_release(r, s);
+        }
+    }
+    while (r->num_bp > P && !r->bp[r->num_bp - 1].busy) r->num_bp--;
+    if (!any) {
+        r->ended = true;
+        return 0;
+    }
+    ctf__mb_info info = {r->position, first_sweep, end_of_sweep};
+    rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
+    if (rc) return fail_dead(r, rc);
+    evict_passed(r);
+    schedule_prefetch(r);
+    update_memory_stats(r);
+    return 0;
+}
+
 int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
 {
     *out = NULL;
@@ -455,6 +620,7 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
                          "num_samples: must be > 0 (got 0)");
     if (r->ended) return 0;
+    if (r->cfg.truncation_length) return bptt_next(r, num_samples, out);
 
     /* 1. Cut the global minibatch from the timeline. */
     size_t n = 0;
@@ -502,11 +668,9 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         if (rc) return fail_dead(r, rc);
         size_t local = r->cut[i].seq - r->idx->chunks[r->cut[i].chunk].first_seq;
         if (cd->dropped[local]) continue;
-        if (np == r->picks_cap &&
-            ctf__grow((void **)&r->picks, &r->picks_cap, np + 1, sizeof *r->picks))
-            return fail_dead(r, ctf__fail(&r->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory"));
         const ctf__seq *s = &r->idx->seqs[r->cut[i].seq];
-        r->picks[np++] = (ctf__pick){cd, local, s->key, s->line, s->samples};
+        rc = add_pick(r, np++, (ctf__pick){cd, local, s->key, s->line, s->samples, 0, UINT32_MAX});
+        if (rc) return fail_dead(r, rc);
     }
 
     /* 3. Pack. */
@@ -612,29 +776,56 @@ static uint64_t config_hash(const ctf_reader *r)
 
 int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *len)
 {
-    char tmp[1024];
-    int n = snprintf(tmp, sizeof tmp,
+    char head[640];
+    int n = snprintf(head, sizeof head,
                      "{\"version\": 1, \"minibatchSourcePosition\": %" PRIu64
                      ", \"sweep\": %" PRIu64 ", \"file_size\": %" PRIu64
                      ", \"sequences\": %zu, \"samples_per_sweep\": %" PRIu64
                      ", \"index_hash\": \"%016" PRIx64 "\", \"config_hash\": \"%016" PRIx64
-                     "\", \"randomization_seed\": %" PRIu64 ", \"mtime_ns\": %" PRId64 "}",
+                     "\", \"randomization_seed\": %" PRIu64 ", \"mtime_ns\": %" PRId64,
                      r->position, r->cur_sweep, r->idx->file.size, r->idx->num_seqs,
                      r->sweep_samples, r->idx->hash, config_hash(r), r->cfg.randomization_seed,
                      r->idx->file.mtime_ns);
-    if (n < 0) return CTF_EINVAL;
-    *len = (size_t)n;
-    if (cap == 0) return 0;
-    if ((size_t)n + 1 > cap) return CTF_ELIMIT;
-    memcpy(buf, tmp, (size_t)n + 1);
-    return 0;
+    if (n < 0 || (size_t)n >= sizeof head) return CTF_EINVAL;
+    /* Truncated BPTT: the slots' partly delivered sequences, as "sweep.slot.offset.owner" (or
+     * "-" for an idle slot), ';'-separated, so that a restore continues mid-sequence. */
+    size_t need = (size_t)n + 16 + r->num_bp * 84 + 3;
+    char *tmp = CTF_MALLOC(need);
+    if (!tmp) return CTF_ENOMEM;
+    size_t at = (size_t)n;
+    memcpy(tmp, head, at);
+    if (r->cfg.truncation_length) {
+        at += (size_t)snprintf(tmp + at, need - at, ", \"bptt\": \"");
+        for (size_t j = 0; j < r->num_bp; j++) {
+            const bptt_slot *sl = &r->bp[j];
+            if (j) tmp[at++] = ';';
+            if (!sl->busy)
+                tmp[at++] = '-';
+            else
+                at += (size_t)snprintf(tmp + at, need - at, "%" PRIu64 ".%zu.%u.%" PRIu64,
+                                       sl->sweep, sl->tslot, sl->offset, sl->owner_pos);
+        }
+        tmp[at++] = '"';
+    }
+    tmp[at++] = '}';
+    tmp[at] = 0;
+    *len = at;
+    int rc = 0;
+    if (cap != 0) {
+        if (at + 1 > cap)
+            rc = CTF_ELIMIT;
+        else
+            memcpy(buf, tmp, at + 1);
+    }
+    CTF_FREE(tmp);
+    return rc;
 }
 
-/* A flat JSON object reader for the state: string keys, number / string / bool values.
- * It accepts nothing else, so arbitrary bytes fail cleanly (fuzzed). */
+/* A flat JSON object reader for the state: string keys, number / string / bool values, kept as
+ * spans of the input. It accepts nothing else, so arbitrary bytes fail cleanly (fuzzed). */
 typedef struct kv {
-    char key[32];
-    char val[64];
+    const char *key, *val;
+    size_t klen, vlen;
 } kv;
 
 static const char *json_ws(const char *p, const char *e)
@@ -643,18 +834,17 @@ static const char *json_ws(const char *p, const char *e)
     return p;
 }
 
-static const char *json_str(const char *p, const char *e, char *out, size_t cap)
+static const char *json_str(const char *p, const char *e, const char **out, size_t *len)
 {
     if (p >= e || *p != '"') return NULL;
-    p++;
-    size_t n = 0;
+    const char *b = ++p;
     while (p < e && *p != '"') {
         if (*p == '\\' || (unsigned char)*p < 32) return NULL;
-        if (n + 1 >= cap) return NULL;
-        out[n++] = *p++;
+        p++;
     }
     if (p >= e) return NULL;
-    out[n] = 0;
+    *out = b;
+    *len = (size_t)(p - b);
     return p + 1;
 }
 
@@ -665,26 +855,24 @@ static int json_flat(const char *s, size_t len, kv *kvs, size_t max, size_t *cou
     p = json_ws(p, e);
     if (p >= e || *p++ != '{') return -1;
     p = json_ws(p, e);
-    if (p < e && *p == '}') return 0;
+    if (p < e && *p == '}') return json_ws(p + 1, e) == e ? 0 : -1;
     for (;;) {
         if (*count == max) return -1;
         kv *x = &kvs[(*count)++];
-        p = json_str(json_ws(p, e), e, x->key, sizeof x->key);
+        p = json_str(json_ws(p, e), e, &x->key, &x->klen);
         if (!p) return -1;
         p = json_ws(p, e);
         if (p >= e || *p++ != ':') return -1;
         p = json_ws(p, e);
         if (p < e && *p == '"') {
-            p = json_str(p, e, x->val, sizeof x->val);
+            p = json_str(p, e, &x->val, &x->vlen);
             if (!p) return -1;
         } else {
-            size_t n = 0;
-            while (p < e && (isalnum((unsigned char)*p) || *p == '-' || *p == '+' || *p == '.')) {
-                if (n + 1 >= sizeof x->val) return -1;
-                x->val[n++] = *p++;
-            }
-            if (!n) return -1;
-            x->val[n] = 0;
+            x->val = p;
+            while (p < e && (isalnum((unsigned char)*p) || *p == '-' || *p == '+' || *p == '.'))
+                p++;
+            x->vlen = (size_t)(p - x->val);
+            if (!x->vlen) return -1;
         }
         p = json_ws(p, e);
         if (p >= e) return -1;
@@ -698,10 +886,25 @@ static int json_flat(const char *s, size_t len, kv *kvs, size_t max, size_t *cou
     }
 }
 
-static const char *kv_get(const kv *kvs, size_t n, const char *key)
+/* The value of `key` as a NUL-terminated string in buf (cut to cap), or NULL if absent. */
+static const char *kv_get(const kv *kvs, size_t n, const char *key, char *buf, size_t cap)
 {
+    size_t kl = strlen(key);
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(kvs[i].key, key)) return kvs[i].val;
+        if (kvs[i].klen == kl && !memcmp(kvs[i].key, key, kl)) {
+            size_t m = CTF_MIN(kvs[i].vlen, cap - 1);
+            memcpy(buf, kvs[i].val, m);
+            buf[m] = 0;
+            return buf;
+        }
+    return NULL;
+}
+
+static const kv *kv_find(const kv *kvs, size_t n, const char *key)
+{
+    size_t kl = strlen(key);
+    for (size_t i = 0; i < n; i++)
+        if (kvs[i].klen == kl && !memcmp(kvs[i].key, key, kl)) return &kvs[i];
     return NULL;
 }
 
@@ -719,20 +922,86 @@ static bool parse_u64(const char *s, uint64_t *v)
     return true;
 }
 
+/* Parses "a.b.c.d" (four unsigned numbers) from [p, e). */
+static bool parse_quad(const char *p, const char *e, uint64_t q[4])
+{
+    for (int i = 0; i < 4; i++) {
+        if (p >= e || *p < '0' || *p > '9') return false;
+        uint64_t x = 0;
+        while (p < e && *p >= '0' && *p <= '9') {
+            unsigned d = (unsigned)(*p - '0');
+            if (x > (UINT64_MAX - d) / 10) return false;
+            x = x * 10 + d;
+            p++;
+        }
+        q[i] = x;
+        if (i < 3) {
+            if (p >= e || *p != '.') return false;
+            p++;
+        }
+    }
+    return p == e;
+}
+
+/* Rebuilds the BPTT slots from the state's "bptt" field (after the seek). */
+static int restore_bptt(ctf_reader *r, const kv *field)
+{
+    for (size_t j = 0; j < r->num_bp; j++) bptt_release(r, &r->bp[j]);
+    r->num_bp = 0;
+    if (!field) return 0;
+    const char *p = field->val, *e = field->val + field->vlen;
+    uint64_t resume_sweep = r->cur_sweep;
+    int rc = 0;
+    while (p < e) {
+        const char *q = memchr(p, ';', (size_t)(e - p));
+        if (!q) q = e;
+        if (ctf__grow((void **)&r->bp, &r->bp_cap, r->num_bp + 1, sizeof *r->bp))
+            return ctf__fail(&r->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+        bptt_slot *s = &r->bp[r->num_bp++];
+        memset(s, 0, sizeof *s);
+        if (!(q - p == 1 && *p == '-')) {
+            uint64_t v[4];
+            if (!parse_quad(p, q, v)) goto bad;
+            rc = load_sweep(r, v[0]);
+            if (rc) return rc;
+            if (v[1] >= r->sw.num_slots) goto bad;
+            s->seq = r->sw.seq[v[1]];
+            s->chunk = chunk_of_seq(r->idx, s->seq);
+            s->length = r->idx->seqs[s->seq].samples;
+            if (v[2] >= s->length) goto bad;
+            s->busy = true;
+            s->sweep = v[0];
+            s->tslot = (size_t)v[1];
+            s->offset = (uint32_t)v[2];
+            s->owner_pos = v[3];
+            r->pins[s->chunk]++;
+        }
+        p = q < e ? q + 1 : e;
+    }
+    return load_sweep(r, resume_sweep);
+bad:
+    for (size_t j = 0; j < r->num_bp; j++) bptt_release(r, &r->bp[j]);
+    r->num_bp = 0;
+    load_sweep(r, resume_sweep);
+    return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                     "checkpoint state: malformed \"bptt\" slot list");
+}
+
 int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
 {
     if (r->dead) return r->err.code;
     kv kvs[32];
     size_t n;
+    char b1[72];
     if (!state || json_flat(state, len, kvs, 32, &n) != 0)
         return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
                          "checkpoint state: not a ctfio state (expected a flat JSON object)");
     uint64_t version, pos;
-    if (!parse_u64(kv_get(kvs, n, "version"), &version) || version != 1)
+    if (!parse_u64(kv_get(kvs, n, "version", b1, sizeof b1), &version) || version != 1)
         return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
                          "checkpoint state: unsupported or missing version (this reader "
                          "writes version 1)");
-    if (!parse_u64(kv_get(kvs, n, "minibatchSourcePosition"), &pos))
+    if (!parse_u64(kv_get(kvs, n, "minibatchSourcePosition", b1, sizeof b1), &pos))
         return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
                          "checkpoint state: missing or invalid minibatchSourcePosition");
     /* Field-by-field fingerprint check; mtime alone is not checked, so a checkpoint can move
@@ -743,7 +1012,7 @@ int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
     char hex[32];
 #define CHECK_U64(name, mine)                                                               \
     do {                                                                                    \
-        const char *s_ = kv_get(kvs, n, name);                                              \
+        const char *s_ = kv_get(kvs, n, name, b1, sizeof b1);                               \
         if (!parse_u64(s_, &v) || v != (uint64_t)(mine))                                    \
             dl += (size_t)snprintf(diff + dl, dl < sizeof diff ? sizeof diff - dl : 0,      \
                                    "%s%s: state has %s, reader has %" PRIu64, dl ? "; " : "", \
@@ -751,7 +1020,7 @@ int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
     } while (0)
 #define CHECK_HEX(name, mine)                                                               \
     do {                                                                                    \
-        const char *s_ = kv_get(kvs, n, name);                                              \
+        const char *s_ = kv_get(kvs, n, name, b1, sizeof b1);                               \
         snprintf(hex, sizeof hex, "%016" PRIx64, (uint64_t)(mine));                         \
         if (!s_ || strcmp(s_, hex))                                                         \
             dl += (size_t)snprintf(diff + dl, dl < sizeof diff ? sizeof diff - dl : 0,      \
@@ -770,5 +1039,18 @@ int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
         return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
                          "checkpoint state does not fit this reader's data or configuration: %s",
                          diff);
-    return ctf_reader_seek(r, pos);
+    const kv *bptt = kv_find(kvs, n, "bptt");
+    if (bptt && !r->cfg.truncation_length)
+        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                         "checkpoint state: saved with truncation_length but this reader has none");
+    int rc = ctf_reader_seek(r, pos);
+    if (rc) return rc;
+    if (r->cfg.truncation_length) {
+        rc = restore_bptt(r, bptt);
+        if (rc) return rc == CTF_ESTATE ? rc : fail_dead(r, rc);
+        r->ended = false;
+        evict_passed(r);
+        schedule_prefetch(r);
+    }
+    return 0;
 }

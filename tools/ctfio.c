@@ -53,6 +53,7 @@ static const char usage_text[] =
     "  --count M        stop after M minibatches (M sequences without --mb)\n"
     "  --workers N --rank R        this worker's share of each global minibatch\n"
     "  --max-samples N | --max-sweeps N   end of data (default: endless with --mb)\n"
+    "  --truncation-length T        truncated BPTT: max(1, K div T) parallel slots, T samples each\n"
     "  --state          print the checkpoint state after each minibatch ('state {...}')\n"
     "  --restore STATE  start from a saved state (JSON text, or @FILE)\n"
     "  --line           add the first line number to each sequence (file-order dump)\n";
@@ -83,7 +84,7 @@ typedef struct opts {
     /* Flag overrides: applied after the configuration file. */
     const char *precision, *randomize, *seed, *window, *window_samples, *max_errors,
         *trace_level, *chunk_size, *threads, *prefetch, *mb_stream, *max_samples, *max_sweeps,
-        *workers, *rank, *restore;
+        *workers, *rank, *restore, *truncation;
     bool skip_ids, keep, frame, cache;
     uint64_t mb, count;
     bool have_mb, have_count, print_state, with_line;
@@ -174,6 +175,7 @@ static void parse_args(opts *o, int argc, char **argv)
         else if (!strcmp(a, "--rank")) o->rank = NEXT();
         else if (!strcmp(a, "--max-samples")) o->max_samples = NEXT();
         else if (!strcmp(a, "--max-sweeps")) o->max_sweeps = NEXT();
+        else if (!strcmp(a, "--truncation-length")) o->truncation = NEXT();
         else if (!strcmp(a, "--state")) o->print_state = true;
         else if (!strcmp(a, "--restore")) o->restore = NEXT();
         else if (!strcmp(a, "--line")) o->with_line = true;
@@ -272,6 +274,8 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
     if (o->prefetch) cfg->prefetch_chunks = (size_t)parse_u64_arg("--prefetch", o->prefetch);
     if (o->max_samples) cfg->max_samples = parse_u64_arg("--max-samples", o->max_samples);
     if (o->max_sweeps) cfg->max_sweeps = parse_u64_arg("--max-sweeps", o->max_sweeps);
+    if (o->truncation)
+        cfg->truncation_length = (size_t)parse_u64_arg("--truncation-length", o->truncation);
     if (o->workers) cfg->num_workers = (size_t)parse_u64_arg("--workers", o->workers);
     if (o->rank) cfg->worker_rank = (size_t)parse_u64_arg("--rank", o->rank);
     cfg->log = cli_log;

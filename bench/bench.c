@@ -1,0 +1,577 @@
+/*
+ * bench/bench.c -- throughput and memory benchmarks of ctfio (issues 2 and 3), all in one process
+ * per data file so that every ratio compares numbers taken in the same run.
+ *
+ * Built by bench/run.py:
+ *   cc -O2 -Iinclude -Ilib bench/bench.c build/libctfio.a -lm -pthread -o build/bench
+ *
+ * Usage:
+ *   bench all KIND FILE [--reps N] [--mb-samples K] [--chunks 32,4] [--threads 0,1,2]
+ *                       [--window 4] [--no-reader]
+ *   bench rss KIND FILE [--chunk-mb 4] [--window 4] [--threads 2] [--mb-samples K]
+ *
+ * KIND names the stream layout written by bench/gen.py: dense, mnist, sparse, seq.
+ *
+ * `all` reads FILE once (warm page cache, and the in-memory copy used by the number kernels and
+ * the parse-only run), then measures, each N times (median reported):
+ *   newline_scan   pread in 4 MiB blocks + memchr('\n'): the speed limit of any line indexer
+ *   strtof         glibc strtof over every value token of the file (offsets found beforehand:
+ *                  tokenizing is not timed; tokens split on space/tab/'|'/':'/newline; a value is
+ *                  a token after a space or ':' that is not a sparse index)
+ *   parse_float    ctf__parse_float (the library's number kernel) over the same tokens
+ *   index          ctf_index_build (no cache)
+ *   parse_only     ctf__parse_chunk over every chunk, from memory, on one thread (and on two
+ *                  plain pthreads taking alternate chunks: parse_only_2t), after ctf_index_build
+ *   reader         ctf_reader_open + ctf_reader_next(K) until the sweep ends (max_sweeps = 1),
+ *                  randomize false/true (window in chunks), each chunk size, each thread count.
+ *                  "gbps" is file bytes / time of the ctf_reader_next loop; open (indexing) is
+ *                  reported separately as open_s and in gbps_with_open.
+ * GB/s are decimal (1e9 bytes per second) of file bytes.
+ *
+ * `rss` reads FILE once through the reader (randomized, window of W chunks of C MiB, T threads)
+ * in a fresh process and reports ru_maxrss, with the index size and the library's own residency
+ * counters so that the part that grows with the file (the sequence table) can be told apart from
+ * the part that must not (parsed chunks).
+ *
+ * Output: one JSON object per line per measurement.
+ */
+#define _GNU_SOURCE
+#include "ctfio.h"
+#include "ctfio_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_REPS 15
+
+/*======================================================================
+ * Small helpers
+ *====================================================================*/
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(const double *v, int n)
+{
+    double t[MAX_REPS];
+    memcpy(t, v, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_dbl);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static void die(const char *what, const ctf_error *e)
+{
+    char buf[1200];
+    if (e)
+        fprintf(stderr, "bench: %s: %s\n", what, ctf_error_format(e, CTF_SEV_ERROR, buf, sizeof buf));
+    else
+        fprintf(stderr, "bench: %s: %s\n", what, strerror(errno));
+    exit(2);
+}
+
+static long maxrss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* Common JSON prefix of a timing line; the caller adds fields and the closing brace. */
+static void emit_head(const char *bench, const char *kind, const char *path, uint64_t bytes,
+                      const double *secs, int reps)
+{
+    double med = median(secs, reps);
+    printf("{\"bench\":\"%s\",\"kind\":\"%s\",\"file\":\"%s\",\"bytes\":%llu,\"reps\":%d,"
+           "\"seconds\":[",
+           bench, kind, path, (unsigned long long)bytes, reps);
+    for (int i = 0; i < reps; i++) printf("%s%.6f", i ? "," : "", secs[i]);
+    printf("],\"median_s\":%.6f,\"gbps\":%.4f", med, med > 0 ? (double)bytes / med / 1e9 : 0.0);
+}
+
+/*======================================================================
+ * Stream layouts of bench/gen.py
+ *====================================================================*/
+
+static const ctf_stream_def DENSE[] = {{"x", NULL, 100, false, false}};
+static const ctf_stream_def MNIST[] = {{"labels", NULL, 10, false, false},
+                                       {"features", NULL, 784, false, false}};
+static const ctf_stream_def SPARSE[] = {{"src", NULL, 50000, true, false},
+                                        {"tgt", NULL, 50000, true, false}};
+static const ctf_stream_def SEQ[] = {{"x", NULL, 20, false, false}, {"y", NULL, 1000, true, false}};
+
+static void layout(const char *kind, const ctf_stream_def **s, size_t *n)
+{
+    if (!strcmp(kind, "dense")) *s = DENSE, *n = 1;
+    else if (!strcmp(kind, "mnist")) *s = MNIST, *n = 2;
+    else if (!strcmp(kind, "sparse")) *s = SPARSE, *n = 2;
+    else if (!strcmp(kind, "seq")) *s = SEQ, *n = 2;
+    else {
+        fprintf(stderr, "bench: unknown kind '%s' (dense, mnist, sparse, seq)\n", kind);
+        exit(2);
+    }
+}
+
+static void base_config(ctf_config *cfg, const char *path, const char *kind)
+{
+    ctf_config_init(cfg);
+    cfg->path = path;
+    layout(kind, &cfg->streams, &cfg->num_streams);
+    cfg->cache_index = false;
+    cfg->trace_level = 0;
+}
+
+/*======================================================================
+ * The file in memory
+ *====================================================================*/
+
+static char *slurp(const char *path, uint64_t *size)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) die(path, NULL);
+    struct stat st;
+    if (fstat(fd, &st)) die(path, NULL);
+    *size = (uint64_t)st.st_size;
+    char *buf = malloc((size_t)*size + 64);
+    if (!buf) die("malloc", NULL);
+    uint64_t got = 0;
+    while (got < *size) {
+        ssize_t r = pread(fd, buf + got, (size_t)(*size - got), (off_t)got);
+        if (r <= 0) die(path, NULL);
+        got += (uint64_t)r;
+    }
+    memset(buf + *size, 0, 64);
+    close(fd);
+    return buf;
+}
+
+/*======================================================================
+ * newline scan
+ *====================================================================*/
+
+static uint64_t newline_scan(const char *path)
+{
+    enum { BLOCK = 4 << 20 };
+    static char block[BLOCK];
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) die(path, NULL);
+    uint64_t lines = 0;
+    off_t off = 0;
+    for (;;) {
+        ssize_t r = pread(fd, block, BLOCK, off);
+        if (r < 0) die(path, NULL);
+        if (r == 0) break;
+        const char *p = block, *end = block + r;
+        while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+            lines++;
+            p++;
+        }
+        off += r;
+    }
+    close(fd);
+    return lines;
+}
+
+/*======================================================================
+ * Value tokens (for strtof vs ctf__parse_float)
+ *====================================================================*/
+
+static int is_sep(char c) { return c == ' ' || c == '\t' || c == '|' || c == ':' || c == '\n' || c == '\r'; }
+
+/* Offsets of the value tokens: a token that follows ' ' or ':' (not '|': a stream name; not the
+ * line start: a sequence id) and is not followed by ':' (a sparse index). */
+static uint32_t *value_tokens(const char *buf, uint64_t size, size_t *n)
+{
+    size_t cap = 1 << 20, k = 0;
+    uint32_t *off = malloc(cap * sizeof *off);
+    if (!off) die("malloc", NULL);
+    if (size >= UINT32_MAX) {
+        fprintf(stderr, "bench: the token test needs a file under 4 GiB\n");
+        exit(2);
+    }
+    uint64_t i = 0;
+    while (i < size) {
+        while (i < size && is_sep(buf[i])) i++;
+        if (i >= size) break;
+        uint64_t s = i;
+        while (i < size && !is_sep(buf[i])) i++;
+        char before = s ? buf[s - 1] : '\n';
+        char after = i < size ? buf[i] : '\n';
+        if ((before == ' ' || before == '\t' || before == ':') && after != ':') {
+            if (k == cap) {
+                cap *= 2;
+                off = realloc(off, cap * sizeof *off);
+                if (!off) die("realloc", NULL);
+            }
+            off[k++] = (uint32_t)s;
+        }
+    }
+    *n = k;
+    return off;
+}
+
+/*======================================================================
+ * Parse-only on two plain threads (the scaling ceiling of the parser itself)
+ *====================================================================*/
+
+typedef struct po_job {
+    const ctf__parse_cfg *pc;
+    const ctf_index *idx;
+    const char *buf;
+    size_t first, step;
+    uint64_t samples;
+    int bad;
+} po_job;
+
+static void *po_run(void *arg)
+{
+    po_job *j = arg;
+    for (size_t c = j->first; c < j->idx->num_chunks; c += j->step) {
+        ctf__chunk_data *cd = NULL;
+        ctf_error e;
+        const ctf__chunk *ch = &j->idx->chunks[c];
+        if (ctf__parse_chunk(j->pc, j->idx, c, j->buf + ch->offset, 0, &cd, &e)) die("parse", &e);
+        if (cd->num_errors || cd->fatal) j->bad = 1;
+        for (size_t k = 0; k < cd->num_streams; k++) j->samples += cd->streams[k].samples;
+        ctf__chunk_data_free(cd);
+    }
+    return NULL;
+}
+
+static uint64_t parse_only(const ctf__parse_cfg *pc, const ctf_index *idx, const char *buf,
+                           int threads)
+{
+    po_job jobs[2];
+    pthread_t th[2];
+    for (int t = 0; t < threads; t++) {
+        jobs[t] = (po_job){pc, idx, buf, (size_t)t, (size_t)threads, 0, 0};
+        if (t) pthread_create(&th[t], NULL, po_run, &jobs[t]);
+    }
+    po_run(&jobs[0]);
+    uint64_t samples = jobs[0].samples;
+    for (int t = 1; t < threads; t++) {
+        pthread_join(th[t], NULL);
+        samples += jobs[t].samples;
+    }
+    for (int t = 0; t < threads; t++)
+        if (jobs[t].bad) {
+            fprintf(stderr, "bench: parse errors in the benchmark data\n");
+            exit(2);
+        }
+    return samples;
+}
+
+/*======================================================================
+ * Reader sweep
+ *====================================================================*/
+
+typedef struct sweep_result {
+    double open_s, read_s;
+    uint64_t samples, minibatches;
+    ctf_stats stats;
+} sweep_result;
+
+static void reader_sweep(const ctf_config *cfg, uint64_t mb_samples, sweep_result *out)
+{
+    ctf_error err;
+    ctf_reader *r = NULL;
+    double t0 = now_s();
+    if (ctf_reader_open(cfg, &r, &err)) die("ctf_reader_open", &err);
+    double t1 = now_s();
+    uint64_t samples = 0, mbs = 0;
+    for (;;) {
+        ctf_minibatch *mb = NULL;
+        if (ctf_reader_next(r, mb_samples, &mb)) die("ctf_reader_next", ctf_reader_error(r));
+        if (!mb) break;
+        samples += ctf_minibatch_num_samples(mb);
+        mbs++;
+        ctf_minibatch_free(mb);
+    }
+    double t2 = now_s();
+    ctf_reader_get_stats(r, &out->stats);
+    ctf_reader_free(r);
+    out->open_s = t1 - t0;
+    out->read_s = t2 - t1;
+    out->samples = samples;
+    out->minibatches = mbs;
+}
+
+/*======================================================================
+ * Options
+ *====================================================================*/
+
+typedef struct opts {
+    int reps;
+    uint64_t mb_samples;
+    int chunks[8], nchunks;
+    int threads[8], nthreads;
+    uint64_t window;
+    int chunk_mb;     /* rss */
+    int rss_threads;  /* rss */
+    bool no_reader;
+} opts;
+
+static int parse_list(const char *s, int *out, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        char *e;
+        long v = strtol(s, &e, 10);
+        if (e == s) break;
+        out[n++] = (int)v;
+        s = *e == ',' ? e + 1 : e;
+    }
+    return n;
+}
+
+static void parse_opts(int argc, char **argv, opts *o)
+{
+    *o = (opts){.reps = 3, .mb_samples = 512, .chunks = {32, 4}, .nchunks = 2,
+                .threads = {0, 1, 2}, .nthreads = 3, .window = 4, .chunk_mb = 4,
+                .rss_threads = 2};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "--reps")) o->reps = atoi(v), i++;
+        else if (!strcmp(a, "--mb-samples")) o->mb_samples = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--chunks")) o->nchunks = parse_list(v, o->chunks, 8), i++;
+        else if (!strcmp(a, "--threads")) {
+            o->nthreads = parse_list(v, o->threads, 8);
+            if (o->nthreads) o->rss_threads = o->threads[0];
+            i++;
+        } else if (!strcmp(a, "--window")) o->window = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--chunk-mb")) o->chunk_mb = atoi(v), i++;
+        else if (!strcmp(a, "--no-reader")) o->no_reader = true;
+        else {
+            fprintf(stderr, "bench: unknown option '%s'\n", a);
+            exit(2);
+        }
+    }
+    if (o->reps < 1) o->reps = 1;
+    if (o->reps > MAX_REPS) o->reps = MAX_REPS;
+}
+
+/*======================================================================
+ * bench all
+ *====================================================================*/
+
+static void bench_all(const char *kind, const char *path, const opts *o)
+{
+    const int R = o->reps;
+    double secs[MAX_REPS];
+    uint64_t size;
+    char *buf = slurp(path, &size); /* also warms the page cache */
+
+    /* newline scan */
+    uint64_t lines = 0;
+    for (int i = 0; i < R; i++) {
+        double t = now_s();
+        lines = newline_scan(path);
+        secs[i] = now_s() - t;
+    }
+    emit_head("newline_scan", kind, path, size, secs, R);
+    printf(",\"lines\":%llu}\n", (unsigned long long)lines);
+    fflush(stdout);
+
+    /* number kernels over the value tokens */
+    size_t ntok;
+    uint32_t *tok = value_tokens(buf, size, &ntok);
+    const char *end = buf + size;
+    size_t mismatches = 0;
+    for (size_t k = 0; k < ntok; k++) {
+        float a, b = strtof(buf + tok[k], NULL);
+        const char *q = ctf__parse_float(buf + tok[k], end, &a);
+        if (!q || memcmp(&a, &b, sizeof a)) mismatches++;
+    }
+    volatile float sink;
+    for (int i = 0; i < R; i++) {
+        double t = now_s();
+        float acc = 0;
+        for (size_t k = 0; k < ntok; k++) acc += strtof(buf + tok[k], NULL);
+        secs[i] = now_s() - t;
+        sink = acc;
+    }
+    emit_head("strtof", kind, path, size, secs, R);
+    printf(",\"values\":%zu,\"mvalues_per_s\":%.2f}\n", ntok, (double)ntok / median(secs, R) / 1e6);
+    for (int i = 0; i < R; i++) {
+        double t = now_s();
+        float acc = 0;
+        for (size_t k = 0; k < ntok; k++) {
+            float v;
+            ctf__parse_float(buf + tok[k], end, &v);
+            acc += v;
+        }
+        secs[i] = now_s() - t;
+        sink = acc;
+    }
+    (void)sink;
+    emit_head("parse_float", kind, path, size, secs, R);
+    printf(",\"values\":%zu,\"mvalues_per_s\":%.2f,\"mismatches_vs_strtof\":%zu}\n", ntok,
+           (double)ntok / median(secs, R) / 1e6, mismatches);
+    fflush(stdout);
+    free(tok);
+
+    /* indexing */
+    ctf_config cfg;
+    base_config(&cfg, path, kind);
+    ctf_error err;
+    ctf_index_info info;
+    for (int i = 0; i < R; i++) {
+        ctf_index *idx = NULL;
+        double t = now_s();
+        if (ctf_index_build(&cfg, &idx, &err)) die("ctf_index_build", &err);
+        secs[i] = now_s() - t;
+        ctf_index_get_info(idx, &info);
+        ctf_index_free(idx);
+    }
+    emit_head("index", kind, path, size, secs, R);
+    printf(",\"sequences\":%llu,\"samples\":%llu,\"lines\":%llu}\n",
+           (unsigned long long)info.sequences, (unsigned long long)info.samples,
+           (unsigned long long)info.lines);
+    fflush(stdout);
+    const uint64_t total_samples = info.samples;
+
+    /* parse-only, per chunk size, 1 and 2 threads */
+    for (int c = 0; c < o->nchunks; c++) {
+        base_config(&cfg, path, kind);
+        cfg.chunk_size_bytes = (uint64_t)o->chunks[c] << 20;
+        ctf_index *idx = NULL;
+        if (ctf_index_build(&cfg, &idx, &err)) die("ctf_index_build", &err);
+        ctf__parse_cfg pc = {path, cfg.streams, cfg.num_streams, cfg.precision, idx->line_mode,
+                             false, 0};
+        for (int th = 1; th <= 2; th++) {
+            uint64_t samples = 0;
+            for (int i = 0; i < R; i++) {
+                double t = now_s();
+                samples = parse_only(&pc, idx, buf, th);
+                secs[i] = now_s() - t;
+            }
+            emit_head(th == 1 ? "parse_only" : "parse_only_2t", kind, path, size, secs, R);
+            printf(",\"chunk_mb\":%d,\"threads\":%d,\"chunks\":%zu,\"stream_samples\":%llu}\n",
+                   o->chunks[c], th, idx->num_chunks, (unsigned long long)samples);
+            fflush(stdout);
+        }
+        ctf_index_free(idx);
+    }
+    free(buf);
+
+    if (o->no_reader) return;
+    /* the reader */
+    for (int rnd = 0; rnd <= 1; rnd++)
+        for (int c = 0; c < o->nchunks; c++)
+            for (int t = 0; t < o->nthreads; t++) {
+                base_config(&cfg, path, kind);
+                cfg.randomize = rnd;
+                cfg.randomization_window = rnd ? o->window : 0;
+                cfg.chunk_size_bytes = (uint64_t)o->chunks[c] << 20;
+                cfg.num_threads = (size_t)o->threads[t];
+                cfg.max_sweeps = 1;
+                double opens[MAX_REPS], totals[MAX_REPS];
+                sweep_result sr;
+                for (int i = 0; i < R; i++) {
+                    reader_sweep(&cfg, o->mb_samples, &sr);
+                    if (sr.samples != total_samples) {
+                        fprintf(stderr, "bench: reader delivered %llu samples, index has %llu\n",
+                                (unsigned long long)sr.samples, (unsigned long long)total_samples);
+                        exit(2);
+                    }
+                    secs[i] = sr.read_s;
+                    opens[i] = sr.open_s;
+                    totals[i] = sr.open_s + sr.read_s;
+                }
+                emit_head("reader", kind, path, size, secs, R);
+                double mt = median(totals, R);
+                printf(",\"randomize\":%s,\"window_chunks\":%llu,\"chunk_mb\":%d,\"threads\":%d,"
+                       "\"mb_samples\":%llu,\"minibatches\":%llu,\"open_s\":%.6f,"
+                       "\"gbps_with_open\":%.4f,\"chunks_resident_peak\":%llu,"
+                       "\"bytes_resident_peak\":%llu}\n",
+                       rnd ? "true" : "false", (unsigned long long)cfg.randomization_window,
+                       o->chunks[c], o->threads[t], (unsigned long long)o->mb_samples,
+                       (unsigned long long)sr.minibatches, median(opens, R),
+                       (double)size / mt / 1e9,
+                       (unsigned long long)sr.stats.chunks_resident_peak,
+                       (unsigned long long)sr.stats.bytes_resident_peak);
+                fflush(stdout);
+            }
+}
+
+/*======================================================================
+ * bench rss
+ *====================================================================*/
+
+static void bench_rss(const char *kind, const char *path, const opts *o)
+{
+    ctf_config cfg;
+    base_config(&cfg, path, kind);
+    cfg.randomize = true;
+    cfg.randomization_window = o->window;
+    cfg.chunk_size_bytes = (uint64_t)o->chunk_mb << 20;
+    cfg.num_threads = (size_t)o->rss_threads;
+    cfg.max_sweeps = 1;
+    long rss_start = maxrss_kb();
+    ctf_error err;
+    ctf_reader *r = NULL;
+    double t0 = now_s();
+    if (ctf_reader_open(&cfg, &r, &err)) die("ctf_reader_open", &err);
+    long rss_open = maxrss_kb();
+    const ctf_index *idx = ctf_reader_index(r);
+    uint64_t index_bytes = idx->num_seqs * sizeof(ctf__seq) + idx->num_chunks * sizeof(ctf__chunk);
+    uint64_t samples = 0;
+    for (;;) {
+        ctf_minibatch *mb = NULL;
+        if (ctf_reader_next(r, o->mb_samples, &mb)) die("ctf_reader_next", ctf_reader_error(r));
+        if (!mb) break;
+        samples += ctf_minibatch_num_samples(mb);
+        ctf_minibatch_free(mb);
+    }
+    double secs = now_s() - t0;
+    ctf_stats st;
+    ctf_reader_get_stats(r, &st);
+    size_t nseq = idx->num_seqs, nchunks = idx->num_chunks;
+    ctf_reader_free(r);
+    struct stat sb;
+    stat(path, &sb);
+    printf("{\"bench\":\"rss\",\"kind\":\"%s\",\"file\":\"%s\",\"bytes\":%llu,\"chunk_mb\":%d,"
+           "\"window_chunks\":%llu,\"threads\":%d,\"seconds\":%.3f,\"samples\":%llu,"
+           "\"sequences\":%zu,\"chunks\":%zu,\"index_bytes\":%llu,\"maxrss_start_kb\":%ld,"
+           "\"maxrss_after_open_kb\":%ld,\"maxrss_kb\":%ld,\"chunks_resident_peak\":%llu,"
+           "\"bytes_resident_peak\":%llu}\n",
+           kind, path, (unsigned long long)sb.st_size, o->chunk_mb,
+           (unsigned long long)o->window, o->rss_threads, secs, (unsigned long long)samples, nseq,
+           nchunks, (unsigned long long)index_bytes, rss_start, rss_open, maxrss_kb(),
+           (unsigned long long)st.chunks_resident_peak, (unsigned long long)st.bytes_resident_peak);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: bench all|rss KIND FILE [options]  (see the comment in bench.c)\n");
+        return 2;
+    }
+    opts o;
+    parse_opts(argc - 4, argv + 4, &o);
+    if (!strcmp(argv[1], "all")) bench_all(argv[2], argv[3], &o);
+    else if (!strcmp(argv[1], "rss")) bench_rss(argv[2], argv[3], &o);
+    else {
+        fprintf(stderr, "bench: unknown mode '%s'\n", argv[1]);
+        return 2;
+    }
+    return 0;
+}
