@@ -3,7 +3,7 @@
 #   make            library, CLI and C test runner (build/)
 #   make test       everything: C tests, golden files, fuzz regression, conformance corpus,
 #                   the same C tests under ASan+UBSan, then the Python suite in .venv
-#   make demo       the main job on built-in sample data
+#   make demo       the main job on built-in sample data, then a training run in Python
 #   make asan       C tests under AddressSanitizer + UndefinedBehaviorSanitizer only
 #   make fuzz       longer fuzzing (libFuzzer with clang when installed)
 #   make clean
@@ -78,11 +78,33 @@ asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression
 	ASAN_OPTIONS=detect_leaks=1 $(PYTHON) tests/golden/run.py $(S)/ctfio
 	ASAN_OPTIONS=detect_leaks=1 $(S)/fuzz_regression --seconds $${CTFIO_FUZZ_SECONDS:-10} tests/fuzz/corpus tests/golden
 
-test: ctest golden fuzz-regression conformance asan
+# Python: a .venv with the package and its test dependencies (numpy, scipy, pytest, scikit-learn
+# for the demo's dataset), rebuilt when the sources change.
+VENV := .venv
+VPY := $(VENV)/bin/python
+PY_SRC := $(wildcard python/ctfio/*.py python/ctfio/*.c python/ctfio/*.pyi) setup.py pyproject.toml
+
+$(VENV)/.deps: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip setuptools wheel
+	$(VPY) -m pip install -q "numpy>=1.21" "scipy>=1.7" "pytest>=7" "scikit-learn>=1.0"
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.deps $(PY_SRC) $(LIB_SRC) $(LIB_HDR)
+	$(VPY) -m pip install -q --no-build-isolation --no-deps .
+	touch $@
+
+py: $(VENV)/.installed
+
+pytest: $(VENV)/.installed
+	cd tests/python && ../../$(VPY) -m pytest -q -p no:cacheprovider .
+
+test: ctest golden fuzz-regression conformance asan pytest
 	@echo "make test: all suites passed"
 
-demo: $(B)/ctfio
-	@sh tools/demo.sh $(B)/ctfio
+# The CLI part, then a real training run through the Python package (examples/train_digits.py).
+demo: $(B)/ctfio $(VENV)/.installed
+	@sh tools/demo.sh $(B)/ctfio $(VPY)
 
 bench: $(B)/ctfio
 	$(PYTHON) bench/run.py
@@ -91,4 +113,4 @@ fuzz:
 	$(MAKE) -f tests/fuzz/fuzz.mk
 
 clean:
-	rm -rf build
+	rm -rf build $(VENV) python/ctfio/*.so *.egg-info

@@ -7,7 +7,7 @@
  *
  * Usage:
  *   bench all KIND FILE [--reps N] [--mb-samples K] [--chunks 32,4] [--threads 0,1,2]
- *                       [--window 4] [--no-reader]
+ *                       [--window 4] [--no-reader] [--only cpu|scan|numbers|index|parse|reader]
  *   bench rss KIND FILE [--chunk-mb 4] [--window 4] [--threads 2] [--mb-samples K]
  *
  * KIND names the stream layout written by bench/gen.py: dense, mnist, sparse, seq.
@@ -15,10 +15,13 @@
  * `all` reads FILE once (warm page cache, and the in-memory copy used by the number kernels and
  * the parse-only run), then measures, each N times (median reported):
  *   newline_scan   pread in 4 MiB blocks + memchr('\n'): the speed limit of any line indexer
- *   strtof         glibc strtof over every value token of the file (offsets found beforehand:
- *                  tokenizing is not timed; tokens split on space/tab/'|'/':'/newline; a value is
- *                  a token after a space or ':' that is not a sparse index)
+ *   strtof         glibc strtof over every number of the file (the file split on
+ *                  space/tab/'|'/':'/newline; every token that starts like a number and does not
+ *                  follow '|': values, sparse indices, sequence ids). Offsets are found beforehand:
+ *                  only the conversions are timed
  *   parse_float    ctf__parse_float (the library's number kernel) over the same tokens
+ *   strtof_scan,   the same conversions inside a scanning loop that also finds the tokens (a
+ *   parse_float_scan  naive strtof-based reader)
  *   index          ctf_index_build (no cache)
  *   parse_only     ctf__parse_chunk over every chunk, from memory, on one thread (and on two
  *                  plain pthreads taking alternate chunks: parse_only_2t), after ctf_index_build
@@ -190,20 +193,29 @@ static uint64_t newline_scan(const char *path)
 }
 
 /*======================================================================
- * Value tokens (for strtof vs ctf__parse_float)
+ * Number tokens (for strtof vs ctf__parse_float)
  *====================================================================*/
 
-static int is_sep(char c) { return c == ' ' || c == '\t' || c == '|' || c == ':' || c == '\n' || c == '\r'; }
+static inline int is_sep(char c)
+{
+    return c == ' ' || c == '\t' || c == '|' || c == ':' || c == '\n' || c == '\r';
+}
 
-/* Offsets of the value tokens: a token that follows ' ' or ':' (not '|': a stream name; not the
- * line start: a sequence id) and is not followed by ':' (a sparse index). */
-static uint32_t *value_tokens(const char *buf, uint64_t size, size_t *n)
+static inline int starts_number(char c)
+{
+    return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.';
+}
+
+/* Offsets of every number of the file: the file split on space/tab/'|'/':'/newline, keeping
+ * the tokens that start like a number and do not follow '|' (those are stream names). That is
+ * values, sparse indices and sequence ids: everything a strtof-based reader would convert. */
+static uint32_t *number_tokens(const char *buf, uint64_t size, size_t *n)
 {
     size_t cap = 1 << 20, k = 0;
     uint32_t *off = malloc(cap * sizeof *off);
     if (!off) die("malloc", NULL);
     if (size >= UINT32_MAX) {
-        fprintf(stderr, "bench: the token test needs a file under 4 GiB\n");
+        fprintf(stderr, "bench: the number test needs a file under 4 GiB\n");
         exit(2);
     }
     uint64_t i = 0;
@@ -212,9 +224,7 @@ static uint32_t *value_tokens(const char *buf, uint64_t size, size_t *n)
         if (i >= size) break;
         uint64_t s = i;
         while (i < size && !is_sep(buf[i])) i++;
-        char before = s ? buf[s - 1] : '\n';
-        char after = i < size ? buf[i] : '\n';
-        if ((before == ' ' || before == '\t' || before == ':') && after != ':') {
+        if ((s == 0 || buf[s - 1] != '|') && starts_number(buf[s])) {
             if (k == cap) {
                 cap *= 2;
                 off = realloc(off, cap * sizeof *off);
@@ -225,6 +235,44 @@ static uint32_t *value_tokens(const char *buf, uint64_t size, size_t *n)
     }
     *n = k;
     return off;
+}
+
+/* A naive strtof-style reader loop: walk the buffer, skip separators and stream names, convert
+ * every number with strtof (use_ctf = 0) or ctf__parse_float (1). Tokenizing is timed here. */
+static float scan_convert(const char *buf, const char *end, int use_ctf, size_t *count)
+{
+    float acc = 0;
+    size_t n = 0;
+    const char *p = buf;
+    while (p < end) {
+        char c = *p;
+        if (is_sep(c)) {
+            p++;
+            continue;
+        }
+        if (p > buf && p[-1] == '|') { /* a stream name */
+            while (p < end && !is_sep(*p)) p++;
+            continue;
+        }
+        float v;
+        const char *q;
+        if (use_ctf) {
+            q = ctf__parse_float(p, end, &v);
+        } else {
+            char *e;
+            v = strtof(p, &e);
+            q = e;
+        }
+        if (!q || q == p) { /* not a number: skip the token */
+            while (p < end && !is_sep(*p)) p++;
+            continue;
+        }
+        acc += v;
+        n++;
+        p = q;
+    }
+    *count = n;
+    return acc;
 }
 
 /*======================================================================
@@ -326,6 +374,7 @@ typedef struct opts {
     int chunk_mb;     /* rss */
     int rss_threads;  /* rss */
     bool no_reader;
+    const char *only; /* run one group: scan, numbers, index, parse, reader, cpu */
 } opts;
 
 static int parse_list(const char *s, int *out, int max)
@@ -359,6 +408,7 @@ static void parse_opts(int argc, char **argv, opts *o)
         } else if (!strcmp(a, "--window")) o->window = strtoull(v, NULL, 10), i++;
         else if (!strcmp(a, "--chunk-mb")) o->chunk_mb = atoi(v), i++;
         else if (!strcmp(a, "--no-reader")) o->no_reader = true;
+        else if (!strcmp(a, "--only")) o->only = v, i++;
         else {
             fprintf(stderr, "bench: unknown option '%s'\n", a);
             exit(2);
@@ -367,6 +417,108 @@ static void parse_opts(int argc, char **argv, opts *o)
     if (o->reps < 1) o->reps = 1;
     if (o->reps > MAX_REPS) o->reps = MAX_REPS;
 }
+
+/*======================================================================
+ * CPU calibration: how much a perfectly parallel compute loop gains from a second thread right
+ * now. On a shared machine this is the ceiling for every "2 threads / 1 thread" ratio.
+ *====================================================================*/
+
+static void *spin(void *arg)
+{
+    uint64_t x = 88172645463325252ull, n = *(uint64_t *)arg;
+    for (uint64_t i = 0; i < n; i++) { /* xorshift: register-only work */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    *(uint64_t *)arg = x;
+    return NULL;
+}
+
+static volatile uint64_t cpu_sink;
+
+static double cpu_run(int threads, uint64_t n)
+{
+    uint64_t w[2] = {n, n};
+    pthread_t th;
+    double t = now_s();
+    if (threads == 2) pthread_create(&th, NULL, spin, &w[1]);
+    spin(&w[0]);
+    if (threads == 2) pthread_join(th, NULL);
+    double dt = now_s() - t;
+    cpu_sink = w[0] ^ w[1];
+    return dt;
+}
+
+static void bench_cpu(const char *kind, const opts *o)
+{
+    const uint64_t n = 200000000ull; /* ~0.15-0.3 s */
+    double s1[MAX_REPS], s2[MAX_REPS];
+    for (int i = 0; i < o->reps; i++) {
+        s1[i] = cpu_run(1, n);
+        s2[i] = cpu_run(2, n);
+    }
+    double m1 = median(s1, o->reps), m2 = median(s2, o->reps);
+    printf("{\"bench\":\"cpu\",\"kind\":\"%s\",\"reps\":%d,\"one_thread_s\":%.4f,"
+           "\"two_threads_s\":%.4f,\"scaling\":%.3f}\n",
+           kind, o->reps, m1, m2, 2.0 * m1 / m2);
+    fflush(stdout);
+}
+
+/* strtof vs ctf__parse_float: over pre-found number tokens (conversion only) and in a scanning
+ * loop (tokenizing + conversion, what a strtof-based reader does). */
+static void bench_numbers(const char *kind, const char *path, const char *buf, uint64_t size,
+                          int R)
+{
+    double secs[MAX_REPS];
+    size_t ntok;
+    uint32_t *tok = number_tokens(buf, size, &ntok);
+    const char *end = buf + size;
+    size_t mismatches = 0;
+    for (size_t k = 0; k < ntok; k++) {
+        float a, b = strtof(buf + tok[k], NULL);
+        const char *q = ctf__parse_float(buf + tok[k], end, &a);
+        if (!q || memcmp(&a, &b, sizeof a)) mismatches++;
+    }
+    volatile float sink;
+    for (int use_ctf = 0; use_ctf <= 1; use_ctf++) {
+        for (int i = 0; i < R; i++) {
+            double t = now_s();
+            float acc = 0;
+            if (use_ctf) {
+                for (size_t k = 0; k < ntok; k++) {
+                    float v;
+                    ctf__parse_float(buf + tok[k], end, &v);
+                    acc += v;
+                }
+            } else {
+                for (size_t k = 0; k < ntok; k++) acc += strtof(buf + tok[k], NULL);
+            }
+            secs[i] = now_s() - t;
+            sink = acc;
+        }
+        emit_head(use_ctf ? "parse_float" : "strtof", kind, path, size, secs, R);
+        printf(",\"numbers\":%zu,\"mnumbers_per_s\":%.2f", ntok,
+               (double)ntok / median(secs, R) / 1e6);
+        if (use_ctf) printf(",\"mismatches_vs_strtof\":%zu", mismatches);
+        printf("}\n");
+    }
+    for (int use_ctf = 0; use_ctf <= 1; use_ctf++) {
+        size_t n = 0;
+        for (int i = 0; i < R; i++) {
+            double t = now_s();
+            sink = scan_convert(buf, end, use_ctf, &n);
+            secs[i] = now_s() - t;
+        }
+        emit_head(use_ctf ? "parse_float_scan" : "strtof_scan", kind, path, size, secs, R);
+        printf(",\"numbers\":%zu}\n", n);
+    }
+    (void)sink;
+    fflush(stdout);
+    free(tok);
+}
+
+static bool want(const opts *o, const char *group) { return !o->only || !strcmp(o->only, group); }
 
 /*======================================================================
  * bench all
@@ -379,61 +531,30 @@ static void bench_all(const char *kind, const char *path, const opts *o)
     uint64_t size;
     char *buf = slurp(path, &size); /* also warms the page cache */
 
+    if (want(o, "cpu")) bench_cpu(kind, o);
+
     /* newline scan */
     uint64_t lines = 0;
-    for (int i = 0; i < R; i++) {
+    for (int i = 0; want(o, "scan") && i < R; i++) {
         double t = now_s();
         lines = newline_scan(path);
         secs[i] = now_s() - t;
     }
-    emit_head("newline_scan", kind, path, size, secs, R);
-    printf(",\"lines\":%llu}\n", (unsigned long long)lines);
-    fflush(stdout);
+    if (want(o, "scan")) {
+        emit_head("newline_scan", kind, path, size, secs, R);
+        printf(",\"lines\":%llu}\n", (unsigned long long)lines);
+        fflush(stdout);
+    }
 
-    /* number kernels over the value tokens */
-    size_t ntok;
-    uint32_t *tok = value_tokens(buf, size, &ntok);
-    const char *end = buf + size;
-    size_t mismatches = 0;
-    for (size_t k = 0; k < ntok; k++) {
-        float a, b = strtof(buf + tok[k], NULL);
-        const char *q = ctf__parse_float(buf + tok[k], end, &a);
-        if (!q || memcmp(&a, &b, sizeof a)) mismatches++;
-    }
-    volatile float sink;
-    for (int i = 0; i < R; i++) {
-        double t = now_s();
-        float acc = 0;
-        for (size_t k = 0; k < ntok; k++) acc += strtof(buf + tok[k], NULL);
-        secs[i] = now_s() - t;
-        sink = acc;
-    }
-    emit_head("strtof", kind, path, size, secs, R);
-    printf(",\"values\":%zu,\"mvalues_per_s\":%.2f}\n", ntok, (double)ntok / median(secs, R) / 1e6);
-    for (int i = 0; i < R; i++) {
-        double t = now_s();
-        float acc = 0;
-        for (size_t k = 0; k < ntok; k++) {
-            float v;
-            ctf__parse_float(buf + tok[k], end, &v);
-            acc += v;
-        }
-        secs[i] = now_s() - t;
-        sink = acc;
-    }
-    (void)sink;
-    emit_head("parse_float", kind, path, size, secs, R);
-    printf(",\"values\":%zu,\"mvalues_per_s\":%.2f,\"mismatches_vs_strtof\":%zu}\n", ntok,
-           (double)ntok / median(secs, R) / 1e6, mismatches);
-    fflush(stdout);
-    free(tok);
+    if (want(o, "numbers")) bench_numbers(kind, path, buf, size, R);
 
     /* indexing */
     ctf_config cfg;
     base_config(&cfg, path, kind);
     ctf_error err;
     ctf_index_info info;
-    for (int i = 0; i < R; i++) {
+    const int RI = want(o, "index") ? R : 1;
+    for (int i = 0; i < RI; i++) {
         ctf_index *idx = NULL;
         double t = now_s();
         if (ctf_index_build(&cfg, &idx, &err)) die("ctf_index_build", &err);
@@ -441,15 +562,17 @@ static void bench_all(const char *kind, const char *path, const opts *o)
         ctf_index_get_info(idx, &info);
         ctf_index_free(idx);
     }
-    emit_head("index", kind, path, size, secs, R);
-    printf(",\"sequences\":%llu,\"samples\":%llu,\"lines\":%llu}\n",
-           (unsigned long long)info.sequences, (unsigned long long)info.samples,
-           (unsigned long long)info.lines);
-    fflush(stdout);
+    if (want(o, "index")) {
+        emit_head("index", kind, path, size, secs, R);
+        printf(",\"sequences\":%llu,\"samples\":%llu,\"lines\":%llu}\n",
+               (unsigned long long)info.sequences, (unsigned long long)info.samples,
+               (unsigned long long)info.lines);
+        fflush(stdout);
+    }
     const uint64_t total_samples = info.samples;
 
     /* parse-only, per chunk size, 1 and 2 threads */
-    for (int c = 0; c < o->nchunks; c++) {
+    for (int c = 0; want(o, "parse") && c < o->nchunks; c++) {
         base_config(&cfg, path, kind);
         cfg.chunk_size_bytes = (uint64_t)o->chunks[c] << 20;
         ctf_index *idx = NULL;
@@ -472,7 +595,7 @@ static void bench_all(const char *kind, const char *path, const opts *o)
     }
     free(buf);
 
-    if (o->no_reader) return;
+    if (o->no_reader || !want(o, "reader")) return;
     /* the reader */
     for (int rnd = 0; rnd <= 1; rnd++)
         for (int c = 0; c < o->nchunks; c++)

@@ -147,7 +147,7 @@ typedef struct ctf_config {
     size_t truncation_length;         /* truncated BPTT length in samples; 0 off (SPEC 6.6) */
     size_t num_workers;               /* number of workers sharing the data (>= 1) */
     size_t worker_rank;               /* this worker, < num_workers */
-    size_t num_threads;               /* background parse threads; 0 = parse on the caller */
+    size_t num_threads;               /* background parse threads (default: cores); 0 = caller */
     size_t prefetch_chunks;           /* chunks parsed ahead of the consumer */
     ctf_log_fn log;                   /* warning/info sink; NULL = stderr */
     void *log_user;                   /* passed to log */
@@ -155,7 +155,8 @@ typedef struct ctf_config {
 
 /* ctf_config_init(cfg):
  * Fills cfg with the defaults of SPEC 3: float, randomize, seed 0, window 128 chunks, maxErrors 0,
- * traceLevel 1, 32 MiB chunks, one worker, infinite repetition, 2 threads, 4 chunks ahead. */
+ * traceLevel 1, 32 MiB chunks, one worker, infinite repetition, one parse thread per core and
+ * 2 * threads + 2 chunks parsed ahead. */
 void ctf_config_init(ctf_config *cfg);
 
 /* ctf_config_validate(cfg, err):

@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define MAX_DEPTH 64            /* nesting of blocks and arrays: bounds the parser's recursion */
 #define MAX_SUBST_DEPTH 16      /* $a$ -> $b$ -> ...: deeper is treated as a cycle */
@@ -60,8 +61,10 @@ void ctf_config_init(ctf_config *cfg)
     cfg->max_samples = CTF_INFINITELY_REPEAT;
     cfg->max_sweeps = CTF_INFINITELY_REPEAT;
     cfg->num_workers = 1;
-    cfg->num_threads = 2;
-    cfg->prefetch_chunks = 4;
+    /* SPEC 10: as many parse threads as cores (at least one), a few chunks ahead each. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg->num_threads = cores > 0 ? (size_t)cores : 1;
+    cfg->prefetch_chunks = 2 * cfg->num_threads + 2;
 }
 
 static const char *stream_alias(const ctf_stream_def *s)

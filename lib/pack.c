@@ -161,9 +161,11 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
                 const ctf__stream_data *sd = &cd->streams[k];
                 int64_t b = sd->indptr[sl->first], e = sd->indptr[sl->first + sl->count];
                 size_t cnt = (size_t)(e - b);
-                memcpy((char *)s->values + at * elt, (const char *)sd->values + (size_t)b * elt,
-                       cnt * elt);
-                memcpy(s->indices + at, sd->indices + b, cnt * sizeof *s->indices);
+                if (cnt) { /* samples without entries: sd->values may still be NULL */
+                    memcpy((char *)s->values + at * elt,
+                           (const char *)sd->values + (size_t)b * elt, cnt * elt);
+                    memcpy(s->indices + at, sd->indices + b, cnt * sizeof *s->indices);
+                }
                 for (uint32_t j = 1; j <= sl->count; j++)
                     s->indptr[row + j] = (int64_t)at + (sd->indptr[sl->first + j] - b);
                 row += sl->count;

@@ -267,7 +267,9 @@ static const char *parse_sparse(pstate *ps, size_t s, const char *p, const char 
             const char *stop = p;
             while (stop < end && !ends_value((unsigned char)*stop)) stop++;
             /* A blank right after ':' is what was found, not the end of the line. */
-            excerpt(p, stop > p ? stop : end, ex, sizeof ex);
+            if (stop == p) stop = skip_delims(p, end);
+            while (stop < end && !ends_value((unsigned char)*stop)) stop++;
+            excerpt(p, stop, ex, sizeof ex);
             add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
                         "stream '%s': expected a number directly after '%llu:', found '%s'",
                         def->name, (unsigned long long)index, ex);
@@ -383,7 +385,8 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
     const char *end = ps->buf + (seq_end - ps->base);
     ctf__slice *sl = &cd->slices[local * pc->num_streams];
     size_t nonempty_rows = 0;
-    size_t errors_before = (size_t)cd->num_errors;
+    uint64_t dropped_before[CTF_MAX_STREAMS];
+    memcpy(dropped_before, cd->dropped_samples, pc->num_streams * sizeof *dropped_before);
 
     for (size_t k = 0; k < pc->num_streams; k++) sl[k].first = (uint32_t)cd->streams[k].samples;
     ps->line_no = seq->line;
@@ -420,20 +423,30 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
         sl[k].count = (uint32_t)(cd->streams[k].samples - sl[k].first);
         if (sl[k].count > longest) longest = sl[k].count;
     }
-    ctf__where w = {pc->path, seq->line + 1, 1, (int64_t)seq->offset};
+    const ctf__where w = {pc->path, seq->line + 1, 1, (int64_t)seq->offset};
     for (size_t k = 0; k < pc->num_streams; k++) {
-        if (sl[k].count == 0) {
-            cd->fatal = true;
-            cd->fatal_code = CTF_EPARSE;
-            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, w,
-                        "malformed input file: stream '%s' is absent from sequence %llu (lines "
-                        "%llu-%llu)%s",
-                        pc->streams[k].name, (unsigned long long)seq->key,
-                        (unsigned long long)seq->line + 1,
-                        (unsigned long long)(seq->line + (pc->line_mode ? 1 : seq->lines)),
-                        cd->num_errors > errors_before + 1 ? " after the errors above" : "");
+        if (sl[k].count != 0) continue;
+        if (cd->dropped_samples[k] > dropped_before[k]) {
+            /* The stream is in the text but every sample of it here was in error: the errors
+             * are counted already, so drop the sequence (counted) rather than fail, which
+             * would make maxErrors useless for one-line sequences. */
+            cd->dropped[local] = 1;
+            cd->dropped_seqs++;
+            for (size_t j = 0; j < pc->num_streams; j++) cd->dropped_samples[j] += sl[j].count;
+            add_problem(ps, CTF_SEV_WARNING, CTF_OK, w,
+                        "sequence %llu dropped: every sample of stream '%s' in it was in error",
+                        (unsigned long long)seq->key, pc->streams[k].name);
             return 0;
         }
+        cd->fatal = true;
+        cd->fatal_code = CTF_EPARSE;
+        add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, w,
+                    "malformed input file: stream '%s' is absent from sequence %llu (lines "
+                    "%llu-%llu)",
+                    pc->streams[k].name, (unsigned long long)seq->key,
+                    (unsigned long long)seq->line + 1,
+                    (unsigned long long)(seq->line + (pc->line_mode ? 1 : seq->lines)));
+        return 0;
     }
     if (longest < nonempty_rows) {
         add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, w,

@@ -10,8 +10,9 @@
  * happens.
  *
  * Each load checks that the data file still has the size and modification time it had when it
- * was indexed: a file changed under the reader is a fatal CTF_ECHANGED naming the file, never
- * garbage parsed at stale offsets (SPEC 2.4).
+ * was indexed, and that the chunk's bytes still have every sequence start where the index put it
+ * (check_chunk_bytes): a file changed under the reader is a fatal CTF_ECHANGED naming the file,
+ * never garbage parsed at stale offsets (SPEC 2.4).
  *
  * Locking: one mutex guards the per-chunk state table and the FIFO queue; workers drop it while
  * they read and parse. Errors of a background load travel with its result to the taker.
@@ -47,6 +48,38 @@ struct ctf__loader {
     size_t held_chunks, held_bytes;
 };
 
+/* The cheap content check (SPEC 2.4): a rewrite that keeps the size and restores the mtime gets
+ * past the stat, so the chunk's bytes must still look like what was indexed. `pre` is the byte
+ * before the chunk (when pre_ok), buf its bytes. Every sequence must start a line, in id mode
+ * with its key's digits, and a chunk that is not the file's last must end with '\n'.
+ * O(sequences + key digits). @return : the offset of the first mismatch, or -1. */
+static int64_t check_chunk_bytes(const ctf_index *idx, const ctf__chunk *ch, char pre,
+                                 bool pre_ok, const char *buf)
+{
+    for (size_t i = ch->first_seq; i < ch->first_seq + ch->num_seqs; i++) {
+        const ctf__seq *s = &idx->seqs[i];
+        uint64_t rel = s->offset - ch->offset;
+        char before = rel ? buf[rel - 1] : pre;
+        if ((rel || pre_ok) && before != '\n') return (int64_t)s->offset;
+        if (idx->line_mode) continue;
+        uint64_t key = 0;
+        size_t digits = 0;
+        while (rel + digits < ch->size && buf[rel + digits] >= '0' && buf[rel + digits] <= '9' &&
+               digits < 20) {
+            unsigned d = (unsigned)(buf[rel + digits] - '0');
+            if (key > (UINT64_MAX - d) / 10) return (int64_t)s->offset;
+            key = key * 10 + d;
+            digits++;
+        }
+        if (!digits || key != s->key ||
+            (rel + digits < ch->size && buf[rel + digits] >= '0' && buf[rel + digits] <= '9'))
+            return (int64_t)s->offset;
+    }
+    if (ch->offset + ch->size < idx->file.size && ch->size && buf[ch->size - 1] != '\n')
+        return (int64_t)(ch->offset + ch->size - 1);
+    return -1;
+}
+
 /* Reads and parses chunk c; runs without the lock. */
 static int load_chunk(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error *err)
 {
@@ -60,11 +93,21 @@ static int load_chunk(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error
                          "the data file changed on disk since it was indexed (size %llu -> "
                          "%llu bytes, or a new modification time); reopen the reader",
                          (unsigned long long)l->idx->file.size, (unsigned long long)now.size);
-    char *buf = CTF_MALLOC(ch->size ? (size_t)ch->size : 1);
+    /* One byte more in front, when there is one, for the line-start check of the first seq. */
+    const size_t pre = ch->offset > l->idx->data_start ? 1 : 0;
+    char *buf = CTF_MALLOC((size_t)ch->size + pre + 1);
     if (!buf)
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu", c);
-    rc = ctf__file_pread(l->fd, l->idx->path, buf, (size_t)ch->size, ch->offset, err);
-    if (!rc) rc = ctf__parse_chunk(l->pc, l->idx, c, buf, l->max_errors, out, err);
+    rc = ctf__file_pread(l->fd, l->idx->path, buf, (size_t)ch->size + pre, ch->offset - pre, err);
+    if (!rc) {
+        int64_t bad = check_chunk_bytes(l->idx, ch, pre ? buf[0] : 0, pre != 0, buf + pre);
+        if (bad >= 0)
+            rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){l->idx->path, 0, 0, bad},
+                           "the data file changed on disk since it was indexed (chunk %zu at "
+                           "byte %lld no longer matches the index); reopen the reader",
+                           c, (long long)bad);
+    }
+    if (!rc) rc = ctf__parse_chunk(l->pc, l->idx, c, buf + pre, l->max_errors, out, err);
     CTF_FREE(buf);
     return rc;
 }

@@ -782,10 +782,13 @@ int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *le
                      ", \"sweep\": %" PRIu64 ", \"file_size\": %" PRIu64
                      ", \"sequences\": %zu, \"samples_per_sweep\": %" PRIu64
                      ", \"index_hash\": \"%016" PRIx64 "\", \"config_hash\": \"%016" PRIx64
-                     "\", \"randomization_seed\": %" PRIu64 ", \"mtime_ns\": %" PRId64,
+                     "\", \"randomization_seed\": %" PRIu64 ", \"randomization_window\": %" PRIu64
+                     ", \"window_in_samples\": %d, \"chunk_size_bytes\": %" PRIu64
+                     ", \"mtime_ns\": %" PRId64,
                      r->position, r->cur_sweep, r->idx->file.size, r->idx->num_seqs,
                      r->sweep_samples, r->idx->hash, config_hash(r), r->cfg.randomization_seed,
-                     r->idx->file.mtime_ns);
+                     r->cfg.randomization_window, (int)r->cfg.window_in_samples,
+                     r->cfg.chunk_size_bytes, r->idx->file.mtime_ns);
     if (n < 0 || (size_t)n >= sizeof head) return CTF_EINVAL;
     /* Truncated BPTT: the slots' partly delivered sequences, as "sweep.slot.offset.owner" (or
      * "-" for an idle slot), ';'-separated, so that a restore continues mid-sequence. */
@@ -1031,8 +1034,11 @@ int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
     CHECK_U64("sequences", r->idx->num_seqs);
     CHECK_U64("samples_per_sweep", r->sweep_samples);
     CHECK_HEX("index_hash", r->idx->hash);
-    CHECK_HEX("config_hash", config_hash(r));
     CHECK_U64("randomization_seed", r->cfg.randomization_seed);
+    CHECK_U64("randomization_window", r->cfg.randomization_window);
+    CHECK_U64("window_in_samples", r->cfg.window_in_samples);
+    CHECK_U64("chunk_size_bytes", r->cfg.chunk_size_bytes);
+    CHECK_HEX("config_hash", config_hash(r));
 #undef CHECK_U64
 #undef CHECK_HEX
     if (dl)

@@ -1,8 +1,12 @@
 #!/bin/sh
 # make demo: generate a sample CTF file, check it, show its statistics, dump it in file order,
-# then read randomized minibatches, save a checkpoint and resume from it.
+# then read randomized minibatches, save a checkpoint and resume from it. Given a Python with
+# the ctfio package installed (make passes .venv/bin/python), it then trains a model on
+# scikit-learn's digits through training_session (examples/train_digits.py).
+# Usage: demo.sh [CTFIO] [PYTHON]
 set -eu
 CTFIO=${1:-build/ctfio}
+PY=${2:-}
 D=build/demo
 mkdir -p $D
 python3 tools/make_sample.py $D/sample.ctf 200
@@ -32,4 +36,10 @@ if cmp -s $D/a.jsonl $D/b.jsonl; then
 else
     echo "MISMATCH between resumed and uninterrupted run" >&2
     exit 1
+fi
+
+if [ -n "$PY" ]; then
+    echo
+    echo "== Python: training on scikit-learn's digits with training_session (examples/train_digits.py)"
+    "$PY" examples/train_digits.py $D
 fi

@@ -1,0 +1,39 @@
+"""ctfio: a fast, deterministic reader for the CNTK Text Format, with CNTK's ``cntk.io`` names.
+
+    import ctfio as io        # instead of: import cntk.io as io
+    src = io.MinibatchSource(io.CTFDeserializer("train.ctf", io.StreamDefs(
+        features=io.StreamDef(field="x", shape=784), labels=io.StreamDef(field="y", shape=10))))
+    mb = src.next_minibatch(256)
+
+NumPy is imported only when arrays are requested; ``import ctfio`` pulls in neither NumPy nor
+PyTorch.
+"""
+
+from ._ctfio import CTFError, ParseError, StateError, __version__
+from .source import (
+    DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS,
+    FULL_DATA_SWEEP,
+    INFINITELY_REPEAT,
+    CTFDeserializer,
+    MinibatchData,
+    MinibatchSource,
+    StreamDef,
+    StreamDefs,
+    StreamInformation,
+    UserMinibatchSource,
+    Value,
+)
+from .data import MinibatchSourceFromData
+from .training import (CheckpointConfig, CrossValidationConfig, TrainingSession,
+                       training_session)
+from .writer import sequence_to_cntk_text_format, write_ctf
+
+__all__ = [
+    "CTFError", "ParseError", "StateError", "__version__",
+    "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS", "FULL_DATA_SWEEP", "INFINITELY_REPEAT",
+    "CTFDeserializer", "MinibatchData", "MinibatchSource", "StreamDef", "StreamDefs",
+    "StreamInformation", "UserMinibatchSource", "Value",
+    "MinibatchSourceFromData",
+    "training_session", "TrainingSession", "CheckpointConfig", "CrossValidationConfig",
+    "sequence_to_cntk_text_format", "write_ctf",
+]

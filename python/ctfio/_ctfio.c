@@ -1,0 +1,1482 @@
+/*
+ * _ctfio.c -- the CPython extension ctfio._ctfio: a thin, zero-copy binding of the C reader
+ * (include/ctfio.h) for the pure-Python layer in ctfio/source.py.
+ *
+ * What it exposes:
+ *   Reader      owns a ctf_reader; next() returns a Minibatch (or None at the end of the data),
+ *               get_state()/restore_state() are the JSON checkpoint, position is read/write.
+ *   Minibatch   owns a ctf_minibatch; stream(i) describes one stream as a dict of Buffers.
+ *   Buffer      the buffer protocol over memory owned by a Minibatch (format, shape, strides,
+ *               read-only). It holds a strong reference to its Minibatch, so NumPy arrays made
+ *               from it keep the data alive after the Minibatch, later next() calls and even the
+ *               Reader are gone. NumPy is never needed at build time.
+ *   CTFError, ParseError(CTFError, ValueError), StateError(CTFError, ValueError), bsconfig_load.
+ *
+ * Threads: the GIL is released around every call that may index, parse or join threads
+ * (ctf_reader_open/next/seek/restore_state/free). The library may call the log callback inside
+ * those calls, so the C callback only appends the record to a C array on the Reader; the records
+ * are handed to the Python callable, in order, once the GIL is back. A Reader must be used by one
+ * thread at a time (ctfio.h rule 6): a `busy` flag, read and written under the GIL, turns a
+ * second concurrent call into RuntimeError instead of a data race.
+ *
+ * Layout (STYLE.md section 9): boxed sections in the order module state, exceptions and error
+ * mapping, config from keyword arguments, Buffer (buffer protocol), Minibatch, Reader,
+ * checkpoint helpers, module init. Types are heap types with module state (CPython's _csv.c);
+ * every function that owns references has one `error` exit.
+ *
+ * Adding a ctf_config field: update reader_args_parse (keyword list and format string),
+ * config_to_dict, the Reader signature in _ctfio.pyi and ctfio/source.py.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "ctfio.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+PyMODINIT_FUNC PyInit__ctfio(void);
+
+#if PY_VERSION_HEX < 0x030A0000
+static PyObject *Py_NewRef(PyObject *obj) /* Python 3.9 */
+{
+    Py_INCREF(obj);
+    return obj;
+}
+#define Py_NewRef(obj) Py_NewRef((PyObject *)(obj))
+#endif
+
+/*======================================================================
+ * 1. Module state
+ *====================================================================*/
+
+typedef struct {
+    PyObject *CTFError;          /* base of the library's exceptions */
+    PyObject *ParseError;        /* malformed data, limits, changed files, bad index caches */
+    PyObject *StateError;        /* checkpoint states that do not fit the reader */
+    PyTypeObject *ReaderType;
+    PyTypeObject *MinibatchType;
+    PyTypeObject *BufferType;
+} modstate;
+
+static modstate *module_state(PyObject *module) { return (modstate *)PyModule_GetState(module); }
+
+/* The state of the module that defined tp (every type here comes from PyType_FromModuleAndSpec). */
+static modstate *type_state(PyTypeObject *tp) { return (modstate *)PyType_GetModuleState(tp); }
+
+/* One log record buffered while the GIL was released. */
+typedef struct {
+    ctf_severity sev;
+    ctf_error err;
+} log_record;
+
+typedef struct {
+    PyObject_HEAD
+    ctf_reader *reader;          /* NULL once closed */
+    PyObject *path;              /* str: the data file (repr) */
+    PyObject *names;             /* tuple of the stream names, config order (stats) */
+    PyObject *log;               /* the log callable, or NULL for the library's stderr sink */
+    log_record *logs;            /* records waiting for delivery (PyMem_Raw*: filled without GIL) */
+    size_t num_logs, logs_cap;   /* records held, capacity */
+    size_t logs_lost;            /* records dropped because the buffer could not grow */
+    size_t num_workers;          /* the current partition (next() keeps it unless given) */
+    size_t worker_rank;
+    int busy;                    /* a call is in progress (possibly without the GIL) */
+} ReaderObject;
+
+typedef struct {
+    PyObject_HEAD
+    ctf_minibatch *mb;           /* owned */
+} MinibatchObject;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *owner;             /* the Minibatch that owns the memory (strong reference) */
+    const void *ptr;             /* first element; never NULL */
+    const char *format;          /* struct-module format of one element (static string) */
+    Py_ssize_t itemsize;         /* bytes per element */
+    int ndim;                    /* 1, or 2 for dense values */
+    Py_ssize_t shape[2];         /* elements per dimension */
+    Py_ssize_t strides[2];       /* bytes, C order */
+    Py_ssize_t exports;          /* Py_buffers currently handed out */
+} BufferObject;
+
+/*======================================================================
+ * 2. Exceptions and error mapping
+ *====================================================================*/
+
+#if PY_VERSION_HEX >= 0x030C0000
+static PyObject *exc_take(void) { return PyErr_GetRaisedException(); }
+static void exc_give(PyObject *exc) { PyErr_SetRaisedException(exc); }
+#else
+/* The pending exception as one normalized object (its traceback attached), or NULL. */
+static PyObject *exc_take(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (!type) return NULL;
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb) {
+        PyException_SetTraceback(value, tb);
+        Py_DECREF(tb);
+    }
+    Py_DECREF(type);
+    return value;
+}
+
+/* Raises exc again (steals the reference). */
+static void exc_give(PyObject *exc)
+{
+    PyObject *type = (PyObject *)Py_TYPE(exc);
+    Py_INCREF(type);
+    PyErr_Restore(type, exc, PyException_GetTraceback(exc));
+}
+#endif
+
+/* Library messages may quote bytes of the data file, which need not be UTF-8. */
+static PyObject *text_obj(const char *s) { return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace"); }
+
+static PyObject *opt_path(const char *p)
+{
+    if (!p || !p[0]) Py_RETURN_NONE;
+    return PyUnicode_DecodeFSDefault(p);
+}
+
+static PyObject *opt_u64(uint64_t v)
+{
+    if (v == 0) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(v);
+}
+
+static PyObject *opt_offset(int64_t v)
+{
+    if (v < 0) Py_RETURN_NONE;
+    return PyLong_FromLongLong(v);
+}
+
+/* Sets d[key] = value and releases value. @return : 0, or -1 (also when value is NULL). */
+static int dict_put(PyObject *d, const char *key, PyObject *value)
+{
+    if (!value) return -1;
+    int rc = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+static int attr_put(PyObject *obj, const char *name, PyObject *value)
+{
+    if (!value) return -1;
+    int rc = PyObject_SetAttrString(obj, name, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+/* The library puts strerror(errno) at the end of its I/O messages ("cannot open file: No such
+ * file or directory"); recovering the number lets OSError pick FileNotFoundError and friends. */
+static int guess_errno(const char *message)
+{
+    const size_t n = strlen(message);
+    for (int e = 1; e < 134; e++) {
+        const char *s = strerror(e);
+        const size_t k = strlen(s);
+        if (k + 2 <= n && memcmp(message + n - k, s, k) == 0 && message[n - k - 2] == ':')
+            return e;
+    }
+    return EIO;
+}
+
+/* Raises the Python exception for a library error record. @return : NULL, always. */
+static PyObject *raise_error(modstate *st, const ctf_error *e)
+{
+    char text[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
+    PyObject *type = st->CTFError, *exc = NULL;
+    ctf_error_format(e, CTF_SEV_ERROR, text, sizeof text);
+    switch (e->code) {
+    case CTF_EINVAL: /* a plain ValueError; the message names the parameter */
+        exc = text_obj(e->path[0] ? text : e->message);
+        if (exc) PyErr_SetObject(PyExc_ValueError, exc);
+        goto error;
+    case CTF_ENOMEM:
+        exc = text_obj(e->message[0] ? e->message : "out of memory");
+        if (exc) PyErr_SetObject(PyExc_MemoryError, exc);
+        goto error;
+    case CTF_EIO: /* OSError(errno, message, filename) picks the subclass from errno */
+        exc = PyObject_CallFunction(PyExc_OSError, "iNN", guess_errno(e->message),
+                                    text_obj(e->message), opt_path(e->path));
+        if (exc) PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        goto error;
+    case CTF_ESTATE: type = st->StateError; break;
+    case CTF_EPARSE:
+    case CTF_ECHANGED:
+    case CTF_ELIMIT:
+    case CTF_EINDEX: type = st->ParseError; break;
+    default: break;
+    }
+    exc = PyObject_CallFunction(type, "N", text_obj(text));
+    if (!exc) goto error;
+    if (attr_put(exc, "code", PyUnicode_FromString(ctf_error_name(e->code))) < 0 ||
+        attr_put(exc, "path", opt_path(e->path)) < 0 ||
+        attr_put(exc, "line", opt_u64(e->line)) < 0 ||
+        attr_put(exc, "column", opt_u64(e->column)) < 0 ||
+        attr_put(exc, "offset", opt_offset(e->offset)) < 0 ||
+        attr_put(exc, "message", text_obj(e->message)) < 0)
+        goto error;
+    PyErr_SetObject(type, exc);
+error:
+    Py_XDECREF(exc);
+    return NULL;
+}
+
+/* Raises for a status code that came without an error record. @return : NULL. */
+static PyObject *raise_code(modstate *st, int code, const char *what)
+{
+    ctf_error e = {.code = code, .offset = -1};
+    snprintf(e.message, sizeof e.message, "%s: %s", what, ctf_strerror(code));
+    return raise_error(st, &e);
+}
+
+/*======================================================================
+ * 3. Config from keyword arguments
+ *====================================================================*/
+
+/* Converts an integer-like object to [0, max], naming the parameter in the message. */
+static int to_u64(PyObject *obj, const char *name, uint64_t max, uint64_t *out)
+{
+    PyObject *v = PyNumber_Index(obj);
+    if (!v) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s: must be an int (got %.100s)", name,
+                         Py_TYPE(obj)->tp_name);
+        }
+        return -1;
+    }
+    unsigned long long x = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    if ((x == (unsigned long long)-1 && PyErr_Occurred()) || x > max) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s: must be an integer between 0 and %llu (got %R)", name,
+                     (unsigned long long)max, obj);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* max_samples / max_sweeps: None or -1 is no limit, -2 is one full sweep (`full`). */
+static int to_limit(PyObject *obj, const char *name, uint64_t full, uint64_t *out)
+{
+    if (obj == Py_None) {
+        *out = CTF_INFINITELY_REPEAT;
+        return 0;
+    }
+    if (PyLong_Check(obj)) {
+        int overflow = 0;
+        long long s = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        if (!overflow && (s == -1 || s == -2)) {
+            if (s == -1 && PyErr_Occurred()) return -1;
+            *out = s == -1 ? CTF_INFINITELY_REPEAT : full;
+            return 0;
+        }
+    }
+    return to_u64(obj, name, UINT64_MAX, out);
+}
+
+/* The parsed arguments of Reader(); the ctf_config points into these objects. */
+typedef struct {
+    PyObject *path;              /* bytes (PyUnicode_FSConverter) */
+    PyObject *keep;              /* tuple of the stream tuples whose strings defs point into */
+    PyObject *names;             /* tuple of the stream names */
+    PyObject *log;               /* borrowed; NULL for None */
+    ctf_stream_def *defs;        /* PyMem */
+} reader_args;
+
+static void reader_args_clear(reader_args *ra)
+{
+    Py_CLEAR(ra->path);
+    Py_CLEAR(ra->keep);
+    Py_CLEAR(ra->names);
+    PyMem_Free(ra->defs);
+    ra->defs = NULL;
+}
+
+/* Fills cfg->streams from a sequence of (name, alias, dim, is_sparse, defines_mb_size). */
+static int parse_streams(PyObject *streams, ctf_config *cfg, reader_args *ra)
+{
+    PyObject *seq = NULL;
+    char name[64];
+    int status = -1;
+    if (PyUnicode_Check(streams) || PyBytes_Check(streams)) {
+        PyErr_SetString(PyExc_TypeError, "streams: must be a sequence of (name, alias, dim, "
+                                         "is_sparse, defines_mb_size) tuples (got a string)");
+        goto error;
+    }
+    seq = PySequence_Fast(streams, "streams: must be a sequence of (name, alias, dim, "
+                                   "is_sparse, defines_mb_size) tuples");
+    if (!seq) goto error;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    ra->keep = PyTuple_New(n);
+    ra->names = PyTuple_New(n);
+    if (!ra->keep || !ra->names) goto error;
+    ra->defs = PyMem_Calloc((size_t)(n ? n : 1), sizeof *ra->defs);
+    if (!ra->defs) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *t = PyTuple_Check(item) || PyList_Check(item) ? PySequence_Tuple(item) : NULL;
+        if (!t || PyTuple_GET_SIZE(t) != 5) {
+            Py_XDECREF(t);
+            PyErr_Format(PyExc_TypeError, "streams[%zd]: must be a (name, alias, dim, "
+                         "is_sparse, defines_mb_size) tuple (got %R)", i, item);
+            goto error;
+        }
+        PyTuple_SET_ITEM(ra->keep, i, t); /* steals: the strings below live as long as keep */
+        PyObject *nm = PyTuple_GET_ITEM(t, 0), *alias = PyTuple_GET_ITEM(t, 1);
+        if (!PyUnicode_Check(nm) || !(alias == Py_None || PyUnicode_Check(alias))) {
+            PyErr_Format(PyExc_TypeError, "streams[%zd]: name must be a str and alias a str or "
+                         "None (got %R)", i, t);
+            goto error;
+        }
+        ctf_stream_def *d = &ra->defs[i];
+        if (!(d->name = PyUnicode_AsUTF8(nm))) goto error;
+        if (alias != Py_None && !(d->alias = PyUnicode_AsUTF8(alias))) goto error;
+        Py_INCREF(nm);
+        PyTuple_SET_ITEM(ra->names, i, nm);
+        uint64_t dim;
+        snprintf(name, sizeof name, "streams[%zd].dim", i);
+        if (to_u64(PyTuple_GET_ITEM(t, 2), name, SIZE_MAX, &dim) < 0) goto error;
+        d->dim = (size_t)dim;
+        int sparse = PyObject_IsTrue(PyTuple_GET_ITEM(t, 3));
+        int mbs = PyObject_IsTrue(PyTuple_GET_ITEM(t, 4));
+        if (sparse < 0 || mbs < 0) goto error;
+        d->is_sparse = sparse;
+        d->defines_mb_size = mbs;
+    }
+    cfg->streams = ra->defs;
+    cfg->num_streams = (size_t)n;
+    status = 0;
+error:
+    Py_XDECREF(seq);
+    return status;
+}
+
+/* Parses Reader(path, streams, **options) into cfg (which ctf_config_init filled). */
+static int reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, reader_args *ra)
+{
+    static char *kwlist[] = {"path", "streams", "precision", "randomize", "randomization_seed",
+                             "randomization_window", "window_in_samples", "skip_sequence_ids",
+                             "max_errors", "trace_level", "chunk_size_bytes",
+                             "keep_data_in_memory", "frame_mode", "cache_index", "max_samples",
+                             "max_sweeps", "truncation_length", "num_workers", "worker_rank",
+                             "num_threads", "prefetch_chunks", "log", NULL};
+    PyObject *streams, *seed = NULL, *window = NULL, *max_errors = NULL, *chunk = NULL;
+    PyObject *max_samples = Py_None, *max_sweeps = Py_None, *trunc = NULL, *workers = NULL;
+    PyObject *rank = NULL, *threads = NULL, *prefetch = NULL, *log = Py_None;
+    const char *precision = "float";
+    int randomize = cfg->randomize, in_samples = cfg->window_in_samples;
+    int skip_ids = cfg->skip_sequence_ids, keep = cfg->keep_data_in_memory;
+    int frame = cfg->frame_mode, cache = cfg->cache_index, trace = cfg->trace_level;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O|$spOOppOiOpppOOOOOOOO:Reader", kwlist,
+                                     PyUnicode_FSConverter, &ra->path, &streams, &precision,
+                                     &randomize, &seed, &window, &in_samples, &skip_ids,
+                                     &max_errors, &trace, &chunk, &keep, &frame, &cache,
+                                     &max_samples, &max_sweeps, &trunc, &workers, &rank,
+                                     &threads, &prefetch, &log))
+        return -1;
+    cfg->path = PyBytes_AS_STRING(ra->path);
+    if (parse_streams(streams, cfg, ra) < 0) return -1;
+    if (!strcmp(precision, "float") || !strcmp(precision, "float32"))
+        cfg->precision = CTF_FLOAT32;
+    else if (!strcmp(precision, "double") || !strcmp(precision, "float64"))
+        cfg->precision = CTF_FLOAT64;
+    else {
+        PyErr_Format(PyExc_ValueError, "precision: must be 'float', 'float32', 'double' or "
+                     "'float64' (got '%s')", precision);
+        return -1;
+    }
+    cfg->randomize = randomize;
+    cfg->window_in_samples = in_samples;
+    cfg->skip_sequence_ids = skip_ids;
+    cfg->keep_data_in_memory = keep;
+    cfg->frame_mode = frame;
+    cfg->cache_index = cache;
+    cfg->trace_level = trace;
+    const struct {
+        PyObject *obj;
+        const char *name;
+        uint64_t *u64;           /* one of u64 / size is the destination */
+        size_t *size;
+    } ints[] = {
+        {seed, "randomization_seed", &cfg->randomization_seed, NULL},
+        {window, "randomization_window", &cfg->randomization_window, NULL},
+        {max_errors, "max_errors", &cfg->max_errors, NULL},
+        {chunk, "chunk_size_bytes", &cfg->chunk_size_bytes, NULL},
+        {trunc, "truncation_length", NULL, &cfg->truncation_length},
+        {workers, "num_workers", NULL, &cfg->num_workers},
+        {rank, "worker_rank", NULL, &cfg->worker_rank},
+        {threads, "num_threads", NULL, &cfg->num_threads},
+        {prefetch, "prefetch_chunks", NULL, &cfg->prefetch_chunks},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        uint64_t v;
+        if (!ints[i].obj) continue;
+        if (to_u64(ints[i].obj, ints[i].name, ints[i].size ? SIZE_MAX : UINT64_MAX, &v) < 0)
+            return -1;
+        if (ints[i].size)
+            *ints[i].size = (size_t)v;
+        else
+            *ints[i].u64 = v;
+    }
+    if (to_limit(max_samples, "max_samples", CTF_FULL_DATA_SWEEP, &cfg->max_samples) < 0 ||
+        to_limit(max_sweeps, "max_sweeps", 1, &cfg->max_sweeps) < 0)
+        return -1;
+    if (log != Py_None && !PyCallable_Check(log)) {
+        PyErr_Format(PyExc_TypeError, "log: must be callable or None (got %.100s)",
+                     Py_TYPE(log)->tp_name);
+        return -1;
+    }
+    ra->log = log == Py_None ? NULL : log;
+    return 0;
+}
+
+static PyObject *limit_obj(uint64_t v)
+{
+    if (v == CTF_INFINITELY_REPEAT) return PyLong_FromLong(-1);
+    if (v == CTF_FULL_DATA_SWEEP) return PyLong_FromLong(-2);
+    return PyLong_FromUnsignedLongLong(v);
+}
+
+/* A configuration as Reader keyword arguments plus "path" and "streams". */
+static PyObject *config_to_dict(const ctf_config *c)
+{
+    PyObject *d = PyDict_New(), *streams = NULL;
+    if (!d) goto error;
+    if (!(streams = PyList_New((Py_ssize_t)c->num_streams))) goto error;
+    for (size_t i = 0; i < c->num_streams; i++) {
+        const ctf_stream_def *s = &c->streams[i];
+        PyObject *alias = s->alias && s->alias[0] ? text_obj(s->alias) : Py_NewRef(Py_None);
+        PyObject *t = Py_BuildValue("(NNNNN)", text_obj(s->name), alias,
+                                    PyLong_FromSize_t(s->dim), PyBool_FromLong(s->is_sparse),
+                                    PyBool_FromLong(s->defines_mb_size));
+        if (!t) goto error;
+        PyList_SET_ITEM(streams, (Py_ssize_t)i, t);
+    }
+    int rc = dict_put(d, "path", opt_path(c->path));
+    rc = rc ? rc : PyDict_SetItemString(d, "streams", streams);
+#define PUT(key, value) rc = rc ? rc : dict_put(d, key, value)
+    PUT("precision", PyUnicode_FromString(c->precision == CTF_FLOAT64 ? "double" : "float"));
+    PUT("randomize", PyBool_FromLong(c->randomize));
+    PUT("randomization_seed", PyLong_FromUnsignedLongLong(c->randomization_seed));
+    PUT("randomization_window", PyLong_FromUnsignedLongLong(c->randomization_window));
+    PUT("window_in_samples", PyBool_FromLong(c->window_in_samples));
+    PUT("skip_sequence_ids", PyBool_FromLong(c->skip_sequence_ids));
+    PUT("max_errors", PyLong_FromUnsignedLongLong(c->max_errors));
+    PUT("trace_level", PyLong_FromLong(c->trace_level));
+    PUT("chunk_size_bytes", PyLong_FromUnsignedLongLong(c->chunk_size_bytes));
+    PUT("keep_data_in_memory", PyBool_FromLong(c->keep_data_in_memory));
+    PUT("frame_mode", PyBool_FromLong(c->frame_mode));
+    PUT("cache_index", PyBool_FromLong(c->cache_index));
+    PUT("max_samples", limit_obj(c->max_samples));
+    PUT("max_sweeps", c->max_sweeps == CTF_INFINITELY_REPEAT
+                          ? PyLong_FromLong(-1)
+                          : PyLong_FromUnsignedLongLong(c->max_sweeps));
+    PUT("truncation_length", PyLong_FromSize_t(c->truncation_length));
+    PUT("num_workers", PyLong_FromSize_t(c->num_workers));
+    PUT("worker_rank", PyLong_FromSize_t(c->worker_rank));
+    PUT("num_threads", PyLong_FromSize_t(c->num_threads));
+    PUT("prefetch_chunks", PyLong_FromSize_t(c->prefetch_chunks));
+    PUT("log", Py_NewRef(Py_None));
+#undef PUT
+    if (rc) goto error;
+    Py_DECREF(streams);
+    return d;
+error:
+    Py_XDECREF(streams);
+    Py_XDECREF(d);
+    return NULL;
+}
+
+PyDoc_STRVAR(bsconfig_load_doc,
+"bsconfig_load(path, section=None, overrides=()) -> dict\n\n"
+"Reads a BrainScript reader configuration and returns Reader keyword arguments plus 'path'\n"
+"and 'streams'. Raises ValueError naming the file and line on invalid configurations.");
+
+static PyObject *bsconfig_load(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"path", "section", "overrides", NULL};
+    modstate *st = module_state(module);
+    PyObject *path = NULL, *overrides = NULL, *seq = NULL, *result = NULL;
+    const char *section = NULL;
+    const char **ov = NULL;
+    ctf_bsconfig *doc = NULL;
+    ctf_config cfg;
+    ctf_error err;
+    Py_ssize_t n = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|zO:bsconfig_load", kwlist,
+                                     PyUnicode_FSConverter, &path, &section, &overrides))
+        goto error;
+    if (overrides) {
+        if (PyUnicode_Check(overrides)) {
+            PyErr_SetString(PyExc_TypeError, "overrides: must be a sequence of 'KEY=VALUE' "
+                                             "strings (got a single string)");
+            goto error;
+        }
+        seq = PySequence_Fast(overrides, "overrides: must be a sequence of 'KEY=VALUE' strings");
+        if (!seq) goto error;
+        n = PySequence_Fast_GET_SIZE(seq);
+    }
+    ov = PyMem_Calloc((size_t)(n ? n : 1), sizeof *ov);
+    if (!ov) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyUnicode_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "overrides[%zd]: must be a 'KEY=VALUE' str (got %R)",
+                         i, item);
+            goto error;
+        }
+        if (!(ov[i] = PyUnicode_AsUTF8(item))) goto error;
+    }
+    ctf_config_init(&cfg);
+    int rc = ctf_bsconfig_load(PyBytes_AS_STRING(path), section, ov, (size_t)n, &doc, &err);
+    if (!rc) rc = ctf_bsconfig_apply(doc, &cfg, &err);
+    if (rc) {
+        raise_error(st, &err);
+        goto error;
+    }
+    result = config_to_dict(&cfg);
+error:
+    ctf_bsconfig_free(doc);
+    PyMem_Free(ov);
+    Py_XDECREF(seq);
+    Py_XDECREF(path);
+    return result;
+}
+
+/*======================================================================
+ * 4. Buffer (buffer protocol over a Minibatch's memory)
+ *====================================================================*/
+
+/* A Buffer over n0 elements (1-D, n1 < 0) or n0 x n1 elements (2-D) at ptr, owned by owner. */
+static PyObject *buffer_new(modstate *st, PyObject *owner, const void *ptr, const char *format,
+                            Py_ssize_t itemsize, size_t n0, Py_ssize_t n1)
+{
+    static const uint64_t empty[1];
+    BufferObject *self = (BufferObject *)st->BufferType->tp_alloc(st->BufferType, 0);
+    if (!self) return NULL;
+    Py_INCREF(owner);
+    self->owner = owner;
+    self->ptr = ptr ? ptr : (const void *)empty;
+    self->format = format;
+    self->itemsize = itemsize;
+    self->shape[0] = (Py_ssize_t)n0;
+    if (n1 < 0) {
+        self->ndim = 1;
+        self->strides[0] = itemsize;
+    } else {
+        self->ndim = 2;
+        self->shape[1] = n1;
+        self->strides[0] = n1 * itemsize;
+        self->strides[1] = itemsize;
+    }
+    return (PyObject *)self;
+}
+
+static Py_ssize_t buffer_nbytes(const BufferObject *self)
+{
+    Py_ssize_t n = self->itemsize;
+    for (int i = 0; i < self->ndim; i++) n *= self->shape[i];
+    return n;
+}
+
+static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags)
+{
+    if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
+        PyErr_SetString(PyExc_BufferError, "ctfio minibatch buffers are read-only");
+        view->obj = NULL;
+        return -1;
+    }
+    if ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS && self->ndim == 2 &&
+        self->shape[0] > 1 && self->shape[1] > 1) {
+        PyErr_SetString(PyExc_BufferError, "ctfio minibatch buffers are C-contiguous only");
+        view->obj = NULL;
+        return -1;
+    }
+    Py_INCREF(self);
+    view->obj = (PyObject *)self;
+    view->buf = (void *)self->ptr;
+    view->len = buffer_nbytes(self);
+    view->readonly = 1;
+    view->itemsize = self->itemsize;
+    view->format = (flags & PyBUF_FORMAT) ? (char *)self->format : NULL;
+    view->ndim = self->ndim;
+    view->shape = (flags & PyBUF_ND) == PyBUF_ND ? self->shape : NULL;
+    view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? self->strides : NULL;
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    self->exports++;
+    return 0;
+}
+
+static void Buffer_releasebuffer(BufferObject *self, Py_buffer *Py_UNUSED(view))
+{
+    self->exports--;
+}
+
+static void Buffer_dealloc(BufferObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    Py_CLEAR(self->owner);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static Py_ssize_t Buffer_len(BufferObject *self) { return self->shape[0]; }
+
+static PyObject *Buffer_shape(BufferObject *self, void *Py_UNUSED(closure))
+{
+    if (self->ndim == 1) return Py_BuildValue("(n)", self->shape[0]);
+    return Py_BuildValue("(nn)", self->shape[0], self->shape[1]);
+}
+
+static PyObject *Buffer_format(BufferObject *self, void *Py_UNUSED(closure))
+{
+    return PyUnicode_FromString(self->format);
+}
+
+static PyObject *Buffer_itemsize(BufferObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSsize_t(self->itemsize);
+}
+
+static PyObject *Buffer_nbytes(BufferObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSsize_t(buffer_nbytes(self));
+}
+
+static PyObject *Buffer_obj(BufferObject *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->owner);
+}
+
+static PyObject *Buffer_repr(BufferObject *self)
+{
+    PyObject *shape = Buffer_shape(self, NULL), *r = NULL;
+    if (!shape) return NULL;
+    r = PyUnicode_FromFormat("<ctfio._ctfio.Buffer format='%s' shape=%R>", self->format, shape);
+    Py_DECREF(shape);
+    return r;
+}
+
+static PyGetSetDef Buffer_getset[] = {
+    {"shape", (getter)Buffer_shape, NULL, "Elements per dimension.", NULL},
+    {"format", (getter)Buffer_format, NULL, "struct-module format of one element.", NULL},
+    {"itemsize", (getter)Buffer_itemsize, NULL, "Bytes per element.", NULL},
+    {"nbytes", (getter)Buffer_nbytes, NULL, "Bytes in all.", NULL},
+    {"obj", (getter)Buffer_obj, NULL, "The Minibatch that owns the memory.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(Buffer_doc,
+"Read-only, zero-copy buffer over minibatch memory (numpy.asarray(buf) shares it).\n"
+"Keeps its Minibatch alive.");
+
+static PyType_Slot Buffer_slots[] = {
+    {Py_tp_doc, (void *)Buffer_doc},
+    {Py_tp_dealloc, (void *)Buffer_dealloc},
+    {Py_tp_repr, (void *)Buffer_repr},
+    {Py_tp_getset, Buffer_getset},
+    {Py_sq_length, (void *)Buffer_len},
+    {Py_bf_getbuffer, (void *)Buffer_getbuffer},
+    {Py_bf_releasebuffer, (void *)Buffer_releasebuffer},
+    {0, NULL},
+};
+
+static PyType_Spec Buffer_spec = {
+    .name = "ctfio._ctfio.Buffer",
+    .basicsize = sizeof(BufferObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = Buffer_slots,
+};
+
+/*======================================================================
+ * 5. Minibatch
+ *====================================================================*/
+
+/* Wraps mb (taking ownership: freed here on failure). */
+static PyObject *minibatch_wrap(modstate *st, ctf_minibatch *mb)
+{
+    MinibatchObject *self =
+        (MinibatchObject *)st->MinibatchType->tp_alloc(st->MinibatchType, 0);
+    if (!self) {
+        ctf_minibatch_free(mb);
+        return NULL;
+    }
+    self->mb = mb;
+    return (PyObject *)self;
+}
+
+static void Minibatch_dealloc(MinibatchObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    ctf_minibatch_free(self->mb);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyObject *Minibatch_num_sequences(MinibatchObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSize_t(ctf_minibatch_num_sequences(self->mb));
+}
+
+static PyObject *Minibatch_num_samples(MinibatchObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(ctf_minibatch_num_samples(self->mb));
+}
+
+static PyObject *Minibatch_num_streams(MinibatchObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSize_t(ctf_minibatch_num_streams(self->mb));
+}
+
+static PyObject *Minibatch_end_of_sweep(MinibatchObject *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(ctf_minibatch_end_of_sweep(self->mb));
+}
+
+static PyObject *Minibatch_position(MinibatchObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(ctf_minibatch_position(self->mb));
+}
+
+static PyObject *Minibatch_sweep(MinibatchObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(ctf_minibatch_sweep(self->mb));
+}
+
+static PyObject *Minibatch_keys(MinibatchObject *self, void *Py_UNUSED(closure))
+{
+    return buffer_new(type_state(Py_TYPE(self)), (PyObject *)self, ctf_minibatch_keys(self->mb),
+                      "Q", 8, ctf_minibatch_num_sequences(self->mb), -1);
+}
+
+static PyObject *Minibatch_lines(MinibatchObject *self, void *Py_UNUSED(closure))
+{
+    return buffer_new(type_state(Py_TYPE(self)), (PyObject *)self, ctf_minibatch_lines(self->mb),
+                      "Q", 8, ctf_minibatch_num_sequences(self->mb), -1);
+}
+
+PyDoc_STRVAR(Minibatch_stream_doc,
+"stream(i) -> dict\n\n"
+"Stream i (config order): name, is_sparse, dim, num_samples, num_sequences, nnz, precision,\n"
+"and zero-copy Buffers values ((num_samples, dim) dense, (nnz,) sparse), lengths (uint32),\n"
+"indptr (int64, num_samples + 1) and indices (int32); indptr/indices are None when dense.");
+
+static PyObject *Minibatch_stream(MinibatchObject *self, PyObject *arg)
+{
+    modstate *st = type_state(Py_TYPE(self));
+    PyObject *owner = (PyObject *)self, *d = NULL;
+    ctf_stream_view v;
+    const Py_ssize_t ns = (Py_ssize_t)ctf_minibatch_num_streams(self->mb);
+    Py_ssize_t i = PyNumber_AsSsize_t(arg, PyExc_IndexError);
+    if (i == -1 && PyErr_Occurred()) goto error;
+    if (i < 0) i += ns;
+    if (i < 0 || i >= ns || ctf_minibatch_stream(self->mb, (size_t)i, &v) != 0) {
+        PyErr_Format(PyExc_IndexError, "stream index out of range (got %R, the minibatch has "
+                     "%zd streams)", arg, ns);
+        goto error;
+    }
+    const bool dbl = v.precision == CTF_FLOAT64;
+    const char *fmt = dbl ? "d" : "f";
+    const Py_ssize_t elt = dbl ? 8 : 4;
+    if (!(d = PyDict_New())) goto error;
+    int rc = dict_put(d, "name", text_obj(v.name));
+#define PUT(key, value) rc = rc ? rc : dict_put(d, key, value)
+    PUT("is_sparse", PyBool_FromLong(v.is_sparse));
+    PUT("dim", PyLong_FromSize_t(v.dim));
+    PUT("num_samples", PyLong_FromSize_t(v.num_samples));
+    PUT("num_sequences", PyLong_FromSize_t(v.num_sequences));
+    PUT("nnz", PyLong_FromSize_t(v.is_sparse ? v.nnz : v.num_samples * v.dim));
+    PUT("precision", PyUnicode_FromString(dbl ? "double" : "float"));
+    PUT("values", v.is_sparse ? buffer_new(st, owner, v.values, fmt, elt, v.nnz, -1)
+                              : buffer_new(st, owner, v.values, fmt, elt, v.num_samples,
+                                           (Py_ssize_t)v.dim));
+    PUT("lengths", buffer_new(st, owner, v.lengths, "I", 4, v.num_sequences, -1));
+    PUT("indptr", v.is_sparse ? buffer_new(st, owner, v.indptr, "q", 8, v.num_samples + 1, -1)
+                              : Py_NewRef(Py_None));
+    PUT("indices", v.is_sparse ? buffer_new(st, owner, v.indices, "i", 4, v.nnz, -1)
+                               : Py_NewRef(Py_None));
+#undef PUT
+    if (rc) goto error;
+    return d;
+error:
+    Py_XDECREF(d);
+    return NULL;
+}
+
+static PyObject *Minibatch_repr(MinibatchObject *self)
+{
+    return PyUnicode_FromFormat(
+        "<ctfio._ctfio.Minibatch sequences=%zu samples=%llu position=%llu sweep=%llu%s>",
+        ctf_minibatch_num_sequences(self->mb),
+        (unsigned long long)ctf_minibatch_num_samples(self->mb),
+        (unsigned long long)ctf_minibatch_position(self->mb),
+        (unsigned long long)ctf_minibatch_sweep(self->mb),
+        ctf_minibatch_end_of_sweep(self->mb) ? " end_of_sweep" : "");
+}
+
+static PyGetSetDef Minibatch_getset[] = {
+    {"num_sequences", (getter)Minibatch_num_sequences, NULL, "Sequences in this share.", NULL},
+    {"num_samples", (getter)Minibatch_num_samples, NULL, "Index samples in this share.", NULL},
+    {"num_streams", (getter)Minibatch_num_streams, NULL, "Configured streams.", NULL},
+    {"end_of_sweep", (getter)Minibatch_end_of_sweep, NULL,
+     "The global minibatch held the last sequence of a sweep.", NULL},
+    {"position", (getter)Minibatch_position, NULL, "Timeline position after it.", NULL},
+    {"sweep", (getter)Minibatch_sweep, NULL, "Sweep of its first sequence.", NULL},
+    {"keys", (getter)Minibatch_keys, NULL, "Sequence keys: Buffer of uint64.", NULL},
+    {"lines", (getter)Minibatch_lines, NULL, "1-based first line per sequence: Buffer of uint64.",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef Minibatch_methods[] = {
+    {"stream", (PyCFunction)(void (*)(void))Minibatch_stream, METH_O, Minibatch_stream_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+PyDoc_STRVAR(Minibatch_doc, "One minibatch (this worker's share), returned by Reader.next().");
+
+static PyType_Slot Minibatch_slots[] = {
+    {Py_tp_doc, (void *)Minibatch_doc},
+    {Py_tp_dealloc, (void *)Minibatch_dealloc},
+    {Py_tp_repr, (void *)Minibatch_repr},
+    {Py_tp_getset, Minibatch_getset},
+    {Py_tp_methods, Minibatch_methods},
+    {0, NULL},
+};
+
+static PyType_Spec Minibatch_spec = {
+    .name = "ctfio._ctfio.Minibatch",
+    .basicsize = sizeof(MinibatchObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = Minibatch_slots,
+};
+
+/*======================================================================
+ * 6. Reader
+ *====================================================================*/
+
+/* Checkpoint helpers (section 7). */
+static PyObject *state_save(ReaderObject *self);
+static int state_restore(ReaderObject *self, PyObject *state);
+static int reader_seek(ReaderObject *self, PyObject *value);
+
+/* The library's log sink while a Python callable is set. Runs WITHOUT the GIL: it only appends
+ * to a C array (PyMem_Raw* is safe without the GIL); reader_flush_logs delivers later. */
+static void reader_log_cb(void *user, ctf_severity sev, const ctf_error *what)
+{
+    ReaderObject *self = user;
+    if (self->num_logs == self->logs_cap) {
+        size_t cap = self->logs_cap ? 2 * self->logs_cap : 16;
+        log_record *p = PyMem_RawRealloc(self->logs, cap * sizeof *p);
+        if (!p) {
+            self->logs_lost++;
+            return;
+        }
+        self->logs = p;
+        self->logs_cap = cap;
+    }
+    self->logs[self->num_logs].sev = sev;
+    self->logs[self->num_logs].err = *what;
+    self->num_logs++;
+}
+
+/* Calls the log callable for every buffered record, in order. If it raises, the rest are still
+ * delivered (later exceptions go to sys.unraisablehook) and the first is re-raised.
+ * @return : 0, or -1 with an exception set. */
+static int reader_flush_logs(ReaderObject *self)
+{
+    char text[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
+    PyObject *first = NULL;
+    for (size_t i = 0; i < self->num_logs && self->log; i++) {
+        const log_record *rec = &self->logs[i];
+        ctf_error_format(&rec->err, rec->sev, text, sizeof text);
+        PyObject *res = PyObject_CallFunction(
+            self->log, "iNNNNN", (int)rec->sev, text_obj(text), opt_path(rec->err.path),
+            opt_u64(rec->err.line), opt_u64(rec->err.column), opt_offset(rec->err.offset));
+        if (res)
+            Py_DECREF(res);
+        else if (!first)
+            first = exc_take();
+        else
+            PyErr_WriteUnraisable(self->log);
+    }
+    self->num_logs = 0;
+    if (self->logs_cap > 256) { /* do not keep a burst's buffer for the reader's life */
+        PyMem_RawFree(self->logs);
+        self->logs = NULL;
+        self->logs_cap = 0;
+    }
+    if (self->logs_lost && !first &&
+        PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "ctfio: %zu log records were lost (out of "
+                         "memory)", self->logs_lost) < 0)
+        first = exc_take();
+    self->logs_lost = 0;
+    if (!first) return 0;
+    exc_give(first);
+    return -1;
+}
+
+/* Ends a call into the library: delivers the buffered log records, then raises for rc != 0.
+ * When both fail, the library error is raised with the callback's exception as __context__.
+ * @return : 0, or -1 with an exception set. */
+static int reader_finish(ReaderObject *self, int rc, const ctf_error *err)
+{
+    PyObject *log_exc = NULL, *exc;
+    if ((self->num_logs || self->logs_lost) && reader_flush_logs(self) < 0) {
+        if (!rc) return -1;
+        log_exc = exc_take();
+    }
+    if (!rc) return 0;
+    raise_error(type_state(Py_TYPE(self)), err);
+    if (log_exc && (exc = exc_take()) != NULL) {
+        PyException_SetContext(exc, log_exc); /* steals log_exc */
+        log_exc = NULL;
+        exc_give(exc);
+    }
+    Py_XDECREF(log_exc);
+    return -1;
+}
+
+/* Guards every method: the reader must be open and not inside another call. */
+static int reader_enter(ReaderObject *self)
+{
+    if (!self->reader) {
+        PyErr_SetString(PyExc_ValueError, "reader is closed");
+        return -1;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Reader is already in use (a Reader must not be "
+                        "used from two threads at once, nor from its own log callback)");
+        return -1;
+    }
+    return 0;
+}
+
+/* Frees the C reader (joining its prefetch threads without holding the GIL). */
+static void reader_free(ReaderObject *self)
+{
+    ctf_reader *r = self->reader;
+    self->reader = NULL;
+    if (!r) return;
+    Py_BEGIN_ALLOW_THREADS
+    ctf_reader_free(r);
+    Py_END_ALLOW_THREADS
+}
+
+static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    reader_args ra = {0};
+    ReaderObject *self = NULL;
+    ctf_reader *reader = NULL;
+    ctf_config cfg;
+    ctf_error err;
+    int rc;
+    ctf_config_init(&cfg);
+    if (reader_args_parse(args, kwargs, &cfg, &ra) < 0) goto error;
+    if (!(self = (ReaderObject *)type->tp_alloc(type, 0))) goto error;
+    if (!(self->path = PyUnicode_DecodeFSDefault(cfg.path))) goto error;
+    self->names = ra.names;
+    ra.names = NULL;
+    if (ra.log) {
+        Py_INCREF(ra.log);
+        self->log = ra.log;
+        cfg.log = reader_log_cb;
+        cfg.log_user = self;
+    }
+    self->num_workers = cfg.num_workers;
+    self->worker_rank = cfg.worker_rank;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ctf_reader_open(&cfg, &reader, &err);
+    Py_END_ALLOW_THREADS
+    self->reader = reader;
+    if (reader_finish(self, rc, &err) < 0) goto error;
+    self->busy = 0;
+    reader_args_clear(&ra);
+    return (PyObject *)self;
+error:
+    if (self) self->busy = 0;
+    reader_args_clear(&ra);
+    Py_XDECREF(self);
+    return NULL;
+}
+
+static int Reader_traverse(ReaderObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->log);
+    Py_VISIT(self->path);
+    Py_VISIT(self->names);
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+}
+
+static int Reader_clear(ReaderObject *self)
+{
+    Py_CLEAR(self->log);
+    Py_CLEAR(self->path);
+    Py_CLEAR(self->names);
+    return 0;
+}
+
+static void Reader_dealloc(ReaderObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    reader_free(self);
+    Reader_clear(self);
+    PyMem_RawFree(self->logs);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+PyDoc_STRVAR(Reader_next_doc,
+"next(num_samples, num_workers=None, worker_rank=None) -> Minibatch | None\n\n"
+"Cuts the next global minibatch of num_samples index samples and returns this worker's share;\n"
+"None at the end of the data. Giving num_workers / worker_rank changes the partition first.");
+
+static PyObject *Reader_next(ReaderObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"num_samples", "num_workers", "worker_rank", NULL};
+    PyObject *ns_obj, *nw_obj = Py_None, *rank_obj = Py_None, *result = NULL;
+    ctf_minibatch *mb = NULL;
+    uint64_t num_samples, nw, rank;
+    int rc = 0, wrc = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:next", kwlist, &ns_obj, &nw_obj,
+                                     &rank_obj))
+        return NULL;
+    if (reader_enter(self) < 0) return NULL;
+    nw = self->num_workers;
+    rank = nw_obj == Py_None ? self->worker_rank : 0;
+    const bool set = nw_obj != Py_None || rank_obj != Py_None;
+    if (to_u64(ns_obj, "num_samples", UINT64_MAX, &num_samples) < 0 ||
+        (nw_obj != Py_None && to_u64(nw_obj, "num_workers", SIZE_MAX, &nw) < 0) ||
+        (rank_obj != Py_None && to_u64(rank_obj, "worker_rank", SIZE_MAX, &rank) < 0))
+        return NULL;
+    ctf_reader *r = self->reader;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    if (set) wrc = ctf_reader_set_worker(r, (size_t)nw, (size_t)rank);
+    rc = wrc ? wrc : ctf_reader_next(r, num_samples, &mb);
+    Py_END_ALLOW_THREADS
+    if (set && !wrc) {
+        self->num_workers = (size_t)nw;
+        self->worker_rank = (size_t)rank;
+    }
+    if (reader_finish(self, rc, ctf_reader_error(r)) < 0) goto error;
+    if (!mb) {
+        result = Py_NewRef(Py_None);
+    } else {
+        result = minibatch_wrap(type_state(Py_TYPE(self)), mb);
+        mb = NULL; /* owned by the Minibatch now, or freed */
+    }
+error:
+    self->busy = 0;
+    ctf_minibatch_free(mb);
+    return result;
+}
+
+static PyObject *Reader_get_state(ReaderObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (reader_enter(self) < 0) return NULL;
+    return state_save(self);
+}
+
+static PyObject *Reader_restore_state(ReaderObject *self, PyObject *state)
+{
+    if (reader_enter(self) < 0 || state_restore(self, state) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Reader_get_position(ReaderObject *self, void *Py_UNUSED(closure))
+{
+    if (reader_enter(self) < 0) return NULL;
+    return PyLong_FromUnsignedLongLong(ctf_reader_position(self->reader));
+}
+
+static int Reader_set_position(ReaderObject *self, PyObject *value, void *Py_UNUSED(closure))
+{
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete the reader's position");
+        return -1;
+    }
+    if (reader_enter(self) < 0) return -1;
+    return reader_seek(self, value);
+}
+
+PyDoc_STRVAR(Reader_stats_doc, "stats() -> dict\n\nCounters since open (ctf_stats).");
+
+static PyObject *Reader_stats(ReaderObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *d = NULL, *streams = NULL;
+    ctf_stats s;
+    if (reader_enter(self) < 0) return NULL;
+    ctf_reader_get_stats(self->reader, &s);
+    if (!(d = PyDict_New()) || !(streams = PyList_New(0))) goto error;
+    int rc = 0;
+#define PUT(dict, key, value) rc = rc ? rc : dict_put(dict, key, value)
+    PUT(d, "sequences", PyLong_FromUnsignedLongLong(s.sequences));
+    PUT(d, "errors", PyLong_FromUnsignedLongLong(s.errors));
+    PUT(d, "warnings", PyLong_FromUnsignedLongLong(s.warnings));
+    PUT(d, "dropped_rows", PyLong_FromUnsignedLongLong(s.dropped_rows));
+    PUT(d, "dropped_sequences", PyLong_FromUnsignedLongLong(s.dropped_sequences));
+    PUT(d, "chunks_loaded", PyLong_FromUnsignedLongLong(s.chunks_loaded));
+    PUT(d, "chunks_resident", PyLong_FromUnsignedLongLong(s.chunks_resident));
+    PUT(d, "chunks_resident_peak", PyLong_FromUnsignedLongLong(s.chunks_resident_peak));
+    PUT(d, "bytes_resident", PyLong_FromUnsignedLongLong(s.bytes_resident));
+    PUT(d, "bytes_resident_peak", PyLong_FromUnsignedLongLong(s.bytes_resident_peak));
+    PUT(d, "num_streams", PyLong_FromSize_t(s.num_streams));
+    for (size_t k = 0; !rc && k < s.num_streams && k < CTF_MAX_STREAMS; k++) {
+        PyObject *sd = PyDict_New();
+        if (!sd) goto error;
+        rc = PyList_Append(streams, sd);
+        Py_DECREF(sd); /* the list holds it */
+        if (k < (size_t)PyTuple_GET_SIZE(self->names))
+            PUT(sd, "name", Py_NewRef(PyTuple_GET_ITEM(self->names, (Py_ssize_t)k)));
+        PUT(sd, "samples", PyLong_FromUnsignedLongLong(s.streams[k].samples));
+        PUT(sd, "nonzeros", PyLong_FromUnsignedLongLong(s.streams[k].nonzeros));
+        PUT(sd, "dropped_samples", PyLong_FromUnsignedLongLong(s.streams[k].dropped_samples));
+    }
+    rc = rc ? rc : PyDict_SetItemString(d, "streams", streams);
+#undef PUT
+    if (rc) goto error;
+    Py_DECREF(streams);
+    return d;
+error:
+    Py_XDECREF(streams);
+    Py_XDECREF(d);
+    return NULL;
+}
+
+PyDoc_STRVAR(Reader_index_info_doc, "index_info() -> dict\n\nFacts about the index (ctf_index_info).");
+
+static PyObject *Reader_index_info(ReaderObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *d = NULL;
+    ctf_index_info info;
+    if (reader_enter(self) < 0) return NULL;
+    ctf_index_get_info(ctf_reader_index(self->reader), &info);
+    if (!(d = PyDict_New())) goto error;
+    int rc = 0;
+#define PUT(key, value) rc = rc ? rc : dict_put(d, key, value)
+    PUT("file_size", PyLong_FromUnsignedLongLong(info.file_size));
+    PUT("sequences", PyLong_FromUnsignedLongLong(info.sequences));
+    PUT("samples", PyLong_FromUnsignedLongLong(info.samples));
+    PUT("lines", PyLong_FromUnsignedLongLong(info.lines));
+    PUT("chunks", PyLong_FromUnsignedLongLong(info.chunks));
+    PUT("max_sequence_samples", PyLong_FromUnsignedLongLong(info.max_sequence_samples));
+    PUT("line_mode", PyBool_FromLong(info.line_mode));
+    PUT("from_cache", PyBool_FromLong(info.from_cache));
+#undef PUT
+    if (rc) goto error;
+    return d;
+error:
+    Py_XDECREF(d);
+    return NULL;
+}
+
+static PyObject *Reader_close(ReaderObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (self->reader && reader_enter(self) < 0) return NULL; /* busy */
+    reader_free(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Reader_enter_ctx(ReaderObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (!self->reader) {
+        PyErr_SetString(PyExc_ValueError, "reader is closed");
+        return NULL;
+    }
+    return Py_NewRef(self);
+}
+
+static PyObject *Reader_exit_ctx(ReaderObject *self, PyObject *Py_UNUSED(args))
+{
+    PyObject *r = Reader_close(self, NULL);
+    if (!r) return NULL;
+    Py_DECREF(r);
+    Py_RETURN_FALSE;
+}
+
+static PyObject *Reader_closed(ReaderObject *self, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(self->reader == NULL);
+}
+
+static PyObject *Reader_path(ReaderObject *self, void *Py_UNUSED(closure))
+{
+    return Py_NewRef(self->path ? self->path : Py_None);
+}
+
+static PyObject *Reader_repr(ReaderObject *self)
+{
+    if (!self->reader) return PyUnicode_FromFormat("<ctfio._ctfio.Reader %R closed>", self->path);
+    if (self->busy) return PyUnicode_FromFormat("<ctfio._ctfio.Reader %R busy>", self->path);
+    return PyUnicode_FromFormat("<ctfio._ctfio.Reader %R streams=%R position=%llu>", self->path,
+                                self->names,
+                                (unsigned long long)ctf_reader_position(self->reader));
+}
+
+static PyMethodDef Reader_methods[] = {
+    {"next", (PyCFunction)(void (*)(void))Reader_next, METH_VARARGS | METH_KEYWORDS,
+     Reader_next_doc},
+    {"get_state", (PyCFunction)(void (*)(void))Reader_get_state, METH_NOARGS,
+     "get_state() -> str\n\nThe checkpoint state: a small JSON text (SPEC 8)."},
+    {"restore_state", (PyCFunction)(void (*)(void))Reader_restore_state, METH_O,
+     "restore_state(state)\n\nContinues from a get_state() text; StateError if it does not fit."},
+    {"stats", (PyCFunction)(void (*)(void))Reader_stats, METH_NOARGS, Reader_stats_doc},
+    {"index_info", (PyCFunction)(void (*)(void))Reader_index_info, METH_NOARGS,
+     Reader_index_info_doc},
+    {"close", (PyCFunction)(void (*)(void))Reader_close, METH_NOARGS,
+     "close()\n\nStops the prefetch threads and frees the reader; minibatches stay valid."},
+    {"__enter__", (PyCFunction)(void (*)(void))Reader_enter_ctx, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))Reader_exit_ctx, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Reader_getset[] = {
+    {"position", (getter)Reader_get_position, (setter)Reader_set_position,
+     "Timeline position after the last delivered minibatch; assigning seeks.", NULL},
+    {"closed", (getter)Reader_closed, NULL, "True after close().", NULL},
+    {"path", (getter)Reader_path, NULL, "The data file.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyDoc_STRVAR(Reader_doc,
+"Reader(path, streams, *, precision='float', randomize=True, randomization_seed=0,\n"
+"       randomization_window=128, window_in_samples=False, skip_sequence_ids=False,\n"
+"       max_errors=0, trace_level=1, chunk_size_bytes=33554432, keep_data_in_memory=False,\n"
+"       frame_mode=False, cache_index=False, max_samples=None, max_sweeps=None,\n"
+"       truncation_length=0, num_workers=1, worker_rank=0, num_threads=2,\n"
+"       prefetch_chunks=4, log=None)\n\n"
+"A CTF reader. streams: (name, alias, dim, is_sparse, defines_mb_size) tuples.\n"
+"max_samples: None or -1 no limit, -2 one sweep. log: None (stderr) or\n"
+"log(severity, text, path, line, column, offset).");
+
+static PyType_Slot Reader_slots[] = {
+    {Py_tp_doc, (void *)Reader_doc},
+    {Py_tp_new, (void *)Reader_new},
+    {Py_tp_dealloc, (void *)Reader_dealloc},
+    {Py_tp_traverse, (void *)Reader_traverse},
+    {Py_tp_clear, (void *)Reader_clear},
+    {Py_tp_repr, (void *)Reader_repr},
+    {Py_tp_methods, Reader_methods},
+    {Py_tp_getset, Reader_getset},
+    {0, NULL},
+};
+
+static PyType_Spec Reader_spec = {
+    .name = "ctfio._ctfio.Reader",
+    .basicsize = sizeof(ReaderObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = Reader_slots,
+};
+
+/*======================================================================
+ * 7. Checkpoint helpers
+ *====================================================================*/
+
+/* The reader's checkpoint as JSON text (ctf_reader_save_state, sized first). */
+static PyObject *state_save(ReaderObject *self)
+{
+    modstate *st = type_state(Py_TYPE(self));
+    PyObject *result = NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = ctf_reader_save_state(self->reader, NULL, 0, &len);
+    if (rc) {
+        raise_code(st, rc, "get_state");
+        goto error;
+    }
+    if (!(buf = PyMem_Malloc(len + 1))) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    rc = ctf_reader_save_state(self->reader, buf, len + 1, &len);
+    if (rc) {
+        raise_code(st, rc, "get_state");
+        goto error;
+    }
+    result = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)len, "strict");
+error:
+    PyMem_Free(buf);
+    return result;
+}
+
+/* Continues from a state text (str, or bytes holding UTF-8 JSON). */
+static int state_restore(ReaderObject *self, PyObject *state)
+{
+    const char *text;
+    Py_ssize_t len;
+    int rc;
+    if (PyUnicode_Check(state)) {
+        if (!(text = PyUnicode_AsUTF8AndSize(state, &len))) return -1;
+    } else if (PyBytes_Check(state)) {
+        text = PyBytes_AS_STRING(state);
+        len = PyBytes_GET_SIZE(state);
+    } else {
+        PyErr_Format(PyExc_TypeError, "state: must be the str get_state() returned (got "
+                     "%.100s)", Py_TYPE(state)->tp_name);
+        return -1;
+    }
+    ctf_reader *r = self->reader;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ctf_reader_restore_state(r, text, (size_t)len);
+    Py_END_ALLOW_THREADS
+    rc = reader_finish(self, rc, ctf_reader_error(r));
+    self->busy = 0;
+    return rc;
+}
+
+/* Seeks to a timeline position (the position setter). */
+static int reader_seek(ReaderObject *self, PyObject *value)
+{
+    uint64_t pos;
+    int rc;
+    if (to_u64(value, "position", UINT64_MAX, &pos) < 0) return -1;
+    ctf_reader *r = self->reader;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ctf_reader_seek(r, pos);
+    Py_END_ALLOW_THREADS
+    rc = reader_finish(self, rc, ctf_reader_error(r));
+    self->busy = 0;
+    return rc;
+}
+
+/*======================================================================
+ * 8. Module init
+ *====================================================================*/
+
+/* Adds obj under name, keeping the caller's reference. */
+static int add_ref(PyObject *m, const char *name, PyObject *obj)
+{
+    Py_INCREF(obj);
+    if (PyModule_AddObject(m, name, obj) < 0) {
+        Py_DECREF(obj);
+        return -1;
+    }
+    return 0;
+}
+
+/* A heap type from spec whose instances only the module creates. */
+static PyTypeObject *internal_type(PyObject *m, PyType_Spec *spec)
+{
+#ifdef Py_TPFLAGS_DISALLOW_INSTANTIATION
+    spec->flags |= Py_TPFLAGS_DISALLOW_INSTANTIATION;
+#endif
+    PyTypeObject *tp = (PyTypeObject *)PyType_FromModuleAndSpec(m, spec, NULL);
+#ifndef Py_TPFLAGS_DISALLOW_INSTANTIATION
+    if (tp) tp->tp_new = NULL; /* Python 3.9: what the flag does on later versions */
+#endif
+    return tp;
+}
+
+static int module_exec(PyObject *m)
+{
+    modstate *st = module_state(m);
+    PyObject *attrs = NULL, *bases = NULL;
+    int status = -1;
+    /* Class-level defaults, so that instances raised from Python have the attributes too. */
+    attrs = Py_BuildValue("{sOsOsOsOsOsO}", "code", Py_None, "path", Py_None, "line", Py_None,
+                          "column", Py_None, "offset", Py_None, "message", Py_None);
+    if (!attrs) goto error;
+    st->CTFError = PyErr_NewExceptionWithDoc(
+        "ctfio._ctfio.CTFError", "Base class of ctfio's errors; carries code, path, line, "
+        "column, offset and message (None where unknown).", PyExc_Exception, attrs);
+    if (!st->CTFError || !(bases = PyTuple_Pack(2, st->CTFError, PyExc_ValueError))) goto error;
+    st->ParseError = PyErr_NewExceptionWithDoc(
+        "ctfio._ctfio.ParseError", "Malformed input data (or a limit, a changed file, a bad "
+        "index); str() is 'FILE:LINE:COLUMN: (byte OFFSET) error: MESSAGE'.", bases, NULL);
+    if (!st->ParseError) goto error;
+    st->StateError = PyErr_NewExceptionWithDoc(
+        "ctfio._ctfio.StateError", "A checkpoint state that does not fit this reader.", bases,
+        NULL);
+    if (!st->StateError) goto error;
+    if (!(st->BufferType = internal_type(m, &Buffer_spec))) goto error;
+    if (!(st->MinibatchType = internal_type(m, &Minibatch_spec))) goto error;
+    st->ReaderType = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Reader_spec, NULL);
+    if (!st->ReaderType) goto error;
+    if (add_ref(m, "CTFError", st->CTFError) < 0 ||
+        add_ref(m, "ParseError", st->ParseError) < 0 ||
+        add_ref(m, "StateError", st->StateError) < 0 ||
+        PyModule_AddType(m, st->ReaderType) < 0 || PyModule_AddType(m, st->MinibatchType) < 0 ||
+        PyModule_AddType(m, st->BufferType) < 0 ||
+        PyModule_AddIntConstant(m, "INFINITELY_REPEAT", -1) < 0 ||
+        PyModule_AddIntConstant(m, "FULL_DATA_SWEEP", -2) < 0 ||
+        PyModule_AddStringConstant(m, "__version__", ctf_version_string()) < 0)
+        goto error;
+    status = 0;
+error:
+    Py_XDECREF(attrs);
+    Py_XDECREF(bases);
+    return status;
+}
+
+static int module_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    modstate *st = module_state(m);
+    Py_VISIT(st->CTFError);
+    Py_VISIT(st->ParseError);
+    Py_VISIT(st->StateError);
+    Py_VISIT(st->ReaderType);
+    Py_VISIT(st->MinibatchType);
+    Py_VISIT(st->BufferType);
+    return 0;
+}
+
+static int module_clear(PyObject *m)
+{
+    modstate *st = module_state(m);
+    Py_CLEAR(st->CTFError);
+    Py_CLEAR(st->ParseError);
+    Py_CLEAR(st->StateError);
+    Py_CLEAR(st->ReaderType);
+    Py_CLEAR(st->MinibatchType);
+    Py_CLEAR(st->BufferType);
+    return 0;
+}
+
+static void module_free(void *m) { module_clear((PyObject *)m); }
+
+static PyMethodDef module_methods[] = {
+    {"bsconfig_load", (PyCFunction)(void (*)(void))bsconfig_load, METH_VARARGS | METH_KEYWORDS,
+     bsconfig_load_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, (void *)module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef ctfio_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "ctfio._ctfio",
+    .m_doc = "The C core of ctfio: Reader, Minibatch, Buffer, the exceptions, bsconfig_load.",
+    .m_size = sizeof(modstate),
+    .m_methods = module_methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+PyMODINIT_FUNC PyInit__ctfio(void) { return PyModuleDef_Init(&ctfio_module); }

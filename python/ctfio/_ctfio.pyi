@@ -1,0 +1,172 @@
+"""Type stubs for ctfio._ctfio, the C core of ctfio (python/ctfio/_ctfio.c)."""
+
+import os
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, TypedDict, Union
+
+__version__: str
+INFINITELY_REPEAT: int  # -1 in this module's integer arguments
+FULL_DATA_SWEEP: int  # -2 in this module's integer arguments
+
+_Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+# (name, alias or None for the name, dim, is_sparse, defines_mb_size)
+StreamTuple = Tuple[str, Optional[str], int, bool, bool]
+# log(severity 0 error / 1 warning / 2 info, formatted line, path, line, column, byte offset)
+LogCallback = Callable[[int, str, Optional[str], Optional[int], Optional[int], Optional[int]], Any]
+
+class CTFError(Exception):
+    code: Optional[str]  # the CTF_E* name, e.g. "CTF_EPARSE"
+    path: Optional[str]
+    line: Optional[int]  # 1-based; None if unknown
+    column: Optional[int]  # 1-based, in bytes; None if unknown
+    offset: Optional[int]  # 0-based absolute byte offset; None if unknown
+    message: Optional[str]  # the message without the location
+
+class ParseError(CTFError, ValueError): ...
+class StateError(CTFError, ValueError): ...
+
+class Buffer:
+    """Read-only, C-contiguous, zero-copy buffer over a Minibatch's memory (keeps it alive)."""
+
+    @property
+    def shape(self) -> Union[Tuple[int], Tuple[int, int]]: ...
+    @property
+    def format(self) -> str: ...  # "f", "d", "I" (uint32), "q" (int64), "i" (int32), "Q" (uint64)
+    @property
+    def itemsize(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def obj(self) -> "Minibatch": ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+class StreamView(TypedDict):
+    name: str
+    is_sparse: bool
+    dim: int
+    num_samples: int
+    num_sequences: int
+    nnz: int  # sparse: stored entries; dense: num_samples * dim
+    precision: Literal["float", "double"]
+    values: Buffer  # dense (num_samples, dim); sparse (nnz,)
+    lengths: Buffer  # (num_sequences,) uint32
+    indptr: Optional[Buffer]  # sparse: (num_samples + 1,) int64
+    indices: Optional[Buffer]  # sparse: (nnz,) int32
+
+class Minibatch:
+    @property
+    def num_sequences(self) -> int: ...
+    @property
+    def num_samples(self) -> int: ...  # index samples of this share
+    @property
+    def num_streams(self) -> int: ...
+    @property
+    def end_of_sweep(self) -> bool: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def sweep(self) -> int: ...
+    @property
+    def keys(self) -> Buffer: ...  # (num_sequences,) uint64
+    @property
+    def lines(self) -> Buffer: ...  # (num_sequences,) uint64, 1-based
+    def stream(self, i: int, /) -> StreamView: ...
+
+class Stats(TypedDict):
+    sequences: int
+    errors: int
+    warnings: int
+    dropped_rows: int
+    dropped_sequences: int
+    chunks_loaded: int
+    chunks_resident: int
+    chunks_resident_peak: int
+    bytes_resident: int
+    bytes_resident_peak: int
+    num_streams: int
+    streams: List[Dict[str, Any]]  # {"name", "samples", "nonzeros", "dropped_samples"}
+
+class IndexInfo(TypedDict):
+    file_size: int
+    sequences: int
+    samples: int
+    lines: int
+    chunks: int
+    max_sequence_samples: int
+    line_mode: bool
+    from_cache: bool
+
+class Reader:
+    def __new__(
+        cls,
+        path: _Path,
+        streams: Sequence[StreamTuple],
+        *,
+        precision: Literal["float", "float32", "double", "float64"] = "float",
+        randomize: bool = True,
+        randomization_seed: int = 0,
+        randomization_window: int = 128,
+        window_in_samples: bool = False,
+        skip_sequence_ids: bool = False,
+        max_errors: int = 0,
+        trace_level: int = 1,
+        chunk_size_bytes: int = 33554432,
+        keep_data_in_memory: bool = False,
+        frame_mode: bool = False,
+        cache_index: bool = False,
+        max_samples: Optional[int] = None,  # None / -1: no limit; -2: one full sweep
+        max_sweeps: Optional[int] = None,  # None / -1: no limit
+        truncation_length: int = 0,
+        num_workers: int = 1,
+        worker_rank: int = 0,
+        num_threads: int = 2,
+        prefetch_chunks: int = 4,
+        log: Optional[LogCallback] = None,
+    ) -> "Reader": ...
+    def next(
+        self, num_samples: int, num_workers: Optional[int] = None,
+        worker_rank: Optional[int] = None,
+    ) -> Optional[Minibatch]: ...
+    def get_state(self) -> str: ...
+    def restore_state(self, state: Union[str, bytes], /) -> None: ...
+    @property
+    def position(self) -> int: ...
+    @position.setter
+    def position(self, value: int) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def path(self) -> str: ...
+    def stats(self) -> Stats: ...
+    def index_info(self) -> IndexInfo: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "Reader": ...
+    def __exit__(self, *args: object) -> Literal[False]: ...
+
+class ReaderArgs(TypedDict):
+    path: Optional[str]
+    streams: List[StreamTuple]
+    precision: Literal["float", "double"]
+    randomize: bool
+    randomization_seed: int
+    randomization_window: int
+    window_in_samples: bool
+    skip_sequence_ids: bool
+    max_errors: int
+    trace_level: int
+    chunk_size_bytes: int
+    keep_data_in_memory: bool
+    frame_mode: bool
+    cache_index: bool
+    max_samples: int  # -1 no limit, -2 one full sweep
+    max_sweeps: int  # -1 no limit
+    truncation_length: int
+    num_workers: int
+    worker_rank: int
+    num_threads: int
+    prefetch_chunks: int
+    log: None
+
+def bsconfig_load(
+    path: _Path, section: Optional[str] = None, overrides: Sequence[str] = ()
+) -> ReaderArgs: ...

@@ -1,0 +1,312 @@
+"""``MinibatchSourceFromData``: CNTK's in-memory minibatch source (SPEC 11) with the file
+reader's minibatch, sweep, worker and checkpoint semantics (SPEC 6-8).
+
+    src = ctfio.MinibatchSourceFromData(dict(x=features, y=labels))
+    mb = src.next_minibatch(64)
+    x = mb[src.streams.x].asarray()
+
+Each stream's data is one of
+
+* a dense NumPy array ``(num_samples, dim)`` (or ``(num_samples,)`` for dim 1): every row is one
+  sample and its own sequence of length 1;
+* a list of per-sequence arrays, each ``(length, dim)`` (or ``(length,)``): variable-length
+  sequences;
+* a SciPy sparse matrix ``(num_samples, dim)``: every row one sample, a sequence of length 1;
+* a list of SciPy sparse matrices, each ``(length, dim)``: sparse sequences;
+* a ``ctfio.Value`` (dense sequences, or ``Value.one_hot`` sparse ones).
+
+Every stream must hold the same number of sequences. float32 and float64 data keep their type,
+other numeric types become float32.
+
+The sequences are delivered in the given order in every sweep (no randomization, as in CNTK).
+A minibatch of K samples counts each sequence with the length of its longest stream; the first
+sequence is always taken, then sequences follow while the total stays <= K (no look-ahead), across
+sweep boundaries. With ``number_of_workers = N`` the global minibatch is cut as for one worker and
+worker r receives the sequences whose index in the sweep is r mod N. Differences from CNTK
+(SPEC 11, 13): a sequence longer than the request is returned alone (CNTK returned an empty
+minibatch forever), the counts of a worker's MinibatchData are its own (CNTK reported the global
+ones), minibatches cross sweep boundaries and workers share one position, so the checkpoint is
+the same on every worker and can be restored with another worker count.
+"""
+
+import json
+from bisect import bisect_left, bisect_right
+
+from . import _ctfio
+from .source import (INFINITELY_REPEAT, MinibatchData, StreamInformation, UserMinibatchSource,
+                     Value, _limit, _np, _resolve)
+
+__all__ = ["MinibatchSourceFromData"]
+
+_STATE_VERSION = 1
+
+
+def _float_dtype(dtype, where):
+    """float32/float64 are kept, other numeric types become float32."""
+    np = _np()
+    dtype = np.dtype(dtype)
+    if dtype in (np.float32, np.float64):
+        return dtype
+    if dtype.kind in "biuf":
+        return np.dtype(np.float32)
+    raise ValueError("%s: data must be numeric (got dtype %s)" % (where, dtype))
+
+
+def _dense_block(arr, where):
+    """A (rows, dim) float array from a 1-D or 2-D array-like."""
+    np = _np()
+    a = np.asarray(arr)
+    if a.ndim == 1:
+        a = a.reshape(-1, 1)
+    if a.ndim != 2:
+        raise ValueError("%s: must be 1-D or 2-D (samples x dim), got shape %s; pass "
+                         "sequences as a list of (length, dim) arrays" % (where, a.shape))
+    return a
+
+
+class _Stream:
+    """One stream held in memory: a flat (total_samples, dim) block (NumPy or SciPy CSR) and the
+    sequence offsets into it."""
+
+    __slots__ = ("name", "sparse", "block", "offsets", "lengths", "dim", "dtype")
+
+    def __init__(self, name, data):
+        np = _np()
+        where = "MinibatchSourceFromData: stream %r" % (name,)
+        self.name = name
+        if isinstance(data, tuple):
+            raise TypeError("%s: CNTK's (data, type) form is not supported; pass the data alone "
+                            "(the type is taken from it)" % where)
+        if isinstance(data, Value):
+            if data.is_sparse:
+                import scipy.sparse
+                data = [scipy.sparse.csr_matrix(s) for s in data.sequences()]
+            else:
+                data = list(data.sequences())
+        if isinstance(data, list):
+            self._from_sequences(data, where)
+        elif hasattr(data, "tocsr"):
+            m = data.tocsr()
+            if m.ndim != 2:
+                raise ValueError("%s: a sparse matrix must be 2-D (got shape %s)"
+                                 % (where, m.shape))
+            self.sparse = True
+            self.dtype = _float_dtype(m.dtype, where)
+            self.block = m.astype(self.dtype)
+            self.lengths = np.ones(m.shape[0], np.int64)
+        else:
+            a = _dense_block(data, where)
+            self.sparse = False
+            self.dtype = _float_dtype(a.dtype, where)
+            self.block = np.ascontiguousarray(a, dtype=self.dtype)
+            self.lengths = np.ones(a.shape[0], np.int64)
+        self.dim = int(self.block.shape[1])
+        if self.dim < 1:
+            raise ValueError("%s: the sample dimension must be >= 1 (got %d)" % (where, self.dim))
+        if len(self.lengths) == 0:
+            raise ValueError("%s: holds no sequence" % where)
+        self.offsets = np.concatenate(([0], np.cumsum(self.lengths))).astype(np.int64)
+
+    def _from_sequences(self, seqs, where):
+        np = _np()
+        if not seqs:
+            raise ValueError("%s: holds no sequence" % where)
+        kinds = {hasattr(s, "tocsr") for s in seqs}
+        if len(kinds) != 1:
+            raise ValueError("%s: the sequences mix SciPy sparse matrices and dense arrays"
+                             % where)
+        self.sparse = kinds.pop()
+        if self.sparse:
+            import scipy.sparse
+            mats = [s.tocsr() for s in seqs]
+            parts = mats
+        else:
+            parts = [_dense_block(s, "%s, sequence %d" % (where, i)) for i, s in enumerate(seqs)]
+        dims = {p.shape[1] for p in parts}
+        if len(dims) != 1:
+            raise ValueError("%s: the sequences have different sample dimensions %s"
+                             % (where, sorted(dims)))
+        for i, p in enumerate(parts):
+            if p.shape[0] == 0:
+                raise ValueError("%s: sequence %d is empty (every sequence needs >= 1 sample)"
+                                 % (where, i))
+        self.dtype = _float_dtype(np.result_type(*[p.dtype for p in parts]), where)
+        self.lengths = np.asarray([p.shape[0] for p in parts], np.int64)
+        if self.sparse:
+            self.block = scipy.sparse.vstack(parts, format="csr").astype(self.dtype)
+        else:
+            self.block = np.concatenate(parts).astype(self.dtype, copy=False)
+            self.block = np.ascontiguousarray(self.block)
+
+    def take(self, seq_idx):
+        """The samples of the sequences ``seq_idx`` (in that order): (block, lengths)."""
+        np = _np()
+        starts = self.offsets[seq_idx]
+        lens = self.lengths[seq_idx]
+        if len(seq_idx) == 0:
+            rows = np.zeros(0, np.int64)
+        else:
+            # rows of sequence k: starts[k] .. starts[k] + lens[k] - 1
+            first = np.concatenate(([0], np.cumsum(lens)[:-1]))
+            rows = np.repeat(starts - first, lens) + np.arange(int(lens.sum()))
+        return self.block[rows], lens.astype(np.uint32)
+
+
+class MinibatchSourceFromData(UserMinibatchSource):
+    """``MinibatchSourceFromData(data_streams, max_samples=INFINITELY_REPEAT)``: a minibatch
+    source over in-memory data (CNTK's ``cntk.io.MinibatchSourceFromData``).
+
+    ``data_streams`` maps each stream name to its data (see the module docstring); the streams
+    are numbered in dict order. ``max_samples`` ends the data after that many samples (each
+    sequence counted with its longest stream; ``FULL_DATA_SWEEP`` means one sweep,
+    ``INFINITELY_REPEAT`` no limit); afterwards ``next_minibatch`` returns an empty dict.
+    """
+
+    def __init__(self, data_streams, max_samples=INFINITELY_REPEAT):
+        super().__init__()
+        np = _np()
+        if not isinstance(data_streams, dict) or not data_streams:
+            raise ValueError("MinibatchSourceFromData.data_streams: must be a non-empty dict "
+                             "name -> data (got %r)" % (type(data_streams).__name__,))
+        self._streams = [_Stream(name, data) for name, data in data_streams.items()]
+        first = self._streams[0]
+        for s in self._streams[1:]:
+            if len(s.lengths) != len(first.lengths):
+                raise ValueError("MinibatchSourceFromData: stream %r has %d sequences but stream "
+                                 "%r has %d; all streams must have the same number"
+                                 % (s.name, len(s.lengths), first.name, len(first.lengths)))
+        self._infos = [StreamInformation(s.name, i, "sparse" if s.sparse else "dense", s.dtype,
+                                         (s.dim,)) for i, s in enumerate(self._streams)]
+        # A sequence counts with its longest stream; _starts[i] is its position in the sweep.
+        seq_len = np.max(np.stack([s.lengths for s in self._streams]), axis=0)
+        self._num_seqs = len(seq_len)
+        self._starts = [0] + np.cumsum(seq_len).tolist()
+        self._sweep_samples = self._starts[-1]
+        limit = _limit(max_samples, "MinibatchSourceFromData.max_samples")
+        self._limit = None if limit == -1 else self._sweep_samples if limit == -2 else limit
+        self._pos = 0
+
+    # -- cntk.io API --------------------------------------------------------------------------
+
+    def stream_infos(self):
+        return list(self._infos)
+
+    def next_minibatch(self, num_samples, number_of_workers=1, worker_rank=0, device=None, *,
+                       input_map=None, num_data_partitions=None, partition_index=None):
+        """The next minibatch, ``{StreamInformation: MinibatchData}`` (keyed by ``input_map``'s
+        keys when given), or ``{}`` once ``max_samples`` is reached. ``num_samples`` is the
+        global minibatch size; the worker gets its share of it (possibly no sequence at all:
+        MinibatchData with num_sequences 0, which is not the end). ``device`` is accepted for
+        CNTK compatibility (the data stays in host memory)."""
+        if num_data_partitions is not None:
+            number_of_workers = num_data_partitions
+        if partition_index is not None:
+            worker_rank = partition_index
+        k, n, r = int(num_samples), int(number_of_workers), int(worker_rank)
+        if k < 1:
+            raise ValueError("next_minibatch: num_samples must be > 0 (got %r)" % (num_samples,))
+        if n < 1 or not 0 <= r < n:
+            raise ValueError("next_minibatch: need number_of_workers >= 1 and 0 <= worker_rank "
+                             "< number_of_workers (got %r, %r)" % (number_of_workers, worker_rank))
+        segments, end_of_sweep = self._cut(k)
+        if not segments:
+            return {}
+        np = _np()
+        # Worker r owns the sequences whose index in the sweep is r mod n.
+        mine = [np.arange(a + (r - a) % n, b, n, dtype=np.int64) for a, b in segments]
+        idx = np.concatenate(mine)
+        out = {}
+        for si, s in zip(self._infos, self._streams):
+            block, lengths = s.take(idx)
+            if s.sparse:
+                data = block
+            else:
+                bounds = np.cumsum(lengths, dtype=np.int64)[:-1]
+                data = np.split(block, bounds) if len(idx) else []
+            md = MinibatchData(data, len(idx), int(lengths.sum()), end_of_sweep)
+            md._user_layout = (lengths, s.dim, s.dtype)
+            out[si] = md
+        if input_map:
+            return {var: out[_resolve(self, si)] for var, si in input_map.items()}
+        return out
+
+    def get_checkpoint_state(self):
+        """``{"position": p, ...}``: the global sample position after the last minibatch (the
+        same on every worker; also under the file reader's key ``minibatchSourcePosition``),
+        with the number of sequences and samples per sweep as a fingerprint of the data."""
+        return {"version": _STATE_VERSION, "position": self._pos,
+                "minibatchSourcePosition": self._pos, "sequences": self._num_seqs,
+                "samples_per_sweep": self._sweep_samples}
+
+    def restore_from_checkpoint(self, state):
+        """Continue from a state of ``get_checkpoint_state`` (of this source or one over the
+        same data, with any worker count); raises ``ctfio.StateError`` for another data set."""
+        if isinstance(state, (str, bytes)):
+            try:
+                state = json.loads(state)
+            except ValueError as e:
+                raise _ctfio.StateError("checkpoint state: not valid JSON (%s)" % e) from None
+        if not isinstance(state, dict):
+            raise _ctfio.StateError("checkpoint state: must be a dict (got %r)"
+                                    % (type(state).__name__,))
+        pos = state.get("position", state.get("minibatchSourcePosition"))
+        if "position" in state and "minibatchSourcePosition" in state and \
+                state["position"] != state["minibatchSourcePosition"]:
+            raise _ctfio.StateError("checkpoint state: position %r and minibatchSourcePosition "
+                                    "%r differ" % (state["position"],
+                                                   state["minibatchSourcePosition"]))
+        if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
+            raise _ctfio.StateError("checkpoint state: missing or invalid position (got %r); "
+                                    "not a MinibatchSourceFromData state?" % (pos,))
+        if state.get("version", _STATE_VERSION) != _STATE_VERSION:
+            raise _ctfio.StateError("checkpoint state: version %r (this ctfio writes %d)"
+                                    % (state.get("version"), _STATE_VERSION))
+        for key, mine in (("sequences", self._num_seqs),
+                          ("samples_per_sweep", self._sweep_samples)):
+            if state.get(key) != mine:
+                raise _ctfio.StateError(
+                    "checkpoint state: it was saved for data with %s=%r, this source has %r "
+                    "(different data)" % (key, state.get(key), mine))
+        self._pos = self._boundary(pos)
+
+    # -- the timeline -------------------------------------------------------------------------
+
+    def _boundary(self, pos):
+        """The first sequence boundary at or after ``pos``."""
+        sweep, within = divmod(pos, self._sweep_samples)
+        i = bisect_left(self._starts, within)
+        return sweep * self._sweep_samples + self._starts[i]
+
+    def _cut(self, k):
+        """Cuts the next global minibatch of ``k`` samples from the timeline and advances the
+        position: ([(first, stop), ...] ranges of sequence indices within sweeps, in timeline
+        order, end_of_sweep)."""
+        starts, nseq, limit = self._starts, self._num_seqs, self._limit
+        pos = self._pos
+        i = bisect_left(starts, pos % self._sweep_samples)   # pos is on a sequence boundary
+        segments, total, end_of_sweep = [], 0, False
+        while limit is None or pos < limit:
+            base = starts[i]
+            # Take the sequences i..j-1 that fit: starts[j] - base <= k - total.
+            j = bisect_right(starts, base + k - total, lo=i) - 1
+            if j <= i:
+                if total:                      # the next sequence does not fit (no look-ahead)
+                    break
+                j = i + 1                      # the first sequence is always taken
+            if limit is not None:              # stop before a sequence once the limit is reached
+                j = min(j, bisect_left(starts, base + limit - pos, lo=i))
+            segments.append((i, j))
+            taken = starts[j] - base
+            total += taken
+            pos += taken
+            if j < nseq:
+                break
+            end_of_sweep = True                 # the sweep's last sequence is in the minibatch
+            i = 0
+        self._pos = pos
+        return segments, end_of_sweep
+
+    def __repr__(self):
+        return ("MinibatchSourceFromData(streams=%s, sequences=%d, samples_per_sweep=%d, "
+                "max_samples=%s)" % ([si.name for si in self._infos], self._num_seqs,
+                                     self._sweep_samples, self._limit))

@@ -1,0 +1,655 @@
+"""Minibatch sources with CNTK's ``cntk.io`` names: ``MinibatchSource`` over CTF files (the C
+reader), ``CTFDeserializer``, ``StreamDef(s)``, ``StreamInformation``, ``MinibatchData`` and the
+``UserMinibatchSource`` base class (SPEC sections 3, 6-9, 11).
+
+Porting a CNTK script means changing ``cntk.io`` to ``ctfio``. The differences are deliberate
+(SPEC 13): ``max_errors`` reaches the parser, minibatches stay valid after later calls, and all
+workers share one timeline, so checkpoints are the same on every worker and can be restored with
+another worker count.
+"""
+
+import json
+
+from . import _ctfio
+
+__all__ = [
+    "INFINITELY_REPEAT", "FULL_DATA_SWEEP", "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS",
+    "StreamDef", "StreamDefs", "CTFDeserializer", "StreamInformation", "MinibatchData",
+    "MinibatchSource", "UserMinibatchSource", "Value",
+]
+
+#: ``max_samples`` / ``max_sweeps`` / ``epoch_size``: no limit.
+INFINITELY_REPEAT = 2**64 - 1
+#: ``max_samples`` / ``epoch_size``: exactly one sweep over the data.
+FULL_DATA_SWEEP = 2**64 - 2
+DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS = 128
+
+
+def _np():
+    import numpy  # imported lazily: `import ctfio` must not pull in NumPy
+    return numpy
+
+
+class _Record(dict):
+    """A dict whose items are also attributes (CNTK's ``mb_source.streams.features``)."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Stream definitions and deserializers
+# ---------------------------------------------------------------------------------------------
+
+class StreamDef(_Record):
+    """One input stream of a CTF file: ``field`` is the alias used after ``|`` in the file
+    (default: the stream's name), ``shape`` its dimension, ``is_sparse`` its format."""
+
+    def __init__(self, field=None, shape=None, is_sparse=False, transforms=None, context=None,
+                 scp=None, mlf=None, broadcast=None, defines_mb_size=False,
+                 max_sequence_length=65535):
+        if shape is None:
+            raise ValueError("StreamDef.shape: the dimension is required (got None)")
+        if isinstance(shape, (tuple, list)):
+            if len(shape) != 1:
+                raise ValueError("StreamDef.shape: CTF streams are vectors, must be an int or a "
+                                 "1-tuple (got %r)" % (shape,))
+            shape = shape[0]
+        if not isinstance(shape, int) or isinstance(shape, bool) or shape <= 0:
+            raise ValueError("StreamDef.shape: must be a positive int (got %r)" % (shape,))
+        for name, val in (("transforms", transforms), ("context", context), ("scp", scp),
+                          ("mlf", mlf), ("broadcast", broadcast)):
+            if val is not None:
+                raise ValueError("StreamDef.%s: not supported by the CTF deserializer (got %r)"
+                                 % (name, val))
+        super().__init__(field=field, shape=shape, is_sparse=bool(is_sparse),
+                         defines_mb_size=bool(defines_mb_size))
+
+    def __repr__(self):
+        return ("StreamDef(field=%r, shape=%d, is_sparse=%r, defines_mb_size=%r)"
+                % (self["field"], self["shape"], self["is_sparse"], self["defines_mb_size"]))
+
+
+def StreamDefs(**kwargs):
+    """``StreamDefs(features=StreamDef(...), labels=StreamDef(...))``: name -> StreamDef."""
+    for name, sd in kwargs.items():
+        if not isinstance(sd, StreamDef):
+            raise TypeError("StreamDefs(%s=...): must be a StreamDef (got %r)" % (name, sd))
+    return _Record(kwargs)
+
+
+# Reader parameters a deserializer may carry (SPEC 3); they override the source's.
+_DESERIALIZER_OPTIONS = ("precision", "skip_sequence_ids", "max_errors", "trace_level",
+                         "chunk_size_in_bytes", "keep_data_in_memory", "cache_index")
+
+
+class CTFDeserializer(_Record):
+    """``CTFDeserializer(filename, streams, **reader_options)``: a CTF file and its streams."""
+
+    def __init__(self, filename, streams, **options):
+        if not isinstance(filename, str) or not filename:
+            raise ValueError("CTFDeserializer.filename: must be a non-empty path (got %r)"
+                             % (filename,))
+        if not streams:
+            raise ValueError("CTFDeserializer.streams: at least one stream is required")
+        for key in options:
+            if key not in _DESERIALIZER_OPTIONS:
+                raise TypeError("CTFDeserializer: unknown option %r (known: %s)"
+                                % (key, ", ".join(_DESERIALIZER_OPTIONS)))
+        super().__init__(type="CNTKTextFormatDeserializer", file=filename,
+                         input=dict(streams), options=options)
+
+    def __repr__(self):
+        return "CTFDeserializer(%r, %r)" % (self["file"], self["input"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Stream information and minibatch data
+# ---------------------------------------------------------------------------------------------
+
+class StreamInformation:
+    """``StreamInformation(name, stream_id, storage_format, dtype, shape)``: describes one stream
+    of a source; hashable, used as the key of the dict ``next_minibatch`` returns."""
+
+    __slots__ = ("name", "stream_id", "storage_format", "dtype", "shape", "defines_mb_size")
+
+    def __init__(self, name, stream_id, storage_format, dtype, shape, defines_mb_size=False):
+        if storage_format not in ("dense", "sparse"):
+            raise ValueError("StreamInformation.storage_format: must be 'dense' or 'sparse' "
+                             "(got %r)" % (storage_format,))
+        self.name = name
+        self.stream_id = stream_id
+        self.storage_format = storage_format
+        self.dtype = _np().dtype(dtype)
+        self.shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        self.defines_mb_size = bool(defines_mb_size)
+
+    @property
+    def is_sparse(self):
+        return self.storage_format == "sparse"
+
+    def __hash__(self):
+        return hash((self.name, self.stream_id))
+
+    def __eq__(self, other):
+        return (isinstance(other, StreamInformation) and self.name == other.name
+                and self.stream_id == other.stream_id)
+
+    def __repr__(self):
+        return ("StreamInformation(%r, %d, %r, %s, %r)"
+                % (self.name, self.stream_id, self.storage_format, self.dtype.name, self.shape))
+
+
+class MinibatchData:
+    """One stream of one minibatch.
+
+    Built by the CTF reader, it wraps the C buffers without copying: ``values`` is the
+    ``(num_samples, dim)`` block (dense) or the non-zeros (sparse, with ``indptr`` over samples
+    and ``indices``), ``lengths`` the samples per sequence. It stays valid after later calls.
+    User sources build it as ``MinibatchData(data, num_sequences, num_samples, sweep_end)``
+    (SPEC 11) where data is an array, a list of per-sequence arrays, a ``Value`` or a SciPy
+    sparse matrix.
+    """
+
+    def __init__(self, data, num_sequences, num_samples, sweep_end=False):
+        self.data = data
+        self.num_sequences = int(num_sequences)
+        self.num_samples = int(num_samples)
+        self.end_of_sweep = bool(sweep_end)
+        self._view = None
+        self._frame_mode = False
+        # (lengths, dim, dtype), set by ctfio's own in-memory sources (MinibatchSourceFromData):
+        # the sequence layout of a flat block of samples, and the shape of an empty minibatch.
+        self._user_layout = None
+
+    @classmethod
+    def _from_view(cls, view, end_of_sweep, frame_mode, keys):
+        self = cls.__new__(cls)
+        self._view = view
+        self.num_sequences = view["num_sequences"]
+        self.num_samples = view["num_samples"]
+        self.end_of_sweep = end_of_sweep
+        self._frame_mode = frame_mode
+        self._keys = keys
+        self.data = None
+        return self
+
+    # CNTK spells it both ways.
+    @property
+    def sweep_end(self):
+        return self.end_of_sweep
+
+    @property
+    def is_sparse(self):
+        if self._view is not None:
+            return self._view["is_sparse"]
+        if isinstance(self.data, Value):
+            return self.data.is_sparse
+        return hasattr(self.data, "tocsr")
+
+    @property
+    def dim(self):
+        if self._view is not None:
+            return self._view["dim"]
+        if self._user_layout is not None:
+            return self._user_layout[1]
+        return self._user_arrays()[0].shape[-1]
+
+    @property
+    def shape(self):
+        """(num_sequences, max_length, dim); (num_sequences, dim) in frame mode."""
+        if self._frame_mode:
+            return (self.num_sequences, self.dim)
+        lengths = self.lengths
+        return (self.num_sequences, int(lengths.max()) if len(lengths) else 0, self.dim)
+
+    # -- zero-copy arrays of the C minibatch -------------------------------------------------
+
+    def _arr(self, key):
+        buf = self._view[key]
+        return None if buf is None else _np().asarray(buf)
+
+    @property
+    def values(self):
+        """Dense: (num_samples, dim) array; sparse: the non-zero values. No copy."""
+        if self._view is None:
+            return self._user_csr().data if self.is_sparse else self._user_values()
+        return self._arr("values")
+
+    @property
+    def lengths(self):
+        """Samples per sequence (uint32)."""
+        if self._view is None:
+            if self._user_layout is not None:
+                return self._user_layout[0]
+            return _np().asarray([len(a) for a in self._user_arrays()], dtype=_np().uint32)
+        return self._arr("lengths")
+
+    @property
+    def indptr(self):
+        return self._arr("indptr") if self._view is not None else self._user_csr().indptr
+
+    @property
+    def indices(self):
+        return self._arr("indices") if self._view is not None else self._user_csr().indices
+
+    @property
+    def keys(self):
+        """Sequence keys (ids, or line numbers in line mode) of the CTF reader's minibatch."""
+        return _np().asarray(self._keys) if self._view is not None else None
+
+    def csr(self):
+        """The samples as a SciPy CSR matrix (num_samples, dim); needs SciPy. No copy."""
+        import scipy.sparse
+        if self._view is None:
+            return self._user_csr()
+        if not self.is_sparse:
+            return scipy.sparse.csr_matrix(self.values)
+        return scipy.sparse.csr_matrix((self.values, self.indices, self.indptr),
+                                       shape=(self._view["num_samples"], self.dim), copy=False)
+
+    def _dense_samples(self):
+        if self.is_sparse:
+            np = _np()
+            out = np.zeros((len(self.indptr) - 1, self.dim), dtype=self.values.dtype)
+            rows = np.repeat(np.arange(len(self.indptr) - 1), np.diff(self.indptr))
+            np.add.at(out, (rows, self.indices), self.values)
+            return out
+        return self.values
+
+    def as_sequences(self):
+        """A list of per-sequence arrays (views into the minibatch for dense data); sparse
+        sequences are SciPy CSR matrices when SciPy is installed, dense arrays otherwise."""
+        if self._view is None:
+            if hasattr(self.data, "tocsr"):
+                m = self.data.tocsr()
+                b = self._user_bounds(m.shape[0])
+                return [m[b[i]:b[i + 1]] for i in range(len(b) - 1)]
+            return list(self._user_arrays())
+        np = _np()
+        bounds = np.concatenate(([0], np.cumsum(self.lengths, dtype=np.int64)))
+        if self.is_sparse:
+            try:
+                m = self.csr()
+                return [m[bounds[i]:bounds[i + 1]] for i in range(self.num_sequences)]
+            except ImportError:
+                pass
+        dense = self._dense_samples()
+        return [dense[bounds[i]:bounds[i + 1]] for i in range(self.num_sequences)]
+
+    @property
+    def mask(self):
+        """(num_sequences, max_length) array: 1 where a sample exists, 0 for padding."""
+        np = _np()
+        lengths = self.lengths
+        width = int(lengths.max()) if len(lengths) else 0
+        return (np.arange(width)[None, :] < lengths[:, None]).astype(np.float32)
+
+    def asarray(self):
+        """Dense NumPy data: padded (num_sequences, max_length, dim) (see ``mask``); in frame
+        mode (num_sequences, dim), which for dense data is the minibatch buffer itself."""
+        np = _np()
+        if self._frame_mode:
+            return self._dense_samples() if self._view is not None else np.asarray(
+                [a[0] for a in self._user_arrays()])
+        seqs = self.as_sequences()
+        seqs = [s.toarray() if hasattr(s, "toarray") else np.asarray(s) for s in seqs]
+        lengths = [len(s) for s in seqs]
+        width = max(lengths) if lengths else 0
+        dtype = seqs[0].dtype if seqs else np.float32
+        out = np.zeros((len(seqs), width, self.dim if seqs else 0), dtype=dtype)
+        for i, s in enumerate(seqs):
+            out[i, :len(s)] = s
+        return out
+
+    # -- user-provided data -------------------------------------------------------------------
+
+    def _user_arrays(self):
+        np = _np()
+        d = self.data
+        if isinstance(d, Value):
+            return d.sequences()
+        if hasattr(d, "tocsr"):
+            a = np.asarray(d.toarray())
+            b = self._user_bounds(a.shape[0])
+            return [a[b[i]:b[i + 1]] for i in range(len(b) - 1)]
+        if isinstance(d, (list, tuple)):
+            return [np.atleast_2d(np.asarray(x)) for x in d]
+        a = np.asarray(d)
+        if a.ndim == 3:
+            return list(a)
+        if a.ndim == 2:
+            b = self._user_bounds(a.shape[0])
+            return [a[b[i]:b[i + 1]] for i in range(len(b) - 1)]
+        return [np.atleast_2d(a)]
+
+    def _user_bounds(self, rows):
+        """Sequence boundaries over the rows of a flat (num_samples, dim) block of user data:
+        from ``_user_layout``'s lengths, else one row per sequence when num_sequences == rows,
+        else a single sequence."""
+        np = _np()
+        if self._user_layout is not None:
+            return np.concatenate(([0], np.cumsum(self._user_layout[0], dtype=np.int64)))
+        if self.num_sequences == rows:
+            return np.arange(rows + 1)
+        return np.asarray([0, rows])
+
+    def _user_values(self):
+        np = _np()
+        arrays = self._user_arrays()
+        if arrays:
+            return np.concatenate(arrays)
+        if self._user_layout is not None:
+            return np.zeros((0, self._user_layout[1]), self._user_layout[2])
+        return np.zeros((0, 0), np.float32)
+
+    def _user_csr(self):
+        import scipy.sparse
+        if isinstance(self.data, Value) and self.data.is_sparse:
+            return self.data.csr()
+        if hasattr(self.data, "tocsr"):
+            return self.data.tocsr()
+        return scipy.sparse.csr_matrix(self._user_values())
+
+    def __len__(self):
+        return self.num_sequences
+
+    def __repr__(self):
+        return ("MinibatchData(num_sequences=%d, num_samples=%d, end_of_sweep=%r, sparse=%r)"
+                % (self.num_sequences, self.num_samples, self.end_of_sweep, self.is_sparse))
+
+
+class Value:
+    """A batch of sequences as user sources build them (CNTK's ``cntk.Value``):
+    ``Value(batch)`` for dense data (an array, or a list of per-sequence arrays) and
+    ``Value.one_hot(batch, num_classes)`` for sequences of class indices. ``device`` is accepted
+    for CNTK compatibility; ctfio data lives in host memory until a framework adapter moves it."""
+
+    def __init__(self, batch, device=None, dtype=None):
+        np = _np()
+        self.is_sparse = False
+        self.device = device
+        if isinstance(batch, np.ndarray) and batch.ndim >= 2:
+            self._seqs = [np.asarray(x, dtype=dtype) if x.ndim >= 1 else x for x in batch]
+        else:
+            self._seqs = [np.atleast_1d(np.asarray(x, dtype=dtype)) for x in batch]
+        self._seqs = [s.reshape(-1, s.shape[-1]) if s.ndim != 2 else s for s in self._seqs]
+
+    @classmethod
+    def one_hot(cls, batch, num_classes, dtype=None, device=None):
+        """``batch``: a list of sequences of class indices -> one-hot sparse sequences."""
+        np = _np()
+        self = cls.__new__(cls)
+        self.is_sparse = True
+        self.device = device
+        self.num_classes = int(num_classes)
+        self.dtype = np.dtype(dtype or np.float32)
+        self._index_seqs = []
+        for seq in batch:
+            idx = np.atleast_1d(np.asarray(seq, dtype=np.int64))
+            if idx.size and (idx.min() < 0 or idx.max() >= num_classes):
+                raise ValueError("Value.one_hot: index out of range for num_classes=%d"
+                                 % num_classes)
+            self._index_seqs.append(idx)
+        return self
+
+    def sequences(self):
+        if not self.is_sparse:
+            return self._seqs
+        np = _np()
+        out = []
+        for idx in self._index_seqs:
+            a = np.zeros((len(idx), self.num_classes), dtype=self.dtype)
+            a[np.arange(len(idx)), idx] = 1
+            out.append(a)
+        return out
+
+    def csr(self):
+        import scipy.sparse
+        np = _np()
+        idx = (np.concatenate(self._index_seqs) if self._index_seqs
+               else np.zeros(0, np.int64))
+        n = len(idx)
+        return scipy.sparse.csr_matrix((np.ones(n, self.dtype), idx.astype(np.int32),
+                                        np.arange(n + 1)), shape=(n, self.num_classes))
+
+    @property
+    def shape(self):
+        seqs = self.sequences()
+        return (len(seqs), max((len(s) for s in seqs), default=0),
+                seqs[0].shape[-1] if seqs else 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources
+# ---------------------------------------------------------------------------------------------
+
+def _limit(value, name):
+    if value is None or value == INFINITELY_REPEAT:
+        return -1
+    if value == FULL_DATA_SWEEP:
+        return -2
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError("%s: must be a non-negative int, INFINITELY_REPEAT or FULL_DATA_SWEEP "
+                         "(got %r)" % (name, value))
+    return value
+
+
+def _workers(num_data_partitions, partition_index, number_of_workers=None, worker_rank=None):
+    n = number_of_workers if number_of_workers is not None else num_data_partitions
+    r = worker_rank if worker_rank is not None else partition_index
+    return (1 if n is None else int(n)), (0 if r is None else int(r))
+
+
+class MinibatchSource:
+    """The CTF minibatch source (CNTK's ``cntk.io.MinibatchSource`` over ``CTFDeserializer``).
+
+    ``next_minibatch(K)`` cuts K index samples from one shared, endless, reproducible timeline
+    (SPEC 6); with ``num_data_partitions=N, partition_index=r`` each worker receives its own
+    sequences of the global minibatch (SPEC 7).
+    """
+
+    def __init__(self, deserializers, max_samples=INFINITELY_REPEAT,
+                 max_sweeps=INFINITELY_REPEAT,
+                 randomization_window_in_chunks=DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS,
+                 randomization_window_in_samples=0, randomization_seed=0, trace_level=1,
+                 multithreaded_deserializer=None, frame_mode=False, truncation_length=0,
+                 randomize=True, max_errors=0, *, num_threads=2, prefetch_chunks=4,
+                 keep_data_in_memory=False, cache_index=False, chunk_size_in_bytes=33554432,
+                 precision="float", skip_sequence_ids=False, log=None):
+        if isinstance(deserializers, CTFDeserializer):
+            deserializers = [deserializers]
+        deserializers = list(deserializers)
+        if len(deserializers) != 1 or not isinstance(deserializers[0], CTFDeserializer):
+            raise ValueError("MinibatchSource.deserializers: exactly one CTFDeserializer is "
+                             "supported (got %r)" % (deserializers,))
+        if max_samples != INFINITELY_REPEAT and max_sweeps != INFINITELY_REPEAT:
+            raise ValueError("MinibatchSource: max_samples and max_sweeps are mutually exclusive "
+                             "(got %r and %r)" % (max_samples, max_sweeps))
+        if randomization_window_in_samples and \
+                randomization_window_in_chunks not in (None, DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS):
+            raise ValueError("MinibatchSource: randomization_window_in_chunks and "
+                             "randomization_window_in_samples are mutually exclusive")
+        d = deserializers[0]
+        opts = dict(precision=precision, skip_sequence_ids=skip_sequence_ids,
+                    max_errors=max_errors, trace_level=trace_level,
+                    chunk_size_in_bytes=chunk_size_in_bytes,
+                    keep_data_in_memory=keep_data_in_memory, cache_index=cache_index)
+        opts.update(d["options"])
+        streams = []
+        infos = []
+        dtype = "float64" if opts["precision"] in ("double", "float64") else "float32"
+        for i, (name, sd) in enumerate(d["input"].items()):
+            if not isinstance(sd, StreamDef):
+                raise TypeError("CTFDeserializer.streams[%r]: must be a StreamDef (got %r)"
+                                % (name, sd))
+            streams.append((name, sd["field"], sd["shape"], sd["is_sparse"],
+                            sd["defines_mb_size"]))
+            infos.append(StreamInformation(name, i, "sparse" if sd["is_sparse"] else "dense",
+                                           dtype, (sd["shape"],), sd["defines_mb_size"]))
+        in_samples = bool(randomization_window_in_samples)
+        window = randomization_window_in_samples if in_samples else randomization_window_in_chunks
+        self._frame_mode = bool(frame_mode)
+        self._params = dict(
+            precision=opts["precision"], randomize=bool(randomize),
+            randomization_seed=int(randomization_seed),
+            randomization_window=int(window if window is not None else 0),
+            window_in_samples=in_samples, skip_sequence_ids=bool(opts["skip_sequence_ids"]),
+            max_errors=int(opts["max_errors"]), trace_level=int(opts["trace_level"]),
+            chunk_size_bytes=int(opts["chunk_size_in_bytes"]),
+            keep_data_in_memory=bool(opts["keep_data_in_memory"]), frame_mode=self._frame_mode,
+            cache_index=bool(opts["cache_index"]),
+            max_samples=_limit(max_samples, "max_samples"),
+            max_sweeps=_limit(max_sweeps, "max_sweeps"),
+            truncation_length=int(truncation_length), num_threads=int(num_threads),
+            prefetch_chunks=int(prefetch_chunks), log=log)
+        self._path = d["file"]
+        self._reader = _ctfio.Reader(d["file"], streams, **self._params)
+        self._infos = infos
+        self.streams = _Record((si.name, si) for si in infos)
+
+    # -- cntk.io API --------------------------------------------------------------------------
+
+    def stream_infos(self):
+        return list(self._infos)
+
+    def stream_info(self, name):
+        try:
+            return self.streams[name]
+        except KeyError:
+            raise KeyError("no stream named %r (streams: %s)"
+                           % (name, ", ".join(self.streams))) from None
+
+    def next_minibatch(self, minibatch_size_in_samples, input_map=None, device=None,
+                       num_data_partitions=None, partition_index=None):
+        """The next minibatch: {StreamInformation: MinibatchData} (keyed by ``input_map``'s keys
+        when given), or an empty dict at the end of the data."""
+        n, r = _workers(num_data_partitions, partition_index)
+        mb = self._reader.next(int(minibatch_size_in_samples), n, r)
+        if mb is None:
+            return {}
+        keys = mb.keys
+        out = {}
+        for i, si in enumerate(self._infos):
+            out[si] = MinibatchData._from_view(mb.stream(i), mb.end_of_sweep, self._frame_mode,
+                                               keys)
+        if input_map:
+            return {var: out[_resolve(self, si)] for var, si in input_map.items()}
+        return out
+
+    def get_checkpoint_state(self):
+        return json.loads(self._reader.get_state())
+
+    def restore_from_checkpoint(self, state):
+        if isinstance(state, dict):
+            state = json.dumps(state)
+        self._reader.restore_state(state)
+
+    @property
+    def current_position(self):
+        return self.get_checkpoint_state()
+
+    @current_position.setter
+    def current_position(self, state):
+        self.restore_from_checkpoint(state)
+
+    # -- ctfio extras -------------------------------------------------------------------------
+
+    def stats(self):
+        """Counters: sequences, samples, errors, dropped samples/rows/sequences, residency."""
+        return self._reader.stats()
+
+    def close(self):
+        self._reader.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _next(self, num_samples, number_of_workers=1, worker_rank=0, device=None):
+        return self.next_minibatch(num_samples, device=device,
+                                   num_data_partitions=number_of_workers,
+                                   partition_index=worker_rank)
+
+    def __repr__(self):
+        return "MinibatchSource(%r, %s)" % (self._path, ", ".join(
+            "%s=%r" % kv for kv in sorted(self._params.items()) if kv[0] != "log"))
+
+    @classmethod
+    def from_config(cls, path, section=None, overrides=(), **kwargs):
+        """A source from a BrainScript reader configuration file (SPEC 3)."""
+        c = _ctfio.bsconfig_load(path, section, tuple(overrides))
+        streams = {name: StreamDef(field=alias, shape=dim, is_sparse=sparse,
+                                   defines_mb_size=mbs)
+                   for name, alias, dim, sparse, mbs in c["streams"]}
+        limit = {-1: INFINITELY_REPEAT, -2: FULL_DATA_SWEEP}
+        args = dict(
+            max_samples=limit.get(c["max_samples"], c["max_samples"]),
+            max_sweeps=limit.get(c["max_sweeps"], c["max_sweeps"]),
+            randomization_seed=c["randomization_seed"], trace_level=c["trace_level"],
+            frame_mode=c["frame_mode"], truncation_length=c["truncation_length"],
+            randomize=c["randomize"], max_errors=c["max_errors"],
+            keep_data_in_memory=c["keep_data_in_memory"], cache_index=c["cache_index"],
+            chunk_size_in_bytes=c["chunk_size_bytes"], precision=c["precision"],
+            skip_sequence_ids=c["skip_sequence_ids"])
+        if c["window_in_samples"]:
+            args["randomization_window_in_samples"] = c["randomization_window"]
+        else:
+            args["randomization_window_in_chunks"] = c["randomization_window"]
+        args.update(kwargs)
+        return cls(CTFDeserializer(c["path"], streams), **args)
+
+
+def _resolve(source, si):
+    if isinstance(si, StreamInformation):
+        return si
+    return source.stream_info(si)
+
+
+class UserMinibatchSource(MinibatchSource):
+    """Base class of user-defined sources (SPEC 11). Implement ``stream_infos()`` and
+    ``next_minibatch(num_samples, number_of_workers, worker_rank, device=None)`` returning
+    ``{StreamInformation: MinibatchData}``; optionally ``get_checkpoint_state()`` and
+    ``restore_from_checkpoint(state)``. Accepted wherever a MinibatchSource is."""
+
+    def __init__(self):
+        self._frame_mode = False
+
+    @property
+    def streams(self):
+        return _Record((si.name, si) for si in self.stream_infos())
+
+    def stream_infos(self):
+        raise NotImplementedError("UserMinibatchSource subclasses implement stream_infos()")
+
+    def stream_info(self, name):
+        for si in self.stream_infos():
+            if si.name == name:
+                return si
+        raise KeyError("no stream named %r" % (name,))
+
+    def next_minibatch(self, num_samples, number_of_workers=1, worker_rank=0, device=None):
+        raise NotImplementedError("UserMinibatchSource subclasses implement next_minibatch()")
+
+    def get_checkpoint_state(self):
+        return {}
+
+    def restore_from_checkpoint(self, state):
+        pass
+
+    def _next(self, num_samples, number_of_workers=1, worker_rank=0, device=None):
+        return self.next_minibatch(num_samples, number_of_workers, worker_rank, device)
+
+    def stats(self):
+        return {}
+
+    def close(self):
+        pass
+
+    def __repr__(self):
+        return "%s(streams=%s)" % (type(self).__name__, [si.name for si in self.stream_infos()])

@@ -1,0 +1,31 @@
+"""Builds the one extension, ctfio._ctfio: python/ctfio/_ctfio.c compiled together with every
+lib/*.c (msgspec's single-Extension approach: no shared library to ship or locate).
+Environment switches: CTFIO_DEBUG=1 (-O0, asserts), CTFIO_SANITIZE=1 (ASan + UBSan)."""
+import glob
+import os
+
+from setuptools import Extension, setup
+
+args = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Wno-missing-field-initializers"]
+link = ["-pthread"]
+if os.environ.get("CTFIO_DEBUG"):
+    args += ["-O0", "-g", "-DCTF_DEBUG"]
+else:
+    args += ["-O2"]
+if os.environ.get("CTFIO_SANITIZE"):
+    args += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
+    link += ["-fsanitize=address,undefined"]
+
+setup(
+    ext_modules=[
+        Extension(
+            "ctfio._ctfio",
+            sources=["python/ctfio/_ctfio.c"] + sorted(glob.glob("lib/*.c")),
+            depends=["include/ctfio.h"] + sorted(glob.glob("lib/*.h")),
+            include_dirs=["include", "lib"],
+            extra_compile_args=args + ["-pthread"],
+            extra_link_args=link,
+            libraries=["m"],
+        )
+    ]
+)
