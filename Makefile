@@ -78,7 +78,7 @@ asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression
 	ASAN_OPTIONS=detect_leaks=1 $(PYTHON) tests/golden/run.py $(S)/ctfio
 	ASAN_OPTIONS=detect_leaks=1 $(S)/fuzz_regression --seconds $${CTFIO_FUZZ_SECONDS:-10} tests/fuzz/corpus tests/golden
 
-# Python: a .venv with the package and its test dependencies (numpy, scipy, pytest, scikit-learn
+# Python: a .venv with the package and its test dependencies (numpy, scipy, pytest, torch, scikit-learn
 # for the demo's dataset), rebuilt when the sources change.
 VENV := .venv
 VPY := $(VENV)/bin/python
@@ -87,7 +87,7 @@ PY_SRC := $(wildcard python/ctfio/*.py python/ctfio/*.c python/ctfio/*.pyi) setu
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip setuptools wheel
-	$(VPY) -m pip install -q "numpy>=1.21" "scipy>=1.7" "pytest>=7" "scikit-learn>=1.0"
+	$(VPY) -m pip install -q "numpy>=1.21" "scipy>=1.7" "pytest>=7" "scikit-learn>=1.0" "torch==2.13.0"
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.deps $(PY_SRC) $(LIB_SRC) $(LIB_HDR)

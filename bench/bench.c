@@ -13,7 +13,11 @@
  * KIND names the stream layout written by bench/gen.py: dense, mnist, sparse, seq.
  *
  * `all` reads FILE once (warm page cache, and the in-memory copy used by the number kernels and
- * the parse-only run), then measures, each N times (median reported):
+ * the parse-only run), then measures, each N times (median reported; the repetitions of numbers
+ * that are compared with each other alternate, so that a change in machine load hits both):
+ *   cpu            calibration: a register-only loop on 1 and on 2 threads; "scaling" is what a
+ *                  second thread gains right now (on a shared machine, the ceiling of every
+ *                  2-thread ratio)
  *   newline_scan   pread in 4 MiB blocks + memchr('\n'): the speed limit of any line indexer
  *   strtof         glibc strtof over every number of the file (the file split on
  *                  space/tab/'|'/':'/newline; every token that starts like a number and does not
@@ -28,8 +32,12 @@
  *   reader         ctf_reader_open + ctf_reader_next(K) until the sweep ends (max_sweeps = 1),
  *                  randomize false/true (window in chunks), each chunk size, each thread count.
  *                  "gbps" is file bytes / time of the ctf_reader_next loop; open (indexing) is
- *                  reported separately as open_s and in gbps_with_open.
- * GB/s are decimal (1e9 bytes per second) of file bytes.
+ *                  reported separately as open_s and in gbps_with_open; consumer_cpu_s is the
+ *                  CPU time of the calling thread (packing, bookkeeping), the rest of cpu_seconds
+ *                  is the prefetch threads' (reading, parsing).
+ * GB/s are decimal (1e9 bytes per second) of file bytes. Every line has both wall-clock
+ * ("seconds", "gbps") and process CPU time ("cpu_seconds", "cpu_gbps"): on a shared machine the
+ * CPU time of a single-threaded measurement is not inflated by other jobs taking the core.
  *
  * `rss` reads FILE once through the reader (randomized, window of W chunks of C MiB, T threads)
  * in a fresh process and reports ru_maxrss, with the index size and the library's own residency
@@ -66,6 +74,20 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static double cpu_s(void) /* CPU time of the whole process (all threads), user + system */
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static int cmp_dbl(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -97,16 +119,31 @@ static long maxrss_kb(void)
     return ru.ru_maxrss;
 }
 
+/* Resident set size now (not the peak), from /proc/self/statm; 0 if unavailable. */
+static long rss_now_kb(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    fclose(f);
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 /* Common JSON prefix of a timing line; the caller adds fields and the closing brace. */
 static void emit_head(const char *bench, const char *kind, const char *path, uint64_t bytes,
-                      const double *secs, int reps)
+                      const double *secs, const double *cpus, int reps)
 {
-    double med = median(secs, reps);
+    double med = median(secs, reps), cmed = median(cpus, reps);
     printf("{\"bench\":\"%s\",\"kind\":\"%s\",\"file\":\"%s\",\"bytes\":%llu,\"reps\":%d,"
            "\"seconds\":[",
            bench, kind, path, (unsigned long long)bytes, reps);
     for (int i = 0; i < reps; i++) printf("%s%.6f", i ? "," : "", secs[i]);
-    printf("],\"median_s\":%.6f,\"gbps\":%.4f", med, med > 0 ? (double)bytes / med / 1e9 : 0.0);
+    printf("],\"cpu_seconds\":[");
+    for (int i = 0; i < reps; i++) printf("%s%.6f", i ? "," : "", cpus[i]);
+    printf("],\"median_s\":%.6f,\"gbps\":%.4f,\"median_cpu_s\":%.6f,\"cpu_gbps\":%.4f", med,
+           med > 0 ? (double)bytes / med / 1e9 : 0.0, cmed,
+           cmed > 0 ? (double)bytes / cmed / 1e9 : 0.0);
 }
 
 /*======================================================================
@@ -332,6 +369,8 @@ static uint64_t parse_only(const ctf__parse_cfg *pc, const ctf_index *idx, const
 
 typedef struct sweep_result {
     double open_s, read_s;
+    double read_cpu_s;      /* process CPU time (all threads) of the ctf_reader_next loop */
+    double consumer_cpu_s;  /* CPU time of the calling thread in that loop (packing etc.) */
     uint64_t samples, minibatches;
     ctf_stats stats;
 } sweep_result;
@@ -342,7 +381,7 @@ static void reader_sweep(const ctf_config *cfg, uint64_t mb_samples, sweep_resul
     ctf_reader *r = NULL;
     double t0 = now_s();
     if (ctf_reader_open(cfg, &r, &err)) die("ctf_reader_open", &err);
-    double t1 = now_s();
+    double t1 = now_s(), c1 = cpu_s(), k1 = thread_cpu_s();
     uint64_t samples = 0, mbs = 0;
     for (;;) {
         ctf_minibatch *mb = NULL;
@@ -352,8 +391,10 @@ static void reader_sweep(const ctf_config *cfg, uint64_t mb_samples, sweep_resul
         mbs++;
         ctf_minibatch_free(mb);
     }
-    double t2 = now_s();
+    double t2 = now_s(), c2 = cpu_s(), k2 = thread_cpu_s();
     ctf_reader_get_stats(r, &out->stats);
+    out->read_cpu_s = c2 - c1;
+    out->consumer_cpu_s = k2 - k1;
     ctf_reader_free(r);
     out->open_s = t1 - t0;
     out->read_s = t2 - t1;
@@ -470,7 +511,6 @@ static void bench_cpu(const char *kind, const opts *o)
 static void bench_numbers(const char *kind, const char *path, const char *buf, uint64_t size,
                           int R)
 {
-    double secs[MAX_REPS];
     size_t ntok;
     uint32_t *tok = number_tokens(buf, size, &ntok);
     const char *end = buf + size;
@@ -480,10 +520,15 @@ static void bench_numbers(const char *kind, const char *path, const char *buf, u
         const char *q = ctf__parse_float(buf + tok[k], end, &a);
         if (!q || memcmp(&a, &b, sizeof a)) mismatches++;
     }
+    /* Repetitions alternate between the two converters so that a change in machine load hits
+     * both alike. */
     volatile float sink;
-    for (int use_ctf = 0; use_ctf <= 1; use_ctf++) {
-        for (int i = 0; i < R; i++) {
-            double t = now_s();
+    double ws[4][MAX_REPS], cs[4][MAX_REPS];
+    size_t nscan[2] = {0, 0};
+    for (int i = 0; i < R; i++) {
+        for (int use_ctf = 0; use_ctf <= 1; use_ctf++) {
+            double *secs_ = ws[use_ctf], *cpus_ = cs[use_ctf];
+            double w0 = now_s(), c0 = cpu_s();
             float acc = 0;
             if (use_ctf) {
                 for (size_t k = 0; k < ntok; k++) {
@@ -494,24 +539,29 @@ static void bench_numbers(const char *kind, const char *path, const char *buf, u
             } else {
                 for (size_t k = 0; k < ntok; k++) acc += strtof(buf + tok[k], NULL);
             }
-            secs[i] = now_s() - t;
+            cpus_[i] = cpu_s() - c0;
+            secs_[i] = now_s() - w0;
             sink = acc;
         }
-        emit_head(use_ctf ? "parse_float" : "strtof", kind, path, size, secs, R);
+        for (int use_ctf = 0; use_ctf <= 1; use_ctf++) {
+            double *secs_ = ws[2 + use_ctf], *cpus_ = cs[2 + use_ctf];
+            double w0 = now_s(), c0 = cpu_s();
+            sink = scan_convert(buf, end, use_ctf, &nscan[use_ctf]);
+            cpus_[i] = cpu_s() - c0;
+            secs_[i] = now_s() - w0;
+        }
+    }
+    for (int use_ctf = 0; use_ctf <= 1; use_ctf++) {
+        emit_head(use_ctf ? "parse_float" : "strtof", kind, path, size, ws[use_ctf], cs[use_ctf], R);
         printf(",\"numbers\":%zu,\"mnumbers_per_s\":%.2f", ntok,
-               (double)ntok / median(secs, R) / 1e6);
+               (double)ntok / median(cs[use_ctf], R) / 1e6);
         if (use_ctf) printf(",\"mismatches_vs_strtof\":%zu", mismatches);
         printf("}\n");
     }
     for (int use_ctf = 0; use_ctf <= 1; use_ctf++) {
-        size_t n = 0;
-        for (int i = 0; i < R; i++) {
-            double t = now_s();
-            sink = scan_convert(buf, end, use_ctf, &n);
-            secs[i] = now_s() - t;
-        }
-        emit_head(use_ctf ? "parse_float_scan" : "strtof_scan", kind, path, size, secs, R);
-        printf(",\"numbers\":%zu}\n", n);
+        emit_head(use_ctf ? "parse_float_scan" : "strtof_scan", kind, path, size, ws[2 + use_ctf],
+                  cs[2 + use_ctf], R);
+        printf(",\"numbers\":%zu}\n", nscan[use_ctf]);
     }
     (void)sink;
     fflush(stdout);
@@ -527,51 +577,51 @@ static bool want(const opts *o, const char *group) { return !o->only || !strcmp(
 static void bench_all(const char *kind, const char *path, const opts *o)
 {
     const int R = o->reps;
-    double secs[MAX_REPS];
     uint64_t size;
     char *buf = slurp(path, &size); /* also warms the page cache */
 
     if (want(o, "cpu")) bench_cpu(kind, o);
 
-    /* newline scan */
-    uint64_t lines = 0;
-    for (int i = 0; want(o, "scan") && i < R; i++) {
-        double t = now_s();
-        lines = newline_scan(path);
-        secs[i] = now_s() - t;
-    }
-    if (want(o, "scan")) {
-        emit_head("newline_scan", kind, path, size, secs, R);
-        printf(",\"lines\":%llu}\n", (unsigned long long)lines);
-        fflush(stdout);
-    }
-
-    if (want(o, "numbers")) bench_numbers(kind, path, buf, size, R);
-
-    /* indexing */
+    /* Newline scan and indexing, repetitions alternating (a load change hits both alike). */
     ctf_config cfg;
     base_config(&cfg, path, kind);
     ctf_error err;
     ctf_index_info info;
-    const int RI = want(o, "index") ? R : 1;
-    for (int i = 0; i < RI; i++) {
+    uint64_t lines = 0;
+    double ws[3][MAX_REPS], cs[3][MAX_REPS];
+    const bool scan = want(o, "scan"), index = want(o, "index");
+    for (int i = 0; i < ((scan || index) ? R : 1); i++) {
+        if (scan) {
+            double *secs_ = ws[0], *cpus_ = cs[0];
+            double w0 = now_s(), c0 = cpu_s();
+            lines = newline_scan(path);
+            cpus_[i] = cpu_s() - c0;
+            secs_[i] = now_s() - w0;
+        }
         ctf_index *idx = NULL;
-        double t = now_s();
+        double w0 = now_s(), c0 = cpu_s();
         if (ctf_index_build(&cfg, &idx, &err)) die("ctf_index_build", &err);
-        secs[i] = now_s() - t;
+        cs[1][i] = cpu_s() - c0;
+        ws[1][i] = now_s() - w0;
         ctf_index_get_info(idx, &info);
         ctf_index_free(idx);
     }
-    if (want(o, "index")) {
-        emit_head("index", kind, path, size, secs, R);
+    if (scan) {
+        emit_head("newline_scan", kind, path, size, ws[0], cs[0], R);
+        printf(",\"lines\":%llu}\n", (unsigned long long)lines);
+    }
+    if (index) {
+        emit_head("index", kind, path, size, ws[1], cs[1], R);
         printf(",\"sequences\":%llu,\"samples\":%llu,\"lines\":%llu}\n",
                (unsigned long long)info.sequences, (unsigned long long)info.samples,
                (unsigned long long)info.lines);
-        fflush(stdout);
     }
+    fflush(stdout);
     const uint64_t total_samples = info.samples;
 
-    /* parse-only, per chunk size, 1 and 2 threads */
+    if (want(o, "numbers")) bench_numbers(kind, path, buf, size, R);
+
+    /* Parse-only, per chunk size, on 1 and 2 threads (alternating). */
     for (int c = 0; want(o, "parse") && c < o->nchunks; c++) {
         base_config(&cfg, path, kind);
         cfg.chunk_size_bytes = (uint64_t)o->chunks[c] << 20;
@@ -579,60 +629,67 @@ static void bench_all(const char *kind, const char *path, const opts *o)
         if (ctf_index_build(&cfg, &idx, &err)) die("ctf_index_build", &err);
         ctf__parse_cfg pc = {path, cfg.streams, cfg.num_streams, cfg.precision, idx->line_mode,
                              false, 0};
-        for (int th = 1; th <= 2; th++) {
-            uint64_t samples = 0;
-            for (int i = 0; i < R; i++) {
-                double t = now_s();
+        uint64_t samples = 0;
+        for (int i = 0; i < R; i++)
+            for (int th = 1; th <= 2; th++) {
+                double w0 = now_s(), c0 = cpu_s();
                 samples = parse_only(&pc, idx, buf, th);
-                secs[i] = now_s() - t;
+                cs[th][i] = cpu_s() - c0;
+                ws[th][i] = now_s() - w0;
             }
-            emit_head(th == 1 ? "parse_only" : "parse_only_2t", kind, path, size, secs, R);
+        for (int th = 1; th <= 2; th++) {
+            emit_head(th == 1 ? "parse_only" : "parse_only_2t", kind, path, size, ws[th], cs[th], R);
             printf(",\"chunk_mb\":%d,\"threads\":%d,\"chunks\":%zu,\"stream_samples\":%llu}\n",
                    o->chunks[c], th, idx->num_chunks, (unsigned long long)samples);
-            fflush(stdout);
         }
+        fflush(stdout);
         ctf_index_free(idx);
     }
     free(buf);
 
     if (o->no_reader || !want(o, "reader")) return;
-    /* the reader */
+    /* The reader: per randomization and chunk size, the thread counts alternate. */
     for (int rnd = 0; rnd <= 1; rnd++)
-        for (int c = 0; c < o->nchunks; c++)
-            for (int t = 0; t < o->nthreads; t++) {
-                base_config(&cfg, path, kind);
-                cfg.randomize = rnd;
-                cfg.randomization_window = rnd ? o->window : 0;
-                cfg.chunk_size_bytes = (uint64_t)o->chunks[c] << 20;
-                cfg.num_threads = (size_t)o->threads[t];
-                cfg.max_sweeps = 1;
-                double opens[MAX_REPS], totals[MAX_REPS];
-                sweep_result sr;
-                for (int i = 0; i < R; i++) {
-                    reader_sweep(&cfg, o->mb_samples, &sr);
-                    if (sr.samples != total_samples) {
+        for (int c = 0; c < o->nchunks; c++) {
+            double rw[8][MAX_REPS], rc[8][MAX_REPS], opens[8][MAX_REPS], totals[8][MAX_REPS];
+            double consumer[8][MAX_REPS];
+            sweep_result sr[8];
+            for (int i = 0; i < R; i++)
+                for (int t = 0; t < o->nthreads; t++) {
+                    base_config(&cfg, path, kind);
+                    cfg.randomize = rnd;
+                    cfg.randomization_window = rnd ? o->window : 0;
+                    cfg.chunk_size_bytes = (uint64_t)o->chunks[c] << 20;
+                    cfg.num_threads = (size_t)o->threads[t];
+                    cfg.max_sweeps = 1;
+                    reader_sweep(&cfg, o->mb_samples, &sr[t]);
+                    if (sr[t].samples != total_samples) {
                         fprintf(stderr, "bench: reader delivered %llu samples, index has %llu\n",
-                                (unsigned long long)sr.samples, (unsigned long long)total_samples);
+                                (unsigned long long)sr[t].samples,
+                                (unsigned long long)total_samples);
                         exit(2);
                     }
-                    secs[i] = sr.read_s;
-                    opens[i] = sr.open_s;
-                    totals[i] = sr.open_s + sr.read_s;
+                    rw[t][i] = sr[t].read_s;
+                    rc[t][i] = sr[t].read_cpu_s;
+                    consumer[t][i] = sr[t].consumer_cpu_s;
+                    opens[t][i] = sr[t].open_s;
+                    totals[t][i] = sr[t].open_s + sr[t].read_s;
                 }
-                emit_head("reader", kind, path, size, secs, R);
-                double mt = median(totals, R);
+            for (int t = 0; t < o->nthreads; t++) {
+                emit_head("reader", kind, path, size, rw[t], rc[t], R);
                 printf(",\"randomize\":%s,\"window_chunks\":%llu,\"chunk_mb\":%d,\"threads\":%d,"
-                       "\"mb_samples\":%llu,\"minibatches\":%llu,\"open_s\":%.6f,"
-                       "\"gbps_with_open\":%.4f,\"chunks_resident_peak\":%llu,"
+                       "\"mb_samples\":%llu,\"minibatches\":%llu,\"consumer_cpu_s\":%.6f,"
+                       "\"open_s\":%.6f,\"gbps_with_open\":%.4f,\"chunks_resident_peak\":%llu,"
                        "\"bytes_resident_peak\":%llu}\n",
-                       rnd ? "true" : "false", (unsigned long long)cfg.randomization_window,
+                       rnd ? "true" : "false", (unsigned long long)(rnd ? o->window : 0),
                        o->chunks[c], o->threads[t], (unsigned long long)o->mb_samples,
-                       (unsigned long long)sr.minibatches, median(opens, R),
-                       (double)size / mt / 1e9,
-                       (unsigned long long)sr.stats.chunks_resident_peak,
-                       (unsigned long long)sr.stats.bytes_resident_peak);
-                fflush(stdout);
+                       (unsigned long long)sr[t].minibatches, median(consumer[t], R),
+                       median(opens[t], R), (double)size / median(totals[t], R) / 1e9,
+                       (unsigned long long)sr[t].stats.chunks_resident_peak,
+                       (unsigned long long)sr[t].stats.bytes_resident_peak);
             }
+            fflush(stdout);
+        }
 }
 
 /*======================================================================
@@ -653,7 +710,7 @@ static void bench_rss(const char *kind, const char *path, const opts *o)
     ctf_reader *r = NULL;
     double t0 = now_s();
     if (ctf_reader_open(&cfg, &r, &err)) die("ctf_reader_open", &err);
-    long rss_open = maxrss_kb();
+    long rss_open = maxrss_kb(), rss_open_now = rss_now_kb();
     const ctf_index *idx = ctf_reader_index(r);
     uint64_t index_bytes = idx->num_seqs * sizeof(ctf__seq) + idx->num_chunks * sizeof(ctf__chunk);
     uint64_t samples = 0;
@@ -674,11 +731,11 @@ static void bench_rss(const char *kind, const char *path, const opts *o)
     printf("{\"bench\":\"rss\",\"kind\":\"%s\",\"file\":\"%s\",\"bytes\":%llu,\"chunk_mb\":%d,"
            "\"window_chunks\":%llu,\"threads\":%d,\"seconds\":%.3f,\"samples\":%llu,"
            "\"sequences\":%zu,\"chunks\":%zu,\"index_bytes\":%llu,\"maxrss_start_kb\":%ld,"
-           "\"maxrss_after_open_kb\":%ld,\"maxrss_kb\":%ld,\"chunks_resident_peak\":%llu,"
+           "\"maxrss_after_open_kb\":%ld,\"rss_after_open_kb\":%ld,\"maxrss_kb\":%ld,\"chunks_resident_peak\":%llu,"
            "\"bytes_resident_peak\":%llu}\n",
            kind, path, (unsigned long long)sb.st_size, o->chunk_mb,
            (unsigned long long)o->window, o->rss_threads, secs, (unsigned long long)samples, nseq,
-           nchunks, (unsigned long long)index_bytes, rss_start, rss_open, maxrss_kb(),
+           nchunks, (unsigned long long)index_bytes, rss_start, rss_open, rss_open_now, maxrss_kb(),
            (unsigned long long)st.chunks_resident_peak, (unsigned long long)st.bytes_resident_peak);
 }
 

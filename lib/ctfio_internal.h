@@ -175,6 +175,10 @@ struct ctf_index {
     uint64_t hash;         /* checksum over the sequence table (fingerprints, cache) */
 };
 
+/* The index cache's checksum step (FNV-1a over 8-byte words, with a mix): continues hash h over
+ * n bytes. Not adversarial; it catches corruption. The fuzz target uses it to forge caches. */
+uint64_t ctf__hash_bytes(uint64_t h, const void *data, size_t n);
+
 /* Builds chunks from the sequence table for a chunk size (SPEC 4.2). @return : 0 or ENOMEM. */
 int ctf__index_make_chunks(ctf_index *idx, uint64_t chunk_size_bytes, ctf_error *err);
 
@@ -340,6 +344,41 @@ int ctf__randomize_sweep(const ctf__chunk *chunks, size_t num_chunks, uint64_t w
 int ctf__sweep_identity(const ctf__chunk *chunks, size_t num_chunks, uint64_t sweep_no,
                         ctf__sweep *out, ctf_error *err);
 void ctf__sweep_free(ctf__sweep *s);
+
+/* The order of one sweep, generated lazily (SPEC 5.8): slot by slot, running the sequence
+ * shuffle only as far as the slots asked for need, with the same result as
+ * ctf__randomize_sweep. Memory is O(chunks) plus the slots held: at most Wmax + L, where Wmax
+ * is the number of slots in the widest window and L the largest look-ahead (slot asked minus
+ * release point) of the consumer. File order (randomized false, or window 0) holds no slots. */
+typedef struct ctf__sweep_gen ctf__sweep_gen;
+
+/* ctf__sweepgen_create(chunks, num_chunks, window, window_in_samples, seed, sweep_no,
+ *                      randomized, out, err):
+ * Prepares sweep sweep_no (randomized when `randomized` and window > 0, else file order):
+ * chunk shuffle and windows, O(chunks) work and memory. Only this call reads the chunk table
+ * (it need not outlive the generator). chunk_at/pos_of are available at once.
+ * @return : 0 and *out, or CTF_ENOMEM (*out NULL). */
+int ctf__sweepgen_create(const ctf__chunk *chunks, size_t num_chunks, uint64_t window,
+                         bool window_in_samples, uint64_t seed, uint64_t sweep_no,
+                         bool randomized, ctf__sweep_gen **out, ctf_error *err);
+/* ctf__sweepgen_get(g, slot, seq, home, err): the final sequence (file-order index) and home
+ * position of slot `slot` (seq or home may be NULL). Slots may be asked in any order at or
+ * above the release point; asking one ahead runs the shuffle up to it. File order: O(1) for
+ * sequential asks.
+ * @return : 0; CTF_EINVAL for a slot below the release point or past the end (nothing
+ *           changes); CTF_ENOMEM (nothing changes: the generator stays usable). */
+int ctf__sweepgen_get(ctf__sweep_gen *g, size_t slot, size_t *seq, size_t *home, ctf_error *err);
+/* The consumer will not ask for slots below `slot` again: their memory can be reused. A point
+ * below the current one is ignored; one past the end counts as the end. */
+void ctf__sweepgen_release(ctf__sweep_gen *g, size_t slot);
+size_t ctf__sweepgen_num_slots(const ctf__sweep_gen *g);
+uint64_t ctf__sweepgen_sweep(const ctf__sweep_gen *g);
+const size_t *ctf__sweepgen_chunk_at(const ctf__sweep_gen *g); /* position -> chunk id */
+const size_t *ctf__sweepgen_pos_of(const ctf__sweep_gen *g);   /* chunk id -> position */
+/* Largest number of slots held at once so far (the ring's capacity is a power of two below
+ * max(32, 2 x this)). */
+size_t ctf__sweepgen_peak_slots(const ctf__sweep_gen *g);
+void ctf__sweepgen_free(ctf__sweep_gen *g);
 
 /*======================================================================
  * BrainScript configuration (config.c)

@@ -33,7 +33,7 @@
 static inline bool is_blank(unsigned char c) { return c == ' ' || c == '\t' || c == '\r'; }
 static inline bool ends_name(unsigned char c) { return c <= ' ' || c == '|' || c == 127; }
 
-static uint64_t hash_bytes(uint64_t h, const void *data, size_t n)
+uint64_t ctf__hash_bytes(uint64_t h, const void *data, size_t n)
 {
     /* FNV-1a over 8-byte words with a final mix: fast enough for the sequence table and good
      * enough to catch corruption (not an adversarial checksum). */
@@ -158,17 +158,17 @@ static int opts_init(index_opts *o, const ctf_config *cfg)
         return CTF_ENOMEM;
     }
     uint64_t h = 0xcbf29ce484222325ull;
-    h = hash_bytes(h, &o->skip_ids, 1);
+    h = ctf__hash_bytes(h, &o->skip_ids, 1);
     for (size_t i = 0; i < cfg->num_streams; i++) {
         const char *a = stream_alias(&cfg->streams[i]);
         o->aliases[i] = a;
         o->alias_lens[i] = strlen(a);
-        h = hash_bytes(h, a, o->alias_lens[i] + 1);
+        h = ctf__hash_bytes(h, a, o->alias_lens[i] + 1);
         if (cfg->streams[i].defines_mb_size) {
             o->mb_alias = a;
             o->mb_alias_len = o->alias_lens[i];
-            h = hash_bytes(h, "mb:", 3);
-            h = hash_bytes(h, a, o->alias_lens[i] + 1);
+            h = ctf__hash_bytes(h, "mb:", 3);
+            h = ctf__hash_bytes(h, a, o->alias_lens[i] + 1);
         }
     }
     o->num_aliases = cfg->num_streams;
@@ -515,8 +515,8 @@ char *ctf_index_cache_path(const char *data_path, char *buf, size_t cap)
 
 static uint64_t table_hash(const cache_header *h, const ctf__seq *seqs, size_t n)
 {
-    uint64_t x = hash_bytes(0xcbf29ce484222325ull, h, sizeof *h);
-    return hash_bytes(x, seqs, n * sizeof *seqs);
+    uint64_t x = ctf__hash_bytes(0xcbf29ce484222325ull, h, sizeof *h);
+    return ctf__hash_bytes(x, seqs, n * sizeof *seqs);
 }
 
 /* @return : 1 loaded, 0 not usable (reason logged at info), <0 out of memory. */

@@ -13,6 +13,12 @@
 
 atomic_long ctf__io_fail_at;
 atomic_long ctf__io_count;
+/* Two more test hooks on the same count (declared by the tests that use them, next to
+ * ctf__io_fail_at): the pread with count ctf__io_short_at returns at most half of what was asked
+ * (a legal short read, which must be retried transparently); the one with count ctf__io_eof_at
+ * returns 0 (the file ended under the read). */
+atomic_long ctf__io_short_at;
+atomic_long ctf__io_eof_at;
 
 int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err)
 {
@@ -54,8 +60,11 @@ int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offs
         if (at > 0 && k == at) {
             got = -1;
             errno = EIO;
+        } else if (k == atomic_load(&ctf__io_eof_at)) {
+            got = 0;
         } else {
-            got = pread(fd, p, n, (off_t)off);
+            size_t ask = k == atomic_load(&ctf__io_short_at) && n > 1 ? n / 2 : n;
+            got = pread(fd, p, ask, (off_t)off);
         }
         if (got < 0) {
             if (errno == EINTR) continue;

@@ -26,6 +26,10 @@
  * restore can recompute any sweep. Cost: O(n) for chunks plus O(slots x expected retries); the
  * only allocations are the three output arrays (reused when their sizes do not change) and one
  * O(n) table of per-position windows per call.
+ *
+ * The full pass above is the reference. The reader uses the lazy generator at the end of this
+ * file (ctf__sweepgen_*): the same order, produced window by window in O(chunks + window)
+ * memory instead of two words per sequence.
  */
 #include "ctfio_internal.h"
 
@@ -215,6 +219,36 @@ static size_t position_of_slot(const pos_info *pi, size_t b, size_t e, size_t j)
     return b;
 }
 
+/* The part of a sweep that is O(chunks): seeds rng with s (= seed + sweep_no; both generators
+ * start from it, as CNTK seeds its chunk and sequence randomizers separately with the sweep's
+ * seed; wrap-around matches C++ unsigned math), shuffles the chunks into a (n entries), fills
+ * slot0/sample0 of pi (n + 1 entries) and the windows, and leaves rng freshly reseeded with s:
+ * the chunk generator has served its purpose and the sequence generator is a fresh one. */
+static void plan_sweep(const ctf__chunk *chunks, size_t n, uint64_t window, bool window_in_samples,
+                       uint64_t s, size_t *a, pos_info *pi, ctf__mt64 *rng)
+{
+    ctf__mt64_seed(rng, s);
+    for (size_t i = 0; i < n; i++) a[i] = i;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = (size_t)(ctf__mt64_next(rng) % (uint64_t)n);
+        size_t tmp = a[i];
+        a[i] = a[j];
+        a[j] = tmp;
+    }
+
+    pi[0].slot0 = 0;
+    pi[0].sample0 = 0;
+    for (size_t p = 0; p < n; p++) {
+        pi[p + 1].slot0 = pi[p].slot0 + chunks[a[p]].num_seqs;
+        pi[p + 1].sample0 = pi[p].sample0 + chunks[a[p]].samples;
+    }
+    if (window_in_samples)
+        windows_in_samples(pi, n, window);
+    else
+        windows_in_chunks(pi, n, window);
+    ctf__mt64_seed(rng, s);
+}
+
 int ctf__randomize_sweep(const ctf__chunk *chunks, size_t num_chunks, uint64_t window,
                          bool window_in_samples, uint64_t seed, uint64_t sweep_no,
                          ctf__sweep *out, ctf_error *err)
@@ -234,31 +268,10 @@ int ctf__randomize_sweep(const ctf__chunk *chunks, size_t num_chunks, uint64_t w
                          "out of memory for the randomization windows (%zu chunks)", n);
     }
 
-    /* Both generators start from the same seed: CNTK seeds its chunk and sequence randomizers
-     * separately with the sweep's seed. Wrap-around of seed + k matches C++ unsigned math. */
-    const uint64_t s = seed + sweep_no;
+    /* Chunk shuffle and windows; rng comes back as the fresh sequence generator. */
     ctf__mt64 rng;
-    ctf__mt64_seed(&rng, s);
-
     size_t *a = out->chunk_at;
-    for (size_t i = 0; i < n; i++) a[i] = i;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = (size_t)(ctf__mt64_next(&rng) % (uint64_t)n);
-        size_t tmp = a[i];
-        a[i] = a[j];
-        a[j] = tmp;
-    }
-
-    pi[0].slot0 = 0;
-    pi[0].sample0 = 0;
-    for (size_t p = 0; p < n; p++) {
-        pi[p + 1].slot0 = pi[p].slot0 + chunks[a[p]].num_seqs;
-        pi[p + 1].sample0 = pi[p].sample0 + chunks[a[p]].samples;
-    }
-    if (window_in_samples)
-        windows_in_samples(pi, n, window);
-    else
-        windows_in_chunks(pi, n, window);
+    plan_sweep(chunks, n, window, window_in_samples, seed + sweep_no, a, pi, &rng);
 
     size_t *seq = out->seq, *home = out->home;
     for (size_t p = 0; p < n; p++) {
@@ -269,8 +282,6 @@ int ctf__randomize_sweep(const ctf__chunk *chunks, size_t num_chunks, uint64_t w
         }
     }
 
-    /* The chunk generator has served its purpose; the sequence generator is a fresh one. */
-    ctf__mt64_seed(&rng, s);
     for (size_t p = 0; p < n; p++) {
         const size_t b = pi[p].b, e = pi[p].e;
         const size_t lo = pi[b].slot0, range = pi[e].slot0 - lo;
@@ -293,4 +304,255 @@ int ctf__randomize_sweep(const ctf__chunk *chunks, size_t num_chunks, uint64_t w
 
     CTF_FREE(pi);
     return 0;
+}
+
+/*======================================================================
+ * The lazy generator (SPEC 5.8): the same order, window by window
+ *
+ * Why it works. Both window ends b(p), e(p) are non-decreasing in p (in chunks: clamped
+ * p - half; in samples: each window starts from its left neighbour's and only moves right), so
+ * lo(p) = slot0(b(p)) and hi(p) = slot0(e(p)) are non-decreasing too. Step t of the sequence
+ * shuffle (position p = c(t)) reads and writes only slots in [lo(p), hi(p)): t itself (p lies
+ * in its own window) and the draws j. Hence once the steps of positions 0..q-1 have run, every
+ * slot below lo(q) is final, and running the steps of the next position only needs the slots
+ * [lo, hi) of its window, laid out as in the full pass (sequence = first_seq of the chunk at
+ * its position + offset, home = position) when they first come into range. The draws happen
+ * in the full pass's order from the same generator, so every slot gets the same sequence.
+ *
+ * To hand out slot s, the generator runs the positions q in order while lo(q) <= s (then slot
+ * s is final: the first unrun position has lo > s, and s < hi of the last run one because
+ * q(s) itself has run). It holds the slots [live_lo, mat_end) in a power-of-two ring indexed by
+ * slot & mask, where mat_end = hi of the last position run and live_lo = min(release point,
+ * lo(next position)): below both, nobody reads a slot again.
+ *
+ * Memory bound. Let Wmax = max_p (hi(p) - lo(p)), the slots of the widest window, and let a
+ * consumer whose release point is r ask slot s >= r. Running position q (lo(q) <= s) holds
+ * hi(q) - min(r, lo(q)) slots: hi(q) - lo(q) <= Wmax when r >= lo(q), else
+ * (hi(q) - lo(q)) + (lo(q) - r) <= Wmax + (s - r). Releases only shrink the held range. So
+ * peak_slots <= Wmax + L, L = the largest look-ahead s - r over the gets (0 for a consumer that
+ * releases each slot before asking the next), and the ring's capacity is below 2 x peak_slots.
+ * The rest is O(chunks): positions (window, slot start, first sequence), chunk_at, pos_of.
+ *====================================================================*/
+
+typedef struct gen_slot {
+    size_t seq;   /* sequence index (file-order numbering) */
+    size_t home;  /* randomized position of its chunk */
+} gen_slot;
+
+struct ctf__sweep_gen {
+    uint64_t sweep;
+    size_t n;               /* positions = chunks */
+    size_t num_slots;
+    bool identity;          /* file order: every get is computed directly */
+    pos_info *pi;           /* n + 1 entries: windows and slot starts per position */
+    size_t *chunk_at;       /* position -> chunk id */
+    size_t *pos_of;         /* chunk id -> position */
+    size_t *first_at;       /* position -> first sequence of the chunk there */
+    ctf__mt64 rng;          /* the sequence generator, after the positions run so far */
+    size_t next_p;          /* first position whose shuffle steps have not run */
+    size_t release;         /* slots below it will not be asked again */
+    size_t live_lo;         /* slots [live_lo, mat_end) are held in the ring */
+    size_t mat_end;         /* slots below it have been laid out */
+    size_t mat_pos;         /* the position owning slot mat_end (layout cursor) */
+    gen_slot *ring;         /* slot s at ring[s & (cap - 1)] */
+    size_t cap;             /* 0 or a power of two */
+    size_t peak;            /* largest mat_end - live_lo so far */
+    size_t cursor;          /* identity: the position of the last slot asked */
+};
+
+/* The first slot the next unrun position can touch; num_slots once all have run. */
+static size_t gen_lo_next(const ctf__sweep_gen *g)
+{
+    return g->next_p < g->n ? g->pi[g->pi[g->next_p].b].slot0 : g->num_slots;
+}
+
+/* live_lo = min(release, lo(next position)); both only grow, and lo(next) <= mat_end (the next
+ * step t has lo <= t <= hi of the step before it), so live_lo never passes mat_end. */
+static void gen_update_live(ctf__sweep_gen *g)
+{
+    size_t lo = gen_lo_next(g);
+    size_t keep = g->release < lo ? g->release : lo;
+    CTF_ASSERT(keep >= g->live_lo && keep <= g->mat_end);
+    g->live_lo = keep;
+}
+
+/* Grows the ring to hold at least need slots, keeping the held ones. On failure nothing
+ * changes, so the generator stays usable and freeable. */
+static int gen_reserve(ctf__sweep_gen *g, size_t need, ctf_error *err)
+{
+    if (need <= g->cap) return 0;
+    size_t cap = g->cap ? g->cap : 16;
+    while (cap < need && cap <= SIZE_MAX / 2) cap *= 2;
+    gen_slot *ring = NULL;
+    if (cap >= need && cap <= SIZE_MAX / sizeof *ring) ring = CTF_MALLOC(cap * sizeof *ring);
+    if (!ring) {
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE,
+                         "out of memory for the randomization window (%zu sequences)", need);
+    }
+    const size_t old_mask = g->cap - 1, mask = cap - 1;
+    for (size_t s = g->live_lo; s < g->mat_end; s++) ring[s & mask] = g->ring[s & old_mask];
+    CTF_FREE(g->ring);
+    g->ring = ring;
+    g->cap = cap;
+    return 0;
+}
+
+/* Lays out slots [mat_end, hi) as in the full pass: the sequences of the chunk at each
+ * position, in file order, at home = the position. The ring has room for them. */
+static void gen_layout(ctf__sweep_gen *g, size_t hi)
+{
+    const pos_info *pi = g->pi;
+    const size_t mask = g->cap - 1;
+    size_t s = g->mat_end, p = g->mat_pos;
+    while (s < hi) {
+        while (pi[p + 1].slot0 <= s) p++; /* stops below n: s < hi <= slot0(n) */
+        const size_t end = hi < pi[p + 1].slot0 ? hi : pi[p + 1].slot0;
+        const size_t first = g->first_at[p], s0 = pi[p].slot0;
+        for (; s < end; s++) g->ring[s & mask] = (gen_slot){first + (s - s0), p};
+    }
+    g->mat_end = s;
+    g->mat_pos = p;
+}
+
+/* Runs the shuffle steps of position next_p: the full pass's inner loop on the ring. */
+static int gen_run_position(ctf__sweep_gen *g, ctf_error *err)
+{
+    const pos_info *pi = g->pi;
+    const size_t p = g->next_p;
+    const size_t b = pi[p].b, e = pi[p].e;
+    const size_t lo = pi[b].slot0, hi = pi[e].slot0, range = hi - lo;
+    gen_update_live(g);
+    if (hi > g->mat_end) {
+        int rc = gen_reserve(g, hi - g->live_lo, err);
+        if (rc) return rc;
+        gen_layout(g, hi);
+    }
+    if (g->mat_end - g->live_lo > g->peak) g->peak = g->mat_end - g->live_lo;
+
+    gen_slot *ring = g->ring;
+    const size_t mask = g->cap - 1;
+    for (size_t t = pi[p].slot0; t < pi[p + 1].slot0; t++) {
+        gen_slot *st = &ring[t & mask], *sj;
+        for (;;) {
+            size_t j = lo + (size_t)(ctf__mt64_next(&g->rng) % (uint64_t)range);
+            sj = &ring[j & mask];
+            if (sj->home < b || sj->home >= e) continue;
+            const pos_info *pj = &pi[position_of_slot(pi, b, e, j)];
+            if (st->home >= pj->b && st->home < pj->e) break;
+        }
+        gen_slot tmp = *st;
+        *st = *sj;
+        *sj = tmp;
+    }
+    g->next_p = p + 1;
+    gen_update_live(g);
+    return 0;
+}
+
+int ctf__sweepgen_create(const ctf__chunk *chunks, size_t num_chunks, uint64_t window,
+                         bool window_in_samples, uint64_t seed, uint64_t sweep_no,
+                         bool randomized, ctf__sweep_gen **out, ctf_error *err)
+{
+    *out = NULL;
+    const size_t n = num_chunks;
+    ctf__sweep_gen *g = CTF_CALLOC(1, sizeof *g);
+    if (!g) goto oom;
+    g->sweep = sweep_no;
+    g->n = n;
+    g->num_slots = count_slots(chunks, n);
+    g->identity = !randomized || window == 0;
+    if (n < SIZE_MAX / sizeof *g->pi) {
+        g->pi = CTF_MALLOC((n + 1) * sizeof *g->pi);
+        g->chunk_at = CTF_MALLOC(n * sizeof *g->chunk_at);
+        g->pos_of = CTF_MALLOC(n * sizeof *g->pos_of);
+        g->first_at = CTF_MALLOC(n * sizeof *g->first_at);
+    }
+    if (!g->pi || !g->chunk_at || !g->pos_of || !g->first_at) goto oom;
+
+    if (g->identity) {
+        g->pi[0].slot0 = 0;
+        for (size_t p = 0; p < n; p++) {
+            g->chunk_at[p] = p;
+            g->pi[p + 1].slot0 = g->pi[p].slot0 + chunks[p].num_seqs;
+        }
+    } else {
+        plan_sweep(chunks, n, window, window_in_samples, seed + sweep_no, g->chunk_at, g->pi,
+                   &g->rng);
+    }
+    for (size_t p = 0; p < n; p++) {
+        g->pos_of[g->chunk_at[p]] = p;
+        g->first_at[p] = chunks[g->chunk_at[p]].first_seq;
+    }
+    *out = g;
+    return 0;
+oom:
+    ctf__sweepgen_free(g);
+    return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE,
+                     "out of memory for the order of a sweep (%zu chunks)", n);
+}
+
+int ctf__sweepgen_get(ctf__sweep_gen *g, size_t slot, size_t *seq, size_t *home, ctf_error *err)
+{
+    if (slot >= g->num_slots) {
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                         "slot %zu is past the end of sweep %llu (%zu slots)", slot,
+                         (unsigned long long)g->sweep, g->num_slots);
+    }
+    if (slot < g->release) {
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                         "slot %zu of sweep %llu was asked after its release (release point %zu)",
+                         slot, (unsigned long long)g->sweep, g->release);
+    }
+    size_t q, h;
+    if (g->identity) {
+        /* Sequential asks stay on the cursor's position or the next: O(1); a jump searches. */
+        const pos_info *pi = g->pi;
+        size_t p = g->cursor;
+        if (!(pi[p].slot0 <= slot && slot < pi[p + 1].slot0)) {
+            if (p + 2 <= g->n && pi[p + 1].slot0 <= slot && slot < pi[p + 2].slot0)
+                p++;
+            else
+                p = position_of_slot(pi, 0, g->n, slot);
+            g->cursor = p;
+        }
+        q = g->first_at[p] + (slot - pi[p].slot0);
+        h = p;
+    } else {
+        while (g->next_p < g->n && g->pi[g->pi[g->next_p].b].slot0 <= slot) {
+            int rc = gen_run_position(g, err);
+            if (rc) return rc;
+        }
+        CTF_ASSERT(slot >= g->live_lo && slot < g->mat_end);
+        const gen_slot *x = &g->ring[slot & (g->cap - 1)];
+        q = x->seq;
+        h = x->home;
+    }
+    if (seq) *seq = q;
+    if (home) *home = h;
+    return 0;
+}
+
+void ctf__sweepgen_release(ctf__sweep_gen *g, size_t slot)
+{
+    if (slot > g->num_slots) slot = g->num_slots;
+    if (slot <= g->release) return;
+    g->release = slot;
+    if (!g->identity) gen_update_live(g);
+}
+
+size_t ctf__sweepgen_num_slots(const ctf__sweep_gen *g) { return g->num_slots; }
+uint64_t ctf__sweepgen_sweep(const ctf__sweep_gen *g) { return g->sweep; }
+const size_t *ctf__sweepgen_chunk_at(const ctf__sweep_gen *g) { return g->chunk_at; }
+const size_t *ctf__sweepgen_pos_of(const ctf__sweep_gen *g) { return g->pos_of; }
+size_t ctf__sweepgen_peak_slots(const ctf__sweep_gen *g) { return g->peak; }
+
+void ctf__sweepgen_free(ctf__sweep_gen *g)
+{
+    if (!g) return;
+    CTF_FREE(g->pi);
+    CTF_FREE(g->chunk_at);
+    CTF_FREE(g->pos_of);
+    CTF_FREE(g->first_at);
+    CTF_FREE(g->ring);
+    CTF_FREE(g);
 }

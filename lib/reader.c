@@ -48,8 +48,7 @@ struct ctf_reader {
     bool randomized;             /* randomize and a non-zero window */
     uint64_t sweep_samples;      /* index samples in one sweep */
     uint64_t limit;              /* stop before a sequence at this position (UINT64_MAX: none) */
-    ctf__sweep sw;               /* the order of sweep cur_sweep */
-    bool sw_valid;
+    ctf__sweep_gen *gen;         /* the order of sweep cur_sweep, generated window by window */
     uint64_t cur_sweep;
     size_t cur_slot;
     uint64_t position;
@@ -62,10 +61,12 @@ struct ctf_reader {
     size_t num_resident;
     size_t resident_bytes;
     uint8_t *committed;          /* its problems were reported already */
-    size_t *first_use, *last_use;/* first/last slot in the current sweep */
-    size_t *intro;               /* owned chunks in order of first use in the current sweep */
-    size_t *pos_of_chunk;        /* randomized position of each chunk in the current sweep */
-    size_t num_intro, intro_ptr;
+    uint32_t *consumed;          /* sequences of the chunk cut in the current sweep */
+    uint8_t *requested;          /* asked from the prefetcher in the current sweep */
+    const size_t *pos_of_chunk;  /* randomized position of each chunk (owned by gen) */
+    size_t scan_slot;            /* prefetch look-ahead: next slot to inspect */
+    int pending;                 /* an error of the look-ahead, returned by the next call */
+    size_t outstanding;          /* requested, not yet taken */
 
     /* Truncated BPTT (SPEC 6.6): parallel slots, each holding a sequence being delivered. */
     struct bptt_slot *bp;
@@ -156,44 +157,29 @@ static bool chunk_owned(const ctf_reader *r, size_t c)
     return r->num_workers == 1 || r->pos_of_chunk[c] % r->num_workers == r->rank;
 }
 
-/* First/last use of every chunk in the current sweep, and the owned chunks in the order the
- * sweep first needs them (what the prefetcher loads next). */
-static void compute_uses(ctf_reader *r)
-{
-    const size_t nc = r->idx->num_chunks;
-    for (size_t c = 0; c < nc; c++) {
-        r->first_use[c] = SIZE_MAX;
-        r->last_use[c] = 0;
-    }
-    r->num_intro = 0;
-    for (size_t p = 0; p < nc; p++) r->pos_of_chunk[r->sw.chunk_at[p]] = p;
-    for (size_t t = 0; t < r->sw.num_slots; t++) {
-        size_t c = chunk_of_seq(r->idx, r->sw.seq[t]);
-        if (r->first_use[c] == SIZE_MAX) {
-            r->first_use[c] = t;
-            if (!r->randomized || chunk_owned(r, c)) r->intro[r->num_intro++] = c;
-        }
-        r->last_use[c] = t;
-    }
-    r->intro_ptr = 0;
-}
-
+/* Makes sweep k current: a fresh generator (O(chunks)), per-chunk counters reset. */
 static int load_sweep(ctf_reader *r, uint64_t k)
 {
-    if (r->sw_valid && r->sw.sweep == k) return 0;
-    int rc = r->randomized
-                 ? ctf__randomize_sweep(r->idx->chunks, r->idx->num_chunks,
-                                        r->cfg.randomization_window, r->cfg.window_in_samples,
-                                        r->cfg.randomization_seed, k, &r->sw, &r->err)
-                 : ctf__sweep_identity(r->idx->chunks, r->idx->num_chunks, k, &r->sw, &r->err);
-    if (rc) {
-        r->sw_valid = false;
-        return rc;
-    }
-    r->sw.sweep = k;
-    r->sw_valid = true;
-    compute_uses(r);
+    if (r->gen && ctf__sweepgen_sweep(r->gen) == k) return 0;
+    ctf__sweep_gen *g;
+    int rc = ctf__sweepgen_create(r->idx->chunks, r->idx->num_chunks, r->cfg.randomization_window,
+                                  r->cfg.window_in_samples, r->cfg.randomization_seed, k,
+                                  r->randomized, &g, &r->err);
+    if (rc) return rc;
+    ctf__sweepgen_free(r->gen);
+    r->gen = g;
+    r->pos_of_chunk = ctf__sweepgen_pos_of(g);
+    memset(r->consumed, 0, r->idx->num_chunks * sizeof *r->consumed);
+    memset(r->requested, 0, r->idx->num_chunks);
+    r->scan_slot = 0;
     return 0;
+}
+
+/* The sequence at slot t of the current sweep. */
+static int slot_seq(ctf_reader *r, size_t t, size_t *seq)
+{
+    size_t home;
+    return ctf__sweepgen_get(r->gen, t, seq, &home, &r->err);
 }
 
 /*======================================================================
@@ -219,8 +205,8 @@ static void evict_passed(ctf_reader *r)
     if (r->cfg.keep_data_in_memory) return;
     for (size_t i = 0; i < r->num_resident;) {
         size_t c = r->resident_list[i];
-        bool open = (r->first_use[c] != SIZE_MAX && r->first_use[c] < r->cur_slot &&
-                     r->last_use[c] >= r->cur_slot) ||
+        /* Open: some of its sequences were cut in this sweep and some were not. */
+        bool open = (r->consumed[c] > 0 && r->consumed[c] < r->idx->chunks[c].num_seqs) ||
                     r->pins[c] > 0;
         if (!open)
             evict(r, c); /* swaps the last entry into i */
@@ -241,16 +227,35 @@ static void update_memory_stats(ctf_reader *r)
         r->stats.bytes_resident_peak = r->stats.bytes_resident;
 }
 
+/* Asks the prefetcher for the next chunks this worker will need, in the order the sweep first
+ * needs them, keeping at most prefetch_chunks outstanding. The look-ahead runs the generator a
+ * little ahead of the cursor; what it finds only changes when parsing happens, never what is
+ * delivered. */
 static void schedule_prefetch(ctf_reader *r)
 {
-    while (r->intro_ptr < r->num_intro && r->first_use[r->intro[r->intro_ptr]] < r->cur_slot)
-        r->intro_ptr++;
-    size_t want = r->cfg.prefetch_chunks;
-    for (size_t j = r->intro_ptr; j < r->num_intro && want; j++) {
-        size_t c = r->intro[j];
-        if (r->resident[c]) continue;
-        ctf__loader_request(r->loader, c);
-        want--;
+    size_t held_chunks, held_bytes;
+    ctf__loader_held(r->loader, &held_chunks, &held_bytes);
+    if (r->scan_slot < r->cur_slot) r->scan_slot = r->cur_slot;
+    const size_t n = ctf__sweepgen_num_slots(r->gen);
+    /* Bound the look-ahead so a long run of already-resident chunks costs little. */
+    size_t budget = 64 + 8 * r->cfg.prefetch_chunks;
+    while (r->cfg.prefetch_chunks && r->scan_slot < n && budget--) {
+        size_t seq;
+        int rc = slot_seq(r, r->scan_slot, &seq);
+        if (rc) {
+            /* The generator may be mid-step: no more data from it; the next call says why. */
+            r->pending = rc;
+            return;
+        }
+        size_t c = chunk_of_seq(r->idx, seq);
+        bool owned = !r->randomized || chunk_owned(r, c);
+        if (owned && !r->requested[c] && !r->resident[c] && r->consumed[c] == 0) {
+            if (held_chunks + r->outstanding >= r->cfg.prefetch_chunks) return;
+            r->requested[c] = 1;
+            ctf__loader_request(r->loader, c);
+            r->outstanding++;
+        }
+        r->scan_slot++;
     }
 }
 
@@ -329,6 +334,10 @@ static int get_chunk(ctf_reader *r, size_t c, const ctf__chunk_data **out)
 {
     if (!r->resident[c]) {
         ctf__chunk_data *cd;
+        if (r->requested[c] == 1) {
+            r->requested[c] = 2; /* taken: no longer outstanding */
+            r->outstanding--;
+        }
         int rc = ctf__loader_take(r->loader, c, &cd, &r->err);
         if (rc) return rc;
         r->resident[c] = cd;
@@ -356,13 +365,11 @@ void ctf_reader_free(ctf_reader *r)
     CTF_FREE(r->resident);
     CTF_FREE(r->resident_list);
     CTF_FREE(r->committed);
-    CTF_FREE(r->first_use);
-    CTF_FREE(r->last_use);
-    CTF_FREE(r->intro);
-    CTF_FREE(r->pos_of_chunk);
+    CTF_FREE(r->consumed);
+    CTF_FREE(r->requested);
     CTF_FREE(r->pins);
     CTF_FREE(r->bp);
-    ctf__sweep_free(&r->sw);
+    ctf__sweepgen_free(r->gen);
     ctf_index_free(r->idx);
     if (r->strings)
         for (size_t i = 0; i < r->cfg.num_streams * 2; i++) CTF_FREE(r->strings[i]);
@@ -416,13 +423,11 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     r->resident = CTF_CALLOC(nc, sizeof *r->resident);
     r->resident_list = CTF_MALLOC(nc * sizeof *r->resident_list);
     r->committed = CTF_CALLOC(nc, 1);
-    r->first_use = CTF_MALLOC(nc * sizeof *r->first_use);
-    r->last_use = CTF_MALLOC(nc * sizeof *r->last_use);
-    r->intro = CTF_MALLOC(nc * sizeof *r->intro);
-    r->pos_of_chunk = CTF_MALLOC(nc * sizeof *r->pos_of_chunk);
+    r->consumed = CTF_CALLOC(nc, sizeof *r->consumed);
+    r->requested = CTF_CALLOC(nc, 1);
     r->pins = CTF_CALLOC(nc, sizeof *r->pins);
-    if (!r->resident || !r->resident_list || !r->committed || !r->first_use || !r->last_use ||
-        !r->intro || !r->pos_of_chunk || !r->pins) {
+    if (!r->resident || !r->resident_list || !r->committed || !r->consumed || !r->requested ||
+        !r->pins) {
         rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
         goto fail;
     }
@@ -449,6 +454,11 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     }
     r->ended = r->position >= r->limit;
     schedule_prefetch(r);
+    if (r->pending) {
+        rc = r->pending;
+        if (err) *err = r->err;
+        goto fail;
+    }
     *out = r;
     return 0;
 fail:
@@ -464,6 +474,20 @@ static int fail_dead(ctf_reader *r, int rc)
 {
     if (rc != CTF_EINVAL) r->dead = 1;
     return rc;
+}
+
+/* Packs the picks into *out, then drops what the timeline has passed and asks for what comes
+ * next. Shared by ordinary and truncated-BPTT minibatches. */
+static int finish_minibatch(ctf_reader *r, size_t np, uint64_t first_sweep, bool end_of_sweep,
+                            ctf_minibatch **out)
+{
+    ctf__mb_info info = {r->position, first_sweep, end_of_sweep};
+    int rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
+    if (rc) return fail_dead(r, rc);
+    evict_passed(r);
+    schedule_prefetch(r);
+    update_memory_stats(r);
+    return 0;
 }
 
 static int add_pick(ctf_reader *r, size_t np, ctf__pick pick)
@@ -497,7 +521,9 @@ static void bptt_release(ctf_reader *r, bptt_slot *s)
 static int bptt_fetch(ctf_reader *r, bptt_slot *s, bool *end_of_sweep)
 {
     if (r->position >= r->limit) return 0;
-    size_t seq = r->sw.seq[r->cur_slot];
+    size_t seq;
+    int rc = slot_seq(r, r->cur_slot, &seq);
+    if (rc) return rc;
     s->busy = true;
     s->skip = false;
     s->seq = seq;
@@ -507,14 +533,16 @@ static int bptt_fetch(ctf_reader *r, bptt_slot *s, bool *end_of_sweep)
     s->offset = 0;
     s->length = r->idx->seqs[seq].samples;
     r->pins[s->chunk]++;
+    r->consumed[s->chunk]++;
     r->position += s->length;
-    if (++r->cur_slot == r->sw.num_slots) {
+    if (++r->cur_slot == ctf__sweepgen_num_slots(r->gen)) {
         *end_of_sweep = true;
         r->cur_sweep++;
         r->cur_slot = 0;
-        int rc = load_sweep(r, r->cur_sweep);
+        rc = load_sweep(r, r->cur_sweep);
         if (rc) return rc;
     }
+    ctf__sweepgen_release(r->gen, r->cur_slot);
     s->owner_pos = r->randomized ? r->pos_of_chunk[s->chunk] : s->tslot;
     return 1;
 }
@@ -536,8 +564,10 @@ static int bptt_check(ctf_reader *r, bptt_slot *s, const ctf__chunk_data *cd, si
         r->stats.errors++;
         r->stats.dropped_sequences++;
         if (r->stats.errors > r->cfg.max_errors) {
-            r->err = e;
-            return CTF_EPARSE;
+            return ctf__fail(&r->err, CTF_EPARSE, (ctf__where){e.path, e.line, e.column, e.offset},
+                             "%s; reached the maximum number of allowed errors (%" PRIu64
+                             ") reading %s",
+                             e.message, r->cfg.max_errors, r->path);
         }
         reader_log(r, CTF_SEV_ERROR, &e);
         s->skip = true;
@@ -601,13 +631,7 @@ static int bptt_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         r->ended = true;
         return 0;
     }
-    ctf__mb_info info = {r->position, first_sweep, end_of_sweep};
-    rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
-    if (rc) return fail_dead(r, rc);
-    evict_passed(r);
-    schedule_prefetch(r);
-    update_memory_stats(r);
-    return 0;
+    return finish_minibatch(r, np, first_sweep, end_of_sweep, out);
 }
 
 int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
@@ -619,6 +643,7 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
     if (num_samples == 0)
         return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
                          "num_samples: must be > 0 (got 0)");
+    if (r->pending) return fail_dead(r, r->pending);
     if (r->ended) return 0;
     if (r->cfg.truncation_length) return bptt_next(r, num_samples, out);
 
@@ -629,7 +654,9 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
     int rc;
     for (;;) {
         if (r->position >= r->limit) break;
-        size_t seq = r->sw.seq[r->cur_slot];
+        size_t seq;
+        rc = slot_seq(r, r->cur_slot, &seq);
+        if (rc) return fail_dead(r, rc);
         uint64_t smp = r->idx->seqs[seq].samples;
         if (n > 0 && total + smp > num_samples) break;
         if (n == r->cut_cap &&
@@ -643,7 +670,8 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         n++;
         total += smp;
         r->position += smp;
-        if (++r->cur_slot == r->sw.num_slots) {
+        r->consumed[r->cut[n - 1].chunk]++;
+        if (++r->cur_slot == ctf__sweepgen_num_slots(r->gen)) {
             end_of_sweep = true;
             r->cur_sweep++;
             r->cur_slot = 0;
@@ -652,6 +680,7 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
             if (rc) return fail_dead(r, rc);
         }
     }
+    ctf__sweepgen_release(r->gen, r->cur_slot);
     if (n == 0) {
         r->ended = true;
         return 0;
@@ -673,17 +702,9 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         if (rc) return fail_dead(r, rc);
     }
 
-    /* 3. Pack. */
-    ctf__mb_info info = {r->position, first_sweep, end_of_sweep};
-    rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
-    if (rc) return fail_dead(r, rc);
-
-    /* 4. Drop what the timeline has passed, ask for what comes next. */
-    evict_passed(r);
-    schedule_prefetch(r);
-    update_memory_stats(r);
-    if (r->position >= r->limit) r->ended = true;
-    return 0;
+    rc = finish_minibatch(r, np, first_sweep, end_of_sweep, out);
+    if (!rc && r->position >= r->limit) r->ended = true;
+    return rc;
 }
 
 /*======================================================================
@@ -695,13 +716,24 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     if (r->dead) return r->err.code;
     uint64_t k = position / r->sweep_samples;
     uint64_t within = position - k * r->sweep_samples;
+    /* A fresh generator for sweep k (the current one may have released earlier slots). */
+    ctf__sweepgen_free(r->gen);
+    r->gen = NULL;
     int rc = load_sweep(r, k);
     if (rc) return fail_dead(r, rc);
-    /* Continue from the first sequence boundary at or after the position. */
+    /* Continue from the first sequence boundary at or after the position. The walk marks the
+     * passed sequences as cut, so residency and eviction see the sweep as the run saw it. */
     uint64_t acc = 0;
-    size_t slot = 0;
-    while (slot < r->sw.num_slots && acc < within) acc += r->idx->seqs[r->sw.seq[slot++]].samples;
-    if (slot == r->sw.num_slots) {
+    size_t slot = 0, seq;
+    const size_t n = ctf__sweepgen_num_slots(r->gen);
+    while (slot < n && acc < within) {
+        rc = slot_seq(r, slot, &seq);
+        if (rc) return fail_dead(r, rc);
+        acc += r->idx->seqs[seq].samples;
+        r->consumed[chunk_of_seq(r->idx, seq)]++;
+        ctf__sweepgen_release(r->gen, ++slot);
+    }
+    if (slot == n) {
         k++;
         slot = 0;
         acc = 0;
@@ -713,10 +745,12 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     r->position = k * r->sweep_samples + acc;
     r->ended = r->position >= r->limit;
     ctf__loader_drop_all(r->loader);
-    r->intro_ptr = 0;
+    memset(r->requested, 0, r->idx->num_chunks);
+    r->outstanding = 0;
+    r->scan_slot = slot;
     evict_passed(r);
     schedule_prefetch(r);
-    return 0;
+    return r->pending ? fail_dead(r, r->pending) : 0;
 }
 
 uint64_t ctf_reader_position(const ctf_reader *r) { return r->position; }
@@ -737,8 +771,10 @@ int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
     if (num_workers == r->num_workers && rank == r->rank) return 0;
     r->num_workers = num_workers;
     r->rank = rank;
-    compute_uses(r);
     ctf__loader_drop_all(r->loader);
+    memset(r->requested, 0, r->idx->num_chunks);
+    r->outstanding = 0;
+    r->scan_slot = r->cur_slot;
     schedule_prefetch(r);
     return 0;
 }
@@ -946,48 +982,94 @@ static bool parse_quad(const char *p, const char *e, uint64_t q[4])
     return p == e;
 }
 
-/* Rebuilds the BPTT slots from the state's "bptt" field (after the seek). */
+/* Rebuilds the BPTT slots from the state's "bptt" field (after the seek). The sequence of an
+ * entry is found by running a temporary generator of its sweep up to its slot; entries are
+ * visited in (sweep, slot) order so one pass per sweep suffices. */
+typedef struct bptt_entry {
+    uint64_t v[4];           /* sweep, slot, offset, owner */
+    size_t at;               /* index of the BPTT slot */
+} bptt_entry;
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const bptt_entry *x = a, *y = b;
+    if (x->v[0] != y->v[0]) return x->v[0] < y->v[0] ? -1 : 1;
+    if (x->v[1] != y->v[1]) return x->v[1] < y->v[1] ? -1 : 1;
+    return 0;
+}
+
 static int restore_bptt(ctf_reader *r, const kv *field)
 {
     for (size_t j = 0; j < r->num_bp; j++) bptt_release(r, &r->bp[j]);
     r->num_bp = 0;
     if (!field) return 0;
     const char *p = field->val, *e = field->val + field->vlen;
-    uint64_t resume_sweep = r->cur_sweep;
+    bptt_entry *ents = NULL;
+    size_t nents = 0, cap = 0;
+    ctf__sweep_gen *g = NULL;
     int rc = 0;
     while (p < e) {
         const char *q = memchr(p, ';', (size_t)(e - p));
         if (!q) q = e;
-        if (ctf__grow((void **)&r->bp, &r->bp_cap, r->num_bp + 1, sizeof *r->bp))
-            return ctf__fail(&r->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
-        bptt_slot *s = &r->bp[r->num_bp++];
-        memset(s, 0, sizeof *s);
+        if (ctf__grow((void **)&r->bp, &r->bp_cap, r->num_bp + 1, sizeof *r->bp)) goto oom;
+        memset(&r->bp[r->num_bp], 0, sizeof *r->bp);
         if (!(q - p == 1 && *p == '-')) {
-            uint64_t v[4];
-            if (!parse_quad(p, q, v)) goto bad;
-            rc = load_sweep(r, v[0]);
-            if (rc) return rc;
-            if (v[1] >= r->sw.num_slots) goto bad;
-            s->seq = r->sw.seq[v[1]];
-            s->chunk = chunk_of_seq(r->idx, s->seq);
-            s->length = r->idx->seqs[s->seq].samples;
-            if (v[2] >= s->length) goto bad;
-            s->busy = true;
-            s->sweep = v[0];
-            s->tslot = (size_t)v[1];
-            s->offset = (uint32_t)v[2];
-            s->owner_pos = v[3];
-            r->pins[s->chunk]++;
+            if (ctf__grow((void **)&ents, &cap, nents + 1, sizeof *ents)) goto oom;
+            if (!parse_quad(p, q, ents[nents].v)) goto bad;
+            ents[nents++].at = r->num_bp;
         }
+        r->num_bp++;
         p = q < e ? q + 1 : e;
     }
-    return load_sweep(r, resume_sweep);
+    if (nents) qsort(ents, nents, sizeof *ents, cmp_entry); /* ents is NULL when none */
+    size_t next_slot = 0;
+    for (size_t i = 0; i < nents; i++) {
+        const uint64_t *v = ents[i].v;
+        if (v[1] >= r->idx->num_seqs) goto bad;
+        if (!g || ctf__sweepgen_sweep(g) != v[0] || v[1] < next_slot) {
+            ctf__sweepgen_free(g);
+            g = NULL;
+            rc = ctf__sweepgen_create(r->idx->chunks, r->idx->num_chunks,
+                                      r->cfg.randomization_window, r->cfg.window_in_samples,
+                                      r->cfg.randomization_seed, v[0], r->randomized, &g, &r->err);
+            if (rc) goto fail;
+            next_slot = 0;
+        }
+        size_t seq, home;
+        for (; next_slot < v[1]; next_slot++) {
+            rc = ctf__sweepgen_get(g, next_slot, &seq, &home, &r->err);
+            if (rc) goto fail;
+            ctf__sweepgen_release(g, next_slot + 1);
+        }
+        rc = ctf__sweepgen_get(g, (size_t)v[1], &seq, &home, &r->err);
+        if (rc) goto fail;
+        bptt_slot *s = &r->bp[ents[i].at];
+        s->seq = seq;
+        s->chunk = chunk_of_seq(r->idx, seq);
+        s->length = r->idx->seqs[seq].samples;
+        if (v[2] >= s->length) goto bad;
+        s->busy = true;
+        s->sweep = v[0];
+        s->tslot = (size_t)v[1];
+        s->offset = (uint32_t)v[2];
+        s->owner_pos = v[3];
+        r->pins[s->chunk]++;
+    }
+    ctf__sweepgen_free(g);
+    CTF_FREE(ents);
+    return 0;
+oom:
+    rc = ctf__fail(&r->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    goto fail;
 bad:
+    rc = ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                   "checkpoint state: malformed \"bptt\" slot list");
+fail:
     for (size_t j = 0; j < r->num_bp; j++) bptt_release(r, &r->bp[j]);
     r->num_bp = 0;
-    load_sweep(r, resume_sweep);
-    return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
-                     "checkpoint state: malformed \"bptt\" slot list");
+    ctf__sweepgen_free(g);
+    CTF_FREE(ents);
+    return rc;
 }
 
 int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)

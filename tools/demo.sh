@@ -43,3 +43,10 @@ if [ -n "$PY" ]; then
     echo "== Python: training on scikit-learn's digits with training_session (examples/train_digits.py)"
     "$PY" examples/train_digits.py $D
 fi
+
+# PyTorch part, when torch imports: an MLP on sample.ctf through ctfio.torch, checkpoint and resume.
+if [ -n "$PY" ] && "$PY" -c "import torch" >/dev/null 2>&1; then
+    echo
+    echo "== PyTorch: an MLP on $D/sample.ctf through ctfio.torch, checkpoint and resume (examples/torch_mlp.py)"
+    "$PY" examples/torch_mlp.py $D
+fi

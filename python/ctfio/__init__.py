@@ -27,6 +27,12 @@ from .data import MinibatchSourceFromData
 from .training import (CheckpointConfig, CrossValidationConfig, TrainingSession,
                        training_session)
 from .writer import sequence_to_cntk_text_format, write_ctf
+from . import provider  # the module; also callable as the @provider decorator (SPEC 12)
+from .provider import (CacheType, DataProvider, SequenceType, dense_vector,
+                       dense_vector_sequence, dense_vector_sub_sequence, integer_value,
+                       integer_value_sequence, integer_value_sub_sequence, sparse_binary_vector,
+                       sparse_binary_vector_sequence, sparse_binary_vector_sub_sequence,
+                       sparse_vector, sparse_vector_sequence, sparse_vector_sub_sequence)
 
 __all__ = [
     "CTFError", "ParseError", "StateError", "__version__",
@@ -36,4 +42,9 @@ __all__ = [
     "MinibatchSourceFromData",
     "training_session", "TrainingSession", "CheckpointConfig", "CrossValidationConfig",
     "sequence_to_cntk_text_format", "write_ctf",
+    "provider", "CacheType", "SequenceType", "DataProvider", "dense_vector",
+    "dense_vector_sequence", "dense_vector_sub_sequence", "integer_value",
+    "integer_value_sequence", "integer_value_sub_sequence", "sparse_binary_vector",
+    "sparse_binary_vector_sequence", "sparse_binary_vector_sub_sequence", "sparse_vector",
+    "sparse_vector_sequence", "sparse_vector_sub_sequence",
 ]

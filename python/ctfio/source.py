@@ -524,10 +524,12 @@ class MinibatchSource:
                            % (name, ", ".join(self.streams))) from None
 
     def next_minibatch(self, minibatch_size_in_samples, input_map=None, device=None,
-                       num_data_partitions=None, partition_index=None):
+                       num_data_partitions=None, partition_index=None, *,
+                       number_of_workers=None, worker_rank=None):
         """The next minibatch: {StreamInformation: MinibatchData} (keyed by ``input_map``'s keys
-        when given), or an empty dict at the end of the data."""
-        n, r = _workers(num_data_partitions, partition_index)
+        when given), or an empty dict at the end of the data. Workers: ``number_of_workers`` /
+        ``worker_rank`` (SPEC 7.1) or CNTK's ``num_data_partitions`` / ``partition_index``."""
+        n, r = _workers(num_data_partitions, partition_index, number_of_workers, worker_rank)
         mb = self._reader.next(int(minibatch_size_in_samples), n, r)
         if mb is None:
             return {}

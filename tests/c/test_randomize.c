@@ -599,3 +599,508 @@ TEST(large_sweep)
     free(ch);
     ASSERT(why == NULL);
 }
+
+/*======================================================================
+ * The lazy generator (ctf__sweepgen_*, SPEC 5.8): the full pass's order, window by window
+ *====================================================================*/
+
+#include <time.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_SANITIZED 1
+#endif
+#endif
+#ifndef TEST_SANITIZED
+#define TEST_SANITIZED 0
+#endif
+
+/* Slots in the widest window of a sweep (Wmax in the bound of lib/randomize.c), from the SPEC
+ * windows written out in spec_windows. 0 for file order. */
+static size_t widest_window_slots(const ctf__chunk *ch, size_t n, uint64_t w, bool in_samples,
+                                  const size_t *chunk_at)
+{
+    if (w == 0 || n == 0) return 0;
+    size_t *win = malloc(2 * n * sizeof *win), *slot0 = malloc((n + 1) * sizeof *slot0);
+    size_t widest = 0;
+    if (win && slot0) {
+        spec_windows(ch, n, chunk_at, w, in_samples, win);
+        slot0[0] = 0;
+        for (size_t p = 0; p < n; p++) slot0[p + 1] = slot0[p] + ch[chunk_at[p]].num_seqs;
+        for (size_t p = 0; p < n; p++)
+            if (slot0[win[2 * p + 1]] - slot0[win[2 * p]] > widest)
+                widest = slot0[win[2 * p + 1]] - slot0[win[2 * p]];
+    }
+    free(win);
+    free(slot0);
+    return widest;
+}
+
+/* How a test consumer walks a sweep. */
+typedef enum gen_mode {
+    GEN_SEQUENTIAL, /* ask 0, 1, 2, ... releasing each slot after asking it */
+    GEN_LOOKAHEAD,  /* ask the release point and random slots up to `ahead` past it */
+    GEN_NO_RELEASE, /* ask every slot once, in a random order, never releasing */
+} gen_mode;
+
+static const char *mode_name(gen_mode m)
+{
+    return m == GEN_SEQUENTIAL ? "sequential" : m == GEN_LOOKAHEAD ? "look-ahead" : "no release";
+}
+
+/* Walks sweep k with the generator in the given mode and compares every slot asked, chunk_at
+ * and pos_of with the full pass (ctf__randomize_sweep, or ctf__sweep_identity when not
+ * randomized). ahead: the look-ahead in slots for GEN_LOOKAHEAD (0: two widest windows). Also
+ * checks the memory bound: peak_slots <= Wmax + (largest look-ahead used), 0 in file order.
+ * Returns NULL or a description of the first difference. */
+static const char *gen_vs_full(const ctf__chunk *ch, size_t n, uint64_t w, bool in_samples,
+                               uint64_t seed, uint64_t k, bool randomized, gen_mode mode,
+                               size_t ahead, uint64_t *r, size_t *peak_out)
+{
+    static char why[300];
+    ctf__sweep full = {0};
+    ctf__sweep_gen *g = NULL;
+    ctf_error err = {0};
+    size_t *order = NULL;
+    const char *bad = NULL;
+    int rc = randomized ? ctf__randomize_sweep(ch, n, w, in_samples, seed, k, &full, &err)
+                        : ctf__sweep_identity(ch, n, k, &full, &err);
+    if (rc) {
+        bad = "the full pass failed";
+        goto done;
+    }
+    if (ctf__sweepgen_create(ch, n, w, in_samples, seed, k, randomized, &g, &err)) {
+        bad = "ctf__sweepgen_create failed";
+        goto done;
+    }
+    const size_t T = full.num_slots;
+    if (ctf__sweepgen_num_slots(g) != T || ctf__sweepgen_sweep(g) != k) {
+        bad = "num_slots or sweep differs";
+        goto done;
+    }
+    const size_t *chunk_at = ctf__sweepgen_chunk_at(g), *pos_of = ctf__sweepgen_pos_of(g);
+    for (size_t p = 0; p < n; p++) {
+        if (chunk_at[p] != full.chunk_at[p] || pos_of[full.chunk_at[p]] != p) {
+            snprintf(why, sizeof why, "position %zu: chunk_at %zu pos_of %zu, full pass chunk %zu",
+                     p, chunk_at[p], pos_of[full.chunk_at[p]], full.chunk_at[p]);
+            bad = why;
+            goto done;
+        }
+    }
+    const bool lazy = randomized && w != 0;
+    const size_t wmax = lazy ? widest_window_slots(ch, n, w, in_samples, full.chunk_at) : 0;
+    if (mode == GEN_LOOKAHEAD && ahead == 0) ahead = 2 * wmax > 0 ? 2 * wmax : 1;
+    size_t max_ahead = 0; /* largest (slot asked - release point) */
+    size_t release = 0;
+    size_t asks = 0;
+    order = malloc((T + 1) * sizeof *order);
+    if (!order) {
+        bad = "test out of memory";
+        goto done;
+    }
+    if (mode == GEN_NO_RELEASE) {
+        for (size_t t = 0; t < T; t++) order[t] = t;
+        for (size_t t = T; t > 1; t--) {
+            size_t j = (size_t)(rnd_next(r) % t), tmp = order[t - 1];
+            order[t - 1] = order[j];
+            order[j] = tmp;
+        }
+    }
+    for (size_t step = 0; mode == GEN_NO_RELEASE ? step < T : release < T; step++) {
+        size_t want[5], nwant = 0;
+        if (mode == GEN_NO_RELEASE) {
+            want[nwant++] = order[step];
+        } else {
+            want[nwant++] = release;
+            if (mode == GEN_LOOKAHEAD) {
+                size_t extra = rnd_range(r, 0, 4);
+                for (size_t i = 0; i < extra; i++) {
+                    size_t s = release + (size_t)(rnd_next(r) % ahead);
+                    if (s < T) want[nwant++] = s;
+                }
+            }
+        }
+        for (size_t i = 0; i < nwant; i++) {
+            size_t s = want[i], q = SIZE_MAX, h = SIZE_MAX;
+            if (ctf__sweepgen_get(g, s, &q, &h, &err)) {
+                snprintf(why, sizeof why, "%s: get(%zu) failed: %.200s", mode_name(mode), s,
+                         err.message);
+                bad = why;
+                goto done;
+            }
+            asks++;
+            if (s - release > max_ahead) max_ahead = s - release;
+            if (q != full.seq[s] || h != full.home[s]) {
+                snprintf(why, sizeof why,
+                         "%s: slot %zu: seq %zu home %zu, full pass seq %zu home %zu",
+                         mode_name(mode), s, q, h, full.seq[s], full.home[s]);
+                bad = why;
+                goto done;
+            }
+        }
+        if (mode == GEN_SEQUENTIAL) {
+            ctf__sweepgen_release(g, ++release);
+        } else if (mode == GEN_LOOKAHEAD) {
+            /* Mostly one slot on; now and then a jump over slots never asked. */
+            release += rnd_range(r, 0, 3) ? 1 : rnd_range(r, 1, ahead);
+            if (rnd_range(r, 0, 9) == 0) ctf__sweepgen_release(g, release - 1); /* backwards: ignored */
+            ctf__sweepgen_release(g, release);
+            if (release > T) release = T;
+        }
+    }
+    if (mode != GEN_LOOKAHEAD && asks != T) {
+        bad = "not every slot was asked";
+        goto done;
+    }
+    size_t peak = ctf__sweepgen_peak_slots(g);
+    if (peak_out) *peak_out = peak;
+    size_t bound = lazy ? (mode == GEN_NO_RELEASE ? T : wmax + max_ahead) : 0;
+    if (peak > bound) {
+        snprintf(why, sizeof why, "%s: peak_slots %zu > bound %zu (Wmax %zu, look-ahead %zu)",
+                 mode_name(mode), peak, bound, wmax, max_ahead);
+        bad = why;
+        goto done;
+    }
+    /* Once released, a slot is gone: asking it is a clean error. */
+    if (mode != GEN_NO_RELEASE && T > 0 && ctf__sweepgen_get(g, T - 1, NULL, NULL, &err) != CTF_EINVAL)
+        bad = "asking a released slot did not fail with CTF_EINVAL";
+done:
+    ctf__sweepgen_free(g);
+    ctf__sweep_free(&full);
+    free(order);
+    return bad;
+}
+
+#define ASSERT_GEN_SAME(call, ctx_fmt, ...)                                               \
+    do {                                                                                  \
+        const char *why_ = (call);                                                        \
+        if (why_) {                                                                       \
+            char m_[600];                                                                 \
+            int o_ = snprintf(m_, sizeof m_, ctx_fmt, __VA_ARGS__);                       \
+            snprintf(m_ + o_, sizeof m_ - (size_t)o_, ": %s", why_);                      \
+            test_fail(__FILE__, __LINE__, #call, m_);                                     \
+            return;                                                                       \
+        }                                                                                 \
+    } while (0)
+
+TEST(sweepgen_random_chunkings_equal_full_pass)
+{
+    /* The chunkings, windows and seeds of random_chunkings_properties, every consumer mode,
+     * randomized and file order. */
+    uint64_t r = 42, walk = 1;
+    ctf__chunk ch[50];
+    for (int trial = 0; trial < 400; trial++) {
+        size_t n = random_chunks(&r, ch);
+        bool in_samples = rnd_range(&r, 0, 1);
+        uint64_t w = random_window(&r, ch, n, in_samples);
+        uint64_t seed = rnd_next(&r) % 1000;
+        if (trial % 7 == 0) seed = UINT64_MAX - 2;
+        for (uint64_t k = 0; k < 4; k++) {
+            for (int mode = GEN_SEQUENTIAL; mode <= GEN_NO_RELEASE; mode++) {
+                ASSERT_GEN_SAME(gen_vs_full(ch, n, w, in_samples, seed, k, true, (gen_mode)mode,
+                                            0, &walk, NULL),
+                                "trial %d n %zu window %llu%s seed %llu sweep %llu", trial, n,
+                                (unsigned long long)w, in_samples ? " samples" : "",
+                                (unsigned long long)seed, (unsigned long long)k);
+            }
+            ASSERT_GEN_SAME(gen_vs_full(ch, n, w, in_samples, seed, k, false,
+                                        (gen_mode)(trial % 3), 0, &walk, NULL),
+                            "file order: trial %d n %zu sweep %llu", trial, n,
+                            (unsigned long long)k);
+        }
+        /* Look-ahead from one slot to far beyond a window. */
+        size_t ahead = rnd_range(&r, 1, 200);
+        ASSERT_GEN_SAME(gen_vs_full(ch, n, w, in_samples, seed, 1, true, GEN_LOOKAHEAD, ahead,
+                                    &walk, NULL),
+                        "trial %d look-ahead %zu", trial, ahead);
+    }
+}
+
+TEST(sweepgen_conformance_orders)
+{
+    /* The CNTK-derived orders and the SPEC 5.6 vector, straight from the generator. */
+    ctf_error err = {0};
+    for (size_t i = 0; i < sizeof conformance_cases / sizeof conformance_cases[0]; i++) {
+        const conformance_case *cc = &conformance_cases[i];
+        size_t got = 0;
+        for (uint64_t k = 0; got < cc->order_len; k++) {
+            ctf__sweep_gen *g;
+            ASSERT_OK(ctf__sweepgen_create(cc->chunks, cc->num_chunks, cc->window, cc->in_samples,
+                                           cc->seed, k, true, &g, &err),
+                      &err);
+            size_t T = ctf__sweepgen_num_slots(g);
+            for (size_t t = 0; t < T && got < cc->order_len; t++, got++) {
+                size_t q;
+                int rc = ctf__sweepgen_get(g, t, &q, NULL, &err);
+                ctf__sweepgen_release(g, t + 1);
+                if (rc || q != cc->order[got]) {
+                    char m[160];
+                    snprintf(m, sizeof m, "%s sweep %llu slot %zu: rc %d got %zu, expected %zu",
+                             cc->name, (unsigned long long)k, t, rc, q, cc->order[got]);
+                    test_fail(__FILE__, __LINE__, "conformance order", m);
+                    ctf__sweepgen_free(g);
+                    return;
+                }
+            }
+            ctf__sweepgen_free(g);
+            uint64_t walk = k + 1;
+            for (int mode = GEN_SEQUENTIAL; mode <= GEN_NO_RELEASE; mode++)
+                ASSERT_GEN_SAME(gen_vs_full(cc->chunks, cc->num_chunks, cc->window, cc->in_samples,
+                                            cc->seed, k, true, (gen_mode)mode, 0, &walk, NULL),
+                                "%s sweep %llu", cc->name, (unsigned long long)k);
+        }
+    }
+
+    ctf__chunk ch[5];
+    for (size_t c = 0; c < 5; c++) ch[c] = (ctf__chunk){.num_seqs = 2, .samples = 2};
+    number_chunks(ch, 5);
+    const size_t expect[10] = {6, 3, 1, 5, 9, 0, 4, 2, 7, 8};
+    ctf__sweep_gen *g;
+    ASSERT_OK(ctf__sweepgen_create(ch, 5, 5, false, 0, 0, true, &g, &err), &err);
+    for (size_t t = 0; t < 10; t++) {
+        size_t q = 0;
+        ASSERT_OK(ctf__sweepgen_get(g, t, &q, NULL, &err), &err);
+        ASSERT_EQ(q, expect[t]);
+    }
+    ctf__sweepgen_free(g);
+}
+
+TEST(sweepgen_file_order)
+{
+    /* randomized false or window 0: file order, home = chunk id, identity tables, nothing held;
+     * sequence numbers come from first_seq (a table not starting at 0). */
+    ctf__chunk ch[3] = {{.first_seq = 100, .num_seqs = 3, .samples = 3},
+                        {.first_seq = 103, .num_seqs = 1, .samples = 1},
+                        {.first_seq = 104, .num_seqs = 2, .samples = 2}};
+    const size_t home[6] = {0, 0, 0, 1, 2, 2};
+    ctf_error err = {0};
+    for (int v = 0; v < 2; v++) {
+        ctf__sweep_gen *g;
+        ASSERT_OK(ctf__sweepgen_create(ch, 3, v ? 0 : 5, false, 7, 4, v == 1, &g, &err), &err);
+        ASSERT_EQ(ctf__sweepgen_num_slots(g), 6);
+        ASSERT_U64_EQ(ctf__sweepgen_sweep(g), 4);
+        for (size_t p = 0; p < 3; p++) {
+            ASSERT_EQ(ctf__sweepgen_chunk_at(g)[p], p);
+            ASSERT_EQ(ctf__sweepgen_pos_of(g)[p], p);
+        }
+        /* Backwards, then jumping, then forwards: the cursor follows. */
+        const size_t asks[] = {5, 0, 4, 1, 3, 2, 0, 1, 2, 3, 4, 5};
+        for (size_t i = 0; i < sizeof asks / sizeof asks[0]; i++) {
+            size_t q, h;
+            ASSERT_OK(ctf__sweepgen_get(g, asks[i], &q, &h, &err), &err);
+            ASSERT_EQ(q, 100 + asks[i]);
+            ASSERT_EQ(h, home[asks[i]]);
+        }
+        ASSERT_EQ(ctf__sweepgen_peak_slots(g), 0);
+        ctf__sweepgen_free(g);
+    }
+    /* Empty tables. */
+    for (int v = 0; v < 2; v++) {
+        ctf__sweep_gen *g;
+        ASSERT_OK(ctf__sweepgen_create(NULL, 0, 10, v, 0, 0, v, &g, &err), &err);
+        ASSERT_EQ(ctf__sweepgen_num_slots(g), 0);
+        ASSERT_EQ(ctf__sweepgen_get(g, 0, NULL, NULL, &err), CTF_EINVAL);
+        ctf__sweepgen_release(g, 5);
+        ctf__sweepgen_free(g);
+    }
+    ctf__sweepgen_free(NULL);
+}
+
+TEST(sweepgen_peak_slots_bound)
+{
+    /* 2000 chunks of 10 sequences, window 16 chunks: Wmax = 160 slots. The proven bound is
+     * peak <= Wmax + L (L = largest slot asked minus release point): 160 for a sequential
+     * consumer, 160 + 319 = 479 for a look-ahead of two windows (320 slots), both within the
+     * brief's (3 x 16 + 2) x 10 = 500. Without releases everything stays (the whole sweep). */
+    size_t n = 2000;
+    ctf__chunk *ch = calloc(n, sizeof *ch);
+    ASSERT(ch);
+    for (size_t c = 0; c < n; c++) ch[c] = (ctf__chunk){.num_seqs = 10, .samples = 30};
+    number_chunks(ch, n);
+    uint64_t walk = 3;
+    size_t peak_seq = 0, peak_ahead = 0, peak_all = 0, peak_smp = 0;
+    const char *why = gen_vs_full(ch, n, 16, false, 11, 0, true, GEN_SEQUENTIAL, 0, &walk,
+                                  &peak_seq);
+    if (!why)
+        why = gen_vs_full(ch, n, 16, false, 11, 0, true, GEN_LOOKAHEAD, 320, &walk, &peak_ahead);
+    if (!why)
+        why = gen_vs_full(ch, n, 16, false, 11, 1, true, GEN_NO_RELEASE, 0, &walk, &peak_all);
+    /* The same table with a window of 480 samples = 16 chunks of 30 (the window in samples
+     * reaches half a window each way from a chunk's start: up to 17 chunks). */
+    if (!why)
+        why = gen_vs_full(ch, n, 480, true, 11, 2, true, GEN_SEQUENTIAL, 0, &walk, &peak_smp);
+    free(ch);
+    ASSERT(why == NULL);
+    ASSERT(peak_seq <= 160);
+    ASSERT(peak_seq >= 150); /* a whole window is held: the bound is tight */
+    ASSERT(peak_ahead <= 479);
+    ASSERT(peak_ahead <= (3 * 16 + 2) * 10);
+    ASSERT_EQ(peak_all, 20000);
+    ASSERT(peak_smp <= 170);
+}
+
+TEST(sweepgen_released_slot_is_einval)
+{
+    ctf__chunk ch[40];
+    for (size_t c = 0; c < 40; c++) ch[c] = (ctf__chunk){.num_seqs = 1 + c % 4, .samples = 5};
+    number_chunks(ch, 40);
+    ctf__sweep full = {0};
+    ctf_error err = {0};
+    ASSERT_OK(ctf__randomize_sweep(ch, 40, 6, false, 8, 0, &full, &err), &err);
+    for (int randomized = 0; randomized < 2; randomized++) {
+        ctf__sweep_gen *g;
+        ASSERT_OK(ctf__sweepgen_create(ch, 40, 6, false, 8, 0, randomized, &g, &err), &err);
+        size_t T = ctf__sweepgen_num_slots(g), q, h;
+        ASSERT_OK(ctf__sweepgen_get(g, 5, &q, &h, &err), &err);
+        ctf__sweepgen_release(g, 10);
+        ctf_error e2 = {0};
+        ASSERT_EQ(ctf__sweepgen_get(g, 9, &q, &h, &e2), CTF_EINVAL);
+        ASSERT_EQ(e2.code, CTF_EINVAL);
+        ASSERT_STR_CONTAINS(e2.message, "release");
+        ASSERT_EQ(ctf__sweepgen_get(g, T, &q, &h, &e2), CTF_EINVAL);
+        ASSERT_EQ(ctf__sweepgen_get(g, SIZE_MAX, &q, &h, &e2), CTF_EINVAL);
+        ctf__sweepgen_release(g, 3); /* backwards: ignored */
+        ASSERT_EQ(ctf__sweepgen_get(g, 9, &q, &h, &e2), CTF_EINVAL);
+        /* The generator is unharmed: the rest of the sweep is right. */
+        for (size_t t = 10; t < T; t++) {
+            ASSERT_OK(ctf__sweepgen_get(g, t, &q, &h, &err), &err);
+            if (randomized) {
+                ASSERT_EQ(q, full.seq[t]);
+                ASSERT_EQ(h, full.home[t]);
+            } else {
+                ASSERT_EQ(q, t);
+            }
+        }
+        ctf__sweepgen_release(g, SIZE_MAX); /* past the end counts as the end */
+        ASSERT_EQ(ctf__sweepgen_get(g, T - 1, &q, &h, &e2), CTF_EINVAL);
+        ctf__sweepgen_free(g);
+    }
+    ctf__sweep_free(&full);
+}
+
+/* Streams sweep k through a generator, releasing as it goes, retrying a get that fails with
+ * CTF_ENOMEM once (a non-sticky injected failure). Compares with full. */
+static int stream_with_retries(ctf__sweep_gen *g, const ctf__sweep *full, int *failures)
+{
+    ctf_error err = {0};
+    for (size_t t = 0; t < full->num_slots; t++) {
+        size_t q, h;
+        int rc = ctf__sweepgen_get(g, t, &q, &h, &err);
+        if (rc) {
+            if (rc != CTF_ENOMEM || err.code != CTF_ENOMEM) return -1;
+            ++*failures;
+            rc = ctf__sweepgen_get(g, t, &q, &h, &err);
+            if (rc) return -2;
+        }
+        if (q != full->seq[t] || h != full->home[t]) return -3;
+        if (t % 3 == 2) ctf__sweepgen_release(g, t - 1); /* lag behind a little */
+    }
+    return 0;
+}
+
+TEST(sweepgen_allocation_failure_is_enomem_and_freeable)
+{
+    /* Uneven chunks and a window in samples, so that the ring grows several times. */
+    ctf__chunk ch[60];
+    for (size_t c = 0; c < 60; c++)
+        ch[c] = (ctf__chunk){.num_seqs = 1 + (c * 7) % 13, .samples = 1 + (c * 5) % 40};
+    number_chunks(ch, 60);
+    ctf__sweep full = {0};
+    ctf_error err = {0};
+    ASSERT_OK(ctf__randomize_sweep(ch, 60, 150, true, 4, 1, &full, &err), &err);
+    long k;
+    for (int sticky = 0; sticky < 2; sticky++) {
+        bool clean_run = false;
+        for (k = 1; k <= 200 && !clean_run; k++) {
+            long live = atomic_load(&ctf__alloc.live);
+            ctf__alloc.fail_sticky = sticky;
+            ctf__alloc.fail_at = atomic_load(&ctf__alloc.count) + k;
+            ctf__sweep_gen *g = NULL;
+            int failures = 0, rc = ctf__sweepgen_create(ch, 60, 150, true, 4, 1, true, &g, &err);
+            if (rc) {
+                ctf__alloc.fail_at = 0;
+                ASSERT_EQ(rc, CTF_ENOMEM);
+                ASSERT_EQ(err.code, CTF_ENOMEM);
+                ASSERT(g == NULL);
+                ASSERT_EQ(atomic_load(&ctf__alloc.live), live);
+                continue;
+            }
+            if (sticky) {
+                /* Every allocation from here on fails: gets fail cleanly, then free. */
+                size_t q;
+                for (size_t t = 0; t < full.num_slots; t++) {
+                    rc = ctf__sweepgen_get(g, t, &q, NULL, &err);
+                    if (rc) break;
+                }
+                ctf__alloc.fail_at = 0;
+                ctf__alloc.fail_sticky = false;
+                clean_run = rc == 0;
+                if (rc) ASSERT_EQ(rc, CTF_ENOMEM);
+            } else {
+                rc = stream_with_retries(g, &full, &failures);
+                ctf__alloc.fail_at = 0;
+                ASSERT_EQ(rc, 0);
+                clean_run = failures == 0;
+            }
+            ctf__sweepgen_free(g);
+            ASSERT_EQ(atomic_load(&ctf__alloc.live), live);
+        }
+        ASSERT(clean_run); /* k went past the last allocation */
+        ASSERT(k > 6);     /* 5 in create, at least one ring */
+    }
+    ctf__alloc.fail_sticky = false;
+    ctf__sweep_free(&full);
+}
+
+/* CPU time of this thread: the comparison below holds on a loaded machine too. */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+TEST(sweepgen_streams_10M_sequences_as_fast_as_the_full_pass)
+{
+    /* 10M sequences (1M under the sanitizers) in 100k chunks, window 64 chunks: the streamed
+     * order equals the full pass (positional checksum) and takes about the same CPU time. Set
+     * CTFIO_TEST_TIMING=1 to print the times. */
+    const size_t n = TEST_SANITIZED ? 10000 : 100000, per = 100;
+    ctf__chunk *ch = calloc(n, sizeof *ch);
+    ASSERT(ch);
+    for (size_t c = 0; c < n; c++) ch[c] = (ctf__chunk){.num_seqs = per, .samples = 3 * per};
+    number_chunks(ch, n);
+    ctf__sweep full = {0};
+    ctf_error err = {0};
+    double t0 = now_s();
+    int rc = ctf__randomize_sweep(ch, n, 64, false, 1, 0, &full, &err);
+    double t_full = now_s() - t0;
+    uint64_t want = 0, got = 0;
+    for (size_t t = 0; !rc && t < full.num_slots; t++)
+        want += (full.seq[t] * 0x9E3779B97F4A7C15ULL + full.home[t]) * (t + 1);
+    ctf__sweep_free(&full);
+
+    ctf__sweep_gen *g = NULL;
+    t0 = now_s();
+    int rc2 = ctf__sweepgen_create(ch, n, 64, false, 1, 0, true, &g, &err);
+    for (size_t t = 0; !rc2 && t < n * per; t++) {
+        size_t q, h;
+        rc2 = ctf__sweepgen_get(g, t, &q, &h, &err);
+        ctf__sweepgen_release(g, t + 1);
+        got += (q * 0x9E3779B97F4A7C15ULL + h) * (t + 1);
+    }
+    double t_lazy = now_s() - t0;
+    size_t peak = g ? ctf__sweepgen_peak_slots(g) : 0;
+    ctf__sweepgen_free(g);
+    free(ch);
+    if (getenv("CTFIO_TEST_TIMING"))
+        fprintf(stderr, "sweepgen %zu sequences: full pass %.3f s, lazy %.3f s, peak %zu slots\n",
+                n * per, t_full, t_lazy, peak);
+    ASSERT_OK(rc, &err);
+    ASSERT_OK(rc2, &err);
+    ASSERT_U64_EQ(got, want);
+    ASSERT(peak <= 64 * per);
+    if (!TEST_SANITIZED) ASSERT(t_lazy <= 2.0 * t_full + 0.2);
+}

@@ -42,7 +42,7 @@ int ctf_fuzz_parse(const uint8_t *data, size_t size);
 int ctf_fuzz_index(const uint8_t *data, size_t size);
 int ctf_fuzz_config(const uint8_t *data, size_t size);
 int ctf_fuzz_state(const uint8_t *data, size_t size);
-int ctf_fuzz_state_example(uint64_t num_minibatches, char *buf, size_t cap);
+int ctf_fuzz_state_example(uint64_t num_minibatches, bool bptt, char *buf, size_t cap);
 const char *ctf_fuzz_tmpdir(void);
 
 typedef int (*ctf_fuzz_fn)(const uint8_t *data, size_t size);
@@ -105,9 +105,10 @@ static void sig_count(uint64_t what, uint64_t v)
 static void sig_error(int rc, const char *msg)
 {
     uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)(int64_t)rc;
-    if (msg && !strncmp(msg, "override '", 10) && strstr(msg, "': ")) {
-        h = (h ^ 'o') * 0x100000001b3ull; /* the override's own text says nothing */
-        msg = strstr(msg, "': ") + 3;
+    if (msg && !strncmp(msg, "override '", 10)) {
+        /* The override's own text (which may hold quotes and "': ") says nothing. */
+        h = (h ^ 'o') * 0x100000001b3ull;
+        for (const char *q = strstr(msg, "': "); q; q = strstr(q + 1, "': ")) msg = q + 3;
     }
     int words = 0;
     char quote = 0; /* inside a quoted excerpt of the input: skip to its end */
@@ -306,7 +307,7 @@ static int read_some(const ctf_config *cfg, uint64_t mb_size, int max_mb, bool r
         FUZZ_CHECK(ctf_reader_position(r) == last_pos, "reader/minibatch position");
         ctf_minibatch_free(mb);
         if (roundtrip && i == 1) {
-            char st[1024];
+            char st[16384]; /* BPTT states grow with the number of slots */
             size_t len = 0;
             FUZZ_CHECK(ctf_reader_save_state(r, NULL, 0, &len) == 0 && len < sizeof st,
                        "state length");
@@ -429,6 +430,7 @@ static void derive_config(fuzz_cfg *f, const uint8_t *data, size_t size, const c
     c->keep_data_in_memory = ((b[3] >> 4) & 7) == 6;
     if (((b[3] >> 4) & 7) == 5) c->max_sweeps = 1;
     if (((b[3] >> 4) & 7) == 4) c->max_samples = CTF_FULL_DATA_SWEEP;
+    if (((b[3] >> 4) & 7) == 2) c->truncation_length = 1 + (b[1] & 3);
     if (((b[3] >> 4) & 7) == 3) {
         c->num_workers = 2;
         c->worker_rank = b[1] >> 7;
@@ -490,23 +492,7 @@ int ctf_fuzz_parse(const uint8_t *data, size_t size)
  * Target: index
  *====================================================================*/
 
-/* index.c's cache checksum (FNV-1a over 8-byte words with a mix), repeated here so that the
- * target can also forge caches that pass the checksum and reach the structural checks. */
-static uint64_t hash_bytes(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0x100000001b3ull;
-        h ^= h >> 29;
-        p += 8;
-        n -= 8;
-    }
-    while (n--) h = (h ^ *p++) * 0x100000001b3ull;
-    return h;
-}
-
+/* Forged caches use index.c's own checksum (ctf__hash_bytes) to reach the structural checks. */
 #define CACHE_HEADER_BYTES 80 /* sizeof(cache_header) in index.c */
 
 static bool read_file(const char *path, uint8_t **out, size_t *len)
@@ -608,8 +594,8 @@ int ctf_fuzz_index(const uint8_t *data, size_t size)
         if ((mode & 3) == 2) clen = clen / 2; /* truncated */
         if ((mode & 3) == 1 && clen >= CACHE_HEADER_BYTES + 8) {
             /* Forge the checksum so that only the structural checks stand in the way. */
-            uint64_t sum = hash_bytes(0xcbf29ce484222325ull, cache, CACHE_HEADER_BYTES);
-            sum = hash_bytes(sum, cache + CACHE_HEADER_BYTES, clen - CACHE_HEADER_BYTES - 8);
+            uint64_t sum = ctf__hash_bytes(0xcbf29ce484222325ull, cache, CACHE_HEADER_BYTES);
+            sum = ctf__hash_bytes(sum, cache + CACHE_HEADER_BYTES, clen - CACHE_HEADER_BYTES - 8);
             memcpy(cache + clen - 8, &sum, 8);
         }
         /* Rewrite in place: same inode, so the header's identity still matches; restore the
@@ -779,11 +765,11 @@ int ctf_fuzz_config(const uint8_t *data, size_t size)
 
 static const char state_data[] =
     "1 |a 1 2 |b 0:1\n"
-    "1 |a 3 4\n"
+    "1 |a 3 4 |b 2:1\n"
     "2 |a 5 6 |b 1:2 3:4\n"
     "3 |a 7 8 |b 2:1\n"
     "3 |a 9 10 |b 0:1\n"
-    "3 |a 11 12\n"
+    "3 |a 11 12 |b\n"
     "4 |a 13 14 |b 3:3\n"
     "5 |a 15 16 |b 1:1\n"
     "5 |a 17 18 |b 1:1\n"
@@ -794,7 +780,8 @@ static ctf_stream_def state_streams[2] = {
     {"s1", "b", 4, true, false},
 };
 
-static void state_config(ctf_config *c, const char *path)
+/* The state target's reader; bptt: with truncated BPTT (its states carry a "bptt" field). */
+static void state_config(ctf_config *c, const char *path, bool bptt)
 {
     ctf_config_init(c);
     c->path = path;
@@ -805,6 +792,7 @@ static void state_config(ctf_config *c, const char *path)
     c->randomization_seed = 3;
     c->chunk_size_bytes = 40;
     c->num_threads = 0;
+    c->truncation_length = bptt ? 2 : 0;
     c->log = fuzz_log;
 }
 
@@ -818,18 +806,19 @@ static const char *state_file(void)
     return path;
 }
 
-/* A valid state of the state target's reader after num_minibatches minibatches of 2 samples
- * (the regression driver adds a few to its corpus). @return : its length, or 0. */
-int ctf_fuzz_state_example(uint64_t num_minibatches, char *buf, size_t cap)
+/* A valid state of the state target's reader (with truncated BPTT or not) after num_minibatches
+ * minibatches of 2 samples (5 with BPTT: several slots, some mid-sequence) (the regression driver adds a few to its corpus).
+ * @return : its length, or 0. */
+int ctf_fuzz_state_example(uint64_t num_minibatches, bool bptt, char *buf, size_t cap)
 {
     ctf_config c;
-    state_config(&c, state_file());
+    state_config(&c, state_file(), bptt);
     ctf_reader *r = NULL;
     ctf_error err;
     if (ctf_reader_open(&c, &r, &err)) return 0;
     for (uint64_t i = 0; i < num_minibatches; i++) {
         ctf_minibatch *mb = NULL;
-        if (ctf_reader_next(r, 2, &mb) || !mb) break;
+        if (ctf_reader_next(r, bptt ? 5 : 2, &mb) || !mb) break;
         ctf_minibatch_free(mb);
     }
     size_t len = 0;
@@ -838,12 +827,18 @@ int ctf_fuzz_state_example(uint64_t num_minibatches, char *buf, size_t cap)
     return rc ? 0 : (int)len;
 }
 
+/* The reader variant comes from the state itself (a "bptt" field selects the BPTT reader, so
+ * that valid states of either kind fit); threads, a worker change and the minibatch size come
+ * from a hash of the input. */
 int ctf_fuzz_state(const uint8_t *data, size_t size)
 {
     LIVE_BEGIN();
+    const bool bptt = memmem(data, size, "\"bptt\"", 6) != NULL;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < size; i++) h = (h ^ data[i]) * 0x100000001b3ull;
+    const unsigned mode = (unsigned)(h ^ (h >> 32));
     ctf_config c;
-    state_config(&c, state_file());
-    uint8_t mode = size ? data[0] : 0;
+    state_config(&c, state_file(), bptt);
     if (mode & 1) c.num_threads = 1;
     ctf_reader *r = NULL;
     ctf_error err;
@@ -853,10 +848,11 @@ int ctf_fuzz_state(const uint8_t *data, size_t size)
     rc = ctf_reader_next(r, 2, &mb);
     FUZZ_CHECK(rc == 0 && mb, "first minibatch");
     ctf_minibatch_free(mb);
-    char own[1024];
+    char own[4096];
     size_t own_len = 0;
     FUZZ_CHECK(ctf_reader_save_state(r, own, sizeof own, &own_len) == 0, "save_state");
     FUZZ_CHECK(ctf_reader_save_state(r, own, 8, &own_len) == CTF_ELIMIT, "small buffer");
+    FUZZ_CHECK(ctf_reader_save_state(r, own, sizeof own, &own_len) == 0, "save_state");
 
     rc = ctf_reader_restore_state(r, (const char *)data, size);
     FUZZ_CHECK(rc == 0 || rc == CTF_ESTATE, "restore returned %d (%s)", rc,
@@ -867,7 +863,7 @@ int ctf_fuzz_state(const uint8_t *data, size_t size)
     }
     for (int i = 0; i < 3; i++) {
         mb = NULL;
-        rc = ctf_reader_next(r, 1 + (mode >> 4), &mb);
+        rc = ctf_reader_next(r, 1 + ((mode >> 4) & 15), &mb);
         FUZZ_CHECK(rc == 0, "next after a restore: %d (%s)", rc, ctf_reader_error(r)->message);
         if (!mb) break;
         check_minibatch(mb, &c, NULL);
@@ -878,6 +874,10 @@ int ctf_fuzz_state(const uint8_t *data, size_t size)
     rc = ctf_reader_restore_state(r, own, own_len);
     FUZZ_CHECK(rc == 0, "restoring the reader's own state: %d (%s)", rc,
                ctf_reader_error(r)->message);
+    mb = NULL;
+    rc = ctf_reader_next(r, 2, &mb);
+    FUZZ_CHECK(rc == 0 && mb, "next after restoring its own state: %d", rc);
+    ctf_minibatch_free(mb);
     ctf_reader_free(r);
     LIVE_END("state");
     return 0;

@@ -63,7 +63,7 @@ extern const size_t ctf_fuzz_num_targets;
 #define CTF_FUZZ_MAX_EVENTS 256
 extern uint64_t ctf_fuzz_events[CTF_FUZZ_MAX_EVENTS];
 extern size_t ctf_fuzz_num_events;
-int ctf_fuzz_state_example(uint64_t num_minibatches, char *buf, size_t cap);
+int ctf_fuzz_state_example(uint64_t num_minibatches, bool bptt, char *buf, size_t cap);
 
 /*======================================================================
  * The corpus
@@ -113,10 +113,10 @@ static void add_path(const char *p)
     paths[paths_n++] = strdup(p);
 }
 
-static void collect(const char *path)
+static void collect(const char *path, bool top)
 {
     struct stat st;
-    if (stat(path, &st) != 0) {
+    if ((top ? stat(path, &st) : lstat(path, &st)) != 0) { /* no symlinks below the top */
         fprintf(stderr, "fuzz_regression: %s: %s\n", path, strerror(errno));
         exit(2);
     }
@@ -132,7 +132,7 @@ static void collect(const char *path)
         if (e->d_name[0] == '.') continue;
         char sub[4096];
         snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-        collect(sub);
+        collect(sub, false);
     }
     closedir(d);
 }
@@ -539,7 +539,7 @@ int main(int argc, char **argv)
                         snprintf(crash_dir + n, sizeof crash_dir - n, "/crashes");
                 }
             }
-            collect(a);
+            collect(a, true);
         }
     }
     if (crash_opt) snprintf(crash_dir, sizeof crash_dir, "%s", crash_opt);
@@ -567,9 +567,9 @@ int main(int argc, char **argv)
         free(in.data);
     }
     size_t replayed = corpus_n;
-    for (uint64_t k = 0; k < 4; k++) {
-        char st[1024];
-        int n = ctf_fuzz_state_example(k, st, sizeof st);
+    for (uint64_t k = 0; k < 8; k++) {
+        char st[4096];
+        int n = ctf_fuzz_state_example(k / 2 * 2 + 1, k & 1, st, sizeof st);
         if (n > 0) {
             run_all((const uint8_t *)st, (size_t)n);
             corpus_add((const uint8_t *)st, (size_t)n);

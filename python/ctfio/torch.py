@@ -1,0 +1,563 @@
+"""PyTorch adapter: ``CTFIterableDataset`` turns any ctfio source into an iterable of dicts of
+``torch.Tensor`` (SPEC 7-10, docs/torch.md).
+
+    import ctfio, ctfio.torch
+    ds = ctfio.torch.CTFIterableDataset(lambda: ctfio.MinibatchSource(...), minibatch_size=256)
+    for epoch in range(10):
+        for batch in ds:                   # or torch.utils.data.DataLoader(ds, batch_size=None)
+            x, y = batch["features"], batch["labels"]
+    torch.save({"data": ds.state_dict(), ...}, "ckpt.pt")   # ds.load_state_dict(...) resumes
+
+What it does, in order, for every step:
+
+1. **Workers.** The rank and worker count come from the arguments, else an initialised
+   ``torch.distributed`` process group, else the environment (``RANK``/``WORLD_SIZE``,
+   ``OMPI_COMM_WORLD_RANK``/``OMPI_COMM_WORLD_SIZE``, ``PMI_RANK``/``PMI_SIZE``), else one worker
+   (``detect_workers``). Inside a ``DataLoader`` worker process each loader worker is a worker
+   of its own: ``rank * num_workers + id`` of ``world_size * num_workers``.
+2. **Cut.** ``source._next(K, N, r)``: K is the *global* minibatch size; every rank receives its
+   share of the same global minibatch and all ranks advance to the same position (SPEC 7), so
+   epochs end at the same step on every rank and a rank with no data gets empty tensors.
+3. **Tensors.** The minibatch buffers become tensors without copying (``torch.frombuffer`` over
+   the C reader's memory; the tensor keeps the minibatch alive). Dense streams are ``packed``
+   (``(num_samples, dim)`` plus ``<name>_lengths``) or ``padded`` (``(num_sequences, max_len,
+   dim)`` plus a boolean ``<name>_mask``; a view when all sequences have one length, else the
+   one copy padding needs); sparse streams are ``torch.sparse_csr`` ``(num_samples, dim)`` whose
+   values and column indices are the reader's memory, plus ``<name>_lengths``. In frame mode a
+   stream is ``(num_sequences, dim)``.
+4. **Device.** The next minibatch is read one step ahead. With ``device="cuda"`` it is copied
+   from pinned host memory on a side stream while the caller trains on the current one (double
+   buffering); before a batch is handed out the current stream waits for its copy event and the
+   tensors are ``record_stream``-ed on it. With ``device="cpu"`` the same path runs without the
+   copy.
+5. **State.** ``state_dict()`` is the source's checkpoint state after the last batch handed out
+   (the batch read ahead does not count, SPEC 8.1); ``load_state_dict()`` restores it before the
+   next iteration (torchdata's ``StatefulDataLoader`` convention). The state is the same on every
+   rank, so it can be restored with another rank count (elastic, SPEC 7.6).
+
+torch is imported by this module only: ``import ctfio`` never imports it, and ctfio works
+without PyTorch installed.
+"""
+
+import os
+import warnings
+
+try:
+    import torch
+    import torch.utils.data
+except ImportError as e:  # pragma: no cover - exercised only without torch
+    raise ImportError("ctfio.torch needs PyTorch (pip install torch==2.13.0, or ctfio[torch]); "
+                      "the rest of ctfio works without it") from e
+
+from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT, _np
+
+__all__ = ["CTFIterableDataset", "detect_workers"]
+
+_STATE_VERSION = 1
+_EPOCH_NAMES = {FULL_DATA_SWEEP: "FULL_DATA_SWEEP", INFINITELY_REPEAT: "INFINITELY_REPEAT"}
+
+# (rank variable, size variable), in the order they are consulted.
+_ENV_PAIRS = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+              ("PMI_RANK", "PMI_SIZE"))
+
+# Live C readers inherited through fork() by DataLoader worker processes. Their prefetch threads
+# did not survive the fork, so they must never be used or freed there; keeping them referenced
+# until the worker calls os._exit() means their destructor never runs.
+_FORKED_SOURCES = []
+
+
+def _quiet_once_warnings():
+    """torch warns once per process when a tensor wraps read-only memory, when the first
+    sparse CSR tensor is made, and when one is made without saying whether to check it (as its
+    DataLoader worker transport does). ctfio's buffers are read-only exports of memory that only
+    this minibatch owns, so in-place writes are harmless: trigger the three warnings here,
+    silenced, instead of in the user's training loop."""
+    np = _np()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = np.zeros(1, np.float32)
+        a.flags.writeable = False
+        torch.frombuffer(a, dtype=torch.float32)
+        parts = (torch.zeros(2, dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
+                 torch.zeros(1))
+        torch.sparse_csr_tensor(*parts, size=(1, 1), check_invariants=False)
+        torch.sparse_csr_tensor(*parts, size=(1, 1))
+
+
+_quiet_once_warnings()
+
+
+# ---------------------------------------------------------------------------------------------
+# Workers
+# ---------------------------------------------------------------------------------------------
+
+def _env_int(name):
+    text = os.environ.get(name)
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise ValueError("environment variable %s: must be an integer (got %r)"
+                         % (name, text)) from None
+
+
+def detect_workers(number_of_workers=None, worker_rank=None):
+    """``(number_of_workers, worker_rank)`` of this process: the explicit arguments where given,
+    else an initialised ``torch.distributed`` process group, else the first complete pair of
+    ``RANK``/``WORLD_SIZE``, ``OMPI_COMM_WORLD_RANK``/``OMPI_COMM_WORLD_SIZE``,
+    ``PMI_RANK``/``PMI_SIZE`` in the environment, else ``(1, 0)``."""
+    n, r = 1, 0
+    dist = getattr(torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        n, r = dist.get_world_size(), dist.get_rank()
+    else:
+        for rank_var, size_var in _ENV_PAIRS:
+            if rank_var in os.environ and size_var in os.environ:
+                n, r = _env_int(size_var), _env_int(rank_var)
+                if n < 1 or not 0 <= r < n:
+                    raise ValueError("environment: %s=%s, %s=%s: need %s >= 1 and 0 <= %s < %s"
+                                     % (rank_var, os.environ[rank_var], size_var,
+                                        os.environ[size_var], size_var, rank_var, size_var))
+                break
+    if number_of_workers is not None:
+        n = number_of_workers
+    if worker_rank is not None:
+        r = worker_rank
+    for name, v in (("number_of_workers", n), ("worker_rank", r)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ValueError("%s: must be an int (got %r)" % (name, v))
+    if n < 1 or not 0 <= r < n:
+        raise ValueError("workers: need number_of_workers >= 1 and 0 <= worker_rank < "
+                         "number_of_workers (got %d and %d)" % (n, r))
+    return n, r
+
+
+# ---------------------------------------------------------------------------------------------
+# Minibatch buffers -> tensors (zero-copy)
+# ---------------------------------------------------------------------------------------------
+
+class _CSR:
+    """The parts of a sparse CSR tensor; assembled after the device transfer so that only dense
+    tensors travel (pinning, non_blocking copies and record_stream are all plain there)."""
+
+    __slots__ = ("crow", "col", "values", "size")
+
+    def __init__(self, crow, col, values, size):
+        self.crow, self.col, self.values, self.size = crow, col, values, size
+
+    def parts(self):
+        return (self.crow, self.col, self.values)
+
+    def build(self, crow, col, values):
+        return torch.sparse_csr_tensor(crow, col, values, size=self.size, check_invariants=False)
+
+
+def _torch_dtype(np_dtype):
+    return torch.from_numpy(_np().empty(0, np_dtype)).dtype
+
+
+def _tensor(arr):
+    """A tensor over a NumPy array's memory (no copy when it is C-contiguous). Read-only
+    exports (the C reader's buffers) go through torch.frombuffer, which keeps the buffer's owner
+    alive; an empty array becomes an empty tensor (frombuffer rejects zero-length buffers)."""
+    np = _np()
+    arr = np.ascontiguousarray(arr)
+    if arr.size == 0:
+        return torch.from_numpy(np.zeros(arr.shape, arr.dtype))
+    if arr.flags.writeable:
+        return torch.from_numpy(arr)
+    return torch.frombuffer(arr, dtype=_torch_dtype(arr.dtype)).view(arr.shape)
+
+
+def _lengths(md):
+    return torch.from_numpy(_np().asarray(md.lengths, dtype=_np().int64))
+
+
+def _dense(md, name, layout, frame_mode, out):
+    np = _np()
+    values = _tensor(np.asarray(md.values).reshape(-1, md.dim))
+    if frame_mode:
+        out[name] = values
+        return
+    if layout == "packed":
+        out[name] = values
+        out[name + "_lengths"] = _lengths(md)
+        return
+    lengths = _lengths(md)
+    n = len(lengths)
+    width = int(lengths.max()) if n else 0
+    mask = torch.arange(width)[None, :] < lengths[:, None]
+    if n and bool((lengths == width).all()):
+        out[name] = values.view(n, width, md.dim)     # equal lengths: still a view
+    else:
+        padded = values.new_zeros((n, width, md.dim))
+        padded[mask] = values                         # row-major mask order = sequence order
+        out[name] = padded
+    out[name + "_mask"] = mask
+
+
+def _sparse(md, name, frame_mode, out):
+    np = _np()
+    values = _tensor(md.values)
+    indices = np.asarray(md.indices)
+    indptr = np.asarray(md.indptr)
+    # torch needs one dtype for both index arrays: the reader's column indices are int32 and
+    # shared; the row pointers (num_samples + 1 of them) are converted, unless nnz needs int64.
+    if len(values) < 2**31 and indices.dtype == np.int32:
+        crow = torch.from_numpy(indptr.astype(np.int32))
+        col = _tensor(indices)
+    else:
+        crow = torch.from_numpy(indptr.astype(np.int64))
+        col = torch.from_numpy(indices.astype(np.int64))
+    out[name] = _CSR(crow, col, values, (len(indptr) - 1, md.dim))
+    if not frame_mode:
+        out[name + "_lengths"] = _lengths(md)
+
+
+# ---------------------------------------------------------------------------------------------
+# Device transfer (double buffering)
+# ---------------------------------------------------------------------------------------------
+
+def _map(batch, fn):
+    """Applies fn to every dense tensor of a batch, keeping _CSR parts together."""
+    out = {}
+    for k, v in batch.items():
+        out[k] = _CSR(*[fn(p) for p in v.parts()], v.size) if isinstance(v, _CSR) else fn(v)
+    return out
+
+
+def _assemble(batch):
+    return {k: v.build(*v.parts()) if isinstance(v, _CSR) else v for k, v in batch.items()}
+
+
+class _Transfer:
+    """Host -> device copies. ``start`` issues the copy of batch t+1 while the caller still
+    trains on batch t; ``finish`` makes the batch safe to use on the caller's stream.
+
+    CUDA: pin (one host copy into page-locked memory), then ``to(device, non_blocking=True)``
+    on a side stream and record an event there. ``finish``: the caller's current stream waits
+    for that event, and every device tensor is ``record_stream``-ed on the current stream so the
+    caching allocator does not reuse its memory while work queued there still reads it. The
+    pinned host tensors stay referenced until ``finish``. CPU: no copy, same calls."""
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        self.stream = torch.cuda.Stream(device=self.device) if self.cuda else None
+
+    def start(self, batch):
+        if self.device.type == "cpu":
+            return batch, None
+        if not self.cuda:
+            return _map(batch, lambda t: t.to(self.device)), None
+        with torch.cuda.stream(self.stream):
+            pinned = _map(batch, lambda t: t.pin_memory())
+            moved = _map(pinned, lambda t: t.to(self.device, non_blocking=True))
+            done = torch.cuda.Event()
+            done.record(self.stream)
+        return moved, (done, pinned)
+
+    def finish(self, started):
+        batch, sync = started
+        if sync is not None:
+            current = torch.cuda.current_stream(self.device)
+            current.wait_event(sync[0])
+            for v in batch.values():
+                for t in (v.parts() if isinstance(v, _CSR) else (v,)):
+                    t.record_stream(current)
+        return _assemble(batch)
+
+
+class _Fetched:
+    """One minibatch read from the source: its tensors (on their way to the device), the source
+    state after it, and whether it ends the epoch."""
+
+    __slots__ = ("started", "state", "local_samples", "ends_epoch", "minibatch")
+
+    def __init__(self, started, state, local_samples, ends_epoch, minibatch):
+        self.started, self.state, self.local_samples = started, state, local_samples
+        self.ends_epoch, self.minibatch = ends_epoch, minibatch
+
+
+def _position(state):
+    pos = state.get("minibatchSourcePosition") if isinstance(state, dict) else None
+    return pos if isinstance(pos, int) and not isinstance(pos, bool) else None
+
+
+def _per_sweep(state):
+    per = state.get("samples_per_sweep") if isinstance(state, dict) else None
+    return per if isinstance(per, int) and not isinstance(per, bool) and per > 0 else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The dataset
+# ---------------------------------------------------------------------------------------------
+
+class CTFIterableDataset(torch.utils.data.IterableDataset):
+    """An iterable of ``{name: torch.Tensor}`` minibatches from a ctfio source.
+
+    ``source``: a ``ctfio.MinibatchSource`` / ``UserMinibatchSource`` (anything with
+    ``_next``), or a zero-argument callable that creates one; the callable is needed when a
+    ``DataLoader`` uses worker processes with a file source (each worker opens its own reader).
+    ``minibatch_size``: the *global* minibatch size in index samples (SPEC 6, 7).
+    ``epoch_size``: what one ``iter()`` covers: ``FULL_DATA_SWEEP`` (default; one sweep; the
+    last request of a sweep is cut at its end so that epochs are exact sweeps),
+    ``INFINITELY_REPEAT`` (until the source's own ``max_samples``/``max_sweeps``), or a number of
+    index samples (requests are cut at its multiples). Iterations continue from where the last
+    one stopped; ``break`` out of a loop rewinds the one batch read ahead.
+    ``number_of_workers`` / ``worker_rank``: override ``detect_workers()``.
+    ``layout``: ``"packed"`` or ``"padded"`` for dense sequence streams (see the module doc).
+    ``streams``: names to deliver (default: all). ``with_keys``: add ``"_keys"``, the int64
+    sequence keys of the C reader's minibatch. ``device``: where the tensors go (``"cpu"``,
+    ``"cuda"``, ``"cuda:1"``, ...). Use it without worker processes; with a ``DataLoader`` with
+    workers keep ``"cpu"`` and let ``pin_memory=True`` do the rest.
+    """
+
+    def __init__(self, source, minibatch_size, *, epoch_size=FULL_DATA_SWEEP,
+                 number_of_workers=None, worker_rank=None, layout="packed", streams=None,
+                 with_keys=False, device="cpu"):
+        super().__init__()
+        if callable(source) and not hasattr(source, "_next"):
+            self._factory, self._src = source, None
+        elif hasattr(source, "_next"):
+            self._factory, self._src = None, source
+        else:
+            raise TypeError("CTFIterableDataset.source: must be a ctfio source or a callable "
+                            "that returns one (got %r)" % (source,))
+        self._src_pid = os.getpid()
+        if not isinstance(minibatch_size, int) or isinstance(minibatch_size, bool) or \
+                minibatch_size < 1:
+            raise ValueError("CTFIterableDataset.minibatch_size: must be a positive int (got %r)"
+                             % (minibatch_size,))
+        if epoch_size not in (FULL_DATA_SWEEP, INFINITELY_REPEAT) and (
+                not isinstance(epoch_size, int) or isinstance(epoch_size, bool)
+                or epoch_size < 1):
+            raise ValueError("CTFIterableDataset.epoch_size: must be a positive int, "
+                             "FULL_DATA_SWEEP or INFINITELY_REPEAT (got %r)" % (epoch_size,))
+        if layout not in ("packed", "padded"):
+            raise ValueError("CTFIterableDataset.layout: must be 'packed' or 'padded' (got %r)"
+                             % (layout,))
+        self.minibatch_size = minibatch_size
+        self.epoch_size = epoch_size
+        self.number_of_workers = number_of_workers
+        self.worker_rank = worker_rank
+        self.layout = layout
+        self.streams = None if streams is None else list(streams)
+        self.with_keys = bool(with_keys)
+        self.device = torch.device(device)
+        self._state = None          # source state after the last batch handed out
+        self._restore = None        # a loaded state to apply before the next read
+        self._ahead = False         # the source is one batch past self._state
+        self._local_samples = 0     # this worker's samples, for sources without a position
+        self._batches = 0           # batches handed out, over all iterations
+        self._epochs = 0            # epochs whose last batch was handed out
+        self.last_minibatch = None  # the source's {StreamInformation: MinibatchData} of it
+
+    # -- source and workers --------------------------------------------------------------------
+
+    @property
+    def source(self):
+        """The source of this process (created from the factory on first use)."""
+        if self._src is not None and self._src_pid != os.getpid():
+            # A copy made by fork() (a DataLoader worker): a C reader lost its threads.
+            if self._factory is None and hasattr(self._src, "_reader"):
+                raise RuntimeError(
+                    "CTFIterableDataset: a file MinibatchSource cannot be shared with DataLoader "
+                    "worker processes; pass a callable that creates it, e.g. "
+                    "CTFIterableDataset(lambda: ctfio.MinibatchSource(...), ...), or use "
+                    "num_workers=0 (ctfio parses on its own threads)")
+            if self._factory is not None:
+                if hasattr(self._src, "_reader"):
+                    _FORKED_SOURCES.append(self._src)
+                self._src = None
+            self._src_pid = os.getpid()
+            if self._state is not None and self._restore is None:
+                self._restore = self._state
+            self._ahead = False
+        if self._src is None:
+            self._src = self._factory()
+            self._src_pid = os.getpid()
+            if not hasattr(self._src, "_next"):
+                raise TypeError("CTFIterableDataset.source: the callable returned %r, not a "
+                                "ctfio source" % (self._src,))
+            if self._state is not None and self._restore is None:
+                self._restore = self._state
+        return self._src
+
+    def workers(self):
+        """``(number_of_workers, worker_rank)`` this process reads with: the distributed ones
+        (``detect_workers``), split further over the workers of a DataLoader."""
+        n, r = detect_workers(self.number_of_workers, self.worker_rank)
+        info = torch.utils.data.get_worker_info()
+        if info is not None and info.num_workers > 1:
+            n, r = n * info.num_workers, r * info.num_workers + info.id
+        return n, r
+
+    def _sync_source(self):
+        src = self.source
+        if self._restore is not None:
+            src.restore_from_checkpoint(self._restore)
+            self._state, self._restore, self._ahead = self._restore, None, False
+        elif self._ahead:
+            src.restore_from_checkpoint(self._state)   # rewind the batch read ahead
+            self._ahead = False
+        return src
+
+    # -- iteration -----------------------------------------------------------------------------
+
+    def __iter__(self):
+        if self.device.type != "cpu" and torch.utils.data.get_worker_info() is not None:
+            raise RuntimeError("CTFIterableDataset: device=%r inside a DataLoader worker; use "
+                               "device='cpu' with DataLoader(pin_memory=True), or num_workers=0"
+                               % str(self.device))
+        src = self._sync_source()
+        n, r = self.workers()
+        transfer = _Transfer(self.device)
+        frame_mode = bool(getattr(src, "_frame_mode", False))
+        state = src.get_checkpoint_state()
+        if self._state is None:
+            self._state = state
+        epoch_end = None
+        if self.epoch_size not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
+            pos = _position(state)
+            if pos is None:
+                pos = self._local_samples
+                if n > 1:
+                    warnings.warn("CTFIterableDataset: the source reports no timeline position "
+                                  "(minibatchSourcePosition); epochs count this worker's own "
+                                  "samples, so workers may disagree on epoch ends")
+            epoch_end = (pos // self.epoch_size + 1) * self.epoch_size
+        fetch = (src, n, r, epoch_end, frame_mode, transfer)
+        pending = self._fetch(state, self._local_samples, *fetch)
+        # Double buffering: batch t+1 is read (and its device copy issued) before batch t is
+        # handed out, except after the batch that ends the epoch.
+        while pending is not None:
+            ahead = None
+            if not pending.ends_epoch:
+                ahead = self._fetch(pending.state, pending.local_samples, *fetch)
+            batch = transfer.finish(pending.started)
+            self._state, self._local_samples = pending.state, pending.local_samples
+            self._ahead = ahead is not None
+            self._batches += 1
+            self._epochs += pending.ends_epoch
+            self.last_minibatch = pending.minibatch
+            yield batch
+            pending = ahead
+
+    def _fetch(self, state, local_before, src, n, r, epoch_end, frame_mode, transfer):
+        """Reads the minibatch after ``state`` and starts its device transfer; None at the
+        source's end (which every rank reaches at the same call)."""
+        pos = _position(state)
+        if pos is None:
+            pos = local_before
+        k = self.minibatch_size
+        if epoch_end is not None:
+            k = min(k, epoch_end - pos)
+        elif self.epoch_size == FULL_DATA_SWEEP:
+            per = _per_sweep(state)
+            if per is not None and _position(state) is not None:
+                k = min(k, per - pos % per)
+        data = src._next(max(1, k), n, r)
+        if not data:
+            return None
+        after = src.get_checkpoint_state()
+        by_name = {getattr(si, "name", si): md for si, md in data.items()}
+        batch = {}
+        for name in (self.streams if self.streams is not None else by_name):
+            try:
+                md = by_name[name]
+            except KeyError:
+                raise KeyError("CTFIterableDataset.streams: the source has no stream %r "
+                               "(streams: %s)" % (name, ", ".join(map(str, by_name)))) from None
+            if md.is_sparse:
+                _sparse(md, name, frame_mode, batch)
+            else:
+                _dense(md, name, self.layout, frame_mode, batch)
+        # Local samples as training_session counts them: the defining stream's, else the most.
+        local = max(md.num_samples for md in data.values())
+        for si, md in data.items():
+            if getattr(si, "defines_mb_size", False):
+                local = md.num_samples
+        local_after = local_before + local
+        end_of_sweep = any(getattr(md, "end_of_sweep", False) for md in data.values())
+        if self.with_keys:
+            md = next(iter(data.values()))
+            if getattr(md, "_view", None) is not None:
+                batch["_keys"] = torch.from_numpy(md.keys.astype(_np().int64))
+        if self.epoch_size == FULL_DATA_SWEEP:
+            ends = end_of_sweep
+        elif self.epoch_size == INFINITELY_REPEAT:
+            ends = False
+        else:
+            pos_after = _position(after)
+            ends = (pos_after if pos_after is not None else local_after) >= epoch_end
+        return _Fetched(transfer.start(batch), after, local_after, ends, data)
+
+    # -- checkpoints (torchdata StatefulDataLoader convention) ---------------------------------
+
+    def state_dict(self):
+        """``{"version", "source", "epoch", "batches", "minibatch_size", "epoch_size"}``:
+        ``source`` is the source's checkpoint state after the last batch handed out (prefetched
+        data does not count); ``epoch`` and ``batches`` count the epochs completed and the
+        batches handed out. The whole dict is the same on every
+        rank; save it next to the model's and optimizer's. JSON-serialisable."""
+        state = self._restore if self._restore is not None else self._state
+        if state is None:
+            state = self.source.get_checkpoint_state()
+        out = {"version": _STATE_VERSION, "source": state, "epoch": self._epochs,
+               "batches": self._batches, "minibatch_size": self.minibatch_size,
+               "epoch_size": _EPOCH_NAMES.get(self.epoch_size, self.epoch_size)}
+        if _position(state) is None:
+            out["local_samples"] = self._local_samples   # the count epochs use instead
+        return out
+
+    def load_state_dict(self, state_dict):
+        """Continue from a ``state_dict()`` (of this dataset or one over the same data, with any
+        number of ranks, minibatch size or layout) at the next iteration. A bare source state
+        (``source.get_checkpoint_state()``) is accepted too. A state for other data raises
+        ``ctfio.StateError`` when it is applied."""
+        if not isinstance(state_dict, dict):
+            raise TypeError("CTFIterableDataset.load_state_dict: must be a dict (got %r)"
+                            % (state_dict,))
+        if "source" in state_dict:
+            if state_dict.get("version") != _STATE_VERSION:
+                raise ValueError("CTFIterableDataset.load_state_dict: version %r (this ctfio "
+                                 "writes %d)" % (state_dict.get("version"), _STATE_VERSION))
+            source_state = state_dict["source"]
+            self._batches = int(state_dict.get("batches", 0))
+            self._epochs = int(state_dict.get("epoch", 0))
+            self._local_samples = int(state_dict.get("local_samples", 0))
+        else:
+            source_state = state_dict
+        self._restore = source_state
+        self._ahead = False
+        self.last_minibatch = None
+
+    @property
+    def epoch(self):
+        """The number of epochs completed: it counts up when the last batch of an epoch is
+        handed out, and comes back with ``load_state_dict``. Resume loops with
+        ``for epoch in range(ds.epoch, num_epochs): for batch in ds: ...``."""
+        return self._epochs
+
+    def close(self):
+        """Closes a source this dataset created from its factory."""
+        if self._factory is not None and self._src is not None and \
+                self._src_pid == os.getpid():
+            self._src.close()
+            self._src = None
+
+    def __getstate__(self):
+        # For DataLoader workers started by spawn/forkserver: a factory travels, a live
+        # source does not need to (the worker creates its own).
+        d = dict(self.__dict__)
+        if self._factory is not None:
+            d["_src"] = None
+            d["_restore"] = d["_restore"] if d["_restore"] is not None else d["_state"]
+        d["last_minibatch"] = None
+        return d
+
+    def __repr__(self):
+        src = self._src if self._src is not None else self._factory
+        return ("CTFIterableDataset(%r, minibatch_size=%d, epoch_size=%r, layout=%r, "
+                "device=%r)" % (src, self.minibatch_size, self.epoch_size, self.layout,
+                                str(self.device)))

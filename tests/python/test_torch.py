@@ -1,0 +1,469 @@
+"""ctfio.torch in one process (SPEC 7-10, docs/torch.md): zero-copy tensors, layouts, epochs,
+state_dict round trips, DataLoader wrapping, worker detection and the device path on CPU.
+Multi-process runs are in test_torchrun.py. Skipped when torch is not installed."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import ctfio  # noqa: E402
+import ctfio.torch as ct  # noqa: E402
+from ctfio import FULL_DATA_SWEEP, INFINITELY_REPEAT  # noqa: E402
+
+NUM_SEQS = 30
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+
+def write_data(path, n=NUM_SEQS, seed=7, lengths=(1, 4)):
+    """n sequences of lengths[0]..lengths[1] samples: dense x (dim 3), one sparse label y (dim 5)
+    per sequence, sometimes with two non-zeros."""
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        for s in range(n):
+            for i in range(rng.randint(*lengths)):
+                line = "%d |x %s" % (s, " ".join("%.2f" % rng.uniform(-1, 1) for _ in range(3)))
+                if i == 0:
+                    label = rng.randrange(5)
+                    line += " |y %d:1" % label
+                    if s % 3 == 0:
+                        line += " %d:0.5" % ((label + 1 + rng.randrange(4)) % 5)
+                f.write(line + "\n")
+    return path
+
+
+@pytest.fixture
+def data(tmp_path):
+    return write_data(str(tmp_path / "data.ctf"))
+
+
+def make_source(path, randomize=True, **kw):
+    return ctfio.MinibatchSource(
+        ctfio.CTFDeserializer(path, ctfio.StreamDefs(
+            x=ctfio.StreamDef(shape=3), y=ctfio.StreamDef(shape=5, is_sparse=True))),
+        randomize=randomize, randomization_seed=2, randomization_window_in_chunks=3,
+        chunk_size_in_bytes=200, num_threads=1, **kw)
+
+
+def factory(path, **kw):
+    return lambda: make_source(path, **kw)
+
+
+def keys_of(batches):
+    return [b["_keys"].tolist() for b in batches]
+
+
+def take(it, n):
+    out = []
+    for i, b in enumerate(it):
+        out.append(b)
+        if i + 1 == n:
+            break
+    return out
+
+
+def same_batch(a, b):
+    assert a.keys() == b.keys()
+    for k in a:
+        x, y = a[k], b[k]
+        if x.layout == torch.sparse_csr:
+            x, y = x.to_dense(), y.to_dense()
+        assert torch.equal(x, y), k
+
+
+# ---------------------------------------------------------------------------------------------
+# import, construction
+# ---------------------------------------------------------------------------------------------
+
+def test_import_ctfio_does_not_import_torch():
+    code = "import sys, ctfio; assert 'torch' not in sys.modules; print('ok')"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
+    assert "torch" not in ctfio.__all__ and not hasattr(ctfio, "CTFIterableDataset")
+
+
+def test_is_an_iterable_dataset_and_validates_arguments(data):
+    ds = ct.CTFIterableDataset(factory(data), 8)
+    assert isinstance(ds, torch.utils.data.IterableDataset)
+    assert "CTFIterableDataset(" in repr(ds)
+    with pytest.raises(ValueError, match="minibatch_size"):
+        ct.CTFIterableDataset(factory(data), 0)
+    with pytest.raises(ValueError, match="layout"):
+        ct.CTFIterableDataset(factory(data), 8, layout="ragged")
+    with pytest.raises(ValueError, match="epoch_size"):
+        ct.CTFIterableDataset(factory(data), 8, epoch_size=0)
+    with pytest.raises(TypeError, match="source"):
+        ct.CTFIterableDataset(42, 8)
+    with pytest.raises(KeyError, match="no stream 'z'"):
+        next(iter(ct.CTFIterableDataset(factory(data), 8, streams=["z"])))
+
+
+# ---------------------------------------------------------------------------------------------
+# tensors: zero copy, layouts
+# ---------------------------------------------------------------------------------------------
+
+def test_tensors_share_memory_with_the_minibatch(data):
+    ds = ct.CTFIterableDataset(factory(data), 16)
+    batch = next(iter(ds))
+    mb = {si.name: md for si, md in ds.last_minibatch.items()}
+    x, y = mb["x"], mb["y"]
+    assert batch["x"].data_ptr() == x.values.ctypes.data            # dense values
+    assert batch["x"].shape == (x.num_samples, 3) and batch["x"].dtype == torch.float32
+    assert batch["y"].layout == torch.sparse_csr
+    assert batch["y"].values().data_ptr() == y.values.ctypes.data   # sparse values
+    assert batch["y"].col_indices().data_ptr() == y.indices.ctypes.data
+    assert batch["y"].col_indices().dtype == torch.int32
+    assert batch["y"].crow_indices().tolist() == y.indptr.tolist()
+    assert batch["x_lengths"].tolist() == x.lengths.tolist()
+    assert batch["y_lengths"].tolist() == y.lengths.tolist()
+    np.testing.assert_array_equal(batch["x"].numpy(), x.values)
+    np.testing.assert_array_equal(batch["y"].to_dense().numpy(), y.csr().toarray())
+    # The tensors keep the minibatch alive on their own.
+    del ds, mb, x, y
+    assert float(batch["x"].sum()) == pytest.approx(float(batch["x"].sum()))
+
+
+def test_padded_layout_and_mask(data):
+    ds = ct.CTFIterableDataset(factory(data), 16, layout="padded")
+    for i, batch in enumerate(ds):
+        if i == 3:
+            break
+        mb = {si.name: md for si, md in ds.last_minibatch.items()}
+        np.testing.assert_array_equal(batch["x"].numpy(), mb["x"].asarray())
+        np.testing.assert_array_equal(batch["x_mask"].numpy(), mb["x"].mask.astype(bool))
+        assert batch["x_mask"].dtype == torch.bool
+        assert "x_lengths" not in batch and "y_lengths" in batch
+
+
+def test_padded_equal_lengths_is_a_view(tmp_path):
+    path = write_data(str(tmp_path / "d.ctf"), lengths=(2, 2))
+    ds = ct.CTFIterableDataset(factory(path), 8, layout="padded")
+    batch = next(iter(ds))
+    mb = {si.name: md for si, md in ds.last_minibatch.items()}
+    assert batch["x"].shape == (4, 2, 3)
+    assert batch["x"].data_ptr() == mb["x"].values.ctypes.data
+    assert bool(batch["x_mask"].all())
+
+
+def test_frame_mode(tmp_path):
+    path = write_data(str(tmp_path / "d.ctf"), lengths=(1, 1))
+    ds = ct.CTFIterableDataset(lambda: make_source(path, frame_mode=True), 8)
+    batch = next(iter(ds))
+    assert set(batch) == {"x", "y"}
+    assert batch["x"].shape == (8, 3) and batch["y"].shape == (8, 5)
+
+
+def test_streams_subset_and_double_precision(data):
+    ds = ct.CTFIterableDataset(lambda: make_source(data, precision="double"), 8, streams=["x"])
+    batch = next(iter(ds))
+    assert set(batch) == {"x", "x_lengths"} and batch["x"].dtype == torch.float64
+
+
+def test_contents_equal_the_source(data):
+    """Same requests, same minibatches as calling the source directly."""
+    ds = ct.CTFIterableDataset(factory(data), 10, epoch_size=INFINITELY_REPEAT, with_keys=True)
+    src = make_source(data)
+    for batch in take(ds, 12):
+        mb = {si.name: md for si, md in src.next_minibatch(10).items()}
+        assert batch["_keys"].tolist() == mb["x"].keys.tolist()
+        np.testing.assert_array_equal(batch["x"].numpy(), mb["x"].values)
+        np.testing.assert_array_equal(batch["y"].to_dense().numpy(), mb["y"].csr().toarray())
+
+
+# ---------------------------------------------------------------------------------------------
+# epochs
+# ---------------------------------------------------------------------------------------------
+
+def test_epoch_is_one_sweep_and_iterations_continue(data):
+    ds = ct.CTFIterableDataset(factory(data), 16, with_keys=True)
+    seen = []
+    for epoch in range(3):
+        assert ds.epoch == epoch
+        keys = [k for b in ds for k in b["_keys"].tolist()]
+        assert sorted(keys) == list(range(NUM_SEQS))
+        seen.append(keys)
+    assert ds.epoch == 3
+    assert seen[0] != seen[1]                     # each sweep in its own order
+    per = ds.state_dict()["source"]["samples_per_sweep"]
+    assert ds.state_dict()["source"]["minibatchSourcePosition"] == 3 * per
+
+
+def test_integer_epoch_size_cuts_requests(data):
+    ds = ct.CTFIterableDataset(factory(data), 16, epoch_size=40)
+    for epoch in range(3):
+        list(ds)
+        pos = ds.state_dict()["source"]["minibatchSourcePosition"]
+        assert 40 * (epoch + 1) <= pos < 40 * (epoch + 1) + 4     # one sequence may overshoot
+
+
+def test_end_of_data_ends_iteration(data):
+    ds = ct.CTFIterableDataset(lambda: make_source(data, max_sweeps=1), 16,
+                               epoch_size=INFINITELY_REPEAT, with_keys=True)
+    assert sorted(k for b in ds for k in b["_keys"].tolist()) == list(range(NUM_SEQS))
+    assert list(ds) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# checkpoints
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["packed", "padded"])
+def test_state_dict_round_trip_equals_uninterrupted_run(data, layout):
+    def run(ds, epochs):
+        return [b for _ in range(epochs) for b in ds]
+
+    full = run(ct.CTFIterableDataset(factory(data), 12, layout=layout, with_keys=True), 3)
+    a = ct.CTFIterableDataset(factory(data), 12, layout=layout, with_keys=True)
+    first = take(a, 7)                                  # 7 steps into the first epoch
+    state = json.loads(json.dumps(a.state_dict()))      # JSON-safe
+    assert state["batches"] == 7 and state["epoch"] == 0
+    b = ct.CTFIterableDataset(factory(data), 12, layout=layout, with_keys=True)
+    b.load_state_dict(state)
+    assert b.state_dict()["source"] == state["source"]
+    rest = [x for _ in range(3) for x in b]             # finishes epoch 0, then 2 more
+    assert b.epoch == 3
+    got = first + rest
+    assert len(got) == len(full)
+    for x, y in zip(got, full):
+        same_batch(x, y)
+
+
+def test_break_rewinds_the_batch_read_ahead(data):
+    full = keys_of(take(ct.CTFIterableDataset(factory(data), 8, with_keys=True,
+                                              epoch_size=INFINITELY_REPEAT), 10))
+    ds = ct.CTFIterableDataset(factory(data), 8, with_keys=True, epoch_size=INFINITELY_REPEAT)
+    got = keys_of(take(ds, 3)) + keys_of(take(ds, 4)) + keys_of(take(ds, 3))
+    assert got == full
+
+
+def test_state_is_the_position_after_the_last_batch_handed_out(data):
+    ds = ct.CTFIterableDataset(factory(data), 8, epoch_size=INFINITELY_REPEAT)
+    src = make_source(data)
+    it = iter(ds)
+    for _ in range(5):
+        next(it)
+        src.next_minibatch(8)
+        # the dataset already read the next batch; its state must not count it
+        assert ds.state_dict()["source"] == src.get_checkpoint_state()
+
+
+def test_state_survives_torch_save(data, tmp_path):
+    ds = ct.CTFIterableDataset(factory(data), 8, with_keys=True)
+    take(ds, 4)
+    torch.save({"data": ds.state_dict()}, str(tmp_path / "c.pt"))
+    state = torch.load(str(tmp_path / "c.pt"))["data"]      # weights_only load
+    b = ct.CTFIterableDataset(factory(data), 8, with_keys=True)
+    b.load_state_dict(state)
+    assert keys_of(take(b, 3)) == keys_of(take(ds, 3))
+
+
+def test_restore_with_another_minibatch_size_and_a_bare_source_state(data):
+    a = ct.CTFIterableDataset(factory(data), 8, with_keys=True, epoch_size=INFINITELY_REPEAT)
+    take(a, 3)
+    rest = [k for x in take(a, 6) for k in x["_keys"].tolist()]
+    b = ct.CTFIterableDataset(factory(data), 24, with_keys=True, epoch_size=INFINITELY_REPEAT)
+    b.load_state_dict(_state_after(data, 3))           # what source.get_checkpoint_state() gave
+    got = [k for x in take(b, 2) for k in x["_keys"].tolist()]
+    n = min(len(got), len(rest))
+    assert n > 4 and got[:n] == rest[:n]                # the same timeline, cut differently
+
+
+def _state_after(data, steps):
+    src = make_source(data)
+    for _ in range(steps):
+        src.next_minibatch(8)
+    return src.get_checkpoint_state()      # a bare source state
+
+
+def test_state_for_other_data_is_a_state_error(data, tmp_path):
+    other = write_data(str(tmp_path / "other.ctf"), n=12, seed=1)
+    state = ct.CTFIterableDataset(factory(data), 8).state_dict()
+    ds = ct.CTFIterableDataset(factory(other), 8)
+    ds.load_state_dict(state)
+    with pytest.raises(ctfio.StateError):
+        next(iter(ds))
+    with pytest.raises(ValueError, match="version"):
+        ds.load_state_dict({"version": 99, "source": {}})
+
+
+# ---------------------------------------------------------------------------------------------
+# DataLoader
+# ---------------------------------------------------------------------------------------------
+
+def test_dataloader_without_workers_equals_direct_iteration(data):
+    direct = [b for _ in range(2) for b in ct.CTFIterableDataset(factory(data), 16,
+                                                                 with_keys=True)]
+    ds = ct.CTFIterableDataset(factory(data), 16, with_keys=True)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None)
+    via = [b for _ in range(2) for b in dl]
+    assert len(via) == len(direct)
+    for x, y in zip(via, direct):
+        same_batch(x, y)
+    assert ds.epoch == 2 and ds.state_dict()["batches"] == len(direct)
+
+
+def test_dataloader_two_workers_covers_every_sequence_once(data):
+    ref = ct.CTFIterableDataset(factory(data), 16, with_keys=True)
+    ds = ct.CTFIterableDataset(factory(data), 16, with_keys=True)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2,
+                                     persistent_workers=True)
+    for epoch in range(2):
+        got = [b for b in dl]
+        want = [b for b in ref]
+        assert len(got) == 2 * len(want)
+        keys = [k for b in got for k in b["_keys"].tolist()]
+        assert sorted(keys) == list(range(NUM_SEQS))
+        # Loader workers take turns; worker w holds share w of each global minibatch.
+        for i, w in enumerate(want):
+            pair = got[2 * i]["_keys"].tolist() + got[2 * i + 1]["_keys"].tolist()
+            assert sorted(pair) == sorted(w["_keys"].tolist())
+        assert got[0]["y"].layout == torch.sparse_csr
+
+
+def test_a_file_source_instance_is_refused_in_worker_processes(data):
+    ds = ct.CTFIterableDataset(make_source(data), 16)
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1)
+    with pytest.raises(RuntimeError, match="callable"):
+        list(dl)
+
+
+def test_user_source_instance_works_with_workers():
+    sp = pytest.importorskip("scipy.sparse")
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+    y = sp.csr_matrix(np.eye(4, dtype=np.float32)[np.arange(20) % 4])
+    src = ctfio.MinibatchSourceFromData(dict(x=x, y=y))
+    dl = torch.utils.data.DataLoader(ct.CTFIterableDataset(src, 6), batch_size=None,
+                                     num_workers=2)
+    rows = torch.cat([b["x"] for b in dl])
+    assert sorted(rows[:, 0].tolist()) == x[:, 0].tolist()
+    # and directly: dense rows, sparse CSR, one epoch = one sweep
+    batches = list(ct.CTFIterableDataset(src, 6))
+    assert torch.equal(torch.cat([b["x"] for b in batches]), torch.from_numpy(x))
+    assert torch.equal(torch.cat([b["y"].to_dense() for b in batches]),
+                       torch.from_numpy(y.toarray()))
+
+
+def test_user_source_state_round_trip():
+    x = np.arange(30, dtype=np.float32).reshape(30, 1)
+    mk = lambda: ctfio.MinibatchSourceFromData(dict(x=x))  # noqa: E731
+    full = [b["x"] for b in take(ct.CTFIterableDataset(mk, 4, epoch_size=INFINITELY_REPEAT),
+                                 12)]
+    a = ct.CTFIterableDataset(mk, 4, epoch_size=INFINITELY_REPEAT)
+    first = [b["x"] for b in take(a, 5)]
+    b = ct.CTFIterableDataset(mk, 4, epoch_size=INFINITELY_REPEAT)
+    b.load_state_dict(a.state_dict())
+    rest = [t["x"] for t in take(b, 7)]
+    assert all(torch.equal(p, q) for p, q in zip(first + rest, full))
+
+
+# ---------------------------------------------------------------------------------------------
+# workers
+# ---------------------------------------------------------------------------------------------
+
+def test_detect_workers_from_the_environment(monkeypatch):
+    for var in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                "PMI_RANK", "PMI_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    assert ct.detect_workers() == (1, 0)
+    monkeypatch.setenv("PMI_RANK", "2")
+    monkeypatch.setenv("PMI_SIZE", "5")
+    assert ct.detect_workers() == (5, 2)
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "3")
+    assert ct.detect_workers() == (3, 1)
+    monkeypatch.setenv("RANK", "0")
+    assert ct.detect_workers() == (3, 1)           # RANK without WORLD_SIZE: not a pair
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert ct.detect_workers() == (4, 0)
+    assert ct.detect_workers(worker_rank=3) == (4, 3)          # explicit arguments win
+    assert ct.detect_workers(number_of_workers=2, worker_rank=1) == (2, 1)
+    with pytest.raises(ValueError, match="worker_rank"):
+        ct.detect_workers(worker_rank=4)
+    monkeypatch.setenv("RANK", "4")
+    with pytest.raises(ValueError, match="RANK=4"):
+        ct.detect_workers()
+    monkeypatch.setenv("RANK", "x")
+    with pytest.raises(ValueError, match="integer"):
+        ct.detect_workers()
+
+
+def test_detect_workers_from_a_process_group(tmp_path, monkeypatch):
+    import torch.distributed as dist
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available")
+    monkeypatch.setenv("WORLD_SIZE", "7")
+    monkeypatch.setenv("RANK", "6")
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        assert ct.detect_workers() == (1, 0)       # the group, not the environment
+        ds = ct.CTFIterableDataset(lambda: None, 8, worker_rank=0)
+        assert ds.workers() == (1, 0)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ranks_in_one_process_are_disjoint_and_complete(data):
+    """Explicit ranks: the shares of every step partition the single-worker minibatch."""
+    one = take(ct.CTFIterableDataset(factory(data), 12, with_keys=True,
+                                     epoch_size=INFINITELY_REPEAT, number_of_workers=1), 8)
+    shares = [take(ct.CTFIterableDataset(factory(data), 12, with_keys=True,
+                                         epoch_size=INFINITELY_REPEAT, number_of_workers=3,
+                                         worker_rank=r), 8) for r in range(3)]
+    empty = 0
+    for i, b in enumerate(one):
+        parts = [s[i]["_keys"].tolist() for s in shares]
+        assert sorted(sum(parts, [])) == sorted(b["_keys"].tolist())
+        empty += sum(not p for p in parts)
+        for s in shares:
+            if not s[i]["_keys"].numel():
+                assert s[i]["x"].shape == (0, 3) and s[i]["y"].shape == (0, 5)
+    assert empty > 0                                # some step left a rank without data
+
+
+# ---------------------------------------------------------------------------------------------
+# device path
+# ---------------------------------------------------------------------------------------------
+
+def test_cpu_device_runs_the_transfer_path_without_copying(data):
+    ds = ct.CTFIterableDataset(factory(data), 16, device=torch.device("cpu"))
+    batch = next(iter(ds))
+    mb = {si.name: md for si, md in ds.last_minibatch.items()}
+    assert batch["x"].device.type == "cpu"
+    assert batch["x"].data_ptr() == mb["x"].values.ctypes.data
+
+
+def test_device_inside_loader_workers_is_refused(data):
+    ds = ct.CTFIterableDataset(factory(data), 16, device="meta")
+    dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1)
+    with pytest.raises(RuntimeError, match="DataLoader worker"):
+        list(dl)
+
+
+def test_other_device_gets_a_synchronous_copy(data):
+    ds = ct.CTFIterableDataset(factory(data), 16, device="meta", layout="padded")
+    batch = next(iter(ds))
+    assert all(t.device.type == "meta" for t in batch.values())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_double_buffering_equals_cpu(data):
+    cpu = [b for b in ct.CTFIterableDataset(factory(data), 16, with_keys=True)]
+    ds = ct.CTFIterableDataset(factory(data), 16, with_keys=True, device="cuda")
+    gpu = []
+    for b in ds:
+        assert all(t.is_cuda for t in b.values())
+        gpu.append({k: v.cpu() for k, v in b.items()})
+    for x, y in zip(gpu, cpu):
+        same_batch(x, y)
+    ref = ct.CTFIterableDataset(factory(data), 16)
+    list(ref)
+    assert ds.state_dict() == ref.state_dict()
