@@ -105,16 +105,14 @@ def main():
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9)
     # Ranks come from the process group; the DataLoader adds nothing here, so iterate directly.
     ds = ctfio.torch.CTFIterableDataset(lambda: make_source(path), args.mb, device=device)
-    start = 0
     if args.resume:
         ckpt = torch.load(args.checkpoint, map_location=device)
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
-        ds.load_state_dict(ckpt["data"])
-        start = ckpt["epoch"] + 1
+        ds.load_state_dict(ckpt["data"])       # also restores ds.epoch, the epochs completed
         if rank == 0:
             print("resumed %s after epoch %d (checkpoint written with %d ranks)"
-                  % (args.checkpoint, ckpt["epoch"], ckpt["world_size"]))
+                  % (args.checkpoint, ds.epoch - 1, ckpt["world_size"]))
     if rank == 0:
         print("world size %d, %s, global minibatch %d samples" % (world, device, args.mb))
 
@@ -124,7 +122,7 @@ def main():
             dist.all_reduce(t)
         return t.tolist()
 
-    for epoch in range(start, args.epochs):
+    for epoch in range(ds.epoch, args.epochs):
         loss_sum = correct = seen = steps = empty = 0
         for batch in ds:
             x, lengths = batch["features"], batch["features_lengths"]
@@ -146,7 +144,7 @@ def main():
                   % (epoch, steps, seen, loss_sum / max(seen, 1), correct / max(seen, 1), empty))
         if args.checkpoint and rank == 0:
             state = {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                     "data": ds.state_dict(), "epoch": epoch, "world_size": world}
+                     "data": ds.state_dict(), "world_size": world}
             torch.save(state, args.checkpoint + ".tmp")
             os.replace(args.checkpoint + ".tmp", args.checkpoint)
         if distributed:

@@ -114,6 +114,10 @@ int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offs
 /* I/O fault injection for tests: when > 0, the pread with that 1-based count fails with EIO. */
 extern atomic_long ctf__io_fail_at;
 extern atomic_long ctf__io_count;
+/* The pread with count ctf__io_short_at returns half of what was asked (a legal short read);
+ * the one with count ctf__io_eof_at returns 0 (the file ended under the read). */
+extern atomic_long ctf__io_short_at;
+extern atomic_long ctf__io_eof_at;
 
 /*======================================================================
  * Number conversion (number.c)

@@ -35,6 +35,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 PyMODINIT_FUNC PyInit__ctfio(void);
 
@@ -83,6 +84,7 @@ typedef struct {
     size_t num_workers;          /* the current partition (next() keeps it unless given) */
     size_t worker_rank;
     int busy;                    /* a call is in progress (possibly without the GIL) */
+    pid_t pid;                   /* the process that opened it: a fork() copy has no threads */
 } ReaderObject;
 
 typedef struct {
@@ -965,6 +967,12 @@ static int reader_enter(ReaderObject *self)
                         "used from two threads at once, nor from its own log callback)");
         return -1;
     }
+    if (self->pid != getpid()) {
+        PyErr_Format(PyExc_RuntimeError, "Reader was opened in process %ld and this is a "
+                     "fork() of it, where its prefetch threads do not run; open a new one here",
+                     (long)self->pid);
+        return -1;
+    }
     return 0;
 }
 
@@ -974,6 +982,9 @@ static void reader_free(ReaderObject *self)
     ctf_reader *r = self->reader;
     self->reader = NULL;
     if (!r) return;
+    /* In a fork() child the prefetch threads do not exist (and may have held the reader's
+       locks at the fork): joining them would wait forever, so the copy is leaked instead. */
+    if (self->pid != getpid()) return;
     Py_BEGIN_ALLOW_THREADS
     ctf_reader_free(r);
     Py_END_ALLOW_THREADS
@@ -1002,6 +1013,7 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->num_workers = cfg.num_workers;
     self->worker_rank = cfg.worker_rank;
     self->busy = 1;
+    self->pid = getpid();
     Py_BEGIN_ALLOW_THREADS
     rc = ctf_reader_open(&cfg, &reader, &err);
     Py_END_ALLOW_THREADS
@@ -1417,11 +1429,12 @@ typedef struct {
     int64_t dim;                 /* vector dimension, or the integer range */
 } pv_slot;
 
-/* A growable byte buffer (PyMem, GIL held). */
+/* A growable byte buffer (GIL held): starts in the caller's stack array, moves to PyMem. */
 typedef struct {
     char *p;
     size_t len;                  /* bytes written */
-    size_t cap;                  /* bytes allocated */
+    size_t cap;                  /* bytes available at p */
+    bool heap;                   /* p is PyMem memory (else the caller's array) */
 } pv_buf;
 
 /* Where an encoding error happened, for its message. */
@@ -1470,13 +1483,15 @@ static int pv_reserve(pv_buf *b, size_t n)
         }
         cap *= 2;
     }
-    char *p = PyMem_Realloc(b->p, cap);
+    char *p = b->heap ? PyMem_Realloc(b->p, cap) : PyMem_Malloc(cap);
     if (!p) {
         PyErr_NoMemory();
         return -1;
     }
+    if (!b->heap && b->len) memcpy(p, b->p, b->len);
     b->p = p;
     b->cap = cap;
+    b->heap = true;
     return 0;
 }
 
@@ -1864,10 +1879,17 @@ static Py_ssize_t pv_parse_slots(PyObject *slots, pv_slot *out)
     const Py_ssize_t n = PyTuple_GET_SIZE(slots);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *t = PyTuple_GET_ITEM(slots, i);
-        long kind, seq, dim;
-        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4 ||
-            !PyArg_ParseTuple(t, "Olll", &out[i].name, &kind, &seq, &dim) ||
-            kind < PV_DENSE || kind > PV_INTEGER || seq < PV_NO_SEQ || seq > PV_SUB_SEQ ||
+        long kind = -1, seq = -1, dim = -1;
+        if (PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 4 &&
+            PyLong_CheckExact(PyTuple_GET_ITEM(t, 1)) &&
+            PyLong_CheckExact(PyTuple_GET_ITEM(t, 2)) &&
+            PyLong_CheckExact(PyTuple_GET_ITEM(t, 3))) {
+            out[i].name = PyTuple_GET_ITEM(t, 0);
+            kind = PyLong_AsLong(PyTuple_GET_ITEM(t, 1));
+            seq = PyLong_AsLong(PyTuple_GET_ITEM(t, 2));
+            dim = PyLong_AsLong(PyTuple_GET_ITEM(t, 3));
+        }
+        if (kind < PV_DENSE || kind > PV_INTEGER || seq < PV_NO_SEQ || seq > PV_SUB_SEQ ||
             dim < 1 || dim > INT32_MAX) {
             PyErr_Clear();
             PyErr_Format(PyExc_ValueError, "slots[%zd]: must be (name, kind 0-3, seq_type 0-2, "
@@ -1892,7 +1914,8 @@ static PyObject *provider_encode(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *sample, *slots, *fast = NULL, *result = NULL;
     int check = 0, dbl = 0;
     pv_slot spec[PV_MAX_SLOTS];
-    pv_buf b = {0};
+    char stack[2048];
+    pv_buf b = {.p = stack, .cap = sizeof stack};
     if (!PyArg_ParseTuple(args, "OO|pp:provider_encode", &sample, &slots, &check, &dbl))
         return NULL;
     const Py_ssize_t n = pv_parse_slots(slots, spec);
@@ -1942,7 +1965,7 @@ static PyObject *provider_encode(PyObject *Py_UNUSED(module), PyObject *args)
     }
     result = PyBytes_FromStringAndSize(b.p, (Py_ssize_t)b.len);
 error:
-    PyMem_Free(b.p);
+    if (b.heap) PyMem_Free(b.p);
     Py_XDECREF(fast);
     return result;
 }

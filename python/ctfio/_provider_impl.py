@@ -778,10 +778,10 @@ class _Pass:
         return self.active[self.rng.randrange(len(self.active))]
 
     def _fill(self):
-        """Fills the pool up to target + _CHUNK - 1 units (never past pool_size) once it holds less
-        than target; stops early when the pool is full or the pass has no more data."""
+        """Fills the pool up to target + _CHUNK - 1 units (never past pool_size) once it holds
+        less than target; stops early when the pool is full or the pass has no more data."""
         stats = self.dp._pool_stats
-        high = self.target + _CHUNK - 1
+        high = min(self.target + _CHUNK - 1, self.limit)
         while self.units < high:
             feed = self._pick()
             if feed is None:
@@ -792,7 +792,7 @@ class _Pass:
             try:
                 got = feed.take(_CHUNK if need >= _CHUNK else int(need),
                                 self.limit - self.units, empty)
-            except BaseException:
+            except Exception:
                 if empty:
                     raise
                 return  # the pool's samples come first; the error is raised again when it is

@@ -31,10 +31,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Test hooks defined in lib/platform.c next to ctf__io_fail_at. */
-extern atomic_long ctf__io_short_at;
-extern atomic_long ctf__io_eof_at;
-
 /*======================================================================
  * Helpers
  *====================================================================*/

@@ -4,8 +4,8 @@
 
 It reads T minibatches from a randomized ctfio.MinibatchSource (two prefetch threads, small
 chunks) as worker R of N, and appends each minibatch's bytes (its index, keys, then per stream
-the lengths and the values; sparse streams also indptr and indices) to OUT. Every K minibatches
-it flushes OUT and writes STATE atomically (a temporary file, fsync, os.replace): the source's
+the lengths and the values; sparse streams also indptr and indices) to OUT, unbuffered. Every K
+minibatches it writes STATE atomically (a temporary file, fsync, os.replace): the source's
 checkpoint state, the number of minibatches done and OUT's length at that point.
 
 Started with an existing STATE it resumes: it cuts OUT back to the recorded length (whatever a
@@ -83,7 +83,9 @@ def main():
     else:
         open(a.out, "wb").close()
 
-    with open(a.out, "ab") as out:
+    # Unbuffered: a killed run leaves the minibatches written after its last checkpoint behind,
+    # which the resume must cut off.
+    with open(a.out, "ab", buffering=0) as out:
         for i in range(start, a.minibatches):
             mb = src.next_minibatch(a.mb_size, num_data_partitions=a.workers,
                                     partition_index=a.rank)
@@ -91,7 +93,6 @@ def main():
             if a.sleep:
                 time.sleep(a.sleep)  # the "training step": slow enough to be killed mid-run
             if (i + 1) % a.every == 0:
-                out.flush()
                 save_state(a.state, {"source": src.get_checkpoint_state(),
                                      "minibatches": i + 1, "out_len": out.tell()})
     return 0

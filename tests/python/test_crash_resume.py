@@ -84,7 +84,7 @@ def run_with_kills(tmp, data, workers, seed):
             procs[r] = subprocess.Popen(command(data, outs[r], states[r], workers, r),
                                         stderr=subprocess.PIPE)
             start = time.monotonic()
-            if rounds > 4:
+            if rounds > 4 or progress(states[r]) >= MINIBATCHES - 1:
                 plan[r] = ("never",)
             elif rng.random() < 0.3:
                 plan[r] = ("at", start + rng.uniform(0.0, 0.4))

@@ -593,6 +593,23 @@ def test_check_fail_continue_drops_counts_and_reports(caplog):
     assert len([r for r in caplog.records if "dropped" in r.getMessage()]) == 10  # first 10
 
 
+def test_calc_batch_size_must_return_a_count():
+    @provider(input_types=[integer_value(10)], calc_batch_size=lambda s: "big")
+    def process(settings, filename):
+        yield [1]
+
+    with pytest.raises(SampleError, match="sample 0: calc_batch_size must return an int"):
+        one_pass(process(["f"], batch_size=1))
+
+
+def test_batches_with_another_size_and_iterating_needs_a_size():
+    dp = id_provider(10)(files(2), is_train=False)
+    with pytest.raises(ValueError, match="batch_size"):
+        iter(dp)
+    assert [b.num_samples for b in dp.batches(batch_size=6)] == [6, 6, 6, 2]
+    assert [b.pass_index for b in dp.batches(batch_size=20)] == [1]
+
+
 def test_without_check_ranges_pass_and_layout_errors_still_raise():
     @provider(input_types=TYPES)  # check=False (the default)
     def process(settings, filename):
@@ -771,10 +788,12 @@ def test_close_and_abandoned_pass_close_open_generators():
 def test_forgotten_provider_stops_its_threads():
     dp = id_provider(10**5)(files(2), batch_size=4)
     next(iter(dp))
-    readers = dp._readers
+    threads = list(dp._readers.threads)
     del dp
     gc.collect()
-    assert all(not t.is_alive() for t in readers.threads) or readers.threads == []
+    for t in threads:
+        t.join(5)
+    assert threads and not any(t.is_alive() for t in threads)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -299,8 +299,8 @@ def test_state_for_other_data_is_a_state_error(data, tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 def test_dataloader_without_workers_equals_direct_iteration(data):
-    direct = [b for _ in range(2) for b in ct.CTFIterableDataset(factory(data), 16,
-                                                                 with_keys=True)]
+    ref = ct.CTFIterableDataset(factory(data), 16, with_keys=True)
+    direct = [b for _ in range(2) for b in ref]
     ds = ct.CTFIterableDataset(factory(data), 16, with_keys=True)
     dl = torch.utils.data.DataLoader(ds, batch_size=None)
     via = [b for _ in range(2) for b in dl]
@@ -467,3 +467,44 @@ def test_cuda_double_buffering_equals_cpu(data):
     ref = ct.CTFIterableDataset(factory(data), 16)
     list(ref)
     assert ds.state_dict() == ref.state_dict()
+
+
+# ---------------------------------------------------------------------------------------------
+# fork safety (DataLoader workers are fork()ed from a process that may hold live readers)
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_reader_in_a_forked_child_is_refused_and_freed_without_hanging(data):
+    import gc
+    import time
+    src = make_source(data)
+    src.next_minibatch(8)                 # prefetch threads are running
+    cycle = [src]
+    cycle.append(cycle)                   # garbage that the child's collector will free
+    del src
+    gc.disable()
+    try:
+        pid = os.fork()
+        if pid == 0:                      # the child: use, then free the parent's reader
+            code = 1
+            try:
+                cycle[0].next_minibatch(8)
+            except RuntimeError as e:
+                code = 0 if "fork()" in str(e) else 2
+            del cycle[:]
+            gc.collect()
+            os._exit(code)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung freeing the parent's reader")
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        gc.enable()
+    del cycle
