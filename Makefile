@@ -49,9 +49,9 @@ $(B)/ctfio: tools/ctfio.c $(B)/libctfio.a $(LIB_HDR)
 $(S)/ctfio: tools/ctfio.c $(S)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_SAN) tools/ctfio.c $(S)/libctfio.a -o $@ $(LDLIBS)
 
-$(B)/ctfio_tests: $(TEST_SRC) tests/c/test.h $(B)/libctfio.a $(LIB_HDR)
+$(B)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(B)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_REL) -Itests/c $(TEST_SRC) $(B)/libctfio.a -o $@ $(LDLIBS)
-$(S)/ctfio_tests: $(TEST_SRC) tests/c/test.h $(S)/libctfio.a $(LIB_HDR)
+$(S)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(S)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_SAN) -Itests/c $(TEST_SRC) $(S)/libctfio.a -o $@ $(LDLIBS)
 
 $(B)/fuzz_regression: $(FUZZ_SRC) $(B)/libctfio.a $(LIB_HDR)
@@ -82,7 +82,7 @@ asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression
 # for the demo's dataset), rebuilt when the sources change.
 VENV := .venv
 VPY := $(VENV)/bin/python
-PY_SRC := $(wildcard python/ctfio/*.py python/ctfio/*.c python/ctfio/*.pyi) setup.py pyproject.toml
+PY_SRC := $(wildcard python/ctfio/*.py python/ctfio/*.c python/ctfio/*.h python/ctfio/*.pyi) setup.py pyproject.toml
 
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

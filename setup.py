@@ -1,5 +1,5 @@
-"""Builds the one extension, ctfio._ctfio: python/ctfio/_ctfio.c compiled together with every
-lib/*.c (msgspec's single-Extension approach: no shared library to ship or locate).
+"""Builds the one extension, ctfio._ctfio: python/ctfio/_ctfio.c (and its provider part,
+_provider.c) compiled together with every lib/*.c (msgspec's single-Extension approach: no shared library to ship or locate).
 Environment switches: CTFIO_DEBUG=1 (-O0, asserts), CTFIO_SANITIZE=1 (ASan + UBSan)."""
 import glob
 import os
@@ -20,8 +20,8 @@ setup(
     ext_modules=[
         Extension(
             "ctfio._ctfio",
-            sources=["python/ctfio/_ctfio.c"] + sorted(glob.glob("lib/*.c")),
-            depends=["include/ctfio.h"] + sorted(glob.glob("lib/*.h")),
+            sources=["python/ctfio/_ctfio.c", "python/ctfio/_provider.c"] + sorted(glob.glob("lib/*.c")),
+            depends=["include/ctfio.h", "python/ctfio/_provider.h"] + sorted(glob.glob("lib/*.h")),
             include_dirs=["include", "lib"],
             extra_compile_args=args + ["-pthread"],
             extra_link_args=link,

@@ -46,7 +46,9 @@
  *
  * Output: one JSON object per line per measurement.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "ctfio.h"
 #include "ctfio_internal.h"
 

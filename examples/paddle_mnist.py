@@ -5,6 +5,7 @@ It writes its own small data set (synthetic 28x28 "digits": a noisy prototype pe
 a temporary directory, with a ``train.list`` / ``test.list`` naming the data files, exactly as
 the seed lays them out. Run: ``python examples/paddle_mnist.py``.
 """
+# ruff: noqa: F405 - the seed's provider files use PaddlePaddle's star import
 
 import os
 import tempfile

@@ -5,7 +5,8 @@ sequence classifier with DistributedDataParallel, and checkpoints the model, the
 the reader position in one file that any number of ranks can resume from.
 
     torchrun --nproc_per_node=2 examples/torchrun_ddp.py --epochs 3 --checkpoint build/ddp.pt
-    torchrun --nproc_per_node=3 examples/torchrun_ddp.py --epochs 5 --checkpoint build/ddp.pt --resume
+    torchrun --nproc_per_node=3 examples/torchrun_ddp.py --epochs 5 \
+        --checkpoint build/ddp.pt --resume
     python examples/torchrun_ddp.py --epochs 5 --checkpoint build/ddp.pt --resume   # one process
 
 The data is DIR/sample.ctf (``make demo`` writes it to build/demo; written here when missing,

@@ -304,7 +304,8 @@ uint64_t ctf_reader_position(const ctf_reader *reader);
 /* ctf_reader_save_state(reader, buf, cap, len):
  * Writes the checkpoint state, a small JSON text (SPEC 8.1), snprintf-style: *len receives the
  * length without the NUL; pass cap 0 to learn it.
- * @return : 0, or CTF_ELIMIT when cap was too small (buf then holds nothing useful). */
+ * @return : 0, CTF_ELIMIT when cap was too small (buf then holds nothing useful), or CTF_ENOMEM
+ *           (the reader is const, so no error record is filled). */
 int ctf_reader_save_state(const ctf_reader *reader, char *buf, size_t cap, size_t *len);
 
 /* ctf_reader_restore_state(reader, state, len):

@@ -361,7 +361,8 @@ static int scan_file(scan_state *st, int fd, ctf_error *err)
     ctf_index *idx = st->idx;
     const char *path = idx->path;
     uint64_t size = idx->file.size;
-    size_t cap = INDEX_BLOCK_BYTES;
+    /* A small file needs no 4 MiB block (this also keeps sanitizer and fuzz runs fast). */
+    size_t cap = size < INDEX_BLOCK_BYTES ? (size_t)size + 1 : INDEX_BLOCK_BYTES;
     char *buf = CTF_MALLOC(cap);
     int rc = 0;
     if (!buf) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s", path);

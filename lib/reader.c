@@ -65,6 +65,7 @@ struct ctf_reader {
     uint8_t *requested;          /* asked from the prefetcher in the current sweep */
     const size_t *pos_of_chunk;  /* randomized position of each chunk (owned by gen) */
     size_t scan_slot;            /* prefetch look-ahead: next slot to inspect */
+    size_t scan_limit;           /* how far the look-ahead may run past the cursor, in slots */
     int pending;                 /* an error of the look-ahead, returned by the next call */
     size_t outstanding;          /* requested, not yet taken */
 
@@ -237,9 +238,12 @@ static void schedule_prefetch(ctf_reader *r)
     ctf__loader_held(r->loader, &held_chunks, &held_bytes);
     if (r->scan_slot < r->cur_slot) r->scan_slot = r->cur_slot;
     const size_t n = ctf__sweepgen_num_slots(r->gen);
-    /* Bound the look-ahead so a long run of already-resident chunks costs little. */
-    size_t budget = 64 + 8 * r->cfg.prefetch_chunks;
-    while (r->cfg.prefetch_chunks && r->scan_slot < n && budget--) {
+    /* The look-ahead must be able to pass a whole minibatch and reach the next chunks, but the
+     * slots between the cursor and it stay materialized in the generator: cap the distance at a
+     * few chunks' worth of sequences. scan_slot persists, so each slot is inspected once. */
+    const size_t end = CTF_MIN(n, r->cur_slot + r->scan_limit);
+    while (r->cfg.prefetch_chunks && r->scan_slot < end &&
+           held_chunks + r->outstanding < r->cfg.prefetch_chunks) {
         size_t seq;
         int rc = slot_seq(r, r->scan_slot, &seq);
         if (rc) {
@@ -250,12 +254,15 @@ static void schedule_prefetch(ctf_reader *r)
         size_t c = chunk_of_seq(r->idx, seq);
         bool owned = !r->randomized || chunk_owned(r, c);
         if (owned && !r->requested[c] && !r->resident[c] && r->consumed[c] == 0) {
-            if (held_chunks + r->outstanding >= r->cfg.prefetch_chunks) return;
             r->requested[c] = 1;
             ctf__loader_request(r->loader, c);
             r->outstanding++;
         }
-        r->scan_slot++;
+        /* In file order a chunk's sequences are contiguous: jump to the next chunk. */
+        if (!r->randomized)
+            r->scan_slot = r->idx->chunks[c].first_seq + r->idx->chunks[c].num_seqs;
+        else
+            r->scan_slot++;
     }
 }
 
@@ -432,6 +439,9 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
         goto fail;
     }
     r->stats.num_streams = cfg->num_streams;
+    size_t widest = 1;
+    for (size_t c = 0; c < nc; c++) widest = CTF_MAX(widest, r->idx->chunks[c].num_seqs);
+    r->scan_limit = (cfg->prefetch_chunks + 2) * widest;
     rc = ctf__loader_create(&r->pc, r->idx, cfg->max_errors, cfg->num_threads, &r->loader, err);
     if (rc) goto fail;
     rc = load_sweep(r, 0);

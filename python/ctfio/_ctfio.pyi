@@ -170,3 +170,23 @@ class ReaderArgs(TypedDict):
 def bsconfig_load(
     path: _Path, section: Optional[str] = None, overrides: Sequence[str] = ()
 ) -> ReaderArgs: ...
+
+# Provider batch assembly (section 7b of _ctfio.c; used by ctfio._provider_impl).
+# A slot is (name, kind, seq_type, dim); kinds and seq_type numbers are shared with
+# _provider_impl.py.
+_Slot = Tuple[str, int, int, int]
+_PackedSlot = Tuple[
+    int,                    # steps (samples in the batch for this slot)
+    bytearray,              # data: dense values, int64 ids or sparse values
+    Optional[bytearray],    # indptr (int64, steps + 1) for sparse slots
+    Optional[bytearray],    # indices (int32) for sparse slots
+    Optional[bytearray],    # seq_starts (int64) for sequence slots
+    Optional[bytearray],    # sub_seq_starts (int64) for sub-sequence slots
+]
+
+def provider_encode(
+    sample: Any, slots: Sequence[_Slot], check: bool = False, double: bool = False
+) -> bytes: ...
+def provider_pack(
+    records: Sequence[bytes], slots: Sequence[_Slot], double: bool = False
+) -> List[_PackedSlot]: ...

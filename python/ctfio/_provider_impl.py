@@ -738,8 +738,7 @@ class _Pass:
             _rng(dp.seed, index, "files").shuffle(files)
         files = files[dp.worker_rank::dp.num_workers]
         self.pending = collections.deque(files)
-        self.active = []              # open feeds, at most open_files
-        self.feeds = []               # every feed this pass submitted (cancel())
+        self.active = []              # open feeds, at most open_files (finished ones leave)
         self.rng = _rng(dp.seed, index, "pool") if dp._shuffle else None
         self.pool = [] if dp._shuffle else collections.deque()
         self.units = 0                # calc_batch_size units in the pool
@@ -769,7 +768,6 @@ class _Pass:
                 readers = dp._readers_start()
                 feed = _Feed(i, dp.file_list[i], dp._job, readers)
                 readers.open(feed)
-                self.feeds.append(feed)
             self.active.append(feed)
         if not self.active:
             return None
@@ -858,7 +856,7 @@ class _Pass:
 
     def cancel(self):
         self.cancelled = True
-        for feed in self.feeds:
+        for feed in self.active:  # a feed leaves `active` only once it is finished
             if not feed.done:
                 feed.cancel()
         self.active = []

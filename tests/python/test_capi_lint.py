@@ -13,7 +13,10 @@ import re
 
 import pytest
 
-SRC = pathlib.Path(__file__).resolve().parents[2] / "python" / "ctfio" / "_ctfio.c"
+PKG = pathlib.Path(__file__).resolve().parents[2] / "python" / "ctfio"
+SRC = PKG / "_ctfio.c"
+# Every C file of the extension is linted; _provider.c holds the provider's batch assembly.
+SOURCES = [SRC, PKG / "_provider.c"]
 BEGIN, END = "Py_BEGIN_ALLOW_THREADS", "Py_END_ALLOW_THREADS"
 
 
@@ -66,7 +69,11 @@ def _blocks(code):
 def code():
     if not SRC.exists():
         pytest.skip("python/ctfio/_ctfio.c not found")
-    return _strip_comments_and_strings(SRC.read_text())
+    # Joined with a separator that no block can span (each file must balance on its own).
+    texts = [_strip_comments_and_strings(p.read_text()) for p in SOURCES if p.exists()]
+    for t in texts:
+        _blocks(t)
+    return "\n;\n".join(texts)
 
 
 def test_there_are_gil_released_blocks(code):

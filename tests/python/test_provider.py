@@ -209,6 +209,7 @@ def test_layouts(kind, seq):
 
     b = next(iter(process(["only"], batch_size=7, is_train=False)))
     d, ref = b["x"], _reference(values, kind, seq, dim)
+    assert isinstance(b, Batch) and b[0] is d and b.num_samples == 7
     assert isinstance(d, ProviderData) and d.input_type == t
     assert list(b["tag"].ids) == list(range(7))
     assert d.num_sequences == 7 and d.num_samples == ref["steps"]
@@ -745,6 +746,31 @@ def test_thousands_of_tiny_files_open_lazily_with_bounded_memory(tmp_path):
     assert _Context.peak <= 3  # finished generators are released at once
     gc.collect()
     assert _Context.alive == 0
+
+
+def test_memory_does_not_grow_with_the_number_of_files():
+    import tracemalloc
+
+    @provider(input_types=[dense_vector(100)], pool_size=64, min_pool_size=32)
+    def process(settings, filename):
+        context = [0.0] * 100000  # a large generator context: 800 kB
+        yield [context[:100]]
+
+    def peak(n):
+        gc.collect()
+        tracemalloc.start()
+        try:
+            dp = process(files(n), batch_size=16, seed=1)
+            base = tracemalloc.get_traced_memory()[0]
+            assert sum(b.num_samples for b in dp) == n
+            dp.close()
+            return tracemalloc.get_traced_memory()[1] - base
+        finally:
+            tracemalloc.stop()
+
+    small, large = peak(300), peak(3000)
+    assert large < 4e6  # a few contexts, the pool, the queues: not 3000 of anything big
+    assert large - small < 1e6, (small, large)
 
 
 def test_finished_generator_is_released_at_once():

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import ctfio  # noqa: E402
 import ctfio.torch as ct  # noqa: E402
-from ctfio import FULL_DATA_SWEEP, INFINITELY_REPEAT  # noqa: E402
+from ctfio import INFINITELY_REPEAT  # noqa: E402
 
 NUM_SEQS = 30
 
