@@ -21,6 +21,7 @@ LIB_SRC := $(sort $(wildcard lib/*.c))
 LIB_HDR := include/ctfio.h $(wildcard lib/*.h)
 TEST_SRC := $(sort $(wildcard tests/c/*.c))
 FUZZ_SRC := tests/fuzz/fuzz_targets.c tests/fuzz/regression.c
+FUZZ_HDR := tests/fuzz/fuzz.h
 
 B := build
 S := build/asan
@@ -54,9 +55,9 @@ $(B)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(B)/libctfio.a $(LIB_HDR)
 $(S)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(S)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_SAN) -Itests/c $(TEST_SRC) $(S)/libctfio.a -o $@ $(LDLIBS)
 
-$(B)/fuzz_regression: $(FUZZ_SRC) $(B)/libctfio.a $(LIB_HDR)
+$(B)/fuzz_regression: $(FUZZ_SRC) $(FUZZ_HDR) $(B)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_REL) $(FUZZ_SRC) $(B)/libctfio.a -o $@ $(LDLIBS)
-$(S)/fuzz_regression: $(FUZZ_SRC) $(S)/libctfio.a $(LIB_HDR)
+$(S)/fuzz_regression: $(FUZZ_SRC) $(FUZZ_HDR) $(S)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_SAN) $(FUZZ_SRC) $(S)/libctfio.a -o $@ $(LDLIBS)
 
 ctest: $(B)/ctfio_tests $(B)/ctfio

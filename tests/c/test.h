@@ -119,4 +119,8 @@ const char *test_write_str(const char *name, const char *text);
 /* The test run's temp directory. */
 const char *test_tmpdir(void);
 
+/* Continues digest h over everything minibatch mb delivers (test_util.c). */
+struct ctf_minibatch;
+uint64_t test_digest_minibatch(uint64_t h, const struct ctf_minibatch *mb);
+
 #endif

@@ -70,33 +70,6 @@ static void reset_hooks(void)
     atomic_store(&ctf__io_fail_at, 0);
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    while (n--) h = (h ^ *b++) * 0x100000001b3ull;
-    return h;
-}
-
-static uint64_t digest_mb(uint64_t h, const ctf_minibatch *mb)
-{
-    size_t ns = ctf_minibatch_num_sequences(mb);
-    uint64_t pos = ctf_minibatch_position(mb);
-    h = fnv(h, &pos, sizeof pos);
-    if (ns) h = fnv(h, ctf_minibatch_keys(mb), ns * sizeof(uint64_t));
-    for (size_t k = 0; k < ctf_minibatch_num_streams(mb); k++) {
-        ctf_stream_view v;
-        if (ctf_minibatch_stream(mb, k, &v)) return 0;
-        if (ns) h = fnv(h, v.lengths, ns * sizeof *v.lengths);
-        if (v.is_sparse) {
-            h = fnv(h, v.indptr, (v.num_samples + 1) * sizeof *v.indptr);
-            h = fnv(h, v.indices, v.nnz * sizeof *v.indices);
-            h = fnv(h, v.values, v.nnz * (size_t)v.precision);
-        } else {
-            h = fnv(h, v.values, v.num_samples * v.dim * (size_t)v.precision);
-        }
-    }
-    return h;
-}
 
 typedef struct outcome {
     int rc;              /* first failure, 0 if none */
@@ -124,7 +97,7 @@ static int read_n(ctf_reader *r, int n, uint64_t *digest)
         int rc = ctf_reader_next(r, 3, &mb);
         if (rc) return rc;
         if (!mb) break;
-        *digest = digest_mb(*digest, mb);
+        *digest = test_digest_minibatch(*digest, mb);
         ctf_minibatch_free(mb);
     }
     return 0;

@@ -82,31 +82,6 @@ static void keep_log(void *user, ctf_severity sev, const ctf_error *what)
     }
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    while (n--) h = (h ^ *b++) * 0x100000001b3ull;
-    return h;
-}
-
-static uint64_t digest_mb(uint64_t h, const ctf_minibatch *mb)
-{
-    size_t ns = ctf_minibatch_num_sequences(mb);
-    if (ns) h = fnv(h, ctf_minibatch_keys(mb), ns * sizeof(uint64_t));
-    for (size_t k = 0; k < ctf_minibatch_num_streams(mb); k++) {
-        ctf_stream_view v;
-        if (ctf_minibatch_stream(mb, k, &v)) return 0;
-        if (ns) h = fnv(h, v.lengths, ns * sizeof *v.lengths);
-        if (v.is_sparse) {
-            h = fnv(h, v.indptr, (v.num_samples + 1) * sizeof *v.indptr);
-            h = fnv(h, v.indices, v.nnz * sizeof *v.indices);
-            h = fnv(h, v.values, v.nnz * (size_t)v.precision);
-        } else {
-            h = fnv(h, v.values, v.num_samples * v.dim * (size_t)v.precision);
-        }
-    }
-    return h;
-}
 
 static const ctf_stream_def streams_ab[2] = {
     {.name = "s0", .alias = "a", .dim = 2},
@@ -141,7 +116,7 @@ static int read_rest(ctf_reader *r, uint64_t k, uint64_t *digest, int *calls, ct
         }
         if (!mb) return 0;
         if (calls) (*calls)++;
-        if (digest) *digest = digest_mb(*digest, mb);
+        if (digest) *digest = test_digest_minibatch(*digest, mb);
         ctf_minibatch_free(mb);
     }
 }
@@ -320,7 +295,7 @@ static int run_change(change_kind kind, bool line_mode, size_t threads, const ch
         ctf_reader_free(r);
         return 3000;
     }
-    *digest = digest_mb(*digest, mb);
+    *digest = test_digest_minibatch(*digest, mb);
     ctf_minibatch_free(mb);
     if (apply_change(kind, path_out, line_mode) != 0) {
         ctf_reader_free(r);
@@ -436,7 +411,7 @@ TEST(changed_rename_with_same_size_and_mtime_keeps_the_indexed_data)
         uint64_t d = 0xcbf29ce484222325ull;
         ctf_minibatch *mb = NULL;
         ASSERT_OK(ctf_reader_next(r, 3, &mb), ctf_reader_error(r));
-        d = digest_mb(d, mb);
+        d = test_digest_minibatch(d, mb);
         ctf_minibatch_free(mb);
 
         char tmp[700];
