@@ -62,7 +62,10 @@ struct ctf_reader {
     size_t resident_bytes;
     uint8_t *committed;          /* its problems were reported already */
     uint32_t *consumed;          /* sequences of the chunk cut in the current sweep */
-    uint8_t *requested;          /* asked from the prefetcher in the current sweep */
+    uint8_t *requested;          /* asked from the prefetcher in the current sweep (1), taken (2) */
+    ctf__sweep_gen *gen_next;    /* the next sweep, opened early by the look-ahead */
+    uint8_t *requested_next;     /* asked from the prefetcher for the next sweep */
+    size_t scan_next;            /* look-ahead: next slot of gen_next to inspect */
     const size_t *pos_of_chunk;  /* randomized position of each chunk (owned by gen) */
     size_t scan_slot;            /* prefetch look-ahead: next slot to inspect */
     size_t scan_limit;           /* how far the look-ahead may run past the cursor, in slots */
@@ -162,17 +165,33 @@ static bool chunk_owned(const ctf_reader *r, size_t c)
 static int load_sweep(ctf_reader *r, uint64_t k)
 {
     if (r->gen && ctf__sweepgen_sweep(r->gen) == k) return 0;
-    ctf__sweep_gen *g;
-    int rc = ctf__sweepgen_create(r->idx->chunks, r->idx->num_chunks, r->cfg.randomization_window,
-                                  r->cfg.window_in_samples, r->cfg.randomization_seed, k,
-                                  r->randomized, &g, &r->err);
-    if (rc) return rc;
-    ctf__sweepgen_free(r->gen);
-    r->gen = g;
-    r->pos_of_chunk = ctf__sweepgen_pos_of(g);
-    memset(r->consumed, 0, r->idx->num_chunks * sizeof *r->consumed);
-    memset(r->requested, 0, r->idx->num_chunks);
-    r->scan_slot = 0;
+    const size_t nc = r->idx->num_chunks;
+    if (r->gen_next && ctf__sweepgen_sweep(r->gen_next) == k) {
+        /* The look-ahead already opened this sweep and asked for its first chunks. */
+        ctf__sweepgen_free(r->gen);
+        r->gen = r->gen_next;
+        r->gen_next = NULL;
+        uint8_t *t = r->requested;
+        r->requested = r->requested_next;
+        r->requested_next = t;
+        r->scan_slot = r->scan_next;
+    } else {
+        ctf__sweep_gen *g;
+        int rc = ctf__sweepgen_create(r->idx->chunks, nc, r->cfg.randomization_window,
+                                      r->cfg.window_in_samples, r->cfg.randomization_seed, k,
+                                      r->randomized, &g, &r->err);
+        if (rc) return rc;
+        ctf__sweepgen_free(r->gen);
+        r->gen = g;
+        memset(r->requested, 0, nc);
+        r->scan_slot = 0;
+    }
+    ctf__sweepgen_free(r->gen_next);
+    r->gen_next = NULL;
+    memset(r->requested_next, 0, nc);
+    r->scan_next = 0;
+    r->pos_of_chunk = ctf__sweepgen_pos_of(r->gen);
+    memset(r->consumed, 0, nc * sizeof *r->consumed);
     return 0;
 }
 
@@ -264,6 +283,46 @@ static void schedule_prefetch(ctf_reader *r)
         else
             r->scan_slot++;
     }
+    /* At the end of the sweep, look into the next one (unless the data ends before it), so
+     * that a sweep does not start with a parse on the caller's thread. */
+    const uint64_t next_start = (r->cur_sweep + 1) * r->sweep_samples;
+    if (r->scan_slot < n || !r->cfg.prefetch_chunks || r->limit <= next_start ||
+        r->cfg.truncation_length)
+        return;
+    if (!r->gen_next) {
+        int rc = ctf__sweepgen_create(r->idx->chunks, r->idx->num_chunks,
+                                      r->cfg.randomization_window, r->cfg.window_in_samples,
+                                      r->cfg.randomization_seed, r->cur_sweep + 1, r->randomized,
+                                      &r->gen_next, &r->err);
+        if (rc) {
+            r->pending = rc;
+            return;
+        }
+        r->scan_next = 0;
+    }
+    const size_t *pos_next = ctf__sweepgen_pos_of(r->gen_next);
+    const size_t budget = r->scan_limit > n - r->cur_slot ? r->scan_limit - (n - r->cur_slot) : 0;
+    const size_t end_next = CTF_MIN(n, budget);
+    while (r->scan_next < end_next && held_chunks + r->outstanding < r->cfg.prefetch_chunks) {
+        size_t seq, home;
+        int rc = ctf__sweepgen_get(r->gen_next, r->scan_next, &seq, &home, &r->err);
+        if (rc) {
+            r->pending = rc;
+            return;
+        }
+        size_t c = chunk_of_seq(r->idx, seq);
+        bool owned = !r->randomized || r->num_workers == 1 ||
+                     pos_next[c] % r->num_workers == r->rank;
+        if (owned && !r->requested_next[c] && !r->requested[c] && !r->resident[c]) {
+            r->requested_next[c] = 1;
+            ctf__loader_request(r->loader, c);
+            r->outstanding++;
+        }
+        if (!r->randomized)
+            r->scan_next = r->idx->chunks[c].first_seq + r->idx->chunks[c].num_seqs;
+        else
+            r->scan_next++;
+    }
 }
 
 /* Reports chunk problems once, in timeline order; counts errors against maxErrors. */
@@ -344,6 +403,9 @@ static int get_chunk(ctf_reader *r, size_t c, const ctf__chunk_data **out)
         if (r->requested[c] == 1) {
             r->requested[c] = 2; /* taken: no longer outstanding */
             r->outstanding--;
+        } else if (r->requested_next[c] == 1) {
+            r->requested_next[c] = 2; /* asked for the next sweep, needed already */
+            r->outstanding--;
         }
         int rc = ctf__loader_take(r->loader, c, &cd, &r->err);
         if (rc) return rc;
@@ -374,6 +436,8 @@ void ctf_reader_free(ctf_reader *r)
     CTF_FREE(r->committed);
     CTF_FREE(r->consumed);
     CTF_FREE(r->requested);
+    CTF_FREE(r->requested_next);
+    ctf__sweepgen_free(r->gen_next);
     CTF_FREE(r->pins);
     CTF_FREE(r->bp);
     ctf__sweepgen_free(r->gen);
@@ -432,9 +496,10 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     r->committed = CTF_CALLOC(nc, 1);
     r->consumed = CTF_CALLOC(nc, sizeof *r->consumed);
     r->requested = CTF_CALLOC(nc, 1);
+    r->requested_next = CTF_CALLOC(nc, 1);
     r->pins = CTF_CALLOC(nc, sizeof *r->pins);
     if (!r->resident || !r->resident_list || !r->committed || !r->consumed || !r->requested ||
-        !r->pins) {
+        !r->requested_next || !r->pins) {
         rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
         goto fail;
     }
@@ -729,6 +794,8 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     /* A fresh generator for sweep k (the current one may have released earlier slots). */
     ctf__sweepgen_free(r->gen);
     r->gen = NULL;
+    ctf__sweepgen_free(r->gen_next);
+    r->gen_next = NULL;
     int rc = load_sweep(r, k);
     if (rc) return fail_dead(r, rc);
     /* Continue from the first sequence boundary at or after the position. The walk marks the
@@ -756,8 +823,10 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     r->ended = r->position >= r->limit;
     ctf__loader_drop_all(r->loader);
     memset(r->requested, 0, r->idx->num_chunks);
+    memset(r->requested_next, 0, r->idx->num_chunks);
     r->outstanding = 0;
     r->scan_slot = slot;
+    r->scan_next = 0;
     evict_passed(r);
     schedule_prefetch(r);
     return r->pending ? fail_dead(r, r->pending) : 0;
@@ -783,8 +852,10 @@ int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
     r->rank = rank;
     ctf__loader_drop_all(r->loader);
     memset(r->requested, 0, r->idx->num_chunks);
+    memset(r->requested_next, 0, r->idx->num_chunks);
     r->outstanding = 0;
     r->scan_slot = r->cur_slot;
+    r->scan_next = 0;
     schedule_prefetch(r);
     return 0;
 }
