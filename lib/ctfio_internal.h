@@ -177,6 +177,7 @@ struct ctf_index {
     bool line_mode;
     bool from_cache;
     uint64_t hash;         /* checksum over the sequence table (fingerprints, cache) */
+    uint64_t warnings;     /* warnings the indexing pass reported (the reader counts them) */
 };
 
 /* The index cache's checksum step (FNV-1a over 8-byte words, with a mix): continues hash h over

@@ -325,6 +325,7 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
                                  path);
             if (r == 1 && !st->warned_repeat) {
                 st->warned_repeat = true;
+                idx->warnings++;
                 log_at(st->cfg, CTF_SEV_WARNING,
                        (ctf__where){path, st->line_no + 1, 1, (int64_t)offset},
                        "sequence id %llu reappears here after other ids (first used on line "

@@ -504,6 +504,7 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
         goto fail;
     }
     r->stats.num_streams = cfg->num_streams;
+    r->stats.warnings = r->idx->warnings; /* e.g. a repeated sequence id found while indexing */
     size_t widest = 1;
     for (size_t c = 0; c < nc; c++) widest = CTF_MAX(widest, r->idx->chunks[c].num_seqs);
     r->scan_limit = (cfg->prefetch_chunks + 2) * widest;
