@@ -312,6 +312,7 @@ TEST(parse_non_consecutive_repeated_id)
             ASSERT_DBL_EQ(fval(&v, 0), (double)(i + 1));
         }
         ASSERT_EQ(R.stats.errors, 0);
+        ASSERT_EQ(R.stats.warnings, 1); /* counted whether shown or not */
         if (tl == 0) {
             ASSERT_EQ(R.log.n, 0);
         } else {
