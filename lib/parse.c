@@ -22,6 +22,7 @@
  *  - a stream absent from a whole sequence is fatal (CNTK: "Malformed input file").
  */
 #include "ctfio_internal.h"
+#include "number_fast.h"
 
 #include <stdio.h>
 
@@ -34,6 +35,7 @@ typedef struct pstate {
     const ctf_index *idx;
     ctf__chunk_data *cd;
     const char *buf;          /* chunk bytes */
+    const char *limit;        /* end of the chunk bytes: how far the number fast path may read */
     uint64_t base;            /* file offset of buf[0] */
     const char *line_start;   /* current line, for columns */
     uint64_t line_no;         /* 0-based current line */
@@ -154,11 +156,11 @@ static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *
         const char *q;
         if (elt == 4) {
             float v;
-            q = ctf__parse_float(p, end, &v);
+            q = ctf__fast_float(p, end, ps->limit, &v);
             if (q && n < dim) memcpy(dst + n * 4, &v, 4);
         } else {
             double v;
-            q = ctf__parse_double(p, end, &v);
+            q = ctf__fast_double(p, end, ps->limit, &v);
             if (q && n < dim) memcpy(dst + n * 8, &v, 8);
         }
         if (!q || (q < end && !ends_value((unsigned char)*q))) {
@@ -228,8 +230,9 @@ static const char *parse_sparse(pstate *ps, size_t s, const char *p, const char 
             goto drop;
         }
         uint64_t index = 0;
-        while (p < end && *p >= '0' && *p <= '9') {
-            if (index <= UINT32_MAX) index = index * 10 + (uint64_t)(*p - '0');
+        unsigned dg;
+        while (p < end && (dg = (unsigned)(unsigned char)*p - '0') < 10) {
+            if (index <= UINT32_MAX) index = index * 10 + dg;
             p++;
         }
         if (p == end || *p != ':') {
@@ -247,19 +250,24 @@ static const char *parse_sparse(pstate *ps, size_t s, const char *p, const char 
                         (unsigned long long)index, dim);
             goto drop;
         }
-        if (ctf__grow(&sd->values, &sd->values_cap, sd->nnz + 1, elt) ||
-            ctf__grow((void **)&sd->indices, &sd->indices_cap, sd->nnz + 1, sizeof *sd->indices)) {
+        /* The capacity tests are inlined: ctf__grow is out of line, and calling it twice per
+         * entry cost more than the entry's index. Same growth (and allocations) as before. */
+        if ((sd->nnz >= sd->values_cap &&
+             ctf__grow(&sd->values, &sd->values_cap, sd->nnz + 1, elt)) ||
+            (sd->nnz >= sd->indices_cap &&
+             ctf__grow((void **)&sd->indices, &sd->indices_cap, sd->nnz + 1,
+                       sizeof *sd->indices))) {
             ps->oom = 1;
             goto drop_silent;
         }
         const char *q;
         if (elt == 4) {
             float v;
-            q = ctf__parse_float(p, end, &v);
+            q = ctf__fast_float(p, end, ps->limit, &v);
             if (q) ((float *)sd->values)[sd->nnz] = v;
         } else {
             double v;
-            q = ctf__parse_double(p, end, &v);
+            q = ctf__fast_double(p, end, ps->limit, &v);
             if (q) ((double *)sd->values)[sd->nnz] = v;
         }
         if (!q || (q < end && !ends_value((unsigned char)*q))) {
@@ -523,8 +531,9 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
             cd->streams[k].indptr[0] = 0;
         }
     }
-    pstate ps = {.pc = pc, .idx = idx, .cd = cd, .buf = buf, .base = ch->offset,
-                 .max_errors = max_errors, .alias = alias, .alias_len = alias_len};
+    pstate ps = {.pc = pc, .idx = idx, .cd = cd, .buf = buf, .limit = buf + ch->size,
+                 .base = ch->offset, .max_errors = max_errors, .alias = alias,
+                 .alias_len = alias_len};
     ps.line_start = buf;
     for (size_t i = 0; i < ch->num_seqs && !too_many_errors(&ps); i++) {
         if (parse_sequence(&ps, ch->first_seq + i, i)) goto oom;
