@@ -309,6 +309,8 @@ int ctf__loader_request(ctf__loader *l, size_t c);
 int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error *err);
 /* Forgets every request and loaded-but-untaken chunk (after a seek). */
 void ctf__loader_drop_all(ctf__loader *l);
+/* Forgets the request for chunk c and its loaded data, if any (a request no longer needed). */
+void ctf__loader_cancel(ctf__loader *l, size_t c);
 /* Bytes held in loaded-but-untaken chunks, and their number. */
 void ctf__loader_held(ctf__loader *l, size_t *chunks, size_t *bytes);
 void ctf__loader_free(ctf__loader *l);

@@ -306,6 +306,28 @@ void ctf__loader_drop_all(ctf__loader *l)
     pthread_mutex_unlock(&l->mu);
 }
 
+void ctf__loader_cancel(ctf__loader *l, size_t c)
+{
+    if (!l->num_threads) return;
+    pthread_mutex_lock(&l->mu);
+    if (l->state[c] == ST_QUEUED) {
+        queue_remove(l, c);
+        l->state[c] = ST_NONE;
+    } else if (l->state[c] == ST_RUNNING) {
+        l->discard[c] = 1;
+    } else if (l->state[c] == ST_DONE) {
+        if (l->res[c].cd) {
+            l->held_chunks--;
+            l->held_bytes -= l->res[c].cd->bytes;
+        }
+        ctf__chunk_data_free(l->res[c].cd);
+        CTF_FREE(l->res[c].err);
+        l->res[c] = (load_result){0};
+        l->state[c] = ST_NONE;
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
 void ctf__loader_held(ctf__loader *l, size_t *chunks, size_t *bytes)
 {
     if (!l->num_threads) {

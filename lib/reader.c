@@ -3,21 +3,24 @@
  * and owns the timeline (SPEC 6), the worker split (SPEC 7), checkpoints (SPEC 8), the error
  * budget (SPEC 2.3) and the memory bound (SPEC 4.4).
  *
- * The timeline: sweep k is the file's sequences in the order ctf__randomize_sweep gives for k;
- * positions count index samples from 0 over the endless repetition of sweeps. The reader's whole
- * state is (sweep, slot, position): a checkpoint is the position alone, since the sweep order is
- * a pure function of (file, configuration, seed, k).
+ * The timeline: sweep k is the file's sequences in the order the sweep generator (randomize.c,
+ * window by window) gives for k; positions count index samples from 0 over the endless
+ * repetition of sweeps. The reader's state is (sweep, slot, position) plus, with truncated
+ * BPTT, the slots' partly delivered sequences: a checkpoint is the position (and those slots),
+ * since the sweep order is a pure function of (file, configuration, seed, k).
  *
  * next(K) cuts the GLOBAL minibatch from the timeline (first sequence always, then while the
  * total stays <= K, stopping at the first that does not fit), then keeps the sequences this
- * worker owns: by the chunk's randomized position mod N when randomizing, by slot mod N when
- * not. Every worker therefore advances to the same position, and the union over workers is the
- * single-worker minibatch.
+ * worker owns: with randomization, those whose chunk's position in the sweep that is current
+ * after the cut is r mod N (docs/design.md says why "after"); without, the i-th sequence of a
+ * sweep goes to worker i mod N. Every worker advances to the same position, and the union over
+ * workers is the single-worker minibatch.
  *
- * Chunk residency: a parsed chunk is held while the cursor is inside its span in the current
- * sweep (its first slot consumed, its last not yet), plus up to prefetch_chunks loaded ahead in
- * the prefetch stage. Because the randomizer keeps every sequence inside its chunk's window,
- * that span is bounded by the window, and so is memory (unless keepDataInMemory).
+ * Chunk residency: a parsed chunk is held while the sweep is inside it (some of its sequences
+ * cut in this sweep, some not), while a BPTT slot holds one of its sequences, or forever with
+ * keepDataInMemory; at most prefetch_chunks more are parsed ahead by the prefetch stage, which
+ * a look-ahead over the generator (into the next sweep near a sweep's end) keeps fed. Because
+ * the randomizer keeps every sequence inside its chunk's window, memory is bounded by the window.
  *
  * Problems a chunk's parse recorded are reported and counted the first time the consumer
  * reaches the chunk, in timeline order, and never again when the chunk is re-parsed in a later
@@ -49,6 +52,7 @@ struct ctf_reader {
     uint64_t sweep_samples;      /* index samples in one sweep */
     uint64_t limit;              /* stop before a sequence at this position (UINT64_MAX: none) */
     ctf__sweep_gen *gen;         /* the order of sweep cur_sweep, generated window by window */
+    const size_t *pos_of_chunk;  /* randomized position of each chunk in cur_sweep (gen's) */
     uint64_t cur_sweep;
     size_t cur_slot;
     uint64_t position;
@@ -62,20 +66,20 @@ struct ctf_reader {
     size_t resident_bytes;
     uint8_t *committed;          /* its problems were reported already */
     uint32_t *consumed;          /* sequences of the chunk cut in the current sweep */
-    uint8_t *requested;          /* asked from the prefetcher in the current sweep (1), taken (2) */
-    ctf__sweep_gen *gen_next;    /* the next sweep, opened early by the look-ahead */
-    uint8_t *requested_next;     /* asked from the prefetcher for the next sweep */
-    size_t scan_next;            /* look-ahead: next slot of gen_next to inspect */
-    const size_t *pos_of_chunk;  /* randomized position of each chunk (owned by gen) */
-    size_t scan_slot;            /* prefetch look-ahead: next slot to inspect */
+    uint32_t *pins;              /* BPTT slots holding one of its sequences */
+
+    /* Prefetch look-ahead. */
+    uint8_t *requested;          /* asked for in the current sweep (1), then taken (2) */
+    size_t scan_slot;            /* next slot of gen to inspect */
     size_t scan_limit;           /* how far the look-ahead may run past the cursor, in slots */
-    int pending;                 /* an error of the look-ahead, returned by the next call */
+    ctf__sweep_gen *gen_next;    /* the next sweep, opened early near the end of this one */
+    uint8_t *requested_next;     /* asked for the next sweep (1), then taken (2) */
+    size_t scan_next;            /* next slot of gen_next to inspect */
     size_t outstanding;          /* requested, not yet taken */
 
     /* Truncated BPTT (SPEC 6.6): parallel slots, each holding a sequence being delivered. */
     struct bptt_slot *bp;
     size_t num_bp, bp_cap;
-    uint32_t *pins;              /* per chunk: BPTT slots holding one of its sequences */
 
     ctf_stats stats;
     uint64_t suppressed_warnings;
@@ -162,10 +166,25 @@ static bool chunk_owned(const ctf_reader *r, size_t c)
 }
 
 /* Makes sweep k current: a fresh generator (O(chunks)), per-chunk counters reset. */
+/* Cancels the requests a flag array still marks outstanding (1): when the sweep changes, a chunk
+ * asked for under the old sweep's ownership may never be taken (ownership is decided by the
+ * sweep current after a cut), and must neither keep its parsed data in the loader nor count
+ * against prefetch_chunks forever. */
+static void cancel_untaken(ctf_reader *r, uint8_t *flags)
+{
+    for (size_t c = 0; c < r->idx->num_chunks; c++) {
+        if (flags[c] != 1) continue;
+        ctf__loader_cancel(r->loader, c);
+        r->outstanding--;
+        flags[c] = 0;
+    }
+}
+
 static int load_sweep(ctf_reader *r, uint64_t k)
 {
     if (r->gen && ctf__sweepgen_sweep(r->gen) == k) return 0;
     const size_t nc = r->idx->num_chunks;
+    if (r->loader) cancel_untaken(r, r->requested);
     if (r->gen_next && ctf__sweepgen_sweep(r->gen_next) == k) {
         /* The look-ahead already opened this sweep and asked for its first chunks. */
         ctf__sweepgen_free(r->gen);
@@ -188,6 +207,7 @@ static int load_sweep(ctf_reader *r, uint64_t k)
     }
     ctf__sweepgen_free(r->gen_next);
     r->gen_next = NULL;
+    if (r->loader) cancel_untaken(r, r->requested_next);
     memset(r->requested_next, 0, nc);
     r->scan_next = 0;
     r->pos_of_chunk = ctf__sweepgen_pos_of(r->gen);
@@ -264,12 +284,12 @@ static void schedule_prefetch(ctf_reader *r)
     while (r->cfg.prefetch_chunks && r->scan_slot < end &&
            held_chunks + r->outstanding < r->cfg.prefetch_chunks) {
         size_t seq;
-        int rc = slot_seq(r, r->scan_slot, &seq);
-        if (rc) {
-            /* The generator may be mid-step: no more data from it; the next call says why. */
-            r->pending = rc;
-            return;
-        }
+        ctf_error ignored;
+        size_t home;
+        /* The look-ahead is optional work: on a failure (out of memory) it just stops. The
+         * generator stays consistent after a failed get, so the consumer's own get of the same
+         * slot retries the allocation and reports it if it fails again. */
+        if (ctf__sweepgen_get(r->gen, r->scan_slot, &seq, &home, &ignored)) return;
         size_t c = chunk_of_seq(r->idx, seq);
         bool owned = !r->randomized || chunk_owned(r, c);
         if (owned && !r->requested[c] && !r->resident[c] && r->consumed[c] == 0) {
@@ -290,14 +310,11 @@ static void schedule_prefetch(ctf_reader *r)
         r->cfg.truncation_length)
         return;
     if (!r->gen_next) {
-        int rc = ctf__sweepgen_create(r->idx->chunks, r->idx->num_chunks,
-                                      r->cfg.randomization_window, r->cfg.window_in_samples,
-                                      r->cfg.randomization_seed, r->cur_sweep + 1, r->randomized,
-                                      &r->gen_next, &r->err);
-        if (rc) {
-            r->pending = rc;
-            return;
-        }
+        ctf_error ignored;
+        if (ctf__sweepgen_create(r->idx->chunks, r->idx->num_chunks, r->cfg.randomization_window,
+                                 r->cfg.window_in_samples, r->cfg.randomization_seed,
+                                 r->cur_sweep + 1, r->randomized, &r->gen_next, &ignored))
+            return; /* load_sweep creates it when the sweep starts, and reports a failure */
         r->scan_next = 0;
     }
     const size_t *pos_next = ctf__sweepgen_pos_of(r->gen_next);
@@ -305,11 +322,8 @@ static void schedule_prefetch(ctf_reader *r)
     const size_t end_next = CTF_MIN(n, budget);
     while (r->scan_next < end_next && held_chunks + r->outstanding < r->cfg.prefetch_chunks) {
         size_t seq, home;
-        int rc = ctf__sweepgen_get(r->gen_next, r->scan_next, &seq, &home, &r->err);
-        if (rc) {
-            r->pending = rc;
-            return;
-        }
+        ctf_error ignored;
+        if (ctf__sweepgen_get(r->gen_next, r->scan_next, &seq, &home, &ignored)) return;
         size_t c = chunk_of_seq(r->idx, seq);
         bool owned = !r->randomized || r->num_workers == 1 ||
                      pos_next[c] % r->num_workers == r->rank;
@@ -530,11 +544,6 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     }
     r->ended = r->position >= r->limit;
     schedule_prefetch(r);
-    if (r->pending) {
-        rc = r->pending;
-        if (err) *err = r->err;
-        goto fail;
-    }
     *out = r;
     return 0;
 fail:
@@ -719,7 +728,6 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
     if (num_samples == 0)
         return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
                          "num_samples: must be > 0 (got 0)");
-    if (r->pending) return fail_dead(r, r->pending);
     if (r->ended) return 0;
     if (r->cfg.truncation_length) return bptt_next(r, num_samples, out);
 
@@ -830,7 +838,7 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     r->scan_next = 0;
     evict_passed(r);
     schedule_prefetch(r);
-    return r->pending ? fail_dead(r, r->pending) : 0;
+    return 0;
 }
 
 uint64_t ctf_reader_position(const ctf_reader *r) { return r->position; }
