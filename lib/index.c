@@ -139,6 +139,7 @@ typedef struct index_opts {
     size_t *alias_lens;
     size_t num_aliases;
     uint64_t hash;            /* of all of the above */
+    bool first[256];          /* first bytes of the non-empty aliases: a cheap pre-filter */
 } index_opts;
 
 static const char *stream_alias(const ctf_stream_def *s)
@@ -163,6 +164,8 @@ static int opts_init(index_opts *o, const ctf_config *cfg)
         const char *a = stream_alias(&cfg->streams[i]);
         o->aliases[i] = a;
         o->alias_lens[i] = strlen(a);
+        /* `|#` opens a comment even when an alias starts with '#' */
+        if (o->alias_lens[i] && a[0] != '#') o->first[(unsigned char)a[0]] = true;
         h = ctf__hash_bytes(h, a, o->alias_lens[i] + 1);
         if (cfg->streams[i].defines_mb_size) {
             o->mb_alias = a;
@@ -182,31 +185,44 @@ static void opts_free(index_opts *o)
     CTF_FREE(o->alias_lens);
 }
 
+static inline bool same_name(const char *n, const char *a, size_t len)
+{
+    return n[0] == a[0] && (len == 1 || !memcmp(n + 1, a + 1, len - 1));
+}
+
 /* Scans one line for `|NAME` tokens. *has_known: some configured alias appears; *has_mb: the
- * definesMBSize alias appears. Comments (`|#...`) run to the next '|'. */
+ * definesMBSize alias appears. Comments (`|#...`) run to the next '|'. Names whose first byte
+ * starts no alias are skipped without measuring them (a name holds no '|'). */
 static void scan_names(const index_opts *o, const char *p, const char *end, bool *has_known,
                        bool *has_mb)
 {
-    *has_known = false;
-    *has_mb = false;
+    bool known = false, mb = false;
     for (;;) {
-        p = memchr(p, '|', (size_t)(end - p));
-        if (!p) return;
+        /* The common line starts with its '|': no memchr call for it. */
+        if (p >= end) break;
+        if (*p != '|') {
+            p = memchr(p, '|', (size_t)(end - p));
+            if (!p) break;
+        }
         p++;
-        if (p < end && *p == '#') continue; /* comment: its body ends at the next '|' */
+        if (p >= end) break;
+        /* A comment (`|#...`) ends at the next '|'; so does a name no alias starts like. */
+        if (!o->first[(unsigned char)*p]) continue;
         const char *n = p;
         while (p < end && !ends_name((unsigned char)*p)) p++;
         size_t len = (size_t)(p - n);
         if (!len) continue;
-        if (o->mb_alias && len == o->mb_alias_len && !memcmp(n, o->mb_alias, len)) *has_mb = true;
-        if (!*has_known)
+        if (o->mb_alias && len == o->mb_alias_len && same_name(n, o->mb_alias, len)) mb = true;
+        if (!known)
             for (size_t i = 0; i < o->num_aliases; i++)
-                if (len == o->alias_lens[i] && !memcmp(n, o->aliases[i], len)) {
-                    *has_known = true;
+                if (len == o->alias_lens[i] && same_name(n, o->aliases[i], len)) {
+                    known = true;
                     break;
                 }
-        if (*has_known && (*has_mb || !o->mb_alias)) return;
+        if (known && (mb || !o->mb_alias)) break;
     }
+    *has_known = known;
+    *has_mb = mb;
 }
 
 /*======================================================================
@@ -224,12 +240,29 @@ typedef struct scan_state {
     uint64_t line_no;       /* 0-based number of the line being scanned */
     id_set ids;
     bool warned_repeat;
+    uint64_t hash;          /* table_hash over the finished entries, folded in as they close */
     ctf_error *err;
 } scan_state;
+
+/* ctf__hash_bytes over one entry (sizeof(ctf__seq) is a multiple of 8: the word chain over the
+ * table is the chain over its entries, so folding entries in one by one gives the same value). */
+static inline uint64_t hash_seq(uint64_t h, const ctf__seq *s)
+{
+    _Static_assert(sizeof(ctf__seq) % 8 == 0, "hash_seq assumes whole words");
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < sizeof *s; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
 
 static int push_seq(scan_state *st, uint64_t offset, uint64_t key)
 {
     ctf_index *idx = st->idx;
+    if (idx->num_seqs) st->hash = hash_seq(st->hash, &idx->seqs[idx->num_seqs - 1]);
     if (idx->num_seqs == st->seqs_cap &&
         ctf__grow((void **)&idx->seqs, &st->seqs_cap, idx->num_seqs + 1, sizeof *idx->seqs))
         return ctf__fail(st->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s",
@@ -372,6 +405,7 @@ static int scan_file(scan_state *st, int fd, ctf_error *err)
     size_t have = 0;        /* valid bytes in buf */
     uint64_t read_pos = 0;  /* next file offset to read */
     bool first = true;
+    bool reserved = false;
 
     for (;;) {
         if (read_pos < size) {
@@ -405,6 +439,23 @@ static int scan_file(scan_state *st, int fd, ctf_error *err)
             p = nl + 1;
         }
         size_t rest = (size_t)(end - p);
+        if (!reserved && read_pos < size && idx->num_seqs) {
+            /* Reserve the sequence table from the first block's density (x 9/8), so that it
+             * does not grow by doubling through the whole file; growth stays as a fallback. */
+            reserved = true;
+            uint64_t done_bytes = file_pos + (uint64_t)(p - buf);
+            if (done_bytes) {
+                double est = (double)idx->num_seqs * ((double)size / (double)done_bytes) * 1.125;
+                if (est > (double)st->seqs_cap && est < (double)(SIZE_MAX / 2 / sizeof *idx->seqs)) {
+                    size_t ncap = (size_t)est;
+                    ctf__seq *ns = CTF_REALLOC(idx->seqs, ncap * sizeof *ns);
+                    if (ns) {
+                        idx->seqs = ns;
+                        st->seqs_cap = ncap;
+                    }
+                }
+            }
+        }
         if (read_pos >= size) {
             /* The last line may lack its newline; an unterminated run of blanks is not a line. */
             const char *q = p;
@@ -446,6 +497,7 @@ static int scan_file(scan_state *st, int fd, ctf_error *err)
                        "no line holds any of the configured inputs");
         goto done;
     }
+    st->hash = hash_seq(st->hash, &idx->seqs[idx->num_seqs - 1]);
 done:
     CTF_FREE(buf);
     return rc;
@@ -651,6 +703,7 @@ int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
     ctf_index *idx = CTF_CALLOC(1, sizeof *idx);
     index_opts o;
     int rc;
+    uint64_t scan_hash = 0;
     if (!idx) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     if (opts_init(&o, cfg)) {
         CTF_FREE(idx);
@@ -679,7 +732,10 @@ int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
         st.opts = &o;
         st.mode = -1;
         st.err = err;
+        st.hash = ctf__hash_bytes(0xcbf29ce484222325ull, &(cache_header){.file_size = idx->file.size},
+                                  sizeof(cache_header));
         rc = scan_file(&st, fd, err);
+        scan_hash = st.hash;
         idx->total_lines = st.line_no;
         id_set_free(&st.ids);
         ctf__file_close(fd);
@@ -697,7 +753,11 @@ int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
     }
     rc = ctf__index_make_chunks(idx, cfg->chunk_size_bytes, err);
     if (rc) goto fail;
-    idx->hash = table_hash(&(cache_header){.file_size = idx->file.size}, idx->seqs, idx->num_seqs);
+    /* The checkpoint fingerprint: table_hash with a header holding only the file size; a scan
+     * folded it in as it went (same value), a cache load computes it here. */
+    idx->hash = idx->from_cache
+                    ? table_hash(&(cache_header){.file_size = idx->file.size}, idx->seqs, idx->num_seqs)
+                    : scan_hash;
     if (cfg->trace_level >= 2)
         log_at(cfg, CTF_SEV_INFO, (ctf__where){idx->path, 0, 0, -1},
                "indexed %zu sequences, %llu samples, %zu chunks%s", idx->num_seqs,
