@@ -85,3 +85,21 @@ def seq_file(tmp_path):
     lengths = {s: seq_length(s) for s in range(n)}
     return types.SimpleNamespace(path=path, n=n, samples=sum(lengths.values()), lengths=lengths,
                                  x=x, y={s: s % 5 for s in range(n)})
+
+
+def assert_rss_flat(step, warmup, calls, limit_mib):
+    """Runs step() warmup times, then calls times, and asserts that the process's peak RSS grew
+    by less than limit_mib: the C side frees what each call allocates (no leak, no reference
+    kept alive)."""
+    import gc
+    import resource
+
+    for _ in range(warmup):
+        step()
+    gc.collect()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    for _ in range(calls):
+        step()
+    gc.collect()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert (after - before) * 1024 < limit_mib * 2**20, (before, after)

@@ -6,11 +6,12 @@ import ctypes
 import gc
 import json
 import os
-import resource
 import sys
 import threading
 
 import pytest
+
+from conftest import assert_rss_flat
 
 np = pytest.importorskip("numpy")
 _ctfio = pytest.importorskip("ctfio._ctfio")
@@ -227,15 +228,7 @@ def test_no_memory_growth_over_10k_calls(tmp_path):
         assert a.shape == (64, dim)
         np.asarray(mb.keys)
 
-    for _ in range(1000):
-        step()
-    gc.collect()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    for _ in range(10000):
-        step()
-    gc.collect()
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    assert (after - before) * 1024 < 20 * 2**20, (before, after)
+    assert_rss_flat(step, warmup=1000, calls=10000, limit_mib=20)
     mb = r.next(64)
     assert sys.getrefcount(mb) == 2
 

@@ -7,7 +7,6 @@ memory."""
 import gc
 import json
 import os
-import resource
 import sys
 import threading
 import time
@@ -19,7 +18,7 @@ ctfio = pytest.importorskip("ctfio")
 
 from ctfio import (FULL_DATA_SWEEP, INFINITELY_REPEAT, CTFDeserializer,  # noqa: E402
                    MinibatchSource, StreamDef, StreamDefs)
-from conftest import MBDATA_SPARSE, MBDATA_SPARSE_X  # noqa: E402
+from conftest import MBDATA_SPARSE, MBDATA_SPARSE_X, assert_rss_flat  # noqa: E402
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -706,12 +705,4 @@ def test_no_leak_over_10k_minibatches(write_ctf):
         assert a.values.shape == (64, dim) and b.indices.shape == (64,)
         a.keys, a.mask, b.csr(), a.asarray()
 
-    for _ in range(500):
-        step()
-    gc.collect()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    for _ in range(10000):
-        step()
-    gc.collect()
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    assert (after - before) * 1024 < 30 * 2**20, (before, after)
+    assert_rss_flat(step, warmup=500, calls=10000, limit_mib=30)
