@@ -206,6 +206,9 @@ void ctf_bsconfig_free(ctf_bsconfig *doc);
  *====================================================================*/
 
 #define CTF_MAX_STREAMS 64
+/* ctf_reader_next refuses (CTF_EINVAL) a minibatch that would span more sweeps than this
+ * (max(num_samples, truncation_length) samples, within the data limit). */
+#define CTF_MAX_MB_SWEEPS 65536u
 
 typedef struct ctf_stream_stats {
     uint64_t samples;          /* samples delivered or checked */

@@ -23,6 +23,7 @@
  */
 #include "ctfio_internal.h"
 #include "number_fast.h"
+#include "tokenize.h"
 
 #include <stdio.h>
 #if defined(__SSE2__)
@@ -138,6 +139,162 @@ static int ensure_values(ctf__stream_data *sd, size_t need, size_t elt)
     return ctf__grow(&sd->values, &sd->values_cap, need, elt);
 }
 
+/* A dense sample's value that is not a number: recorded at its first byte. */
+static void bad_dense_value(pstate *ps, const ctf_stream_def *def, size_t n, const char *p,
+                            const char *end)
+{
+    char ex[64];
+    const char *stop = p;
+    while (stop < end && !ends_value((unsigned char)*stop)) stop++;
+    excerpt(p, stop, ex, sizeof ex);
+    add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
+                "stream '%s': expected a number (value %zu of the dense sample), found '%s'",
+                def->name, n + 1, ex);
+}
+
+static void too_many_values(pstate *ps, const ctf_stream_def *def, const char *p)
+{
+    add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
+                "stream '%s': dense sample has more than dim=%zu values; sample dropped",
+                def->name, def->dim);
+}
+
+/* The end of a dense sample of n values at p (the sample's '|' or the row's end). */
+static const char *finish_dense(pstate *ps, const ctf_stream_def *def, ctf__stream_data *sd,
+                                char *dst, size_t n, const char *p, const char *end,
+                                const char *name_at)
+{
+    const size_t elt = (size_t)ps->pc->precision;
+    const size_t dim = def->dim;
+    if (n < dim && p == end && ps->row_unterminated) {
+        /* CNTK pads a short dense sample only when a delimiter ends it; one that runs into the
+         * end of the file is delivered short. The arrays stay (n, dim) with zero padding; the
+         * JSON dump prints the values CNTK delivers (docs/format.md, conformance corpus). */
+        memset(dst + n * elt, 0, (dim - n) * elt);
+        sd->short_sample = (int64_t)sd->samples;
+        sd->short_count = (uint32_t)n;
+    } else if (n < dim) {
+        memset(dst + n * elt, 0, (dim - n) * elt);
+        add_problem(ps, CTF_SEV_WARNING, CTF_OK, where_at(ps, name_at),
+                    "stream '%s': dense sample has %zu of dim=%zu values; the rest are zeros",
+                    def->name, n, dim);
+    }
+    sd->samples++;
+    return p;
+}
+
+#if CTF_TOKENIZE
+/* One value [s, e) of a dense sample, stored at dst[*n] (the buffer has one slot of slack past
+ * dim, so the store need not wait for the count test). `elt` is a constant after inlining.
+ * @return : false after recording an error (not a number, or one value too many). */
+static inline __attribute__((always_inline)) bool
+dense_value(pstate *ps, const ctf_stream_def *def, char *dst, size_t *n, const char *s,
+            const char *e, const char *end, const char *limit, size_t elt)
+{
+    bool ok;
+    const size_t len = (size_t)(e - s);
+    const unsigned d = (unsigned)(unsigned char)*s - '0';
+    if (len == 1 && d < 10) { /* a single digit: most values of integer data ("0") */
+        if (elt == 4) {
+            float v = (float)d;
+            memcpy(dst + *n * 4, &v, 4);
+        } else {
+            double v = (double)d;
+            memcpy(dst + *n * 8, &v, 8);
+        }
+        ok = true;
+    } else if (elt == 4) {
+        float v;
+        ok = ctf__tok_float(s, len, end, limit, &v);
+        memcpy(dst + *n * 4, &v, 4);
+    } else {
+        double v;
+        ok = ctf__tok_double(s, len, end, limit, &v);
+        memcpy(dst + *n * 8, &v, 8);
+    }
+    if (__builtin_expect(!ok, 0)) {
+        bad_dense_value(ps, def, *n, s, end);
+        return false;
+    }
+    if (__builtin_expect(++*n > def->dim, 0)) {
+        too_many_values(ps, def, s);
+        return false;
+    }
+    return true;
+}
+
+/* The values of a dense sample from p (after its name) to its '|' or the row's end, with the
+ * structural pass of tokenize.h: per 64-byte block, the starts and ends of the values are bits
+ * of the block's masks, taken in pairs (a value that crosses into the next block stays open).
+ * @return : the sample's end, or NULL after recording an error. */
+static inline __attribute__((always_inline)) const char *
+dense_values(pstate *ps, const ctf_stream_def *def, char *dst, size_t *np, const char *p,
+             const char *end, size_t elt)
+{
+    const char *const limit = ps->limit;
+    size_t n = 0;
+    const char *open = NULL; /* start of a value that runs into the next block */
+    uint64_t carry = 0;      /* the byte before the block belongs to a value */
+    const char *stop = end;
+    for (const char *blk = p; blk < end; blk += 64) {
+        const size_t avail = (size_t)(end - blk);
+        ctf__block b = ctf__classify(blk, avail < 64 ? avail : 64, limit);
+        uint64_t tok = b.tok;
+        if (b.bar) {
+            const unsigned c = (unsigned)__builtin_ctzll(b.bar);
+            tok &= (UINT64_C(1) << c) - 1; /* c < 64 */
+            stop = blk + c;
+        }
+        const uint64_t starts0 = tok & ~((tok << 1) | carry);
+        carry = tok >> 63;
+        /* More bytes after the block: a value that reaches its last byte stays open. */
+        const bool more = (size_t)(end - blk) > 64 && !b.bar;
+        if (open) {
+            const unsigned l = ~tok ? (unsigned)__builtin_ctzll(~tok) : 64;
+            if (l == 64 && more) continue;
+            if (!dense_value(ps, def, dst, &n, open, blk + l, end, limit, elt)) return NULL;
+            open = NULL;
+        }
+        /* Each value's length is the run of value bits from its start: the values of a block
+         * do not wait on each other (a chain through the ends would serialize them). */
+        for (uint64_t starts = starts0; starts; starts &= starts - 1) {
+            const unsigned i = (unsigned)__builtin_ctzll(starts);
+            const unsigned l = (unsigned)__builtin_ctzll(~(tok >> i)); /* tok >> i < 2^(64-i) */
+            if (i + l == 64 && more) {
+                open = blk + i;
+                break;
+            }
+            if (!dense_value(ps, def, dst, &n, blk + i, blk + i + l, end, limit, elt))
+                return NULL;
+        }
+        if (b.bar) break;
+    }
+    *np = n; /* the last block has no bytes after it: no value is left open */
+    return stop;
+}
+
+/* Parses a dense sample's values at p (up to the next '|' or end). @return : end of the values,
+ * or NULL after recording an error (the sample is dropped). Same results and errors as the byte
+ * loop below (built without SSE2). */
+static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *end,
+                               const char *name_at)
+{
+    const ctf_stream_def *def = &ps->pc->streams[s];
+    ctf__stream_data *sd = &ps->cd->streams[s];
+    const size_t elt = (size_t)ps->pc->precision;
+    const size_t dim = def->dim;
+    if (ensure_values(sd, (sd->samples + 1) * dim + 1, elt)) {
+        ps->oom = 1;
+        return NULL;
+    }
+    char *dst = (char *)sd->values + sd->samples * dim * elt;
+    size_t n = 0;
+    const char *stop = elt == 4 ? dense_values(ps, def, dst, &n, p, end, 4)
+                                : dense_values(ps, def, dst, &n, p, end, 8);
+    if (!stop) return NULL;
+    return finish_dense(ps, def, sd, dst, n, stop, end, name_at);
+}
+#else
 /* Parses a dense sample's values at p (up to the next '|' or end). @return : end of the values,
  * or NULL after recording an error (the sample is dropped). */
 static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *end,
@@ -167,42 +324,18 @@ static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *
             if (q && n < dim) memcpy(dst + n * 8, &v, 8);
         }
         if (!q || (q < end && !ends_value((unsigned char)*q))) {
-            char ex[64];
-            const char *bad = p;
-            const char *stop = p;
-            while (stop < end && !ends_value((unsigned char)*stop)) stop++;
-            excerpt(bad, stop, ex, sizeof ex);
-            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
-                        "stream '%s': expected a number (value %zu of the dense sample), found "
-                        "'%s'",
-                        def->name, n + 1, ex);
+            bad_dense_value(ps, def, n, p, end);
             return NULL;
         }
-        n++;
-        if (n > dim) {
-            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
-                        "stream '%s': dense sample has more than dim=%zu values; sample dropped",
-                        def->name, dim);
+        if (++n > dim) {
+            too_many_values(ps, def, p);
             return NULL;
         }
         p = q;
     }
-    if (n < dim && p == end && ps->row_unterminated) {
-        /* CNTK pads a short dense sample only when a delimiter ends it; one that runs into the
-         * end of the file is delivered short. The arrays stay (n, dim) with zero padding; the
-         * JSON dump prints the values CNTK delivers (docs/format.md, conformance corpus). */
-        memset(dst + n * elt, 0, (dim - n) * elt);
-        sd->short_sample = (int64_t)sd->samples;
-        sd->short_count = (uint32_t)n;
-    } else if (n < dim) {
-        memset(dst + n * elt, 0, (dim - n) * elt);
-        add_problem(ps, CTF_SEV_WARNING, CTF_OK, where_at(ps, name_at),
-                    "stream '%s': dense sample has %zu of dim=%zu values; the rest are zeros",
-                    def->name, n, dim);
-    }
-    sd->samples++;
-    return p;
+    return finish_dense(ps, def, sd, dst, n, p, end, name_at);
 }
+#endif
 
 static const char *parse_sparse(pstate *ps, size_t s, const char *p, const char *end,
                                 const char *name_at)

@@ -729,6 +729,18 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
                          "num_samples: must be > 0 (got 0)");
     if (r->ended) return 0;
+    /* A request that spans more sweeps than anyone means (a typo, an unset size) would build a
+     * minibatch until memory runs out when no limit ends the data: refused up front instead. */
+    const uint64_t want = CTF_MAX(num_samples, (uint64_t)r->cfg.truncation_length);
+    const uint64_t take = CTF_MIN(want, r->limit - CTF_MIN(r->position, r->limit));
+    if (r->sweep_samples && take / r->sweep_samples > CTF_MAX_MB_SWEEPS)
+        return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
+                         "num_samples: a minibatch of %llu samples%s would span more than %u "
+                         "sweeps of %s (%llu samples each); use a smaller minibatch or "
+                         "truncation_length",
+                         (unsigned long long)want,
+                         num_samples < want ? " (truncation_length)" : "", CTF_MAX_MB_SWEEPS,
+                         r->path, (unsigned long long)r->sweep_samples);
     if (r->cfg.truncation_length) return bptt_next(r, num_samples, out);
 
     /* 1. Cut the global minibatch from the timeline. */

@@ -352,6 +352,42 @@ TEST(reader_request_spans_many_sweeps)
     ctf_reader_free(r);
 }
 
+/* A request of more than CTF_MAX_MB_SWEEPS sweeps is refused (it would grow until memory runs
+ * out with endless sweeps), unless the data limit makes the minibatch smaller; the reader stays
+ * usable. Found by the fuzzer (truncationLength = 2^64 - 1). */
+TEST(reader_refuses_runaway_minibatch)
+{
+    const char *path = test_write_str("two.ctf", "|x 1\n|x 2\n");
+    ctf_config c;
+    cfg_base(&c, path, X1, 1);
+    ctf_reader *r = open_or_null(&c);
+    ASSERT(r);
+    ctf_minibatch *mb = NULL;
+    ASSERT_EQ(ctf_reader_next(r, (uint64_t)2 * CTF_MAX_MB_SWEEPS + 2, &mb), CTF_EINVAL);
+    ASSERT(!mb);
+    ASSERT(strstr(ctf_reader_error(r)->message, "sweeps"));
+    ASSERT_OK(ctf_reader_next(r, (uint64_t)2 * CTF_MAX_MB_SWEEPS, &mb), ctf_reader_error(r));
+    ASSERT_U64_EQ(ctf_minibatch_num_samples(mb), (uint64_t)2 * CTF_MAX_MB_SWEEPS);
+    ctf_minibatch_free(mb);
+    ctf_reader_free(r);
+    /* With a limit of one sweep the same request is one sweep. */
+    c.max_sweeps = 1;
+    r = open_or_null(&c);
+    ASSERT(r);
+    ASSERT_OK(ctf_reader_next(r, UINT64_MAX, &mb), ctf_reader_error(r));
+    ASSERT_U64_EQ(ctf_minibatch_num_samples(mb), 2);
+    ctf_minibatch_free(mb);
+    ctf_reader_free(r);
+    /* Truncated BPTT: the window length counts. */
+    c.max_sweeps = CTF_INFINITELY_REPEAT;
+    c.truncation_length = SIZE_MAX;
+    r = open_or_null(&c);
+    ASSERT(r);
+    ASSERT_EQ(ctf_reader_next(r, 4, &mb), CTF_EINVAL);
+    ASSERT(strstr(ctf_reader_error(r)->message, "truncation_length"));
+    ctf_reader_free(r);
+}
+
 TEST(reader_first_sequence_always_no_lookahead)
 {
     /* Sequences of 2, 5 and 1 samples. */

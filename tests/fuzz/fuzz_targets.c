@@ -625,6 +625,7 @@ static void config_try_read(const ctf_config *applied)
     ctf_config c = *applied;
     for (size_t i = 0; i < c.num_streams; i++)
         if (c.streams[i].dim > 4096 && !c.streams[i].is_sparse) return; /* memory, not a bug */
+    if (c.truncation_length > 4096) return; /* the same: minibatches of that many samples */
     char path[512];
     tmp_path("config.ctf", path, sizeof path);
     if (access(path, R_OK) != 0) write_file(path, config_data, sizeof config_data - 1);
