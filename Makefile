@@ -5,6 +5,8 @@
 #                   the same C tests under ASan+UBSan, then the Python suite in .venv
 #   make demo       the main job on built-in sample data, then a training run in Python
 #   make asan       C tests under AddressSanitizer + UndefinedBehaviorSanitizer only
+#   make portable   C tests on the build without SSE2 fast paths, and the parser's two builds
+#                   compared on generated files (tests/parse_diff)
 #   make fuzz       longer fuzzing (libFuzzer with clang when installed)
 #   make clean
 
@@ -25,11 +27,13 @@ FUZZ_HDR := tests/fuzz/fuzz.h
 
 B := build
 S := build/asan
+P := build/portable
 
 LIB_OBJ := $(patsubst lib/%.c,$(B)/lib/%.o,$(LIB_SRC))
 SLIB_OBJ := $(patsubst lib/%.c,$(S)/lib/%.o,$(LIB_SRC))
+PLIB_OBJ := $(patsubst lib/%.c,$(P)/lib/%.o,$(LIB_SRC))
 
-.PHONY: all test ctest asan golden fuzz-regression conformance py pytest demo fuzz clean bench
+.PHONY: all test ctest asan portable golden fuzz-regression conformance py pytest demo fuzz clean bench
 
 all: $(B)/ctfio $(B)/ctfio_tests
 
@@ -39,11 +43,22 @@ $(B)/lib/%.o: lib/%.c $(LIB_HDR)
 $(S)/lib/%.o: lib/%.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_SAN) -c $< -o $@
+# The portable build: no SSE2 fast paths (the parser's byte loop and SWAR numbers), the
+# reference the structural pass is compared with (make portable).
+$(P)/lib/%.o: lib/%.c $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) -DCTF_NO_SSE2 -c $< -o $@
 
 $(B)/libctfio.a: $(LIB_OBJ)
 	ar rcs $@ $^
 $(S)/libctfio.a: $(SLIB_OBJ)
 	ar rcs $@ $^
+$(P)/libctfio.a: $(PLIB_OBJ)
+	ar rcs $@ $^
+$(P)/ctfio: tools/ctfio.c $(P)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_REL) -DCTF_NO_SSE2 tools/ctfio.c $(P)/libctfio.a -o $@ $(LDLIBS)
+$(P)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(P)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_REL) -DCTF_NO_SSE2 -Itests/c $(TEST_SRC) $(P)/libctfio.a -o $@ $(LDLIBS)
 
 $(B)/ctfio: tools/ctfio.c $(B)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_REL) tools/ctfio.c $(B)/libctfio.a -o $@ $(LDLIBS)
@@ -74,6 +89,12 @@ CONFORMANCE ?= $(if $(wildcard ../shared/conformance/check.py),../shared/conform
 conformance: $(B)/ctfio
 	$(PYTHON) $(CONFORMANCE)/check.py $(B)/ctfio
 
+# The C tests and goldens on the portable build, then both builds compared on generated files.
+portable: $(P)/ctfio_tests $(P)/ctfio $(B)/ctfio
+	CTFIO_CLI=$(P)/ctfio $(P)/ctfio_tests
+	$(PYTHON) tests/golden/run.py $(P)/ctfio
+	$(PYTHON) tests/parse_diff/run.py $(B)/ctfio $(P)/ctfio
+
 asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression
 	ASAN_OPTIONS=detect_leaks=1 CTFIO_CLI=$(S)/ctfio $(S)/ctfio_tests
 	ASAN_OPTIONS=detect_leaks=1 $(PYTHON) tests/golden/run.py $(S)/ctfio
@@ -100,7 +121,7 @@ py: $(VENV)/.installed
 pytest: $(VENV)/.installed
 	cd tests/python && ../../$(VPY) -m pytest -q -p no:cacheprovider .
 
-test: ctest golden fuzz-regression conformance asan pytest
+test: ctest golden fuzz-regression conformance portable asan pytest
 	@echo "make test: all suites passed"
 
 # The CLI part, then a real training run through the Python package (examples/train_digits.py).

@@ -26,6 +26,7 @@
 #include "tokenize.h"
 
 #include <stdio.h>
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -189,34 +190,33 @@ static const char *finish_dense(pstate *ps, const ctf_stream_def *def, ctf__stre
  * @return : false after recording an error (not a number, or one value too many). */
 static inline __attribute__((always_inline)) bool
 dense_value(pstate *ps, const ctf_stream_def *def, char *dst, size_t *n, const char *s,
-            const char *e, const char *end, const char *limit, size_t elt)
+            const char *e, const char *end, const char *limit, size_t elt, size_t dim)
 {
     bool ok;
     const size_t len = (size_t)(e - s);
     const unsigned d = (unsigned)(unsigned char)*s - '0';
+    /* Typed stores (not memcpy through char *), so that nothing the loop keeps in registers
+     * has to be reloaded after each value. */
     if (len == 1 && d < 10) { /* a single digit: most values of integer data ("0") */
-        if (elt == 4) {
-            float v = (float)d;
-            memcpy(dst + *n * 4, &v, 4);
-        } else {
-            double v = (double)d;
-            memcpy(dst + *n * 8, &v, 8);
-        }
+        if (elt == 4)
+            ((float *)(void *)dst)[*n] = (float)d;
+        else
+            ((double *)(void *)dst)[*n] = (double)d;
         ok = true;
     } else if (elt == 4) {
         float v;
         ok = ctf__tok_float(s, len, end, limit, &v);
-        memcpy(dst + *n * 4, &v, 4);
+        ((float *)(void *)dst)[*n] = v;
     } else {
         double v;
         ok = ctf__tok_double(s, len, end, limit, &v);
-        memcpy(dst + *n * 8, &v, 8);
+        ((double *)(void *)dst)[*n] = v;
     }
     if (__builtin_expect(!ok, 0)) {
         bad_dense_value(ps, def, *n, s, end);
         return false;
     }
-    if (__builtin_expect(++*n > def->dim, 0)) {
+    if (__builtin_expect(++*n > dim, 0)) {
         too_many_values(ps, def, s);
         return false;
     }
@@ -232,6 +232,7 @@ dense_values(pstate *ps, const ctf_stream_def *def, char *dst, size_t *np, const
              const char *end, size_t elt)
 {
     const char *const limit = ps->limit;
+    const size_t dim = def->dim;
     size_t n = 0;
     const char *open = NULL; /* start of a value that runs into the next block */
     uint64_t carry = 0;      /* the byte before the block belongs to a value */
@@ -252,7 +253,7 @@ dense_values(pstate *ps, const ctf_stream_def *def, char *dst, size_t *np, const
         if (open) {
             const unsigned l = ~tok ? (unsigned)__builtin_ctzll(~tok) : 64;
             if (l == 64 && more) continue;
-            if (!dense_value(ps, def, dst, &n, open, blk + l, end, limit, elt)) return NULL;
+            if (!dense_value(ps, def, dst, &n, open, blk + l, end, limit, elt, dim)) return NULL;
             open = NULL;
         }
         /* Each value's length is the run of value bits from its start: the values of a block
@@ -264,7 +265,7 @@ dense_values(pstate *ps, const ctf_stream_def *def, char *dst, size_t *np, const
                 open = blk + i;
                 break;
             }
-            if (!dense_value(ps, def, dst, &n, blk + i, blk + i + l, end, limit, elt))
+            if (!dense_value(ps, def, dst, &n, blk + i, blk + i + l, end, limit, elt, dim))
                 return NULL;
         }
         if (b.bar) break;
@@ -337,110 +338,265 @@ static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *
 }
 #endif
 
+/* The state of one sparse sample while its entries are parsed. */
+typedef struct sparse_run {
+    const ctf_stream_def *def;
+    ctf__stream_data *sd;
+    size_t nnz0;     /* the sample's first entry */
+    int64_t last;    /* largest index so far (-1: none) */
+    bool dup_warned; /* a repeated index was reported */
+} sparse_run;
+
+/* Stores entry (index, value) of the sample; warns once about a repeated index. @return : false
+ * when memory ran out (ps->oom is set). */
+static inline __attribute__((always_inline)) bool
+sparse_store(pstate *ps, sparse_run *sr, uint64_t index, float f, double d, size_t elt,
+             const char *entry)
+{
+    ctf__stream_data *sd = sr->sd;
+    /* The capacity tests are inlined: ctf__grow is out of line, and calling it twice per entry
+     * cost more than the entry's index. */
+    if ((sd->nnz >= sd->values_cap && ctf__grow(&sd->values, &sd->values_cap, sd->nnz + 1, elt)) ||
+        (sd->nnz >= sd->indices_cap &&
+         ctf__grow((void **)&sd->indices, &sd->indices_cap, sd->nnz + 1, sizeof *sd->indices))) {
+        ps->oom = 1;
+        return false;
+    }
+    if ((int64_t)index <= sr->last && !sr->dup_warned) {
+        for (size_t k = sr->nnz0; k < sd->nnz; k++)
+            if ((uint64_t)sd->indices[k] == index) {
+                sr->dup_warned = true;
+                add_problem(ps, CTF_SEV_WARNING, CTF_OK, where_at(ps, entry),
+                            "stream '%s': sparse index %llu appears more than once in the "
+                            "sample; all entries are kept",
+                            sr->def->name, (unsigned long long)index);
+                break;
+            }
+    }
+    if ((int64_t)index > sr->last) sr->last = (int64_t)index;
+    /* Typed stores (not memcpy through char *): they cannot alias sd's fields, so nnz and the
+     * buffer pointers stay in registers from one entry to the next. */
+    if (elt == 4)
+        ((float *)sd->values)[sd->nnz] = f;
+    else
+        ((double *)sd->values)[sd->nnz] = d;
+    sd->indices[sd->nnz++] = (int32_t)index;
+    return true;
+}
+
+/* One sparse entry "index:value" at p (not a delimiter, not '|'), byte by byte: the reference
+ * for every entry and error. @return : past the entry, or NULL after recording an error (or
+ * running out of memory: ps->oom). */
+static const char *sparse_entry(pstate *ps, sparse_run *sr, const char *p, const char *end)
+{
+    const ctf_stream_def *def = sr->def;
+    const size_t elt = (size_t)ps->pc->precision;
+    const char *entry = p;
+    if (*p < '0' || *p > '9') {
+        char ex[64];
+        excerpt(p, end, ex, sizeof ex);
+        add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
+                    "stream '%s': expected a sparse index (an unsigned integer before ':'), "
+                    "found '%s'%s",
+                    def->name, ex, *p == '-' ? " (indices cannot be negative)" : "");
+        return NULL;
+    }
+    uint64_t index = 0;
+    unsigned dg;
+    while (p < end && (dg = (unsigned)(unsigned char)*p - '0') < 10) {
+        if (index <= UINT32_MAX) index = index * 10 + dg;
+        p++;
+    }
+    if (p == end || *p != ':') {
+        char ex[64];
+        excerpt(p, end, ex, sizeof ex);
+        add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
+                    "stream '%s': expected ':' directly after sparse index %llu, found '%s'",
+                    def->name, (unsigned long long)index, ex);
+        return NULL;
+    }
+    p++;
+    if (index >= def->dim) {
+        add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, entry),
+                    "stream '%s': sparse index %llu is out of range (dim=%zu)", def->name,
+                    (unsigned long long)index, def->dim);
+        return NULL;
+    }
+    const char *q;
+    union {
+        float f;
+        double d;
+    } v;
+    if (elt == 4)
+        q = ctf__fast_float(p, end, ps->limit, &v.f);
+    else
+        q = ctf__fast_double(p, end, ps->limit, &v.d);
+    if (!q || (q < end && !ends_value((unsigned char)*q))) {
+        char ex[64];
+        const char *stop = p;
+        while (stop < end && !ends_value((unsigned char)*stop)) stop++;
+        /* A blank right after ':' is what was found, not the end of the line. */
+        if (stop == p) stop = skip_delims(p, end);
+        while (stop < end && !ends_value((unsigned char)*stop)) stop++;
+        excerpt(p, stop, ex, sizeof ex);
+        add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
+                    "stream '%s': expected a number directly after '%llu:', found '%s'",
+                    def->name, (unsigned long long)index, ex);
+        return NULL;
+    }
+    if (!sparse_store(ps, sr, index, elt == 4 ? v.f : 0.0f, elt == 4 ? 0.0 : v.d, elt, entry))
+        return NULL;
+    return q;
+}
+
+#if CTF_TOKENIZE
+/* The hot state of a sparse sample in locals (registers, once inlined): the buffers, their room
+ * and the count are written back to the stream only around the rare out-of-line paths. */
+typedef struct sparse_hot {
+    char *values;
+    int32_t *indices;
+    size_t nnz, cap; /* cap: room in both buffers */
+    int64_t last;
+} sparse_hot;
+
+static inline __attribute__((always_inline)) void hot_load(sparse_hot *h, const sparse_run *sr)
+{
+    const ctf__stream_data *sd = sr->sd;
+    h->values = sd->values;
+    h->indices = sd->indices;
+    h->nnz = sd->nnz;
+    h->cap = CTF_MIN(sd->values_cap, sd->indices_cap);
+    h->last = sr->last;
+}
+
+/* One entry [s, e) found by the structural pass: "digits:number" with at most 8 index digits in
+ * the fast shapes of tokenize.h, a new largest index and room in the buffers is stored here;
+ * anything else (and any error) goes to sparse_store / sparse_entry, which stops at e when it
+ * succeeds (an entry never crosses a delimiter or '|'). @return : false after an error. */
+static inline __attribute__((always_inline)) bool
+sparse_token(pstate *ps, sparse_run *sr, sparse_hot *h, const char *s, const char *e,
+             const char *end, const char *limit, size_t elt)
+{
+    float f = 0.0f;
+    double d = 0.0;
+    uint64_t index = 0;
+    bool ok = false;
+    if (limit - s >= 17) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+        __m128i t = _mm_sub_epi8(v, _mm_set1_epi8('0'));
+        const unsigned dm =
+            (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t));
+        const unsigned k = (unsigned)__builtin_ctz(~dm); /* index digits */
+        const char *vs = s + k + 1;
+        if (k - 1 < 8 && s[k] == ':' && vs < e) {
+            uint64_t a;
+            memcpy(&a, s, 8);
+            index = ctf__digits_value(a, k);
+            const size_t vlen = (size_t)(e - vs);
+            const unsigned dg = (unsigned)(unsigned char)*vs - '0';
+            if (vlen == 1 && dg < 10) { /* "i:1" */
+                f = (float)dg;
+                d = (double)dg;
+                ok = true;
+            } else if (elt == 4) {
+                ok = ctf__tok_float(vs, vlen, end, limit, &f);
+            } else {
+                ok = ctf__tok_double(vs, vlen, end, limit, &d);
+            }
+            ok = ok && index < sr->def->dim;
+        }
+    }
+    if (__builtin_expect(ok && h->nnz < h->cap && (int64_t)index > h->last, 1)) {
+        if (elt == 4)
+            ((float *)h->values)[h->nnz] = f;
+        else
+            ((double *)h->values)[h->nnz] = d;
+        h->indices[h->nnz++] = (int32_t)index;
+        h->last = (int64_t)index;
+        return true;
+    }
+    sr->sd->nnz = h->nnz;
+    sr->last = h->last;
+    const bool done = ok ? sparse_store(ps, sr, index, f, d, elt, s)
+                         : sparse_entry(ps, sr, s, end) != NULL;
+    hot_load(h, sr);
+    return done;
+}
+
+/* The entries of a sparse sample: the same block walk as dense_values. @return : the sample's
+ * end, or NULL after recording an error. */
+static inline __attribute__((always_inline)) const char *
+sparse_values(pstate *ps, sparse_run *sr, const char *p, const char *end, size_t elt)
+{
+    const char *const limit = ps->limit;
+    const char *open = NULL;
+    uint64_t carry = 0;
+    const char *stop = end;
+    sparse_hot h;
+    hot_load(&h, sr);
+    for (const char *blk = p; blk < end; blk += 64) {
+        const size_t avail = (size_t)(end - blk);
+        ctf__block b = ctf__classify(blk, avail < 64 ? avail : 64, limit);
+        uint64_t tok = b.tok;
+        if (b.bar) {
+            const unsigned c = (unsigned)__builtin_ctzll(b.bar);
+            tok &= (UINT64_C(1) << c) - 1;
+            stop = blk + c;
+        }
+        const uint64_t starts0 = tok & ~((tok << 1) | carry);
+        carry = tok >> 63;
+        const bool more = (size_t)(end - blk) > 64 && !b.bar;
+        if (open) {
+            const unsigned l = ~tok ? (unsigned)__builtin_ctzll(~tok) : 64;
+            if (l == 64 && more) continue;
+            if (!sparse_token(ps, sr, &h, open, blk + l, end, limit, elt)) return NULL;
+            open = NULL;
+        }
+        for (uint64_t starts = starts0; starts; starts &= starts - 1) {
+            const unsigned i = (unsigned)__builtin_ctzll(starts);
+            const unsigned l = (unsigned)__builtin_ctzll(~(tok >> i));
+            if (i + l == 64 && more) {
+                open = blk + i;
+                break;
+            }
+            if (!sparse_token(ps, sr, &h, blk + i, blk + i + l, end, limit, elt)) return NULL;
+        }
+        if (b.bar) break;
+    }
+    sr->sd->nnz = h.nnz;
+    sr->last = h.last;
+    return stop;
+}
+#endif
+
 static const char *parse_sparse(pstate *ps, size_t s, const char *p, const char *end,
                                 const char *name_at)
 {
-    const ctf_stream_def *def = &ps->pc->streams[s];
     ctf__stream_data *sd = &ps->cd->streams[s];
-    const size_t elt = (size_t)ps->pc->precision;
-    const size_t dim = def->dim;
-    const size_t nnz0 = sd->nnz;
-    bool dup_warned = false;
-    int64_t last = -1;
+    sparse_run sr = {&ps->pc->streams[s], sd, sd->nnz, -1, false};
     CTF_UNUSED(name_at);
     if (ctf__grow((void **)&sd->indptr, &sd->indptr_cap, sd->samples + 2, sizeof *sd->indptr)) {
         ps->oom = 1;
         return NULL;
     }
+#if CTF_TOKENIZE
+    p = ps->pc->precision == 4 ? sparse_values(ps, &sr, p, end, 4)
+                               : sparse_values(ps, &sr, p, end, 8);
+    if (!p) goto drop;
+#else
     for (;;) {
         p = skip_delims(p, end);
         if (p == end || *p == '|') break;
-        const char *entry = p;
-        if (*p < '0' || *p > '9') {
-            char ex[64];
-            excerpt(p, end, ex, sizeof ex);
-            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
-                        "stream '%s': expected a sparse index (an unsigned integer before ':'), "
-                        "found '%s'%s",
-                        def->name, ex, *p == '-' ? " (indices cannot be negative)" : "");
-            goto drop;
-        }
-        uint64_t index = 0;
-        unsigned dg;
-        while (p < end && (dg = (unsigned)(unsigned char)*p - '0') < 10) {
-            if (index <= UINT32_MAX) index = index * 10 + dg;
-            p++;
-        }
-        if (p == end || *p != ':') {
-            char ex[64];
-            excerpt(p, end, ex, sizeof ex);
-            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
-                        "stream '%s': expected ':' directly after sparse index %llu, found '%s'",
-                        def->name, (unsigned long long)index, ex);
-            goto drop;
-        }
-        p++;
-        if (index >= dim) {
-            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, entry),
-                        "stream '%s': sparse index %llu is out of range (dim=%zu)", def->name,
-                        (unsigned long long)index, dim);
-            goto drop;
-        }
-        /* The capacity tests are inlined: ctf__grow is out of line, and calling it twice per
-         * entry cost more than the entry's index. Same growth (and allocations) as before. */
-        if ((sd->nnz >= sd->values_cap &&
-             ctf__grow(&sd->values, &sd->values_cap, sd->nnz + 1, elt)) ||
-            (sd->nnz >= sd->indices_cap &&
-             ctf__grow((void **)&sd->indices, &sd->indices_cap, sd->nnz + 1,
-                       sizeof *sd->indices))) {
-            ps->oom = 1;
-            goto drop_silent;
-        }
-        const char *q;
-        if (elt == 4) {
-            float v;
-            q = ctf__fast_float(p, end, ps->limit, &v);
-            if (q) ((float *)sd->values)[sd->nnz] = v;
-        } else {
-            double v;
-            q = ctf__fast_double(p, end, ps->limit, &v);
-            if (q) ((double *)sd->values)[sd->nnz] = v;
-        }
-        if (!q || (q < end && !ends_value((unsigned char)*q))) {
-            char ex[64];
-            const char *stop = p;
-            while (stop < end && !ends_value((unsigned char)*stop)) stop++;
-            /* A blank right after ':' is what was found, not the end of the line. */
-            if (stop == p) stop = skip_delims(p, end);
-            while (stop < end && !ends_value((unsigned char)*stop)) stop++;
-            excerpt(p, stop, ex, sizeof ex);
-            add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
-                        "stream '%s': expected a number directly after '%llu:', found '%s'",
-                        def->name, (unsigned long long)index, ex);
-            goto drop;
-        }
-        if ((int64_t)index <= last && !dup_warned) {
-            for (size_t k = nnz0; k < sd->nnz; k++)
-                if ((uint64_t)sd->indices[k] == index) {
-                    dup_warned = true;
-                    add_problem(ps, CTF_SEV_WARNING, CTF_OK, where_at(ps, entry),
-                                "stream '%s': sparse index %llu appears more than once in the "
-                                "sample; all entries are kept",
-                                def->name, (unsigned long long)index);
-                    break;
-                }
-        }
-        if ((int64_t)index > last) last = (int64_t)index;
-        sd->indices[sd->nnz++] = (int32_t)index;
-        p = q;
+        p = sparse_entry(ps, &sr, p, end);
+        if (!p) goto drop;
     }
-    sd->indptr[sd->samples] = (int64_t)nnz0;
+#endif
+    sd->indptr[sd->samples] = (int64_t)sr.nnz0;
     sd->samples++;
     sd->indptr[sd->samples] = (int64_t)sd->nnz;
     return p;
 drop:
-drop_silent:
-    sd->nnz = nnz0;
+    sd->nnz = sr.nnz0;
     return NULL;
 }
 
@@ -679,10 +835,17 @@ static uint64_t count_colons(const char *p, size_t n)
     uint64_t c = 0;
     size_t i = 0;
 #if defined(__SSE2__)
-    const __m128i colon = _mm_set1_epi8(':');
-    for (; i + 16 <= n; i += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
-        c += (uint64_t)__builtin_popcount((unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, colon)));
+    /* Per-lane byte counters (a match is -1: subtracting counts it), summed by psadbw before
+     * they can wrap; no popcount (a libgcc call on baseline x86-64). */
+    const __m128i colon = _mm_set1_epi8(':'), zero = _mm_setzero_si128();
+    while (i + 16 <= n) {
+        __m128i acc = zero;
+        for (size_t k = 0; k < 255 && i + 16 <= n; k++, i += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+            acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(v, colon));
+        }
+        __m128i s = _mm_sad_epu8(acc, zero);
+        c += (uint64_t)_mm_cvtsi128_si32(s) + (uint64_t)_mm_cvtsi128_si32(_mm_srli_si128(s, 8));
     }
 #endif
     for (; i < n; i++) c += p[i] == ':';
