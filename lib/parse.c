@@ -194,16 +194,9 @@ dense_value(pstate *ps, const ctf_stream_def *def, char *dst, size_t *n, const c
 {
     bool ok;
     const size_t len = (size_t)(e - s);
-    const unsigned d = (unsigned)(unsigned char)*s - '0';
     /* Typed stores (not memcpy through char *), so that nothing the loop keeps in registers
      * has to be reloaded after each value. */
-    if (len == 1 && d < 10) { /* a single digit: most values of integer data ("0") */
-        if (elt == 4)
-            ((float *)(void *)dst)[*n] = (float)d;
-        else
-            ((double *)(void *)dst)[*n] = (double)d;
-        ok = true;
-    } else if (elt == 4) {
+    if (elt == 4) {
         float v;
         ok = ctf__tok_float(s, len, end, limit, &v);
         ((float *)(void *)dst)[*n] = v;

@@ -80,9 +80,18 @@ static inline __attribute__((always_inline)) bool ctf__tok_short(const char *s, 
     __m128i t = _mm_sub_epi8(v, _mm_set1_epi8('0'));
     const unsigned lm = (1u << len) - 1;
     unsigned dm = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t));
+    dm &= lm;
+    if (dm == lm) { /* an unsigned integer (all of integer data): no sign, no '.' */
+        if (len > 8) return false;
+        uint64_t a;
+        memcpy(&a, s, 8);
+        *w = ctf__digits_value(a, (unsigned)len);
+        *m = 0;
+        *neg = false;
+        return true;
+    }
     unsigned dot = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('.'))) & lm;
     const unsigned sgn = *s == '-' || *s == '+';
-    dm &= lm;
     /* Every byte a digit, but a leading sign and at most one '.'; at least one digit. */
     if ((dm | dot | sgn) != lm || (dot & (dot - 1)) || !dm) return false;
     const unsigned nd = (unsigned)len - sgn - (dot != 0);
