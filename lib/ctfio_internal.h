@@ -192,6 +192,16 @@ int ctf__index_make_chunks(ctf_index *idx, uint64_t chunk_size_bytes, ctf_error 
  *====================================================================*/
 
 /* The parser's view of the configuration. */
+/* A pool of freed chunk buffers (parse.c): a chunk's stream buffers go back to it when the
+ * chunk is freed and the next parse takes them, so that their pages are not faulted in and
+ * zeroed by the kernel again for every chunk (up to a fifth of the parse with 32 MiB chunks,
+ * BENCHMARKS.md). Thread-safe; reference counted, since chunks may outlive their loader. */
+typedef struct ctf__bufpool ctf__bufpool;
+/* Keeps at most max_bufs buffers. @return : NULL when out of memory. */
+ctf__bufpool *ctf__bufpool_create(size_t max_bufs);
+/* Drops the creator's reference; the pool and what it holds go with the last one. */
+void ctf__bufpool_unref(ctf__bufpool *p);
+
 typedef struct ctf__parse_cfg {
     const char *path;            /* for messages */
     const ctf_stream_def *streams;
@@ -200,6 +210,7 @@ typedef struct ctf__parse_cfg {
     bool line_mode;              /* from the index */
     bool frame_mode;
     int trace_level;             /* info problems are recorded only at 2 */
+    ctf__bufpool *pool;          /* where stream buffers come from and go back to; may be NULL */
 } ctf__parse_cfg;
 
 /* One stream's data for the sequences of a parsed chunk. */
@@ -247,6 +258,8 @@ typedef struct ctf__chunk_data {
     bool fatal;                /* problems ends with a fatal error: the chunk is unusable */
     int fatal_code;
     size_t bytes;              /* memory held, for the residency counters */
+    size_t elt;                /* bytes per value (the precision) */
+    ctf__bufpool *pool;        /* a reference: the buffers go back there when freed */
 } ctf__chunk_data;
 
 /* Limits on how many problems one chunk keeps in detail (counts are always exact). */

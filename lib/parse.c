@@ -25,6 +25,7 @@
 #include "number_fast.h"
 #include "tokenize.h"
 
+#include <pthread.h>
 #include <stdio.h>
 
 #if defined(__SSE2__)
@@ -766,6 +767,102 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
 }
 
 /*======================================================================
+ * Buffer pool
+ *====================================================================*/
+
+struct ctf__bufpool {
+    pthread_mutex_t mu;
+    size_t refs;     /* the creator's, plus one per chunk that may give buffers back */
+    size_t n, max;   /* buffers held, and the most it keeps */
+    void **buf;      /* max entries */
+    size_t *bytes;   /* their capacities */
+};
+
+ctf__bufpool *ctf__bufpool_create(size_t max_bufs)
+{
+    ctf__bufpool *p = CTF_CALLOC(1, sizeof *p);
+    if (!p) return NULL;
+    p->buf = CTF_CALLOC(max_bufs ? max_bufs : 1, sizeof *p->buf);
+    p->bytes = CTF_CALLOC(max_bufs ? max_bufs : 1, sizeof *p->bytes);
+    if (!p->buf || !p->bytes || pthread_mutex_init(&p->mu, NULL)) {
+        CTF_FREE(p->buf);
+        CTF_FREE(p->bytes);
+        CTF_FREE(p);
+        return NULL;
+    }
+    p->refs = 1;
+    p->max = max_bufs;
+    return p;
+}
+
+static void pool_ref(ctf__bufpool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->refs++;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void ctf__bufpool_unref(ctf__bufpool *p)
+{
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    const bool last = --p->refs == 0;
+    pthread_mutex_unlock(&p->mu);
+    if (!last) return;
+    for (size_t i = 0; i < p->n; i++) CTF_FREE(p->buf[i]);
+    pthread_mutex_destroy(&p->mu);
+    CTF_FREE(p->buf);
+    CTF_FREE(p->bytes);
+    CTF_FREE(p);
+}
+
+/* The smallest pooled buffer of at least `need` bytes (and not much more than 4x: a much larger
+ * one would be held by a small chunk), or NULL. */
+static void *pool_take(ctf__bufpool *p, size_t need, size_t *got)
+{
+    void *r = NULL;
+    pthread_mutex_lock(&p->mu);
+    size_t best = p->n;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->bytes[i] >= need && p->bytes[i] / 4 <= need + 65536 &&
+            (best == p->n || p->bytes[i] < p->bytes[best]))
+            best = i;
+    if (best < p->n) {
+        r = p->buf[best];
+        *got = p->bytes[best];
+        p->n--;
+        p->buf[best] = p->buf[p->n];
+        p->bytes[best] = p->bytes[p->n];
+    }
+    pthread_mutex_unlock(&p->mu);
+    return r;
+}
+
+/* Keeps buf for a later chunk; when the pool is full the smallest buffer is freed instead. */
+static void pool_give(ctf__bufpool *p, void *buf, size_t bytes)
+{
+    if (!buf) return;
+    pthread_mutex_lock(&p->mu);
+    if (p->n < p->max) {
+        p->buf[p->n] = buf;
+        p->bytes[p->n++] = bytes;
+        buf = NULL;
+    } else if (p->max) {
+        size_t small = 0;
+        for (size_t i = 1; i < p->n; i++)
+            if (p->bytes[i] < p->bytes[small]) small = i;
+        if (p->bytes[small] < bytes) {
+            void *old = p->buf[small];
+            p->buf[small] = buf;
+            p->bytes[small] = bytes;
+            buf = old;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    CTF_FREE(buf);
+}
+
+/*======================================================================
  * Chunks
  *====================================================================*/
 
@@ -774,10 +871,18 @@ void ctf__chunk_data_free(ctf__chunk_data *cd)
     if (!cd) return;
     if (cd->streams)
         for (size_t k = 0; k < cd->num_streams; k++) {
-            CTF_FREE(cd->streams[k].values);
-            CTF_FREE(cd->streams[k].indices);
-            CTF_FREE(cd->streams[k].indptr);
+            ctf__stream_data *sd = &cd->streams[k];
+            if (cd->pool) {
+                pool_give(cd->pool, sd->values, sd->values_cap * cd->elt);
+                pool_give(cd->pool, sd->indices, sd->indices_cap * sizeof *sd->indices);
+                pool_give(cd->pool, sd->indptr, sd->indptr_cap * sizeof *sd->indptr);
+            } else {
+                CTF_FREE(sd->values);
+                CTF_FREE(sd->indices);
+                CTF_FREE(sd->indptr);
+            }
         }
+    ctf__bufpool_unref(cd->pool);
     CTF_FREE(cd->streams);
     CTF_FREE(cd->slices);
     CTF_FREE(cd->dropped);
@@ -810,14 +915,22 @@ void ctf__chunk_data_free(ctf__chunk_data *cd)
  * allocations here (pre-size or shrink) are CTF_ENOMEM like any other: none is swallowed. */
 #define CTF__PRESIZE_MAX ((uint64_t)256 << 20)
 
-static int presize_one(void **buf, size_t *cap, uint64_t n, size_t elt)
+static int presize_one(ctf__bufpool *pool, void **buf, size_t *cap, uint64_t n, size_t elt)
 {
     if (n > CTF__PRESIZE_MAX / elt) n = CTF__PRESIZE_MAX / elt;
     if (n == 0) return 0;
-    void *p = CTF_MALLOC((size_t)n * elt);
-    if (!p) return CTF_ENOMEM;
+    size_t bytes = (size_t)n * elt, got = 0;
+    void *p = pool ? pool_take(pool, bytes, &got) : NULL;
+    if (!p) {
+        /* With a pool, room for an eighth more (rounded up to 4 KiB), so that the buffers of
+         * chunks of about the same size fit each other. */
+        if (pool) bytes = ((bytes + bytes / 8) | 0xFFF) + 1;
+        p = CTF_MALLOC(bytes);
+        if (!p) return CTF_ENOMEM;
+        got = bytes;
+    }
     *buf = p;
-    *cap = (size_t)n;
+    *cap = got / elt;
     return 0;
 }
 
@@ -845,30 +958,36 @@ static uint64_t count_colons(const char *p, size_t n)
     return c;
 }
 
-static int presize(ctf__stream_data *sd, const ctf_stream_def *d, uint64_t rows, uint64_t bytes,
-                   uint64_t colons, size_t elt)
+static int presize(ctf__bufpool *pool, ctf__stream_data *sd, const ctf_stream_def *d,
+                   uint64_t rows, uint64_t bytes, uint64_t colons, size_t elt)
 {
     if (d->is_sparse) {
         const uint64_t n = CTF_MIN((bytes + 1) / 4, colons);
-        return presize_one(&sd->values, &sd->values_cap, n, elt) ||
-               presize_one((void **)&sd->indices, &sd->indices_cap, n, sizeof *sd->indices);
+        return presize_one(pool, &sd->values, &sd->values_cap, n, elt) ||
+               presize_one(pool, (void **)&sd->indices, &sd->indices_cap, n,
+                           sizeof *sd->indices);
     }
     const uint64_t by_bytes = (bytes + 1) / 2;
     const uint64_t n = d->dim && rows > by_bytes / d->dim ? by_bytes : rows * d->dim;
-    return presize_one(&sd->values, &sd->values_cap, n, elt);
+    return presize_one(pool, &sd->values, &sd->values_cap, n, elt);
 }
 
 /* Gives back a buffer's unused tail when it is over half the capacity (an in-place realloc);
  * an empty buffer is freed. */
-static int shrink_one(void **buf, size_t *cap, size_t used, size_t elt)
+static int shrink_one(ctf__bufpool *pool, void **buf, size_t *cap, size_t used, size_t elt)
 {
     if (!*buf || *cap - used <= *cap / 2) return 0;
     if (used == 0) {
-        CTF_FREE(*buf);
+        if (pool)
+            pool_give(pool, *buf, *cap * elt);
+        else
+            CTF_FREE(*buf);
         *buf = NULL;
         *cap = 0;
         return 0;
     }
+    /* A pooled buffer keeps its size for the next chunk (cd->bytes counts all of it). */
+    if (pool) return 0;
     void *p = CTF_REALLOC(*buf, used * elt);
     if (!p) return CTF_ENOMEM;
     *buf = p;
@@ -876,15 +995,15 @@ static int shrink_one(void **buf, size_t *cap, size_t used, size_t elt)
     return 0;
 }
 
-static int shrink(ctf__stream_data *sd, const ctf_stream_def *d, size_t elt)
+static int shrink(ctf__bufpool *pool, ctf__stream_data *sd, const ctf_stream_def *d, size_t elt)
 {
     if (d->is_sparse)
-        return shrink_one(&sd->values, &sd->values_cap, sd->nnz, elt) ||
-               shrink_one((void **)&sd->indices, &sd->indices_cap, sd->nnz,
+        return shrink_one(pool, &sd->values, &sd->values_cap, sd->nnz, elt) ||
+               shrink_one(pool, (void **)&sd->indices, &sd->indices_cap, sd->nnz,
                           sizeof *sd->indices) ||
-               shrink_one((void **)&sd->indptr, &sd->indptr_cap, sd->samples + 1,
+               shrink_one(pool, (void **)&sd->indptr, &sd->indptr_cap, sd->samples + 1,
                           sizeof *sd->indptr);
-    return shrink_one(&sd->values, &sd->values_cap, sd->samples * d->dim, elt);
+    return shrink_one(pool, &sd->values, &sd->values_cap, sd->samples * d->dim, elt);
 }
 
 int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
@@ -898,6 +1017,11 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
     size_t alias_len[CTF_MAX_STREAMS];
     if (!cd) goto oom;
     cd->chunk = chunk;
+    cd->elt = (size_t)pc->precision;
+    if (pc->pool) {
+        pool_ref(pc->pool);
+        cd->pool = pc->pool;
+    }
     cd->num_seqs = ch->num_seqs;
     cd->num_streams = ns;
     cd->streams = CTF_CALLOC(ns, sizeof *cd->streams);
@@ -926,11 +1050,12 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
         alias_len[k] = strlen(alias[k]);
         sd->short_sample = -1;
         if (d->is_sparse) {
-            if (presize_one((void **)&sd->indptr, &sd->indptr_cap, rows + 1, sizeof *sd->indptr))
+            if (presize_one(pc->pool, (void **)&sd->indptr, &sd->indptr_cap, rows + 1,
+                            sizeof *sd->indptr))
                 goto oom;
             sd->indptr[0] = 0;
         }
-        if (presize(sd, d, rows, ch->size, colons, (size_t)pc->precision)) goto oom;
+        if (presize(pc->pool, sd, d, rows, ch->size, colons, (size_t)pc->precision)) goto oom;
     }
     pstate ps = {.pc = pc, .idx = idx, .cd = cd, .buf = buf, .limit = buf + ch->size,
                  .base = ch->offset, .max_errors = max_errors, .alias = alias,
@@ -942,7 +1067,8 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
     if (ps.oom) goto oom;
     /* Sequences left unparsed after the error budget ran out are not delivered. */
     for (size_t k = 0; k < ns; k++)
-        if (shrink(&cd->streams[k], &pc->streams[k], (size_t)pc->precision)) goto oom;
+        if (shrink(pc->pool, &cd->streams[k], &pc->streams[k], (size_t)pc->precision))
+            goto oom;
     size_t bytes = sizeof *cd + ch->num_seqs * (ns * sizeof *cd->slices + 1);
     for (size_t k = 0; k < ns; k++) {
         const ctf__stream_data *sd = &cd->streams[k];

@@ -49,7 +49,8 @@ typedef struct load_result {
 } load_result;
 
 struct ctf__loader {
-    const ctf__parse_cfg *pc;
+    const ctf__parse_cfg *pc;   /* &pcv */
+    ctf__parse_cfg pcv;         /* the reader's, with this loader's buffer pool */
     const ctf_index *idx;
     uint64_t max_errors;
     int fd;
@@ -183,10 +184,20 @@ int ctf__loader_create(const ctf__parse_cfg *pc, const ctf_index *idx, uint64_t 
     *out = NULL;
     ctf__loader *l = CTF_CALLOC(1, sizeof *l);
     if (!l) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
-    l->pc = pc;
     l->idx = idx;
     l->max_errors = max_errors;
     l->fd = -1;
+    /* Buffers of (threads + 2) chunks: each parse thread takes a set while the consumer gives
+     * one back, plus one in flight. */
+    size_t per_chunk = 0;
+    for (size_t k = 0; k < pc->num_streams; k++) per_chunk += pc->streams[k].is_sparse ? 3 : 1;
+    l->pcv = *pc;
+    l->pcv.pool = ctf__bufpool_create((threads + 2) * per_chunk);
+    l->pc = &l->pcv;
+    if (!l->pcv.pool) {
+        ctf__loader_free(l);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    }
     size_t n = idx->num_chunks;
     l->state = CTF_CALLOC(n, 1);
     l->discard = CTF_CALLOC(n, 1);
@@ -362,6 +373,7 @@ void ctf__loader_free(ctf__loader *l)
         pthread_cond_destroy(&l->done);
         ctf__file_close(l->fd);
     }
+    ctf__bufpool_unref(l->pcv.pool); /* chunks still held keep it alive */
     CTF_FREE(l->caller_buf.p);
     CTF_FREE(l->threads);
     CTF_FREE(l->state);

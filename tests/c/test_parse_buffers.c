@@ -202,3 +202,76 @@ TEST(parse_buffers_sparse_presence_shrinks)
     }
     parsed_free(&p);
 }
+
+/* The buffer pool (parse.c): a chunk freed gives its stream buffers back and the next chunk of
+ * about the same size parses into them (no new pages to fault in); the values are the same as
+ * without a pool; a chunk may outlive the pool's creator (reference counted). */
+TEST(parse_buffers_pool_reuses_and_outlives)
+{
+    char *text = malloc(200000);
+    ASSERT(text);
+    size_t n = 0;
+    for (int i = 0; i < 2000; i++)
+        n += (size_t)snprintf(text + n, 200000 - n, "|x %d.5 %d -%d.25 |y %d:1 %d:%d.5\n", i,
+                              i % 7, i % 13, i % 50, 50 + i % 40, i % 9);
+    static const ctf_stream_def s[2] = {{"x", "x", 3, false, false}, {"y", "y", 100, true, false}};
+    const char *path = test_write_str("pool.ctf", text);
+    free(text);
+    ctf_config cfg;
+    ctf_config_init(&cfg);
+    cfg.path = path;
+    cfg.streams = s;
+    cfg.num_streams = 2;
+    cfg.chunk_size_bytes = 4096;
+    ctf_index *idx = NULL;
+    ctf_error err;
+    ASSERT_OK(ctf_index_build(&cfg, &idx, &err), &err);
+    ASSERT(idx->num_chunks > 8);
+    ctf__bufpool *pool = ctf__bufpool_create(8);
+    ASSERT(pool);
+    ctf__parse_cfg plain = {.path = path, .streams = s, .num_streams = 2,
+                            .precision = CTF_FLOAT32, .line_mode = idx->line_mode};
+    ctf__parse_cfg pooled = plain;
+    pooled.pool = pool;
+    FILE *f = fopen(path, "rb");
+    ASSERT(f);
+    size_t reused = 0;
+    const void *prev_values = NULL;
+    ctf__chunk_data *last = NULL;
+    for (size_t c = 0; c < idx->num_chunks; c++) {
+        const ctf__chunk *ch = &idx->chunks[c];
+        char *buf = malloc(ch->size + 16);
+        ASSERT(buf);
+        ASSERT(!fseek(f, (long)ch->offset, SEEK_SET) && fread(buf, 1, ch->size, f) == ch->size);
+        ctf__chunk_data *a = NULL, *b = NULL;
+        ASSERT_OK(ctf__parse_chunk(&plain, idx, c, buf, 0, &a, &err), &err);
+        ASSERT_OK(ctf__parse_chunk(&pooled, idx, c, buf, 0, &b, &err), &err);
+        free(buf);
+        for (size_t k = 0; k < 2; k++) {
+            const ctf__stream_data *x = &a->streams[k], *y = &b->streams[k];
+            ASSERT_U64_EQ(x->samples, y->samples);
+            ASSERT_U64_EQ(x->nnz, y->nnz);
+            size_t nv = s[k].is_sparse ? x->nnz : x->samples * s[k].dim;
+            ASSERT(!memcmp(x->values, y->values, nv * 4));
+            if (s[k].is_sparse) {
+                ASSERT(!memcmp(x->indices, y->indices, x->nnz * sizeof *x->indices));
+                ASSERT(!memcmp(x->indptr, y->indptr, (x->samples + 1) * sizeof *x->indptr));
+            }
+        }
+        if (b->streams[0].values == prev_values) reused++;
+        prev_values = b->streams[0].values;
+        ctf__chunk_data_free(a);
+        if (c + 1 < idx->num_chunks) {
+            ctf__chunk_data_free(b); /* back to the pool before the next chunk */
+        } else {
+            last = b;
+        }
+    }
+    fclose(f);
+    /* Every chunk but the first (and a short last one) reuses the previous chunk's buffer. */
+    ASSERT(reused + 2 >= idx->num_chunks);
+    ctf__bufpool_unref(pool); /* the creator lets go first: the last chunk keeps the pool alive */
+    ASSERT(last->streams[0].samples > 0);
+    ctf__chunk_data_free(last);
+    ctf_index_free(idx);
+}
