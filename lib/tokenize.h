@@ -75,6 +75,10 @@ static inline __attribute__((always_inline)) bool ctf__tok_short(const char *s, 
                                                                  const char *limit, bool *neg,
                                                                  uint32_t *w, unsigned *m)
 {
+    /* keep[i]: the low i bytes of a word (i = 0..8). */
+    static const uint64_t keep_tab[9] = {
+        0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFULL, 0xFFFFFFFFFFFFULL,
+        0xFFFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFFFULL};
     if (len - 1 > 9 || limit - s < 17) return false; /* sign + 8 digits + '.' = 10 */
     __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
     __m128i t = _mm_sub_epi8(v, _mm_set1_epi8('0'));
@@ -90,23 +94,28 @@ static inline __attribute__((always_inline)) bool ctf__tok_short(const char *s, 
         *neg = false;
         return true;
     }
-    unsigned dot = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('.'))) & lm;
-    const unsigned sgn = *s == '-' || *s == '+';
-    /* Every byte a digit, but a leading sign and at most one '.'; at least one digit. */
-    if ((dm | dot | sgn) != lm || (dot & (dot - 1)) || !dm) return false;
-    const unsigned nd = (unsigned)len - sgn - (dot != 0);
-    if (nd > 8) return false;
+    const unsigned dot = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('.'))) & lm;
+    const unsigned c0 = (unsigned char)*s;
+    const unsigned sgn = (c0 == '-') | (c0 == '+');
+    /* Every byte a digit, but a leading sign and at most one '.'. */
+    if ((dm | dot | sgn) != lm || (dot & (dot - 1))) return false;
+    /* Without a '.', dp = len: then ip = the digits after the sign and m = 0. */
+    const unsigned hasdot = dot != 0;
+    const unsigned dp = (unsigned)__builtin_ctz(dot | (1u << len));
+    const unsigned ip = dp - sgn;                        /* integer digits */
+    const unsigned fm = (unsigned)len - dp - hasdot;      /* fraction digits */
+    const unsigned nd = ip + fm;
+    /* ".5" is not a number (SPEC 1.6) and "-" has no digit: the full converter says so. */
+    if (!ip || nd > 8) return false;
     /* The digits made contiguous: those before the '.' from one load, those after it from a load
      * one byte further on. */
-    const unsigned ip = dot ? (unsigned)__builtin_ctz(dot) - sgn : nd; /* integer digits */
-    if (!ip) return false; /* ".5" is not a number (SPEC 1.6): the full converter says so */
     uint64_t a, b;
     memcpy(&a, s + sgn, 8);
     memcpy(&b, s + sgn + 1, 8);
-    const uint64_t keep = ip >= 8 ? ~UINT64_C(0) : (UINT64_C(1) << (8 * ip)) - 1;
+    const uint64_t keep = keep_tab[ip];
     *w = ctf__digits_value((a & keep) | (b & ~keep), nd);
-    *m = nd - ip;
-    *neg = *s == '-';
+    *m = fm;
+    *neg = c0 == '-';
     return true;
 }
 
