@@ -204,7 +204,10 @@ def worker_main(argv):
     ap.add_argument("--keep", type=int, default=0)
     ap.add_argument("--sweeps", type=int, default=3)
     ap.add_argument("--cache", type=int, default=0)
+    ap.add_argument("--cores", type=int, default=0, help="pin the process to the first N CPUs")
     a = ap.parse_args(argv)
+    if a.cores:
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:a.cores])
     a.randomize, a.keep, a.cache = bool(a.randomize), bool(a.keep), bool(a.cache)
     # Warm-up on the first 20 lines of the same file (untimed in the result): first calls pay
     # one-time costs (lazy imports, first allocations: ~40-110 ms for the first MinibatchSource
@@ -377,6 +380,14 @@ def main(argv=None):
     res["ctfio_rnd_%dt" % cores] = measure("ctfio", ctf, R, threads=cores, randomize=True, window=4, chunk_mb=4)
     res["ctfio_seq_1t"] = measure("ctfio", ctf, R, threads=1, randomize=False, chunk_mb=4)
     res["ctfio_seq_%dt" % cores] = measure("ctfio", ctf, R, threads=cores, randomize=False, chunk_mb=4)
+    # Scaling across cores: the process pinned to 1 CPU (num_threads=0: no thread to switch to)
+    # and to 2 CPUs (num_threads=2); the same work, so the wall-clock ratio is the speed-up.
+    if cores >= 2:
+        for rnd in (True, False):
+            res["ctfio_%s_1core" % ("rnd" if rnd else "seq")] = measure(
+                "ctfio", ctf, R, threads=0, randomize=rnd, window=4, chunk_mb=4, cores=1)
+            res["ctfio_%s_2core" % ("rnd" if rnd else "seq")] = measure(
+                "ctfio", ctf, R, threads=2, randomize=rnd, window=4, chunk_mb=4, cores=2)
     res["pandas_c"] = measure("pandas", csv, R, engine="c")
     res["pandas_pyarrow"] = measure("pandas", csv, R, engine="pyarrow")
     res["pyarrow_1t"] = measure("pyarrow", csv, R, threads=1)
@@ -500,6 +511,15 @@ def report(meta, res, crecs, cache):
             r["seconds"], gbps(r), r["cpu_s"], r["bytes"] / r["cpu_s"] / 1e9, mvals(r), "%.2f×" % (mvals(ref) / mvals(r)),
             "%.2f×" % (mvals(ref1) / mvals(r)), r["maxrss_kb"] / 1024))
     w("")
+    if "ctfio_rnd_1core" in res:
+        w("Scaling across cores (wall clock, the process pinned with sched_setaffinity; 1 core runs "
+          "num_threads=0, 2 cores num_threads=2): " + "; ".join(
+              "%s %.3f s on 1 core, %.3f s on 2 cores: **%.2f×**" % (
+                  "randomized (window 4)" if k == "rnd" else "in order", res["ctfio_%s_1core" % k]["seconds"],
+                  res["ctfio_%s_2core" % k]["seconds"],
+                  res["ctfio_%s_1core" % k]["seconds"] / res["ctfio_%s_2core" % k]["seconds"])
+              for k in ("rnd", "seq")) + ".")
+        w("")
     w("ctfio rows include MinibatchSource creation (indexing the file): median %s s." % ", ".join(
         "%s %.4f" % (k, res[k]["open_s"]) for k in res if res[k].get("open_s") is not None))
     w("Baseline child (Python + NumPy + ctfio imported, nothing read): peak RSS %.0f MiB." %
