@@ -54,32 +54,54 @@ void ctf__mt64_seed(ctf__mt64 *g, uint64_t seed)
     g->mti = MT_N;
 }
 
+/* MATRIX_A when the low bit of y is set, else 0: a mask, not a branch (the bit is a coin flip,
+ * and a mispredicted branch per word made the twist a third of the shuffle's time). */
+#define MT_MAG(y) ((0 - ((y) & 1)) & MT_MATRIX_A)
+
 static void mt64_twist(ctf__mt64 *g)
 {
     uint64_t *mt = g->mt;
     size_t i;
     for (i = 0; i < MT_N - MT_M; i++) {
         uint64_t y = (mt[i] & MT_UPPER) | (mt[i + 1] & MT_LOWER);
-        mt[i] = mt[i + MT_M] ^ (y >> 1) ^ ((y & 1) ? MT_MATRIX_A : 0);
+        mt[i] = mt[i + MT_M] ^ (y >> 1) ^ MT_MAG(y);
     }
     for (; i < MT_N - 1; i++) {
         uint64_t y = (mt[i] & MT_UPPER) | (mt[i + 1] & MT_LOWER);
-        mt[i] = mt[i + MT_M - MT_N] ^ (y >> 1) ^ ((y & 1) ? MT_MATRIX_A : 0);
+        mt[i] = mt[i + MT_M - MT_N] ^ (y >> 1) ^ MT_MAG(y);
     }
     uint64_t y = (mt[MT_N - 1] & MT_UPPER) | (mt[0] & MT_LOWER);
-    mt[MT_N - 1] = mt[MT_M - 1] ^ (y >> 1) ^ ((y & 1) ? MT_MATRIX_A : 0);
+    mt[MT_N - 1] = mt[MT_M - 1] ^ (y >> 1) ^ MT_MAG(y);
     g->mti = 0;
 }
 
-uint64_t ctf__mt64_next(ctf__mt64 *g)
+static inline uint64_t mt64_temper(uint64_t y)
 {
-    if (g->mti >= MT_N) mt64_twist(g);
-    uint64_t y = g->mt[g->mti++];
     y ^= (y >> 29) & 0x5555555555555555ULL;
     y ^= (y << 17) & 0x71D67FFFEDA60000ULL;
     y ^= (y << 37) & 0xFFF7EEE000000000ULL;
     y ^= y >> 43;
     return y;
+}
+
+/* Inlined into the shuffle loops, which draw once per step. */
+static inline uint64_t mt64_next(ctf__mt64 *g)
+{
+    if (g->mti >= MT_N) mt64_twist(g);
+    return mt64_temper(g->mt[g->mti++]);
+}
+
+uint64_t ctf__mt64_next(ctf__mt64 *g) { return mt64_next(g); }
+
+/* The output d draws ahead (0: the next one) without drawing, when it lies in the current
+ * block: the lazy generator uses it to prefetch the slot a later step will touch.
+ * @return : false when it would need the next block (the twist cannot run before the block is
+ *           used up). */
+static inline bool mt64_peek(const ctf__mt64 *g, size_t d, uint64_t *out)
+{
+    if (g->mti + d >= MT_N) return false;
+    *out = mt64_temper(g->mt[g->mti + d]);
+    return true;
 }
 
 /*======================================================================
@@ -331,7 +353,8 @@ int ctf__randomize_sweep(const ctf__chunk *chunks, size_t num_chunks, uint64_t w
  * (hi(q) - lo(q)) + (lo(q) - r) <= Wmax + (s - r). Releases only shrink the held range. So
  * peak_slots <= Wmax + L, L = the largest look-ahead s - r over the gets (0 for a consumer that
  * releases each slot before asking the next), and the ring's capacity is below 2 x peak_slots.
- * The rest is O(chunks): positions (window, slot start, first sequence), chunk_at, pos_of.
+ * The rest is O(chunks): positions (window, slot start, first sequence), chunk_at, pos_of, and
+ * per position the range of positions whose window holds it (cover_lo/cover_hi).
  *====================================================================*/
 
 typedef struct gen_slot {
@@ -348,6 +371,8 @@ struct ctf__sweep_gen {
     size_t *chunk_at;       /* position -> chunk id */
     size_t *pos_of;         /* chunk id -> position */
     size_t *first_at;       /* position -> first sequence of the chunk there */
+    size_t *cover_lo;       /* randomized: the positions whose window holds position h are */
+    size_t *cover_hi;       /* [cover_lo[h], cover_hi[h]) (contiguous: window ends only grow) */
     ctf__mt64 rng;          /* the sequence generator, after the positions run so far */
     size_t next_p;          /* first position whose shuffle steps have not run */
     size_t release;         /* slots below it will not be asked again */
@@ -414,6 +439,15 @@ static void gen_layout(ctf__sweep_gen *g, size_t hi)
     g->mat_pos = p;
 }
 
+/* How many draws ahead the shuffle prefetches a slot (about a memory latency's worth of steps). */
+#define GEN_PREFETCH_AHEAD 16
+
+#if defined(__GNUC__)
+#define GEN_PREFETCH(p) __builtin_prefetch((p), 1)
+#else
+#define GEN_PREFETCH(p) ((void)(p))
+#endif
+
 /* Runs the shuffle steps of position next_p: the full pass's inner loop on the ring. */
 static int gen_run_position(ctf__sweep_gen *g, ctf_error *err)
 {
@@ -431,14 +465,37 @@ static int gen_run_position(ctf__sweep_gen *g, ctf_error *err)
 
     gen_slot *ring = g->ring;
     const size_t mask = g->cap - 1;
+    /* The ring spans a whole window (megabytes), so nearly every draw's slot is a cache miss.
+     * The draws are known ahead (mt64_peek): at draw i the offset of draw i + AHEAD is computed,
+     * its slot prefetched, and the offset kept (tagged i + AHEAD + 1; the range is fixed for the
+     * whole position) so that draw i + AHEAD does not divide again. */
+    size_t ahead_off[GEN_PREFETCH_AHEAD];
+    uint64_t ahead_tag[GEN_PREFETCH_AHEAD] = {0};
+    uint64_t i = 0;
     for (size_t t = pi[p].slot0; t < pi[p + 1].slot0; t++) {
         gen_slot *st = &ring[t & mask], *sj;
+        /* The full pass's second test, "t's home lies in the window of j's position", holds
+         * exactly for the positions [cover_lo, cover_hi) of t's home, i.e. for j in the slots
+         * [jlo, jhi) of those inside [b, e): fixed for the whole step, so no search per draw. */
+        const size_t h = st->home;
+        const size_t jlo = pi[CTF_MAX(b, g->cover_lo[h])].slot0;
+        const size_t jhi = pi[CTF_MIN(e, g->cover_hi[h])].slot0;
         for (;;) {
-            size_t j = lo + (size_t)(ctf__mt64_next(&g->rng) % (uint64_t)range);
+            const size_t k = (size_t)(i % GEN_PREFETCH_AHEAD);
+            const bool known = ahead_tag[k] == i + 1;
+            const size_t off = known ? ahead_off[k] : 0;
+            uint64_t later;
+            if (mt64_peek(&g->rng, GEN_PREFETCH_AHEAD, &later)) {
+                ahead_off[k] = (size_t)(later % (uint64_t)range);
+                ahead_tag[k] = i + GEN_PREFETCH_AHEAD + 1;
+                GEN_PREFETCH(&ring[(lo + ahead_off[k]) & mask]);
+            }
+            const uint64_t r = mt64_next(&g->rng);
+            i++;
+            const size_t j = lo + (known ? off : (size_t)(r % (uint64_t)range));
             sj = &ring[j & mask];
             if (sj->home < b || sj->home >= e) continue;
-            const pos_info *pj = &pi[position_of_slot(pi, b, e, j)];
-            if (st->home >= pj->b && st->home < pj->e) break;
+            if (j >= jlo && j < jhi) break;
         }
         gen_slot tmp = *st;
         *st = *sj;
@@ -468,6 +525,11 @@ int ctf__sweepgen_create(const ctf__chunk *chunks, size_t num_chunks, uint64_t w
         g->first_at = CTF_MALLOC(n * sizeof *g->first_at);
     }
     if (!g->pi || !g->chunk_at || !g->pos_of || !g->first_at) goto oom;
+    if (!g->identity) {
+        g->cover_lo = CTF_MALLOC(n * sizeof *g->cover_lo);
+        g->cover_hi = CTF_MALLOC(n * sizeof *g->cover_hi);
+        if (!g->cover_lo || !g->cover_hi) goto oom;
+    }
 
     if (g->identity) {
         g->pi[0].slot0 = 0;
@@ -478,6 +540,15 @@ int ctf__sweepgen_create(const ctf__chunk *chunks, size_t num_chunks, uint64_t w
     } else {
         plan_sweep(chunks, n, window, window_in_samples, seed + sweep_no, g->chunk_at, g->pi,
                    &g->rng);
+        /* b(q) and e(q) are non-decreasing, so {q : b(q) <= h < e(q)} is an interval whose
+         * ends only grow with h: one two-pointer pass. */
+        size_t q1 = 0, q2 = 0;
+        for (size_t h = 0; h < n; h++) {
+            while (q1 < n && g->pi[q1].e <= h) q1++;
+            while (q2 < n && g->pi[q2].b <= h) q2++;
+            g->cover_lo[h] = q1;
+            g->cover_hi[h] = q2;
+        }
     }
     for (size_t p = 0; p < n; p++) {
         g->pos_of[g->chunk_at[p]] = p;
@@ -553,6 +624,8 @@ void ctf__sweepgen_free(ctf__sweep_gen *g)
     CTF_FREE(g->chunk_at);
     CTF_FREE(g->pos_of);
     CTF_FREE(g->first_at);
+    CTF_FREE(g->cover_lo);
+    CTF_FREE(g->cover_hi);
     CTF_FREE(g->ring);
     CTF_FREE(g);
 }

@@ -273,6 +273,9 @@ static void update_memory_stats(ctf_reader *r)
  * delivered. */
 static void schedule_prefetch(ctf_reader *r)
 {
+    /* Without parse threads a request does nothing (the caller parses on take): the scan would
+     * only run the generator early, e.g. a whole first window inside ctf_reader_open. */
+    if (!r->cfg.num_threads) return;
     size_t held_chunks, held_bytes;
     ctf__loader_held(r->loader, &held_chunks, &held_bytes);
     if (r->scan_slot < r->cur_slot) r->scan_slot = r->cur_slot;
