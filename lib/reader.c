@@ -216,10 +216,14 @@ static int load_sweep(ctf_reader *r, uint64_t k)
 }
 
 /* The sequence at slot t of the current sweep. */
-static int slot_seq(ctf_reader *r, size_t t, size_t *seq)
+/* The sequence in slot t of the current sweep and its chunk: the chunk at the sequence's home
+ * position (no search of the chunk table per sequence). */
+static int slot_seq(ctf_reader *r, size_t t, size_t *seq, size_t *chunk)
 {
     size_t home;
-    return ctf__sweepgen_get(r->gen, t, seq, &home, &r->err);
+    int rc = ctf__sweepgen_get(r->gen, t, seq, &home, &r->err);
+    if (!rc) *chunk = ctf__sweepgen_chunk_at(r->gen)[home];
+    return rc;
 }
 
 /*======================================================================
@@ -293,7 +297,7 @@ static void schedule_prefetch(ctf_reader *r)
          * generator stays consistent after a failed get, so the consumer's own get of the same
          * slot retries the allocation and reports it if it fails again. */
         if (ctf__sweepgen_get(r->gen, r->scan_slot, &seq, &home, &ignored)) return;
-        size_t c = chunk_of_seq(r->idx, seq);
+        size_t c = ctf__sweepgen_chunk_at(r->gen)[home];
         bool owned = !r->randomized || chunk_owned(r, c);
         if (owned && !r->requested[c] && !r->resident[c] && r->consumed[c] == 0) {
             r->requested[c] = 1;
@@ -327,7 +331,7 @@ static void schedule_prefetch(ctf_reader *r)
         size_t seq, home;
         ctf_error ignored;
         if (ctf__sweepgen_get(r->gen_next, r->scan_next, &seq, &home, &ignored)) return;
-        size_t c = chunk_of_seq(r->idx, seq);
+        size_t c = ctf__sweepgen_chunk_at(r->gen_next)[home];
         bool owned = !r->randomized || r->num_workers == 1 ||
                      pos_next[c] % r->num_workers == r->rank;
         if (owned && !r->requested_next[c] && !r->requested[c] && !r->resident[c]) {
@@ -609,13 +613,13 @@ static void bptt_release(ctf_reader *r, bptt_slot *s)
 static int bptt_fetch(ctf_reader *r, bptt_slot *s, bool *end_of_sweep)
 {
     if (r->position >= r->limit) return 0;
-    size_t seq;
-    int rc = slot_seq(r, r->cur_slot, &seq);
+    size_t seq, chunk;
+    int rc = slot_seq(r, r->cur_slot, &seq, &chunk);
     if (rc) return rc;
     s->busy = true;
     s->skip = false;
     s->seq = seq;
-    s->chunk = chunk_of_seq(r->idx, seq);
+    s->chunk = chunk;
     s->sweep = r->cur_sweep;
     s->tslot = r->cur_slot;
     s->offset = 0;
@@ -753,8 +757,8 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
     int rc;
     for (;;) {
         if (r->position >= r->limit) break;
-        size_t seq;
-        rc = slot_seq(r, r->cur_slot, &seq);
+        size_t seq, chunk;
+        rc = slot_seq(r, r->cur_slot, &seq, &chunk);
         if (rc) return fail_dead(r, rc);
         uint64_t smp = r->idx->seqs[seq].samples;
         if (n > 0 && total + smp > num_samples) break;
@@ -762,7 +766,7 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
             ctf__grow((void **)&r->cut, &r->cut_cap, n + 1, sizeof *r->cut))
             return fail_dead(r, ctf__fail(&r->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory"));
         r->cut[n].seq = seq;
-        r->cut[n].chunk = chunk_of_seq(r->idx, seq);
+        r->cut[n].chunk = chunk;
         /* Without randomization the i-th sequence of a sweep goes to worker i mod N. */
         r->cut[n].owned = r->num_workers == 1 || r->randomized ||
                           r->cur_slot % r->num_workers == r->rank;
@@ -825,13 +829,13 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     /* Continue from the first sequence boundary at or after the position. The walk marks the
      * passed sequences as cut, so residency and eviction see the sweep as the run saw it. */
     uint64_t acc = 0;
-    size_t slot = 0, seq;
+    size_t slot = 0, seq, chunk;
     const size_t n = ctf__sweepgen_num_slots(r->gen);
     while (slot < n && acc < within) {
-        rc = slot_seq(r, slot, &seq);
+        rc = slot_seq(r, slot, &seq, &chunk);
         if (rc) return fail_dead(r, rc);
         acc += r->idx->seqs[seq].samples;
-        r->consumed[chunk_of_seq(r->idx, seq)]++;
+        r->consumed[chunk]++;
         ctf__sweepgen_release(r->gen, ++slot);
     }
     if (slot == n) {
