@@ -57,6 +57,11 @@ int ctf__grow(void **buf, size_t *cap, size_t need, size_t elt);
 #endif
 
 #define CTF_UNUSED(x) ((void)(x))
+#if defined(__GNUC__)
+#define CTF_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define CTF_PREFETCH(p) ((void)(p))
+#endif
 #define CTF_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define CTF_MAX(a, b) ((a) > (b) ? (a) : (b))
 

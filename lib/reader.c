@@ -760,6 +760,14 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         size_t seq, chunk;
         rc = slot_seq(r, r->cur_slot, &seq, &chunk);
         if (rc) return fail_dead(r, rc);
+        /* In a randomized sweep each sequence's index entry is a cache miss of its own: ask for
+         * the one a few slots ahead (optional work: a failed get changes nothing). */
+        if (r->randomized && r->cur_slot + 8 < ctf__sweepgen_num_slots(r->gen)) {
+            size_t ahead;
+            ctf_error ignored;
+            if (!ctf__sweepgen_get(r->gen, r->cur_slot + 8, &ahead, NULL, &ignored))
+                CTF_PREFETCH(&r->idx->seqs[ahead]);
+        }
         uint64_t smp = r->idx->seqs[seq].samples;
         if (n > 0 && total + smp > num_samples) break;
         if (n == r->cut_cap &&
