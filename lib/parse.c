@@ -217,10 +217,9 @@ dense_value(pstate *ps, const ctf_stream_def *def, char *dst, size_t *n, const c
     return true;
 }
 
-/* The values of a dense sample from p (after its name) to its '|' or the row's end, with the
- * structural pass of tokenize.h: per 64-byte block, the starts and ends of the values are bits
- * of the block's masks, taken in pairs (a value that crosses into the next block stays open).
- * @return : the sample's end, or NULL after recording an error. */
+/* The values of a dense sample from p (after its name) to its '|' or the row's end, found by
+ * the structural walk of tokenize.h. @return : the sample's end, or NULL after recording an
+ * error. */
 static inline __attribute__((always_inline)) const char *
 dense_values(pstate *ps, const ctf_stream_def *def, char *dst, size_t *np, const char *p,
              const char *end, size_t elt)
@@ -228,82 +227,22 @@ dense_values(pstate *ps, const ctf_stream_def *def, char *dst, size_t *np, const
     const char *const limit = ps->limit;
     const size_t dim = def->dim;
     size_t n = 0;
-    const char *open = NULL; /* start of a value that runs into the next block */
-    uint64_t carry = 0;      /* the byte before the block belongs to a value */
-    const char *stop = end;
-    for (const char *blk = p; blk < end; blk += 64) {
-        const size_t avail = (size_t)(end - blk);
-        ctf__block b = ctf__classify(blk, avail < 64 ? avail : 64, limit);
-        uint64_t tok = b.tok;
-        if (b.bar) {
-            const unsigned c = (unsigned)__builtin_ctzll(b.bar);
-            tok &= (UINT64_C(1) << c) - 1; /* c < 64 */
-            stop = blk + c;
-        }
-        const uint64_t starts0 = tok & ~((tok << 1) | carry);
-        carry = tok >> 63;
-        /* More bytes after the block: a value that reaches its last byte stays open. */
-        const bool more = (size_t)(end - blk) > 64 && !b.bar;
-        if (open) {
-            const unsigned l = ~tok ? (unsigned)__builtin_ctzll(~tok) : 64;
-            if (l == 64 && more) continue;
-            if (!dense_value(ps, def, dst, &n, open, blk + l, end, limit, elt, dim)) return NULL;
-            open = NULL;
-        }
-        /* Each value's length is the run of value bits from its start: the values of a block
-         * do not wait on each other (a chain through the ends would serialize them). */
-        for (uint64_t starts = starts0; starts; starts &= starts - 1) {
-            const unsigned i = (unsigned)__builtin_ctzll(starts);
-            const unsigned l = (unsigned)__builtin_ctzll(~(tok >> i)); /* tok >> i < 2^(64-i) */
-            if (i + l == 64 && more) {
-                open = blk + i;
-                break;
-            }
-            if (!dense_value(ps, def, dst, &n, blk + i, blk + i + l, end, limit, elt, dim))
-                return NULL;
-        }
-        if (b.bar) break;
-    }
-    *np = n; /* the last block has no bytes after it: no value is left open */
-    return stop;
+    ctf__walk w;
+    const char *s, *e;
+    ctf__walk_init(&w, p, end, limit);
+    while (ctf__walk_next(&w, &s, &e))
+        if (!dense_value(ps, def, dst, &n, s, e, end, limit, elt, dim)) return NULL;
+    *np = n;
+    return w.stop;
 }
 
-/* Parses a dense sample's values at p (up to the next '|' or end). @return : end of the values,
- * or NULL after recording an error (the sample is dropped). Same results and errors as the byte
- * loop below (built without SSE2). */
-static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *end,
-                               const char *name_at)
-{
-    const ctf_stream_def *def = &ps->pc->streams[s];
-    ctf__stream_data *sd = &ps->cd->streams[s];
-    const size_t elt = (size_t)ps->pc->precision;
-    const size_t dim = def->dim;
-    if (ensure_values(sd, (sd->samples + 1) * dim + 1, elt)) {
-        ps->oom = 1;
-        return NULL;
-    }
-    char *dst = (char *)sd->values + sd->samples * dim * elt;
-    size_t n = 0;
-    const char *stop = elt == 4 ? dense_values(ps, def, dst, &n, p, end, 4)
-                                : dense_values(ps, def, dst, &n, p, end, 8);
-    if (!stop) return NULL;
-    return finish_dense(ps, def, sd, dst, n, stop, end, name_at);
-}
 #else
-/* Parses a dense sample's values at p (up to the next '|' or end). @return : end of the values,
- * or NULL after recording an error (the sample is dropped). */
-static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *end,
-                               const char *name_at)
+/* The byte loop (no SSE2): the values one after another, each starting where the previous
+ * conversion ended. Same contract as the dense_values above. */
+static const char *dense_values(pstate *ps, const ctf_stream_def *def, char *dst, size_t *np,
+                                const char *p, const char *end, size_t elt)
 {
-    const ctf_stream_def *def = &ps->pc->streams[s];
-    ctf__stream_data *sd = &ps->cd->streams[s];
-    const size_t elt = (size_t)ps->pc->precision;
     const size_t dim = def->dim;
-    if (ensure_values(sd, (sd->samples + 1) * dim, elt)) {
-        ps->oom = 1;
-        return NULL;
-    }
-    char *dst = (char *)sd->values + sd->samples * dim * elt;
     size_t n = 0;
     for (;;) {
         p = skip_delims(p, end);
@@ -328,9 +267,32 @@ static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *
         }
         p = q;
     }
-    return finish_dense(ps, def, sd, dst, n, p, end, name_at);
+    *np = n;
+    return p;
 }
 #endif
+
+/* Parses a dense sample's values at p (up to the next '|' or end). @return : end of the values,
+ * or NULL after recording an error (the sample is dropped). */
+static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *end,
+                               const char *name_at)
+{
+    const ctf_stream_def *def = &ps->pc->streams[s];
+    ctf__stream_data *sd = &ps->cd->streams[s];
+    const size_t elt = (size_t)ps->pc->precision;
+    const size_t dim = def->dim;
+    /* One slot of slack past the sample: dense_value stores before it counts. */
+    if (ensure_values(sd, (sd->samples + 1) * dim + 1, elt)) {
+        ps->oom = 1;
+        return NULL;
+    }
+    char *dst = (char *)sd->values + sd->samples * dim * elt;
+    size_t n = 0;
+    const char *stop = elt == 4 ? dense_values(ps, def, dst, &n, p, end, 4)
+                                : dense_values(ps, def, dst, &n, p, end, 8);
+    if (!stop) return NULL;
+    return finish_dense(ps, def, sd, dst, n, stop, end, name_at);
+}
 
 /* The state of one sparse sample while its entries are parsed. */
 typedef struct sparse_run {
@@ -523,43 +485,16 @@ static inline __attribute__((always_inline)) const char *
 sparse_values(pstate *ps, sparse_run *sr, const char *p, const char *end, size_t elt)
 {
     const char *const limit = ps->limit;
-    const char *open = NULL;
-    uint64_t carry = 0;
-    const char *stop = end;
     sparse_hot h;
     hot_load(&h, sr);
-    for (const char *blk = p; blk < end; blk += 64) {
-        const size_t avail = (size_t)(end - blk);
-        ctf__block b = ctf__classify(blk, avail < 64 ? avail : 64, limit);
-        uint64_t tok = b.tok;
-        if (b.bar) {
-            const unsigned c = (unsigned)__builtin_ctzll(b.bar);
-            tok &= (UINT64_C(1) << c) - 1;
-            stop = blk + c;
-        }
-        const uint64_t starts0 = tok & ~((tok << 1) | carry);
-        carry = tok >> 63;
-        const bool more = (size_t)(end - blk) > 64 && !b.bar;
-        if (open) {
-            const unsigned l = ~tok ? (unsigned)__builtin_ctzll(~tok) : 64;
-            if (l == 64 && more) continue;
-            if (!sparse_token(ps, sr, &h, open, blk + l, end, limit, elt)) return NULL;
-            open = NULL;
-        }
-        for (uint64_t starts = starts0; starts; starts &= starts - 1) {
-            const unsigned i = (unsigned)__builtin_ctzll(starts);
-            const unsigned l = (unsigned)__builtin_ctzll(~(tok >> i));
-            if (i + l == 64 && more) {
-                open = blk + i;
-                break;
-            }
-            if (!sparse_token(ps, sr, &h, blk + i, blk + i + l, end, limit, elt)) return NULL;
-        }
-        if (b.bar) break;
-    }
+    ctf__walk w;
+    const char *s, *e;
+    ctf__walk_init(&w, p, end, limit);
+    while (ctf__walk_next(&w, &s, &e))
+        if (!sparse_token(ps, sr, &h, s, e, end, limit, elt)) return NULL;
     sr->sd->nnz = h.nnz;
     sr->last = h.last;
-    return stop;
+    return w.stop;
 }
 #endif
 

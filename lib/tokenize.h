@@ -68,6 +68,82 @@ static inline __attribute__((always_inline)) ctf__block ctf__classify(const char
     return b;
 }
 
+/* The walk over one sample's values: the structural pass of the header comment. A value that
+ * reaches the last byte of a block while more bytes follow stays open into the next block; the
+ * first '|' ends the sample (stop). Iterator style, so that the dense and the sparse loops share
+ * it and still inline their conversions. */
+typedef struct ctf__walk {
+    const char *p, *end, *limit;
+    size_t next;       /* offset of the next block from p */
+    const char *blk;   /* the current block */
+    const char *open;  /* start of a value that runs into the next block, or NULL */
+    const char *stop;  /* the sample's end: its '|', else end */
+    uint64_t tok;      /* the current block's value bytes (cut at the '|') */
+    uint64_t starts;   /* value starts not yet returned */
+    uint64_t carry;    /* the byte before the current block belongs to a value */
+    bool more;         /* bytes of the sample follow the current block */
+} ctf__walk;
+
+static inline __attribute__((always_inline)) void ctf__walk_init(ctf__walk *w, const char *p,
+                                                                 const char *end,
+                                                                 const char *limit)
+{
+    w->p = p;
+    w->end = end;
+    w->limit = limit;
+    w->next = 0;
+    w->blk = p;
+    w->open = NULL;
+    w->stop = end;
+    w->tok = w->starts = w->carry = 0;
+    w->more = p < end;
+}
+
+/* The next value [*s, *e) of the sample. @return : false at the sample's end (then w->stop). */
+static inline __attribute__((always_inline)) bool ctf__walk_next(ctf__walk *w, const char **s,
+                                                                 const char **e)
+{
+    for (;;) {
+        if (w->starts) {
+            /* A value's length is the run of value bits from its start: the values of a block
+             * do not wait on each other (a chain through the ends would serialize them). */
+            const unsigned i = (unsigned)__builtin_ctzll(w->starts);
+            const unsigned l = (unsigned)__builtin_ctzll(~(w->tok >> i)); /* tok >> i < 2^(64-i) */
+            w->starts &= w->starts - 1;
+            if (i + l == 64 && w->more) {
+                w->open = w->blk + i; /* the last start of the block */
+                continue;
+            }
+            *s = w->blk + i;
+            *e = w->blk + i + l;
+            return true;
+        }
+        if (!w->more) return false;
+        w->blk = w->p + w->next;
+        w->next += 64;
+        const size_t avail = (size_t)(w->end - w->blk);
+        ctf__block b = ctf__classify(w->blk, avail < 64 ? avail : 64, w->limit);
+        uint64_t tok = b.tok;
+        if (b.bar) {
+            const unsigned c = (unsigned)__builtin_ctzll(b.bar);
+            tok &= (UINT64_C(1) << c) - 1; /* c < 64 */
+            w->stop = w->blk + c;
+        }
+        w->tok = tok;
+        w->starts = tok & ~((tok << 1) | w->carry);
+        w->carry = tok >> 63;
+        w->more = avail > 64 && !b.bar;
+        if (w->open) {
+            const unsigned l = ~tok ? (unsigned)__builtin_ctzll(~tok) : 64;
+            if (l == 64 && w->more) continue; /* still open (no start in this block) */
+            *s = w->open;
+            *e = w->blk + l;
+            w->open = NULL;
+            return true;
+        }
+    }
+}
+
 /* The value of a token [s, s + len) in the fast shape "[-+]digits[.digits]" with 1..8 digits
  * ("5." included, ".5" not): w / 10^m, sign in *neg. @return : false when the shape does not fit or
  * the bytes may not be read (the caller runs the full converter, which also reports errors). */
