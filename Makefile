@@ -8,6 +8,7 @@
 #   make portable   C tests on the build without SSE2 fast paths, and the parser's two builds
 #                   compared on generated files (tests/parse_diff)
 #   make fuzz       longer fuzzing (libFuzzer with clang when installed)
+#   make soak       the number converters on 200 million generated values each
 #   make clean
 
 CC ?= cc
@@ -33,7 +34,7 @@ LIB_OBJ := $(patsubst lib/%.c,$(B)/lib/%.o,$(LIB_SRC))
 SLIB_OBJ := $(patsubst lib/%.c,$(S)/lib/%.o,$(LIB_SRC))
 PLIB_OBJ := $(patsubst lib/%.c,$(P)/lib/%.o,$(LIB_SRC))
 
-.PHONY: all test ctest asan portable golden fuzz-regression conformance py pytest demo fuzz clean bench
+.PHONY: all test ctest asan portable soak golden fuzz-regression conformance py pytest demo fuzz clean bench
 
 all: $(B)/ctfio $(B)/ctfio_tests
 
@@ -133,6 +134,12 @@ bench: $(B)/ctfio
 
 fuzz:
 	$(MAKE) -f tests/fuzz/fuzz.mk
+
+# The number converters against strtof / strtod (test_number.c) and the parser's token converter
+# against the full converter (test_tokenize.c) on 200 million generated values each (~3 min).
+soak: $(B)/ctfio_tests
+	CTFIO_NUMBER_ITERATIONS=$${CTFIO_NUMBER_ITERATIONS:-200000000} $(B)/ctfio_tests number_random_vs_libc
+	CTFIO_NUMBER_ITERATIONS=$${CTFIO_NUMBER_ITERATIONS:-200000000} $(B)/ctfio_tests tokenize_values
 
 clean:
 	rm -rf build $(VENV) python/ctfio/*.so *.egg-info
