@@ -9,17 +9,18 @@
  * bytes per step, independently of the values), and the conversions of a block's values do not
  * depend on each other, so the processor overlaps them.
  *
- * A "token" is a maximal run of bytes that are neither a delimiter (parse.c's is_delim: bytes
- * <= ' ' but '\n', and DEL) nor '|'. A dense sample is the tokens between its name and the next
- * '|' or the row's end; each must be exactly one number (the full converter, number.c, decides
- * everything the fast shape here does not cover, so results and errors are those of the byte loop).
+ * A "token" (a value) is a maximal run of bytes that are neither a delimiter (parse.c's is_delim:
+ * bytes <= ' ' but '\n', and DEL) nor '|'. A sample is the tokens between its name and the next
+ * '|' or the row's end (ctf__walk); a dense value must be exactly one number, a sparse one
+ * "index:number" (the full converter, number.c, and parse.c's byte-level entry parser decide
+ * everything the fast shapes here do not cover, so results and errors are the byte loop's).
  *
  * Reading ahead: blocks and conversions read at most 64 (blocks) or 17 (values) bytes from their
  * first byte, and only below `limit`; a block that would cross it is copied into a padded buffer,
  * a value that would is handed to the full converter. Bytes at or past the row's `end` never count.
  *
  * Only built with SSE2 on a little-endian GCC/Clang target (CTF_TOKENIZE); elsewhere, and with
- * -DCTF_NO_SSE2 (make ctest-portable), parse.c keeps its byte loop.
+ * -DCTF_NO_SSE2 (make portable), parse.c keeps its byte loop; tests/parse_diff compares the two.
  */
 #ifndef CTF_TOKENIZE_H
 #define CTF_TOKENIZE_H
