@@ -96,10 +96,11 @@ portable: $(P)/ctfio_tests $(P)/ctfio $(B)/ctfio
 	$(PYTHON) tests/golden/run.py $(P)/ctfio
 	$(PYTHON) tests/parse_diff/run.py $(B)/ctfio $(P)/ctfio
 
-asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression
+asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression $(P)/ctfio
 	ASAN_OPTIONS=detect_leaks=1 CTFIO_CLI=$(S)/ctfio $(S)/ctfio_tests
 	ASAN_OPTIONS=detect_leaks=1 $(PYTHON) tests/golden/run.py $(S)/ctfio
 	ASAN_OPTIONS=detect_leaks=1 $(S)/fuzz_regression --seconds $${CTFIO_FUZZ_SECONDS:-10} tests/fuzz/corpus tests/golden
+	ASAN_OPTIONS=detect_leaks=1 $(PYTHON) tests/parse_diff/run.py $(S)/ctfio $(P)/ctfio --seeds 60
 
 # Python: a .venv with the package and its test dependencies (numpy, scipy, pytest, torch, scikit-learn
 # for the demo's dataset), rebuilt when the sources change.

@@ -109,7 +109,10 @@ static inline __attribute__((always_inline)) bool ctf__walk_next(ctf__walk *w, c
             /* A value's length is the run of value bits from its start: the values of a block
              * do not wait on each other (a chain through the ends would serialize them). */
             const unsigned i = (unsigned)__builtin_ctzll(w->starts);
-            const unsigned l = (unsigned)__builtin_ctzll(~(w->tok >> i)); /* tok >> i < 2^(64-i) */
+            /* tok >> i has zeros above bit 63 - i, so rest is 0 only for a value filling the
+             * whole block from byte 0 (ctz of 0 is undefined: bsf leaves garbage). */
+            const uint64_t rest = ~(w->tok >> i);
+            const unsigned l = rest ? (unsigned)__builtin_ctzll(rest) : 64;
             w->starts &= w->starts - 1;
             if (i + l == 64 && w->more) {
                 w->open = w->blk + i; /* the last start of the block */

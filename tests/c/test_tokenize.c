@@ -1,6 +1,8 @@
 /*
  * test_tokenize.c -- the parser's structural pass (lib/tokenize.h), unit by unit:
  *  - ctf__classify against a byte-by-byte reference on random blocks of every byte class;
+ *  - ctf__walk (the values of a sample, and its end) against a byte loop, values up to 200 bytes
+ *    long (open across blocks, filling a block from its first byte);
  *  - ctf__tok_float / ctf__tok_double against the full converter (number.c, itself checked
  *    bit for bit against strtof / strtod in test_number.c): same acceptance, same bits, for
  *    every short shape the fast path takes or refuses (signs, '.' anywhere, 1..10 digits, a
@@ -53,6 +55,68 @@ TEST(tokenize_classify_matches_bytes)
                 test_fail(__FILE__, __LINE__, "classify matches the byte classes", msg);
                 return;
             }
+        }
+    }
+}
+
+/* ctf__walk against a byte loop: the same values (start, end) and the same sample end, on random
+ * samples of short and long values (up to 200 bytes: across one and several blocks, filling a
+ * block from its first byte), every delimiter, '|' anywhere, with and without read-ahead room. */
+TEST(tokenize_walk_matches_bytes)
+{
+    static const char vbytes[] = "0123456789.-+e:x\x80";
+    static const char dbytes[] = " \t\r\x0b\x01\x7f";
+    char buf[1200];
+    for (int it = 0; it < 20000; it++) {
+        size_t n = 0, cap = 900 + tk_below(100);
+        while (n < cap) {
+            const unsigned r = tk_below(100);
+            size_t len = r < 80 ? 1 + tk_below(12) : r < 95 ? 60 + tk_below(10) : 64 + tk_below(140);
+            for (size_t k = 0; k < len && n < cap; k++) buf[n++] = vbytes[tk_below(sizeof vbytes - 1)];
+            size_t gap = 1 + tk_below(3);
+            for (size_t k = 0; k < gap && n < cap; k++) buf[n++] = dbytes[tk_below(sizeof dbytes - 1)];
+            if (tk_below(200) == 0 && n < cap) buf[n++] = '|';
+        }
+        const size_t start = tk_below(70), end = start + tk_below((unsigned)(n - start) + 1);
+        const size_t room = tk_below(2) ? end : n;
+        /* reference: the byte loop */
+        const char *rs[1200], *re[1200];
+        size_t nr = 0, i = start;
+        const char *rstop = buf + end;
+        while (i < end) {
+            const unsigned char c = (unsigned char)buf[i];
+            if (c == '|') {
+                rstop = buf + i;
+                break;
+            }
+            if (ref_delim(c)) {
+                i++;
+                continue;
+            }
+            size_t j = i;
+            while (j < end && !ref_delim((unsigned char)buf[j]) && buf[j] != '|') j++;
+            rs[nr] = buf + i;
+            re[nr++] = buf + j;
+            i = j;
+        }
+        ctf__walk w;
+        const char *s, *e;
+        size_t k = 0;
+        ctf__walk_init(&w, buf + start, buf + end, buf + room);
+        bool same = true;
+        while (ctf__walk_next(&w, &s, &e)) {
+            if (k >= nr || s != rs[k] || e != re[k]) {
+                same = false;
+                break;
+            }
+            k++;
+        }
+        if (!same || k != nr || w.stop != rstop) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "iteration %d: value %zu of %zu (start %zu, end %zu), stop %td vs %td",
+                     it, k, nr, start, end, w.stop - buf, rstop - buf);
+            test_fail(__FILE__, __LINE__, "walk matches the byte loop", msg);
+            return;
         }
     }
 }
