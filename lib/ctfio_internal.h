@@ -191,6 +191,9 @@ uint64_t ctf__hash_bytes(uint64_t h, const void *data, size_t n);
 
 /* Builds chunks from the sequence table for a chunk size (SPEC 4.2). @return : 0 or ENOMEM. */
 int ctf__index_make_chunks(ctf_index *idx, uint64_t chunk_size_bytes, ctf_error *err);
+/* Files of at least this many bytes are indexed by two threads when cfg->num_threads >= 2 and
+ * the file is in line mode (index.c; tests lower it). */
+extern uint64_t ctf__index_parallel_min;
 
 /*======================================================================
  * Parsing (parse.c): bytes of whole sequences -> a parsed chunk.

@@ -20,6 +20,7 @@
 #include "ctfio_internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -241,6 +242,7 @@ typedef struct scan_state {
     id_set ids;
     bool warned_repeat;
     uint64_t hash;          /* table_hash over the finished entries, folded in as they close */
+    uint64_t lines_before;  /* lines counted before the first sequence (parallel merge) */
     ctf_error *err;
 } scan_state;
 
@@ -385,26 +387,30 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
     }
 
 count_line:
-    if (st->have_seq) idx->seqs[idx->num_seqs - 1].lines++;
+    if (st->have_seq)
+        idx->seqs[idx->num_seqs - 1].lines++;
+    else
+        st->lines_before++;
     st->line_no++;
     return 0;
 }
 
-static int scan_file(scan_state *st, int fd, ctf_error *err)
+/* Scans the lines of [from, size) (from: 0, or the first byte after a newline). The checks of
+ * the file's first bytes (BOM, UTF-16) run when from is 0. */
+static int scan_range(scan_state *st, int fd, uint64_t from, uint64_t size, ctf_error *err)
 {
     ctf_index *idx = st->idx;
     const char *path = idx->path;
-    uint64_t size = idx->file.size;
     /* A small file needs no 4 MiB block (this also keeps sanitizer and fuzz runs fast). */
-    size_t cap = size < INDEX_BLOCK_BYTES ? (size_t)size + 1 : INDEX_BLOCK_BYTES;
+    size_t cap = size - from < INDEX_BLOCK_BYTES ? (size_t)(size - from) + 1 : INDEX_BLOCK_BYTES;
     char *buf = CTF_MALLOC(cap);
     int rc = 0;
     if (!buf) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s", path);
 
-    uint64_t file_pos = 0;  /* file offset of buf[0] */
-    size_t have = 0;        /* valid bytes in buf */
-    uint64_t read_pos = 0;  /* next file offset to read */
-    bool first = true;
+    uint64_t file_pos = from; /* file offset of buf[0] */
+    size_t have = 0;          /* valid bytes in buf */
+    uint64_t read_pos = from; /* next file offset to read */
+    bool first = from == 0;
     bool reserved = false;
 
     for (;;) {
@@ -443,9 +449,10 @@ static int scan_file(scan_state *st, int fd, ctf_error *err)
             /* Reserve the sequence table from the first block's density (x 9/8), so that it
              * does not grow by doubling through the whole file; growth stays as a fallback. */
             reserved = true;
-            uint64_t done_bytes = file_pos + (uint64_t)(p - buf);
+            uint64_t done_bytes = file_pos + (uint64_t)(p - buf) - from;
             if (done_bytes) {
-                double est = (double)idx->num_seqs * ((double)size / (double)done_bytes) * 1.125;
+                double est =
+                    (double)idx->num_seqs * ((double)(size - from) / (double)done_bytes) * 1.125;
                 if (est > (double)st->seqs_cap && est < (double)(SIZE_MAX / 2 / sizeof *idx->seqs)) {
                     size_t ncap = (size_t)est;
                     ctf__seq *ns = CTF_REALLOC(idx->seqs, ncap * sizeof *ns);
@@ -487,20 +494,143 @@ static int scan_file(scan_state *st, int fd, ctf_error *err)
             have = rest;
         }
     }
-    if (st->mode < 0) {
-        rc = ctf__fail(err, CTF_EPARSE, (ctf__where){path, 0, 0, -1},
-                       size ? "the file holds only blank lines" : "the file is empty");
-        goto done;
-    }
-    if (idx->num_seqs == 0) {
-        rc = ctf__fail(err, CTF_EPARSE, (ctf__where){path, 0, 0, -1},
-                       "no line holds any of the configured inputs");
-        goto done;
-    }
-    st->hash = hash_seq(st->hash, &idx->seqs[idx->num_seqs - 1]);
 done:
     CTF_FREE(buf);
     return rc;
+}
+
+/* What the scanned file must have held; then the last entry goes into the fingerprint. */
+static int scan_finish(scan_state *st, ctf_error *err)
+{
+    ctf_index *idx = st->idx;
+    if (st->mode < 0)
+        return ctf__fail(err, CTF_EPARSE, (ctf__where){idx->path, 0, 0, -1},
+                         idx->file.size ? "the file holds only blank lines" : "the file is empty");
+    if (idx->num_seqs == 0)
+        return ctf__fail(err, CTF_EPARSE, (ctf__where){idx->path, 0, 0, -1},
+                         "no line holds any of the configured inputs");
+    st->hash = hash_seq(st->hash, &idx->seqs[idx->num_seqs - 1]);
+    return 0;
+}
+
+/* Files of at least this many bytes are scanned by two threads when the reader has parse
+ * threads (a variable, so that tests can lower it). */
+uint64_t ctf__index_parallel_min = (uint64_t)64 << 20;
+
+/* The second half of the file, scanned by a thread of its own. */
+typedef struct half_job {
+    scan_state st;
+    ctf_index idx; /* its own sequence table; path and file are the real index's */
+    ctf_error err;
+    int fd;
+    uint64_t from;
+    int rc;
+} half_job;
+
+static void *half_main(void *arg)
+{
+    half_job *j = arg;
+    j->rc = scan_range(&j->st, j->fd, j->from, j->idx.file.size, &j->err);
+    return NULL;
+}
+
+/* Line mode on two threads: [0, mid) here and [mid, size) on a second thread, mid just after a
+ * newline near the middle, then the second table appended to the first. In line mode a line's
+ * entry depends on nothing before it, so the halves are independent except for what the merge
+ * restores: line numbers and keys (the second half counted from 0), the lines before the second
+ * half's first sequence (they belong to the first half's last one) and the fingerprint (folded
+ * entry by entry in file order, as the serial scan does). Used only when the mode is known from
+ * the first byte and nothing is logged per line (trace level < 2), so that every message and
+ * error comes out as the serial scan's would. @return : 0 and *ran = false when the file does not
+ * qualify (nothing was changed), else the status of the scan. */
+static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
+{
+    ctf_index *idx = st->idx;
+    const uint64_t size = idx->file.size;
+    *ran = false;
+    if (st->cfg->num_threads < 2 || size < ctf__index_parallel_min || size < 8192 ||
+        st->cfg->trace_level >= 2)
+        return 0;
+    char head[4], probe[65536];
+    if (ctf__file_pread(fd, idx->path, head, sizeof head, 0, err)) return 0;
+    const size_t bom = (unsigned char)head[0] == 0xEF && (unsigned char)head[1] == 0xBB &&
+                               (unsigned char)head[2] == 0xBF
+                           ? 3
+                           : 0;
+    const char c0 = head[bom];
+    if (!(c0 == '|' || (st->opts->skip_ids && !is_blank((unsigned char)c0) && c0 != '\n')))
+        return 0; /* id mode, or decided further on: the serial scan decides */
+    const uint64_t at = size / 2;
+    const size_t n = (size_t)CTF_MIN((uint64_t)sizeof probe, size - at);
+    if (ctf__file_pread(fd, idx->path, probe, n, at, err)) return 0;
+    const char *nl = memchr(probe, '\n', n);
+    if (!nl || at + (uint64_t)(nl - probe) + 1 >= size) return 0;
+
+    half_job *j = CTF_CALLOC(1, sizeof *j);
+    if (!j) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s", idx->path);
+    j->idx.path = idx->path;
+    j->idx.file = idx->file;
+    j->idx.line_mode = true;
+    j->st = *st;
+    j->st.idx = &j->idx;
+    j->st.seqs_cap = 0;
+    j->st.mode = 1;
+    j->st.have_seq = false;
+    j->st.line_no = 0;
+    j->st.lines_before = 0;
+    j->st.err = &j->err;
+    j->fd = fd;
+    j->from = at + (uint64_t)(nl - probe) + 1;
+    pthread_t th;
+    if (pthread_create(&th, NULL, half_main, j) != 0) {
+        CTF_FREE(j);
+        return 0;
+    }
+    *ran = true;
+    int rc = scan_range(st, fd, 0, j->from, err);
+    pthread_join(th, NULL);
+    if (!rc && j->rc) {
+        /* The first half was fine: the second half's error is the first in the file. */
+        *err = j->err;
+        if (err->line) err->line += st->line_no;
+        rc = j->rc;
+    }
+    const size_t n1 = idx->num_seqs, n2 = j->idx.num_seqs;
+    if (!rc && n2) {
+        if (n1 + n2 > st->seqs_cap &&
+            ctf__grow((void **)&idx->seqs, &st->seqs_cap, n1 + n2, sizeof *idx->seqs))
+            rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s", idx->path);
+    }
+    if (!rc) {
+        for (size_t i = 0; i < n2; i++) {
+            ctf__seq s = j->idx.seqs[i];
+            s.line += st->line_no;
+            s.key += st->line_no; /* line mode: the key is the line number */
+            idx->seqs[n1 + i] = s;
+        }
+        if (n1) idx->seqs[n1 - 1].lines += j->st.lines_before;
+        else st->lines_before += j->st.lines_before;
+        idx->num_seqs = n1 + n2;
+        st->line_no += j->st.line_no;
+        st->have_seq = st->have_seq || j->st.have_seq;
+        /* The serial scan folds an entry into the fingerprint when the next one opens: the
+         * first half's last entry (its line count just completed) and all of the second's but
+         * the last are folded here; scan_finish folds the last. */
+        for (size_t i = n1 ? n1 - 1 : 0; i + 1 < n1 + n2; i++)
+            st->hash = hash_seq(st->hash, &idx->seqs[i]);
+    }
+    CTF_FREE(j->idx.seqs);
+    CTF_FREE(j);
+    return rc;
+}
+
+/* The whole file (on two threads when scan_parallel can), then the checks of what it held. */
+static int scan_file(scan_state *st, int fd, ctf_error *err)
+{
+    bool ran;
+    int rc = scan_parallel(st, fd, &ran, err);
+    if (!ran && !rc) rc = scan_range(st, fd, 0, st->idx->file.size, err);
+    return rc ? rc : scan_finish(st, err);
 }
 
 /*======================================================================

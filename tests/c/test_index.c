@@ -852,3 +852,120 @@ TEST(index_fatal_errors)
     char cpath[600];
     ASSERT(!file_exists(ctf_index_cache_path(cfg.path, cpath, sizeof cpath)));
 }
+
+/* Line mode on two threads (index.c, scan_parallel) gives the index of the serial scan, byte for
+ * byte: sequence table (offsets, first lines, line counts, samples), chunks, line count, the
+ * checkpoint fingerprint. Random line-mode files: comment-only, unknown-input and blank lines
+ * (anywhere, including right after the split point), a BOM, CRLF, no final newline,
+ * definesMBSize, skipSequenceIds with ids in front. */
+TEST(index_two_threads_equal_one)
+{
+    static const ctf_stream_def S[] = {{"feat", "a", 3, false, false},
+                                       {"lab", "b", 5, true, false}};
+    static const ctf_stream_def SMB[] = {{"feat", "a", 3, false, false},
+                                         {"lab", "b", 5, true, true}};
+    const uint64_t saved = ctf__index_parallel_min;
+    ctf__index_parallel_min = 0;
+    uint64_t rs = 12345;
+    char *text = malloc(200000);
+    ASSERT(text);
+    for (int it = 0; it < 120; it++) {
+        size_t n = 0;
+        const int flavor = it % 6;
+        const bool skip_ids = flavor == 4, crlf = flavor == 2, bom = flavor == 3;
+        if (bom) n += (size_t)sprintf(text + n, "\xEF\xBB\xBF");
+        const size_t target = 9000 + (size_t)(rs % 60000);
+        size_t lines = 0;
+        while (n < target) {
+            rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
+            const unsigned r = (unsigned)(rs >> 33) % 20;
+            if (skip_ids) n += (size_t)sprintf(text + n, "%u ", (unsigned)(rs >> 40) % 50);
+            if (lines == 0 || r < 12)
+                n += (size_t)sprintf(text + n, "|a %u 2 3 |b %u:1", (unsigned)(rs >> 20) % 100,
+                                     (unsigned)(rs >> 45) % 5);
+            else if (r < 14)
+                n += (size_t)sprintf(text + n, "|b 1:1");
+            else if (r < 16)
+                n += (size_t)sprintf(text + n, "|#just a comment");
+            else if (r < 18)
+                n += (size_t)sprintf(text + n, "|zz 1 2");
+            else
+                n += (size_t)sprintf(text + n, "   ");
+            n += (size_t)sprintf(text + n, crlf ? "\r\n" : "\n");
+            lines++;
+        }
+        if (flavor == 5 && n) n--; /* no final newline */
+        text[n] = 0;
+        const char *path = test_write_str("par.ctf", text);
+        ctf_config c1, c2;
+        icfg(&c1, path, flavor == 1 ? SMB : S, 2, NULL); /* 1: definesMBSize on b */
+        c1.chunk_size_bytes = 4096;
+        c1.skip_sequence_ids = skip_ids;
+        c2 = c1;
+        c1.num_threads = 0;
+        c2.num_threads = 2;
+        ctf_index *a = NULL, *b = NULL;
+        ctf_error e;
+        ASSERT_OK(ctf_index_build(&c1, &a, &e), &e);
+        ASSERT_OK(ctf_index_build(&c2, &b, &e), &e);
+        if (!same_index(a, b)) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "file %d (flavor %d, %zu bytes): %zu vs %zu sequences, "
+                     "lines %llu vs %llu", it, flavor, n, a->num_seqs, b->num_seqs,
+                     (unsigned long long)a->total_lines, (unsigned long long)b->total_lines);
+            ctf_index_free(a);
+            ctf_index_free(b);
+            free(text);
+            ctf__index_parallel_min = saved;
+            test_fail(__FILE__, __LINE__, "the two-thread index equals the serial one", msg);
+            return;
+        }
+        ctf_index_free(a);
+        ctf_index_free(b);
+    }
+    free(text);
+    ctf__index_parallel_min = saved;
+}
+
+/* The two-thread scan under allocation failures (each allocation in turn): CTF_ENOMEM or the
+ * serial index, and nothing leaked, whichever thread's allocation failed. */
+TEST(index_two_threads_allocation_failures)
+{
+    static const ctf_stream_def S[] = {{"feat", "a", 3, false, false}};
+    const uint64_t saved = ctf__index_parallel_min;
+    ctf__index_parallel_min = 0;
+    char *text = malloc(60000);
+    ASSERT(text);
+    size_t n = 0;
+    for (int i = 0; n < 50000; i++) n += (size_t)sprintf(text + n, "|a %d 2 3\n", i);
+    const char *path = test_write_str("par_alloc.ctf", text);
+    free(text);
+    ctf_config c;
+    icfg(&c, path, S, 1, NULL);
+    c.num_threads = 0;
+    ctf_index *ref = NULL;
+    ctf_error e;
+    ASSERT_OK(ctf_index_build(&c, &ref, &e), &e);
+    c.num_threads = 2;
+    bool clean = false;
+    for (long k = 1; k < 200 && !clean; k++) {
+        const long live = atomic_load(&ctf__alloc.live);
+        atomic_store(&ctf__alloc.count, 0);
+        ctf__alloc.fail_at = k;
+        ctf_index *idx = NULL;
+        int rc = ctf_index_build(&c, &idx, &e);
+        ctf__alloc.fail_at = 0;
+        clean = atomic_load(&ctf__alloc.count) < k; /* k went past the last allocation */
+        if (rc) {
+            ASSERT_EQ(rc, CTF_ENOMEM);
+            ASSERT(!idx);
+        } else {
+            ASSERT(same_index(ref, idx));
+            ctf_index_free(idx);
+        }
+        ASSERT_EQ(atomic_load(&ctf__alloc.live), live);
+    }
+    ASSERT(clean);
+    ctf_index_free(ref);
+    ctf__index_parallel_min = saved;
+}
