@@ -351,9 +351,7 @@ static uint64_t parse_only(const ctf__parse_cfg *pc0, const ctf_index *idx, cons
     po_job jobs[2];
     pthread_t th[2];
     ctf__parse_cfg pcv = *pc0;
-    size_t per_chunk = 0;
-    for (size_t k = 0; k < pcv.num_streams; k++) per_chunk += pcv.streams[k].is_sparse ? 3 : 1;
-    pcv.pool = ctf__bufpool_create(((size_t)threads + 2) * per_chunk);
+    pcv.pool = ctf__bufpool_for(pc0, (size_t)threads);
     if (!pcv.pool) die("ctf__bufpool_create", NULL);
     const ctf__parse_cfg *pc = &pcv;
     for (int t = 0; t < threads; t++) {

@@ -221,6 +221,10 @@ typedef struct ctf__parse_cfg {
     ctf__bufpool *pool;          /* where stream buffers come from and go back to; may be NULL */
 } ctf__parse_cfg;
 
+/* The pool for `threads` parse threads over pc's streams: the buffers of (threads + 2) chunks
+ * (each thread holds a set while the consumer gives one back, plus one in flight). */
+ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads);
+
 /* One stream's data for the sequences of a parsed chunk. */
 typedef struct ctf__stream_data {
     void *values;          /* dense: samples*dim elements; sparse: nnz elements */

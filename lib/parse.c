@@ -730,6 +730,13 @@ ctf__bufpool *ctf__bufpool_create(size_t max_bufs)
     return p;
 }
 
+ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads)
+{
+    size_t per_chunk = 0; /* dense: values; sparse: values, indices, indptr */
+    for (size_t k = 0; k < pc->num_streams; k++) per_chunk += pc->streams[k].is_sparse ? 3 : 1;
+    return ctf__bufpool_create((threads + 2) * per_chunk);
+}
+
 static void pool_ref(ctf__bufpool *p)
 {
     pthread_mutex_lock(&p->mu);

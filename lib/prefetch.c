@@ -187,12 +187,8 @@ int ctf__loader_create(const ctf__parse_cfg *pc, const ctf_index *idx, uint64_t 
     l->idx = idx;
     l->max_errors = max_errors;
     l->fd = -1;
-    /* Buffers of (threads + 2) chunks: each parse thread takes a set while the consumer gives
-     * one back, plus one in flight. */
-    size_t per_chunk = 0;
-    for (size_t k = 0; k < pc->num_streams; k++) per_chunk += pc->streams[k].is_sparse ? 3 : 1;
     l->pcv = *pc;
-    l->pcv.pool = ctf__bufpool_create((threads + 2) * per_chunk);
+    l->pcv.pool = ctf__bufpool_for(pc, threads);
     l->pc = &l->pcv;
     if (!l->pcv.pool) {
         ctf__loader_free(l);
