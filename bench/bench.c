@@ -138,8 +138,8 @@ static void emit_head(const char *bench, const char *kind, const char *path, uin
 {
     double med = median(secs, reps), cmed = median(cpus, reps);
     printf("{\"bench\":\"%s\",\"kind\":\"%s\",\"file\":\"%s\",\"bytes\":%llu,\"reps\":%d,"
-           "\"seconds\":[",
-           bench, kind, path, (unsigned long long)bytes, reps);
+           "\"parse_variant\":\"%s\",\"seconds\":[",
+           bench, kind, path, (unsigned long long)bytes, reps, ctf__parse_variant());
     for (int i = 0; i < reps; i++) printf("%s%.6f", i ? "," : "", secs[i]);
     printf("],\"cpu_seconds\":[");
     for (int i = 0; i < reps; i++) printf("%s%.6f", i ? "," : "", cpus[i]);

@@ -288,6 +288,10 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
                      ctf_error *err);
 void ctf__chunk_data_free(ctf__chunk_data *cd);
 
+/* The parser's hot-loop variant in use: "ssse3", "sse2" (CTFIO_SIMD=sse2 forces it, for the
+ * tests) or "portable" (no SSE2, or -DCTF_NO_SSE2). Fixed at the first parse. */
+const char *ctf__parse_variant(void);
+
 /*======================================================================
  * Packing (pack.c): picked sequences of parsed chunks -> an owned minibatch.
  *====================================================================*/

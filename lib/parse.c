@@ -51,6 +51,9 @@ typedef struct pstate {
     uint32_t row_errors;      /* errors in the current row */
     bool row_unterminated;    /* the current row is the file's last line, without a newline */
     int oom;                  /* an allocation failed */
+#if CTF_TOKENIZE
+    const struct value_fns *fns; /* the hot loops' variant (value_fns_get) */
+#endif
 } pstate;
 
 static ctf__where where_at(const pstate *ps, const char *p)
@@ -185,60 +188,9 @@ static const char *finish_dense(pstate *ps, const ctf_stream_def *def, ctf__stre
     return p;
 }
 
-#if CTF_TOKENIZE
-/* One value [s, e) of a dense sample, stored at dst[*n] (the buffer has one slot of slack past
- * dim, so the store need not wait for the count test). `elt` is a constant after inlining.
- * @return : false after recording an error (not a number, or one value too many). */
-static inline __attribute__((always_inline)) bool
-dense_value(pstate *ps, const ctf_stream_def *def, char *dst, size_t *n, const char *s,
-            const char *e, const char *end, const char *limit, size_t elt, size_t dim)
-{
-    bool ok;
-    const size_t len = (size_t)(e - s);
-    /* Typed stores (not memcpy through char *), so that nothing the loop keeps in registers
-     * has to be reloaded after each value. */
-    if (elt == 4) {
-        float v;
-        ok = ctf__tok_float(s, len, end, limit, &v);
-        ((float *)(void *)dst)[*n] = v;
-    } else {
-        double v;
-        ok = ctf__tok_double(s, len, end, limit, &v);
-        ((double *)(void *)dst)[*n] = v;
-    }
-    if (__builtin_expect(!ok, 0)) {
-        bad_dense_value(ps, def, *n, s, end);
-        return false;
-    }
-    if (__builtin_expect(++*n > dim, 0)) {
-        too_many_values(ps, def, s);
-        return false;
-    }
-    return true;
-}
-
-/* The values of a dense sample from p (after its name) to its '|' or the row's end, found by
- * the structural walk of tokenize.h. @return : the sample's end, or NULL after recording an
- * error. */
-static inline __attribute__((always_inline)) const char *
-dense_values(pstate *ps, const ctf_stream_def *def, char *dst, size_t *np, const char *p,
-             const char *end, size_t elt)
-{
-    const char *const limit = ps->limit;
-    const size_t dim = def->dim;
-    size_t n = 0;
-    ctf__walk w;
-    const char *s, *e;
-    ctf__walk_init(&w, p, end, limit);
-    while (ctf__walk_next(&w, &s, &e))
-        if (!dense_value(ps, def, dst, &n, s, e, end, limit, elt, dim)) return NULL;
-    *np = n;
-    return w.stop;
-}
-
-#else
+#if !CTF_TOKENIZE
 /* The byte loop (no SSE2): the values one after another, each starting where the previous
- * conversion ended. Same contract as the dense_values above. */
+ * conversion ended. Same contract as parse_values.h's dense_values. */
 static const char *dense_values(pstate *ps, const ctf_stream_def *def, char *dst, size_t *np,
                                 const char *p, const char *end, size_t elt)
 {
@@ -271,28 +223,6 @@ static const char *dense_values(pstate *ps, const ctf_stream_def *def, char *dst
     return p;
 }
 #endif
-
-/* Parses a dense sample's values at p (up to the next '|' or end). @return : end of the values,
- * or NULL after recording an error (the sample is dropped). */
-static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *end,
-                               const char *name_at)
-{
-    const ctf_stream_def *def = &ps->pc->streams[s];
-    ctf__stream_data *sd = &ps->cd->streams[s];
-    const size_t elt = (size_t)ps->pc->precision;
-    const size_t dim = def->dim;
-    /* One slot of slack past the sample: dense_value stores before it counts. */
-    if (ensure_values(sd, (sd->samples + 1) * dim + 1, elt)) {
-        ps->oom = 1;
-        return NULL;
-    }
-    char *dst = (char *)sd->values + sd->samples * dim * elt;
-    size_t n = 0;
-    const char *stop = elt == 4 ? dense_values(ps, def, dst, &n, p, end, 4)
-                                : dense_values(ps, def, dst, &n, p, end, 8);
-    if (!stop) return NULL;
-    return finish_dense(ps, def, sd, dst, n, stop, end, name_at);
-}
 
 /* The state of one sparse sample while its entries are parsed. */
 typedef struct sparse_run {
@@ -425,78 +355,89 @@ static inline __attribute__((always_inline)) void hot_load(sparse_hot *h, const 
     h->last = sr->last;
 }
 
-/* One entry [s, e) found by the structural pass: "digits:number" with at most 8 index digits in
- * the fast shapes of tokenize.h, a new largest index and room in the buffers is stored here;
- * anything else (and any error) goes to sparse_store / sparse_entry, which stops at e when it
- * succeeds (an entry never crosses a delimiter or '|'). @return : false after an error. */
-static inline __attribute__((always_inline)) bool
-sparse_token(pstate *ps, sparse_run *sr, sparse_hot *h, const char *s, const char *e,
-             const char *end, const char *limit, size_t elt)
+/* The hot loops, once per instruction-set variant (parse_values.h), and the choice between them:
+ * the SSSE3 copy when the processor has SSSE3, unless CTFIO_SIMD=sse2 asks for the baseline (the
+ * tests compare the two on this machine; docs/design.md). */
+struct value_fns {
+    const char *name;
+    const char *(*dense[2])(pstate *, const ctf_stream_def *, char *, size_t *, const char *,
+                            const char *);
+    const char *(*sparse[2])(pstate *, sparse_run *, const char *, const char *);
+};
+
+#define CTF_V(x) x##_sse2
+#include "parse_values.h"
+#undef CTF_V
+static const struct value_fns fns_sse2 = {"sse2", {dense_f32_sse2, dense_f64_sse2},
+                                   {sparse_f32_sse2, sparse_f64_sse2}};
+
+#if CTF_SSSE3_VARIANT
+#pragma GCC push_options
+#pragma GCC target("ssse3")
+#define CTF_V(x) x##_ssse3
+#include "parse_values.h"
+#undef CTF_V
+#pragma GCC pop_options
+static const struct value_fns fns_ssse3 = {"ssse3", {dense_f32_ssse3, dense_f64_ssse3},
+                                    {sparse_f32_ssse3, sparse_f64_ssse3}};
+#endif
+
+static const struct value_fns *fns_chosen;
+static pthread_once_t fns_once = PTHREAD_ONCE_INIT;
+
+static void choose_fns(void)
 {
-    float f = 0.0f;
-    double d = 0.0;
-    uint64_t index = 0;
-    bool ok = false;
-    if (limit - s >= 17) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
-        __m128i t = _mm_sub_epi8(v, _mm_set1_epi8('0'));
-        const unsigned dm =
-            (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t));
-        const unsigned k = (unsigned)__builtin_ctz(~dm); /* index digits */
-        const char *vs = s + k + 1;
-        if (k - 1 < 8 && s[k] == ':' && vs < e) {
-            uint64_t a;
-            memcpy(&a, s, 8);
-            index = ctf__digits_value(a, k);
-            const size_t vlen = (size_t)(e - vs);
-            const unsigned dg = (unsigned)(unsigned char)*vs - '0';
-            if (vlen == 1 && dg < 10) { /* "i:1" */
-                f = (float)dg;
-                d = (double)dg;
-                ok = true;
-            } else if (elt == 4) {
-                ok = ctf__tok_float(vs, vlen, end, limit, &f);
-            } else {
-                ok = ctf__tok_double(vs, vlen, end, limit, &d);
-            }
-            ok = ok && index < sr->def->dim;
-        }
-    }
-    if (__builtin_expect(ok && h->nnz < h->cap && (int64_t)index > h->last, 1)) {
-        if (elt == 4)
-            ((float *)h->values)[h->nnz] = f;
-        else
-            ((double *)h->values)[h->nnz] = d;
-        h->indices[h->nnz++] = (int32_t)index;
-        h->last = (int64_t)index;
-        return true;
-    }
-    sr->sd->nnz = h->nnz;
-    sr->last = h->last;
-    const bool done = ok ? sparse_store(ps, sr, index, f, d, elt, s)
-                         : sparse_entry(ps, sr, s, end) != NULL;
-    hot_load(h, sr);
-    return done;
+    const char *force = getenv("CTFIO_SIMD");
+    fns_chosen = &fns_sse2;
+#if CTF_SSSE3_VARIANT
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("ssse3") && !(force && !strcmp(force, "sse2")))
+        fns_chosen = &fns_ssse3;
+#else
+    CTF_UNUSED(force);
+#endif
 }
 
-/* The entries of a sparse sample: the same block walk as dense_values. @return : the sample's
- * end, or NULL after recording an error. */
-static inline __attribute__((always_inline)) const char *
-sparse_values(pstate *ps, sparse_run *sr, const char *p, const char *end, size_t elt)
+static const struct value_fns *value_fns_get(void)
 {
-    const char *const limit = ps->limit;
-    sparse_hot h;
-    hot_load(&h, sr);
-    ctf__walk w;
-    const char *s, *e;
-    ctf__walk_init(&w, p, end, limit);
-    while (ctf__walk_next(&w, &s, &e))
-        if (!sparse_token(ps, sr, &h, s, e, end, limit, elt)) return NULL;
-    sr->sd->nnz = h.nnz;
-    sr->last = h.last;
-    return w.stop;
+    pthread_once(&fns_once, choose_fns);
+    return fns_chosen;
 }
 #endif
+
+const char *ctf__parse_variant(void)
+{
+#if CTF_TOKENIZE
+    return value_fns_get()->name;
+#else
+    return "portable";
+#endif
+}
+
+/* Parses a dense sample's values at p (up to the next '|' or end). @return : end of the values,
+ * or NULL after recording an error (the sample is dropped). */
+static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *end,
+                               const char *name_at)
+{
+    const ctf_stream_def *def = &ps->pc->streams[s];
+    ctf__stream_data *sd = &ps->cd->streams[s];
+    const size_t elt = (size_t)ps->pc->precision;
+    const size_t dim = def->dim;
+    /* One slot of slack past the sample: dense_value stores before it counts. */
+    if (ensure_values(sd, (sd->samples + 1) * dim + 1, elt)) {
+        ps->oom = 1;
+        return NULL;
+    }
+    char *dst = (char *)sd->values + sd->samples * dim * elt;
+    size_t n = 0;
+#if CTF_TOKENIZE
+    const char *stop = ps->fns->dense[elt == 8](ps, def, dst, &n, p, end);
+#else
+    const char *stop = dense_values(ps, def, dst, &n, p, end, elt);
+#endif
+    if (!stop) return NULL;
+    return finish_dense(ps, def, sd, dst, n, stop, end, name_at);
+}
 
 static const char *parse_sparse(pstate *ps, size_t s, const char *p, const char *end,
                                 const char *name_at)
@@ -509,8 +450,7 @@ static const char *parse_sparse(pstate *ps, size_t s, const char *p, const char 
         return NULL;
     }
 #if CTF_TOKENIZE
-    p = ps->pc->precision == 4 ? sparse_values(ps, &sr, p, end, 4)
-                               : sparse_values(ps, &sr, p, end, 8);
+    p = ps->fns->sparse[ps->pc->precision == 8](ps, &sr, p, end);
     if (!p) goto drop;
 #else
     for (;;) {
@@ -1003,6 +943,9 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
                  .base = ch->offset, .max_errors = max_errors, .alias = alias,
                  .alias_len = alias_len};
     ps.line_start = buf;
+#if CTF_TOKENIZE
+    ps.fns = value_fns_get();
+#endif
     for (size_t i = 0; i < ch->num_seqs && !too_many_errors(&ps); i++) {
         if (parse_sequence(&ps, ch->first_seq + i, i)) goto oom;
     }

@@ -30,6 +30,7 @@
 #if CTF_FAST_NUMBERS && defined(__SSE2__) && !defined(CTF_NO_SSE2)
 #define CTF_TOKENIZE 1
 #include <emmintrin.h>
+#include <tmmintrin.h> /* usable without -mssse3 inside SSSE3-target code (GCC, Clang) */
 
 /* Masks of one 64-byte block: bit i describes byte i. */
 typedef struct ctf__block {
@@ -69,18 +70,24 @@ static inline __attribute__((always_inline)) ctf__block ctf__classify(const char
     return b;
 }
 
-/* The walk over one sample's values: the structural pass of the header comment. A value that
- * reaches the last byte of a block while more bytes follow stays open into the next block; the
- * first '|' ends the sample (stop). Iterator style, so that the dense and the sparse loops share
- * it and still inline their conversions. */
+/* The walk over one sample's values: the structural pass of the header comment, a block at a
+ * time. ctf__walk_block classifies the next block; its values are then the value that ran into it
+ * from earlier blocks and ends in it ([os, oe), when os is set) followed by one value per bit of
+ * `starts` (ctf__walk_end gives each one's end). A value that reaches the block's last byte while
+ * more bytes follow is not among the starts: it is carried (`open`) to the block where it ends,
+ * a test made once per block rather than once per value. The first '|' ends the sample (stop).
+ * The caller writes the loop over the starts itself, so that its conversions stay inlined in a
+ * plain loop (an iterator returning one value per call was a state machine the compiler kept
+ * partly in memory). */
 typedef struct ctf__walk {
     const char *p, *end, *limit;
     size_t next;       /* offset of the next block from p */
     const char *blk;   /* the current block */
-    const char *open;  /* start of a value that runs into the next block, or NULL */
+    const char *open;  /* start of a value that runs past the current block, or NULL */
     const char *stop;  /* the sample's end: its '|', else end */
+    const char *os, *oe; /* a value from earlier blocks that ends in this one (os NULL: none) */
     uint64_t tok;      /* the current block's value bytes (cut at the '|') */
-    uint64_t starts;   /* value starts not yet returned */
+    uint64_t starts;   /* starts of the values that begin and end in the current block */
     uint64_t carry;    /* the byte before the current block belongs to a value */
     bool more;         /* bytes of the sample follow the current block */
 } ctf__walk;
@@ -96,152 +103,107 @@ static inline __attribute__((always_inline)) void ctf__walk_init(ctf__walk *w, c
     w->blk = p;
     w->open = NULL;
     w->stop = end;
+    w->os = w->oe = NULL;
     w->tok = w->starts = w->carry = 0;
     w->more = p < end;
 }
 
-/* The next value [*s, *e) of the sample. @return : false at the sample's end (then w->stop). */
-static inline __attribute__((always_inline)) bool ctf__walk_next(ctf__walk *w, const char **s,
-                                                                 const char **e)
+/* Classifies the next block. @return : false when the sample has no more blocks. */
+static inline __attribute__((always_inline)) bool ctf__walk_block(ctf__walk *w)
 {
-    for (;;) {
-        if (w->starts) {
-            /* A value's length is the run of value bits from its start: the values of a block
-             * do not wait on each other (a chain through the ends would serialize them). */
-            const unsigned i = (unsigned)__builtin_ctzll(w->starts);
-            /* tok >> i has zeros above bit 63 - i, so rest is 0 only for a value filling the
-             * whole block from byte 0 (ctz of 0 is undefined: bsf leaves garbage). */
-            const uint64_t rest = ~(w->tok >> i);
-            const unsigned l = rest ? (unsigned)__builtin_ctzll(rest) : 64;
-            w->starts &= w->starts - 1;
-            if (i + l == 64 && w->more) {
-                w->open = w->blk + i; /* the last start of the block */
-                continue;
-            }
-            *s = w->blk + i;
-            *e = w->blk + i + l;
-            return true;
-        }
-        if (!w->more) return false;
-        w->blk = w->p + w->next;
-        w->next += 64;
-        const size_t avail = (size_t)(w->end - w->blk);
-        ctf__block b = ctf__classify(w->blk, avail < 64 ? avail : 64, w->limit);
-        uint64_t tok = b.tok;
-        if (b.bar) {
-            const unsigned c = (unsigned)__builtin_ctzll(b.bar);
-            tok &= (UINT64_C(1) << c) - 1; /* c < 64 */
-            w->stop = w->blk + c;
-        }
-        w->tok = tok;
-        w->starts = tok & ~((tok << 1) | w->carry);
-        w->carry = tok >> 63;
-        w->more = avail > 64 && !b.bar;
-        if (w->open) {
-            const unsigned l = ~tok ? (unsigned)__builtin_ctzll(~tok) : 64;
-            if (l == 64 && w->more) continue; /* still open (no start in this block) */
-            *s = w->open;
-            *e = w->blk + l;
-            w->open = NULL;
-            return true;
-        }
+    if (!w->more) return false;
+    const char *const blk = w->p + w->next;
+    w->next += 64;
+    const size_t avail = (size_t)(w->end - blk);
+    const ctf__block b = ctf__classify(blk, avail < 64 ? avail : 64, w->limit);
+    uint64_t tok = b.tok;
+    if (b.bar) {
+        const unsigned c = (unsigned)__builtin_ctzll(b.bar);
+        tok &= (UINT64_C(1) << c) - 1; /* c < 64 */
+        w->stop = blk + c;
     }
-}
-
-/* The value of a token [s, s + len) in the fast shape "[-+]digits[.digits]" with 1..8 digits
- * ("5." included, ".5" not): w / 10^m, sign in *neg. @return : false when the shape does not fit or
- * the bytes may not be read (the caller runs the full converter, which also reports errors). */
-static inline __attribute__((always_inline)) bool ctf__tok_short(const char *s, size_t len,
-                                                                 const char *limit, bool *neg,
-                                                                 uint32_t *w, unsigned *m)
-{
-    /* keep[i]: the low i bytes of a word (i = 0..8). */
-    static const uint64_t keep_tab[9] = {
-        0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFULL, 0xFFFFFFFFFFFFULL,
-        0xFFFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFFFULL};
-    if (len - 1 > 9 || limit - s < 17) return false; /* sign + 8 digits + '.' = 10 */
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
-    __m128i t = _mm_sub_epi8(v, _mm_set1_epi8('0'));
-    const unsigned lm = (1u << len) - 1;
-    unsigned dm = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t));
-    dm &= lm;
-    if (dm == lm) { /* an unsigned integer (all of integer data): no sign, no '.' */
-        if (len > 8) return false;
-        uint64_t a;
-        memcpy(&a, s, 8);
-        *w = ctf__digits_value(a, (unsigned)len);
-        *m = 0;
-        *neg = false;
-        return true;
+    uint64_t starts = tok & ~((tok << 1) | w->carry);
+    const bool more = avail > 64 && !b.bar;
+    const char *const open = w->open;
+    const bool through = more && tok == ~UINT64_C(0); /* a value runs on past this block */
+    w->os = NULL;
+    if (open && !through) { /* the carried value ends here: at the first non-value byte */
+        w->os = open;
+        w->oe = blk + (~tok ? (unsigned)__builtin_ctzll(~tok) : 64);
     }
-    const unsigned dot = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('.'))) & lm;
-    const unsigned c0 = (unsigned char)*s;
-    const unsigned sgn = (c0 == '-') | (c0 == '+');
-    /* Every byte a digit, but a leading sign and at most one '.'. */
-    if ((dm | dot | sgn) != lm || (dot & (dot - 1))) return false;
-    /* Without a '.', dp = len: then ip = the digits after the sign and m = 0. */
-    const unsigned hasdot = dot != 0;
-    const unsigned dp = (unsigned)__builtin_ctz(dot | (1u << len));
-    const unsigned ip = dp - sgn;                        /* integer digits */
-    const unsigned fm = (unsigned)len - dp - hasdot;      /* fraction digits */
-    const unsigned nd = ip + fm;
-    /* ".5" is not a number (SPEC 1.6) and "-" has no digit: the full converter says so. */
-    if (!ip || nd > 8) return false;
-    /* The digits made contiguous: those before the '.' from one load, those after it from a load
-     * one byte further on. */
-    uint64_t a, b;
-    memcpy(&a, s + sgn, 8);
-    memcpy(&b, s + sgn + 1, 8);
-    const uint64_t keep = keep_tab[ip];
-    *w = ctf__digits_value((a & keep) | (b & ~keep), nd);
-    *m = fm;
-    *neg = c0 == '-';
+    if (through) {
+        if (!open) w->open = blk; /* it starts here (bit 0 of starts) */
+        starts = 0;
+    } else if (more && (tok >> 63)) {
+        /* The last value runs into the next block: it starts after the last non-value byte
+         * (bit 63 is a value byte, so that byte is at most bit 62). */
+        const unsigned at = 64 - (unsigned)__builtin_clzll(~tok);
+        starts &= ~(UINT64_C(1) << at);
+        w->open = blk + at;
+    } else {
+        w->open = NULL;
+    }
+    w->blk = blk;
+    w->tok = tok;
+    w->starts = starts;
+    w->carry = tok >> 63;
+    w->more = more;
     return true;
 }
 
-/* A whole token as one float / double: the fast shape, else the full converter, which must stop
- * exactly at the token's end (it never crosses a delimiter or '|'). @return : false = not a
- * number (the caller reports it). */
-static inline __attribute__((always_inline)) bool ctf__tok_float(const char *s, size_t len,
-                                                                 const char *end,
-                                                                 const char *limit, float *out)
+/* The end of the value starting at bit i of the current block (a bit of starts). */
+static inline __attribute__((always_inline)) const char *ctf__walk_end(const char *blk,
+                                                                       uint64_t tok, unsigned i)
 {
-    static const float p10f[9] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f};
-    bool neg;
-    uint32_t w;
-    unsigned m;
-    if (__builtin_expect(ctf__tok_short(s, len, limit, &neg, &w, &m) && w <= (UINT32_C(1) << 24),
-                         1)) {
-        /* The sign is applied to the bits: a branch on it mispredicts on half of the values of
-         * signed data. */
-        float v = m ? (float)w / p10f[m] : (float)w;
-        uint32_t bits;
-        memcpy(&bits, &v, 4);
-        bits ^= (uint32_t)neg << 31;
-        memcpy(out, &bits, 4);
-        return true;
-    }
-    return ctf__parse_float(s, end, out) == s + len;
+    /* tok >> i has zeros above bit 63 - i, so rest is 0 only for a value filling the whole
+     * last block from byte 0 (ctz of 0 is undefined: bsf leaves garbage). The length is the run
+     * of value bits from the start: the values of a block do not wait on each other. */
+    const uint64_t rest = ~(tok >> i);
+    return blk + i + (rest ? (unsigned)__builtin_ctzll(rest) : 64);
 }
 
-static inline __attribute__((always_inline)) bool ctf__tok_double(const char *s, size_t len,
-                                                                  const char *end,
-                                                                  const char *limit, double *out)
-{
-    static const double p10d[9] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8};
-    bool neg;
-    uint32_t w;
-    unsigned m;
-    if (__builtin_expect(ctf__tok_short(s, len, limit, &neg, &w, &m), 1)) { /* w < 10^8 < 2^53 */
-        double v = m ? (double)w / p10d[m] : (double)w;
-        uint64_t bits;
-        memcpy(&bits, &v, 8);
-        bits ^= (uint64_t)neg << 63;
-        memcpy(out, &bits, 8);
-        return true;
-    }
-    return ctf__parse_double(s, end, out) == s + len;
-}
+/* Scale factors of the converters of tokenize_values.h, indexed [negative][fraction digits]. */
+static const double ctf__scale_f[2][9] = {
+    {1e0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8},
+    {-1e0, -1e-1, -1e-2, -1e-3, -1e-4, -1e-5, -1e-6, -1e-7, -1e-8}};
+static const double ctf__pow10_d[2][9] = {{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8},
+                                          {-1e0, -1e1, -1e2, -1e3, -1e4, -1e5, -1e6, -1e7, -1e8}};
+
+/* The digit shuffle of the SSSE3 converter: for an unsigned token of L bytes (L <= 9) whose
+ * first non-digit is at I (I = L: none; else the '.'), the pshufb control that puts its digits,
+ * in order, at the end of the low 8 bytes and zeros (0x80) before them; [1]: the same past a
+ * sign byte. Constant expressions, so the table is data; entries of impossible shapes (I > L,
+ * more than 8 digits) are all 0x80. */
+#define CTF__ND(L, I) ((L) - ((I) < (L)))
+#define CTF__J(L, I, K) ((K) - (8 - CTF__ND(L, I)))
+#define CTF__POS(L, I, K, S)                                                                    \
+    ((uint64_t)(CTF__J(L, I, K) < 0 ? 0x80                                                      \
+                : (S) + (CTF__J(L, I, K) < (I) ? CTF__J(L, I, K) : CTF__J(L, I, K) + 1))        \
+     << (8 * (K)))
+#define CTF__SHUF(L, I, S)                                                                      \
+    ((I) > (L) || CTF__ND(L, I) > 8 ? UINT64_C(0x8080808080808080)                              \
+                                    : CTF__POS(L, I, 0, S) | CTF__POS(L, I, 1, S) |             \
+                                          CTF__POS(L, I, 2, S) | CTF__POS(L, I, 3, S) |         \
+                                          CTF__POS(L, I, 4, S) | CTF__POS(L, I, 5, S) |         \
+                                          CTF__POS(L, I, 6, S) | CTF__POS(L, I, 7, S))
+#define CTF__SHUF_ROW(L, S)                                                                     \
+    CTF__SHUF(L, 0, S), CTF__SHUF(L, 1, S), CTF__SHUF(L, 2, S), CTF__SHUF(L, 3, S),            \
+        CTF__SHUF(L, 4, S), CTF__SHUF(L, 5, S), CTF__SHUF(L, 6, S), CTF__SHUF(L, 7, S),        \
+        CTF__SHUF(L, 8, S), CTF__SHUF(L, 9, S)
+#define CTF__SHUF_TAB(S)                                                                        \
+    {CTF__SHUF_ROW(0, S), CTF__SHUF_ROW(1, S), CTF__SHUF_ROW(2, S), CTF__SHUF_ROW(3, S),       \
+     CTF__SHUF_ROW(4, S), CTF__SHUF_ROW(5, S), CTF__SHUF_ROW(6, S), CTF__SHUF_ROW(7, S),       \
+     CTF__SHUF_ROW(8, S), CTF__SHUF_ROW(9, S)}
+static const uint64_t ctf__digit_shuf[2][100] = {CTF__SHUF_TAB(0), CTF__SHUF_TAB(1)};
+
+/* An SSSE3 build of the value converters next to the SSE2 one, chosen at run time
+ * (parse.c): GCC's target pragma, which also defines __SSSE3__ for the code after it. Clang
+ * ignores that pragma; there the variant is the SSE2 code again. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SSSE3__)
+#define CTF_SSSE3_VARIANT 1
+#else
+#define CTF_SSSE3_VARIANT 0
+#endif
 #else
 #define CTF_TOKENIZE 0
 #endif

@@ -3,10 +3,12 @@
  *  - ctf__classify against a byte-by-byte reference on random blocks of every byte class;
  *  - ctf__walk (the values of a sample, and its end) against a byte loop, values up to 200 bytes
  *    long (open across blocks, filling a block from its first byte);
- *  - ctf__tok_float / ctf__tok_double against the full converter (number.c, itself checked
+ *  - ctf__tok_float / ctf__tok_double (tokenize_values.h, in each variant this processor runs:
+ *    the SSE2 copy and the SSSE3 one) against the full converter (number.c, itself checked
  *    bit for bit against strtof / strtod in test_number.c): same acceptance, same bits, for
  *    every short shape the fast path takes or refuses (signs, '.' anywhere, 1..10 digits, a
- *    stray byte), with room to read ahead and without (the fallback at a buffer's end).
+ *    stray byte), with room to read ahead and without (the fallback at a buffer's end);
+ *  - the float scaling by a double reciprocal, exhaustively: every w <= 2^24 and every m <= 8.
  * CTFIO_NUMBER_ITERATIONS scales the random part (default 2,000,000 tokens of each precision;
  * 200,000,000 is a long soak).
  */
@@ -18,6 +20,61 @@
 #include <stdlib.h>
 
 #if CTF_TOKENIZE
+
+/* The converters of each variant, out of line (an SSSE3-target function may not be inlined into
+ * this file's default-target code). */
+typedef bool (*tok_f_fn)(const char *, size_t, const char *, const char *, float *);
+typedef bool (*tok_d_fn)(const char *, size_t, const char *, const char *, double *);
+
+#define CTF_V(x) x##_sse2
+#include "tokenize_values.h"
+#undef CTF_V
+static bool tok_f_sse2(const char *s, size_t len, const char *end, const char *limit, float *o)
+{
+    return ctf__tok_float_sse2(s, len, end, limit, o);
+}
+static bool tok_d_sse2(const char *s, size_t len, const char *end, const char *limit, double *o)
+{
+    return ctf__tok_double_sse2(s, len, end, limit, o);
+}
+
+#if CTF_SSSE3_VARIANT
+#pragma GCC push_options
+#pragma GCC target("ssse3")
+#define CTF_V(x) x##_ssse3
+#include "tokenize_values.h"
+#undef CTF_V
+static bool tok_f_ssse3(const char *s, size_t len, const char *end, const char *limit, float *o)
+{
+    return ctf__tok_float_ssse3(s, len, end, limit, o);
+}
+static bool tok_d_ssse3(const char *s, size_t len, const char *end, const char *limit, double *o)
+{
+    return ctf__tok_double_ssse3(s, len, end, limit, o);
+}
+#pragma GCC pop_options
+#endif
+
+static const struct {
+    const char *name;
+    tok_f_fn f;
+    tok_d_fn d;
+} variants[] = {{"sse2", tok_f_sse2, tok_d_sse2},
+#if CTF_SSSE3_VARIANT
+                {"ssse3", tok_f_ssse3, tok_d_ssse3},
+#endif
+};
+
+/* The variants this processor can run. */
+static size_t num_variants(void)
+{
+#if CTF_SSSE3_VARIANT
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("ssse3") ? 2 : 1;
+#else
+    return 1;
+#endif
+}
 
 static uint64_t tk_state = 0x243F6A8885A308D3ULL;
 
@@ -100,17 +157,23 @@ TEST(tokenize_walk_matches_bytes)
             i = j;
         }
         ctf__walk w;
-        const char *s, *e;
         size_t k = 0;
         ctf__walk_init(&w, buf + start, buf + end, buf + room);
         bool same = true;
-        while (ctf__walk_next(&w, &s, &e)) {
-            if (k >= nr || s != rs[k] || e != re[k]) {
-                same = false;
-                break;
+#define TK_SAME(s, e)                                           \
+    do {                                                        \
+        if (k >= nr || (s) != rs[k] || (e) != re[k]) same = false; \
+        k++;                                                    \
+    } while (0)
+        while (same && ctf__walk_block(&w)) {
+            if (w.os) TK_SAME(w.os, w.oe);
+            for (uint64_t st = w.starts; same && st; st &= st - 1) {
+                const unsigned b = (unsigned)__builtin_ctzll(st);
+                TK_SAME(w.blk + b, ctf__walk_end(w.blk, w.tok, b));
             }
-            k++;
         }
+#undef TK_SAME
+        if (!same) k--;
         if (!same || k != nr || w.stop != rstop) {
             char msg[160];
             snprintf(msg, sizeof msg, "iteration %d: value %zu of %zu (start %zu, end %zu), stop %td vs %td",
@@ -145,15 +208,16 @@ static size_t gen_token(char *o)
     return n;
 }
 
-static bool check_token(const char *s, size_t len, const char *limit, char *msg, size_t cap)
+static bool check_token(size_t var, const char *s, size_t len, const char *limit, char *msg,
+                        size_t cap)
 {
     float f1 = 0, f2 = 0;
     double d1 = 0, d2 = 0;
     const char *end = s + len;
-    bool a1 = ctf__tok_float(s, len, end, limit, &f1);
+    bool a1 = variants[var].f(s, len, end, limit, &f1);
     const char *q = ctf__parse_float(s, end, &f2);
     bool a2 = q == end;
-    bool b1 = ctf__tok_double(s, len, end, limit, &d1);
+    bool b1 = variants[var].d(s, len, end, limit, &d1);
     const char *r = ctf__parse_double(s, end, &d2);
     bool b2 = r == end;
     uint32_t u1, u2;
@@ -163,8 +227,9 @@ static bool check_token(const char *s, size_t len, const char *limit, char *msg,
     memcpy(&v1, &d1, 8);
     memcpy(&v2, &d2, 8);
     if (a1 == a2 && (!a1 || u1 == u2) && b1 == b2 && (!b1 || v1 == v2)) return true;
-    snprintf(msg, cap, "'%.*s': float %s %08x vs converter %s %08x; double %s vs %s", (int)len, s,
-             a1 ? "ok" : "no", u1, a2 ? "ok" : "no", u2, b1 ? "ok" : "no", b2 ? "ok" : "no");
+    snprintf(msg, cap, "%s: '%.*s': float %s %08x vs converter %s %08x; double %s vs %s",
+             variants[var].name, (int)len, s, a1 ? "ok" : "no", u1, a2 ? "ok" : "no", u2,
+             b1 ? "ok" : "no", b2 ? "ok" : "no");
     return false;
 }
 
@@ -174,6 +239,7 @@ TEST(tokenize_values_match_the_converter)
     const char *env = getenv("CTFIO_NUMBER_ITERATIONS");
     if (env && *env) iters = strtol(env, NULL, 10);
     char buf[64], msg[256];
+    const size_t nv = num_variants();
     /* Fixed cases first: the edges of the fast shape. */
     static const char *const fixed[] = {
         "0", "-0", "+0", "5.", "-5.", ".5", "-.5", "+.5", ".", "-", "+", "-.", "1..2",
@@ -184,22 +250,46 @@ TEST(tokenize_values_match_the_converter)
         size_t len = strlen(fixed[i]);
         memset(buf, ' ', sizeof buf);
         memcpy(buf, fixed[i], len);
-        if (!check_token(buf, len, buf + sizeof buf, msg, sizeof msg)) {
-            test_fail(__FILE__, __LINE__, "fixed token matches the converter", msg);
-            return;
-        }
+        for (size_t v = 0; v < nv; v++)
+            if (!check_token(v, buf, len, buf + sizeof buf, msg, sizeof msg)) {
+                test_fail(__FILE__, __LINE__, "fixed token matches the converter", msg);
+                return;
+            }
     }
     for (long it = 0; it < iters; it++) {
         memset(buf, ' ', sizeof buf);
         size_t len = gen_token(buf);
         /* Mostly with room to read ahead; sometimes the token ends the buffer. */
         const char *limit = tk_below(8) ? buf + sizeof buf : buf + len;
-        if (!check_token(buf, len, limit, msg, sizeof msg)) {
+        if (!check_token((size_t)it % nv, buf, len, limit, msg, sizeof msg)) {
             char where[48];
             snprintf(where, sizeof where, " (iteration %ld)", it);
             strncat(msg, where, sizeof msg - strlen(msg) - 1);
             test_fail(__FILE__, __LINE__, "random token matches the converter", msg);
             return;
+        }
+    }
+}
+
+/* The float fast path computes w / 10^m as (float)(w * 10^-m in double) (tokenize_values.h):
+ * exact by an argument on the distance of such quotients from float rounding boundaries; here
+ * proved by trying all of them against the float division (both operands exact, so correctly
+ * rounded), with either sign. */
+TEST(tokenize_float_scale_is_exact)
+{
+    static const float p10f[9] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f};
+    for (unsigned m = 0; m <= 8; m++) {
+        for (uint32_t w = 0; w <= (UINT32_C(1) << 24); w++) {
+            const float want = (float)w / p10f[m];
+            const float pos = (float)((double)w * ctf__scale_f[0][m]);
+            const float neg = (float)((double)w * ctf__scale_f[1][m]);
+            if (pos != want || neg != -want) {
+                char msg[96];
+                snprintf(msg, sizeof msg, "w=%u m=%u: %a / %a, want %a", w, m, (double)pos,
+                         (double)neg, (double)want);
+                test_fail(__FILE__, __LINE__, "w * 10^-m rounds like w / 10^m", msg);
+                return;
+            }
         }
     }
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Differential test of the parser's two builds: the structural (SSE2) pass of lib/tokenize.h
+"""Differential test of the parser's builds: the structural (SSE2) pass of lib/tokenize.h, in
+the variant the processor runs (SSSE3 where it has it) and in the SSE2 one (CTFIO_SIMD=sse2),
 against the byte loop it replaced (the same sources built with -DCTF_NO_SSE2, `make portable`).
 
-Both must print the same bytes -- sequences, values, every error and warning with its line,
+All must print the same bytes -- sequences, values, every error and warning with its line,
 column and byte offset, the exit status -- for generated CTF files that mix valid numbers of
 every shape (short, long, exponents, 8-digit limits, float overflow) with malformed ones (".5",
 "1.e5", "1..2", "--1", hex, commas, stray bytes), sparse entries (repeated and out-of-range
@@ -63,11 +64,15 @@ def gen(rnd, lines):
     return rnd.choice(["\n", "\r\n"]).join(out) + rnd.choice(["", "\n"])
 
 
-def run(cli, path, prec, chunk):
+def run(cli, path, prec, chunk, simd=None):
+    env = dict(os.environ)
+    env.pop("CTFIO_SIMD", None)
+    if simd:
+        env["CTFIO_SIMD"] = simd
     r = subprocess.run([cli, "dump", "--file", path, "--input", "a:5:dense", "--input", "b:60:dense",
                         "--input", "c:100:sparse", "--max-errors", "100000", "--precision", prec,
                         "--randomize", "false", "--chunk-size", str(chunk)],
-                       capture_output=True)
+                       capture_output=True, env=env)
     return r.returncode, r.stdout, r.stderr
 
 
@@ -84,7 +89,10 @@ def main():
                 f.write(gen(rnd, rnd.randint(1, 200)))
             chunk = rnd.randint(100, 3100)
             for prec in ("float", "double"):
-                a, b = run(fast, path, prec, chunk), run(portable, path, prec, chunk)
+                b = run(portable, path, prec, chunk)
+                a, which = run(fast, path, prec, chunk), "fast"
+                if a == b:  # the baseline variant too
+                    a, which = run(fast, path, prec, chunk, simd="sse2"), "fast/sse2"
                 if a == b:
                     passed += 1
                     values += a[1].count(b",") + a[1].count(b"[")
@@ -97,8 +105,8 @@ def main():
                 first = next((i for i in range(max(len(al), len(bl)))
                               if i >= len(al) or i >= len(bl) or al[i] != bl[i]), None)
                 print("FAIL seed %d %s chunk %d (kept in %s): exit %d vs %d; first difference, line %s:\n"
-                      "  fast:     %r\n  portable: %r" % (
-                          seed, prec, chunk, keep, a[0], b[0], first,
+                      "  %s: %r\n  portable: %r" % (
+                          seed, prec, chunk, keep, a[0], b[0], first, which,
                           al[first][:200] if first is not None and first < len(al) else None,
                           bl[first][:200] if first is not None and first < len(bl) else None))
     print("parse_diff: %d files x 2 precisions, ~%d values and entries compared" % (seeds, values))

@@ -1,0 +1,124 @@
+/*
+ * tokenize_values.h -- the converters of one value whose extent the structural pass found
+ * (tokenize.h), for one instruction-set variant: included once per variant, with CTF_V(name)
+ * naming this variant's copies (parse.c: CTF_V(x) = x##_sse2, then x##_ssse3 after a target
+ * pragma). No include guard, on purpose.
+ *
+ * The SSSE3 copy differs in one place, the digits of a value with a '.' (ctf__tok_short): a
+ * table shuffle and two multiply-adds instead of two overlapping loads merged by masks and a
+ * three-step SWAR reduction, ~25 instructions fewer; the rest is the same source compiled for
+ * the target.
+ */
+#if !CTF_TOKENIZE || !defined(CTF_V)
+#error "tokenize_values.h: include after tokenize.h, with CTF_V defined"
+#endif
+/* The value of a token [s, s + len) in the fast shape "[-+]digits[.digits]" with 1..8 digits
+ * ("5." included, ".5" not): w / 10^m, sign in *neg. @return : false when the shape does not fit or
+ * the bytes may not be read (the caller runs the full converter, which also reports errors). */
+static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_short)(const char *s, size_t len,
+                                                                        const char *limit,
+                                                                        bool *neg, uint32_t *w,
+                                                                        unsigned *m)
+{
+    if (len - 1 > 9 || limit - s < 17) return false; /* sign + 8 digits + '.' = 10 */
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+    __m128i t = _mm_sub_epi8(v, _mm_set1_epi8('0'));
+    const unsigned lm = (1u << len) - 1;
+    unsigned dm = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t));
+    dm &= lm;
+    if (dm == lm) { /* an unsigned integer (all of integer data): no sign, no '.' */
+        if (len > 8) return false;
+        uint64_t a;
+        memcpy(&a, s, 8);
+        *w = ctf__digits_value(a, (unsigned)len);
+        *m = 0;
+        *neg = false;
+        return true;
+    }
+    const unsigned dot = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('.'))) & lm;
+    const unsigned c0 = (unsigned char)*s;
+    const unsigned sgn = (c0 == '-') | (c0 == '+');
+    /* Every byte a digit, but a leading sign and at most one '.'. */
+    if ((dm | dot | sgn) != lm || (dot & (dot - 1))) return false;
+    /* Without a '.', dp = len: then ip = the digits after the sign and m = 0. */
+    const unsigned hasdot = dot != 0;
+    const unsigned dp = (unsigned)__builtin_ctz(dot | (1u << len));
+    const unsigned ip = dp - sgn;                        /* integer digits */
+    const unsigned fm = (unsigned)len - dp - hasdot;      /* fraction digits */
+    const unsigned nd = ip + fm;
+    /* ".5" is not a number (SPEC 1.6) and "-" has no digit: the full converter says so. */
+    if (!ip || nd > 8) return false;
+#if defined(__SSSE3__)
+    /* A table shuffle lines the digits up whatever the '.''s place and two multiply-adds convert
+     * them (~25 instructions fewer than the loads, masks and SWAR steps below). */
+    const __m128i ctl = _mm_loadl_epi64(
+        (const __m128i *)(const void *)&ctf__digit_shuf[sgn][((unsigned)len - sgn) * 10 + ip]);
+    const __m128i d2 = _mm_maddubs_epi16(_mm_shuffle_epi8(t, ctl),
+                                         _mm_setr_epi8(10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1,
+                                                       10, 1, 10, 1));
+    const __m128i d4 = _mm_madd_epi16(d2, _mm_setr_epi16(100, 1, 100, 1, 100, 1, 100, 1));
+    const uint64_t q = (uint64_t)_mm_cvtsi128_si64(d4);
+    *w = (uint32_t)q * 10000u + (uint32_t)(q >> 32);
+    (void)nd;
+#else
+    /* The digits made contiguous: those before the '.' from one load, those after it from a load
+     * one byte further on. */
+    /* keep[i]: the low i bytes of a word (i = 0..8). */
+    static const uint64_t keep_tab[9] = {
+        0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFULL, 0xFFFFFFFFFFFFULL,
+        0xFFFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFFFULL};
+    uint64_t a, b;
+    memcpy(&a, s + sgn, 8);
+    memcpy(&b, s + sgn + 1, 8);
+    const uint64_t keep = keep_tab[ip];
+    *w = ctf__digits_value((a & keep) | (b & ~keep), nd);
+#endif
+    *m = fm;
+    *neg = c0 == '-';
+    return true;
+}
+
+
+/* A whole token as one float / double: the fast shape, else the full converter, which must stop
+ * exactly at the token's end (it never crosses a delimiter or '|'). @return : false = not a
+ * number (the caller reports it). */
+static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_float)(const char *s, size_t len,
+                                                                        const char *end,
+                                                                        const char *limit,
+                                                                        float *out)
+{
+    /* ctf__scale_f[neg][m] = (neg ? -1 : 1) / 10^m, rounded to double. w <= 2^24 and m <= 8:
+     * w * 10^-m in double, rounded to float, is the correctly rounded w / 10^m -- the product's
+     * relative error (<= 2^-52) is below the smallest relative distance of such a quotient from
+     * a float rounding boundary (>= 1 / (10^8 * 2^25) = 2^-51.6), and no such quotient is a
+     * boundary itself; test_tokenize checks all 2^24 * 9 of them against the float division.
+     * A multiply instead of a divide (the parse's hottest instruction), and the sign in the
+     * factor: a branch on it mispredicts on half of the values of signed data, and applying it
+     * to the bits moved the value through an integer register. */
+    bool neg;
+    uint32_t w;
+    unsigned m;
+    if (__builtin_expect(CTF_V(ctf__tok_short)(s, len, limit, &neg, &w, &m) && w <= (UINT32_C(1) << 24),
+                         1)) {
+        *out = (float)((double)w * ctf__scale_f[neg][m]);
+        return true;
+    }
+    return ctf__parse_float(s, end, out) == s + len;
+}
+
+static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_double)(const char *s, size_t len,
+                                                                         const char *end,
+                                                                         const char *limit,
+                                                                         double *out)
+{
+    /* ctf__pow10_d[neg][m] = (neg ? -1 : 1) * 10^m, exact: w / 10^m is one correctly rounded
+     * division (w < 10^8 < 2^53), the sign in the divisor as above. */
+    bool neg;
+    uint32_t w;
+    unsigned m;
+    if (__builtin_expect(CTF_V(ctf__tok_short)(s, len, limit, &neg, &w, &m), 1)) {
+        *out = (double)w / ctf__pow10_d[neg][m];
+        return true;
+    }
+    return ctf__parse_double(s, end, out) == s + len;
+}
