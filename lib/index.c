@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#define INDEX_BLOCK_BYTES (4u << 20)
+/* Blocks small enough to stay in the L2 cache between the read's copy and the newline scan
+ * (4 MiB blocks went to memory and back: 8.0 vs 8.3-8.5 GB/s per CPU-s, 256 MiB dense). */
+#define INDEX_BLOCK_BYTES (256u << 10)
 #define INDEX_MAX_LINE_BYTES ((size_t)1 << 31)
 
 /*======================================================================
@@ -401,7 +403,7 @@ static int scan_range(scan_state *st, int fd, uint64_t from, uint64_t size, ctf_
 {
     ctf_index *idx = st->idx;
     const char *path = idx->path;
-    /* A small file needs no 4 MiB block (this also keeps sanitizer and fuzz runs fast). */
+    /* A small file needs no whole block (this also keeps sanitizer and fuzz runs fast). */
     size_t cap = size - from < INDEX_BLOCK_BYTES ? (size_t)(size - from) + 1 : INDEX_BLOCK_BYTES;
     char *buf = CTF_MALLOC(cap);
     int rc = 0;
