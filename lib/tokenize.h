@@ -1,6 +1,7 @@
 /*
  * tokenize.h -- the parser's structural pass (SSE2): where the values of a sample start and end,
- * found 64 bytes at a time from byte masks, and the conversion of a value whose length is known.
+ * found 64 bytes at a time from byte masks; and the tables of the conversion of a value whose
+ * length is known (tokenize_values.h, built once per instruction-set variant).
  *
  * Why two stages (as simdjson does): the byte-at-a-time parse loop was a chain of positions, each
  * value starting where the previous one's conversion found its end, so every value paid the full
@@ -20,7 +21,7 @@
  * a value that would is handed to the full converter. Bytes at or past the row's `end` never count.
  *
  * Only built with SSE2 on a little-endian GCC/Clang target (CTF_TOKENIZE); elsewhere, and with
- * -DCTF_NO_SSE2 (make portable), parse.c keeps its byte loop; tests/parse_diff compares the two.
+ * -DCTF_NO_SSE2 (make portable), parse.c keeps its byte loop; tests/parse_diff compares them.
  */
 #ifndef CTF_TOKENIZE_H
 #define CTF_TOKENIZE_H
