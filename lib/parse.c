@@ -369,7 +369,7 @@ struct value_fns {
 #include "parse_values.h"
 #undef CTF_V
 static const struct value_fns fns_sse2 = {"sse2", {dense_f32_sse2, dense_f64_sse2},
-                                   {sparse_f32_sse2, sparse_f64_sse2}};
+                                          {sparse_f32_sse2, sparse_f64_sse2}};
 
 #if CTF_SSSE3_VARIANT
 #pragma GCC push_options
@@ -379,7 +379,7 @@ static const struct value_fns fns_sse2 = {"sse2", {dense_f32_sse2, dense_f64_sse
 #undef CTF_V
 #pragma GCC pop_options
 static const struct value_fns fns_ssse3 = {"ssse3", {dense_f32_ssse3, dense_f64_ssse3},
-                                    {sparse_f32_ssse3, sparse_f64_ssse3}};
+                                           {sparse_f32_ssse3, sparse_f64_ssse3}};
 #endif
 
 static const struct value_fns *fns_chosen;

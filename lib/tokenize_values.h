@@ -59,7 +59,6 @@ static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_short)(const ch
     const __m128i d4 = _mm_madd_epi16(d2, _mm_setr_epi16(100, 1, 100, 1, 100, 1, 100, 1));
     const uint64_t q = (uint64_t)_mm_cvtsi128_si64(d4);
     *w = (uint32_t)q * 10000u + (uint32_t)(q >> 32);
-    (void)nd;
 #else
     /* The digits made contiguous: those before the '.' from one load, those after it from a load
      * one byte further on. */
@@ -98,8 +97,8 @@ static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_float)(const ch
     bool neg;
     uint32_t w;
     unsigned m;
-    if (__builtin_expect(CTF_V(ctf__tok_short)(s, len, limit, &neg, &w, &m) && w <= (UINT32_C(1) << 24),
-                         1)) {
+    if (__builtin_expect(
+            CTF_V(ctf__tok_short)(s, len, limit, &neg, &w, &m) && w <= (UINT32_C(1) << 24), 1)) {
         *out = (float)((double)w * ctf__scale_f[neg][m]);
         return true;
     }
