@@ -163,18 +163,27 @@ static inline __attribute__((always_inline)) const char *ctf__walk_end(const cha
     return blk + i + (rest ? (unsigned)__builtin_ctzll(rest) : 64);
 }
 
-/* Scale factors of the converters of tokenize_values.h, indexed [negative][fraction digits]. */
-static const double ctf__scale_f[2][9] = {
-    {1e0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8},
-    {-1e0, -1e-1, -1e-2, -1e-3, -1e-4, -1e-5, -1e-6, -1e-7, -1e-8}};
-static const double ctf__pow10_d[2][9] = {{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8},
-                                          {-1e0, -1e1, -1e2, -1e3, -1e4, -1e5, -1e6, -1e7, -1e8}};
+/* The shapes of the fast converter (tokenize_values.h): for a token of `len` bytes (1..10), with
+ * or without a leading '-', whose first '.' is at `dp` (dp = len: none), the entry at
+ * ctf__shape_index(neg, len, dp) holds what converting it takes once its digits w are known --
+ * the value is w * k (float table) or w / k (double table) -- and the pshufb control of the SSSE3
+ * converter, which puts the token's digits, in order, at the end of the low 8 bytes and zeros
+ * (0x80) before them. ctl = 0 marks a shape the fast path does not take (no integer digit, as in
+ * ".5" or "-", or more than 8 digits): a table lookup instead of the tests on the token's
+ * digit counts. Constant expressions, so the tables are data. */
+typedef struct ctf__shape {
+    uint64_t ctl; /* pshufb control; 0: not a fast shape */
+    double k;     /* float table: (neg ? -1 : 1) / 10^m; double table: (neg ? -1 : 1) * 10^m */
+} ctf__shape;
 
-/* The digit shuffle of the SSSE3 converter: for an unsigned token of L bytes (L <= 9) whose
- * first non-digit is at I (I = L: none; else the '.'), the pshufb control that puts its digits,
- * in order, at the end of the low 8 bytes and zeros (0x80) before them; [1]: the same past a
- * sign byte. Constant expressions, so the table is data; entries of impossible shapes (I > L,
- * more than 8 digits) are all 0x80. */
+static inline __attribute__((always_inline)) unsigned ctf__shape_index(unsigned neg, unsigned len,
+                                                                       unsigned dp)
+{
+    return (neg << 8) | (len << 4) | dp;
+}
+
+/* For an unsigned token of L bytes whose first non-digit is at I (I = L: none; else the '.'):
+ * the byte of the control at K, past a sign of S bytes. */
 #define CTF__ND(L, I) ((L) - ((I) < (L)))
 #define CTF__J(L, I, K) ((K) - (8 - CTF__ND(L, I)))
 #define CTF__POS(L, I, K, S)                                                                    \
@@ -182,20 +191,44 @@ static const double ctf__pow10_d[2][9] = {{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e
                 : (S) + (CTF__J(L, I, K) < (I) ? CTF__J(L, I, K) : CTF__J(L, I, K) + 1))        \
      << (8 * (K)))
 #define CTF__SHUF(L, I, S)                                                                      \
-    ((I) > (L) || CTF__ND(L, I) > 8 ? UINT64_C(0x8080808080808080)                              \
-                                    : CTF__POS(L, I, 0, S) | CTF__POS(L, I, 1, S) |             \
-                                          CTF__POS(L, I, 2, S) | CTF__POS(L, I, 3, S) |         \
-                                          CTF__POS(L, I, 4, S) | CTF__POS(L, I, 5, S) |         \
-                                          CTF__POS(L, I, 6, S) | CTF__POS(L, I, 7, S))
-#define CTF__SHUF_ROW(L, S)                                                                     \
-    CTF__SHUF(L, 0, S), CTF__SHUF(L, 1, S), CTF__SHUF(L, 2, S), CTF__SHUF(L, 3, S),            \
-        CTF__SHUF(L, 4, S), CTF__SHUF(L, 5, S), CTF__SHUF(L, 6, S), CTF__SHUF(L, 7, S),        \
-        CTF__SHUF(L, 8, S), CTF__SHUF(L, 9, S)
-#define CTF__SHUF_TAB(S)                                                                        \
-    {CTF__SHUF_ROW(0, S), CTF__SHUF_ROW(1, S), CTF__SHUF_ROW(2, S), CTF__SHUF_ROW(3, S),       \
-     CTF__SHUF_ROW(4, S), CTF__SHUF_ROW(5, S), CTF__SHUF_ROW(6, S), CTF__SHUF_ROW(7, S),       \
-     CTF__SHUF_ROW(8, S), CTF__SHUF_ROW(9, S)}
-static const uint64_t ctf__digit_shuf[2][100] = {CTF__SHUF_TAB(0), CTF__SHUF_TAB(1)};
+    (CTF__POS(L, I, 0, S) | CTF__POS(L, I, 1, S) | CTF__POS(L, I, 2, S) |                       \
+     CTF__POS(L, I, 3, S) | CTF__POS(L, I, 4, S) | CTF__POS(L, I, 5, S) |                       \
+     CTF__POS(L, I, 6, S) | CTF__POS(L, I, 7, S))
+/* Token (sign N, length L, '.' at D) is a fast shape: an integer digit, at most 8 digits. */
+#define CTF__OK(N, L, D)                                                                        \
+    ((L) >= 1 && (L) <= 10 && (D) >= (N) + 1 && (D) <= (L) && CTF__ND((L) - (N), (D) - (N)) <= 8)
+#define CTF__FM(L, D) ((D) < (L) ? (L) - (D) - 1 : 0) /* fraction digits */
+#define CTF__P10(M)                                                                             \
+    ((M) == 0 ? 1e0 : (M) == 1 ? 1e1 : (M) == 2 ? 1e2 : (M) == 3 ? 1e3 : (M) == 4 ? 1e4         \
+     : (M) == 5 ? 1e5 : (M) == 6 ? 1e6 : (M) == 7 ? 1e7 : 1e8)
+#define CTF__P10N(M)                                                                            \
+    ((M) == 0 ? 1e0 : (M) == 1 ? 1e-1 : (M) == 2 ? 1e-2 : (M) == 3 ? 1e-3 : (M) == 4 ? 1e-4     \
+     : (M) == 5 ? 1e-5 : (M) == 6 ? 1e-6 : (M) == 7 ? 1e-7 : 1e-8)
+#define CTF__SHAPE(N, L, D, P)                                                                  \
+    {CTF__OK(N, L, D) ? CTF__SHUF((L) - (N), (D) - (N), N) : 0,                                 \
+     CTF__OK(N, L, D) ? ((N) ? -1.0 : 1.0) * P(CTF__FM(L, D)) : 0.0}
+#define CTF__SHAPE_ROW(N, L, P)                                                                 \
+    CTF__SHAPE(N, L, 0, P), CTF__SHAPE(N, L, 1, P), CTF__SHAPE(N, L, 2, P),                     \
+        CTF__SHAPE(N, L, 3, P), CTF__SHAPE(N, L, 4, P), CTF__SHAPE(N, L, 5, P),                 \
+        CTF__SHAPE(N, L, 6, P), CTF__SHAPE(N, L, 7, P), CTF__SHAPE(N, L, 8, P),                 \
+        CTF__SHAPE(N, L, 9, P), CTF__SHAPE(N, L, 10, P), CTF__SHAPE_NONE, CTF__SHAPE_NONE,      \
+        CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE
+#define CTF__SHAPE_NONE {0, 0.0}
+#define CTF__SHAPE_NONE16                                                                       \
+    CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE,        \
+        CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE,    \
+        CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE,    \
+        CTF__SHAPE_NONE
+#define CTF__SHAPE_TAB(N, P)                                                                    \
+    CTF__SHAPE_ROW(N, 0, P), CTF__SHAPE_ROW(N, 1, P), CTF__SHAPE_ROW(N, 2, P),                  \
+        CTF__SHAPE_ROW(N, 3, P), CTF__SHAPE_ROW(N, 4, P), CTF__SHAPE_ROW(N, 5, P),              \
+        CTF__SHAPE_ROW(N, 6, P), CTF__SHAPE_ROW(N, 7, P), CTF__SHAPE_ROW(N, 8, P),              \
+        CTF__SHAPE_ROW(N, 9, P), CTF__SHAPE_ROW(N, 10, P), CTF__SHAPE_NONE16,                   \
+        CTF__SHAPE_NONE16, CTF__SHAPE_NONE16, CTF__SHAPE_NONE16, CTF__SHAPE_NONE16
+static const ctf__shape ctf__shape_f[512] __attribute__((aligned(64))) = {
+    CTF__SHAPE_TAB(0, CTF__P10N), CTF__SHAPE_TAB(1, CTF__P10N)};
+static const ctf__shape ctf__shape_d[512] __attribute__((aligned(64))) = {
+    CTF__SHAPE_TAB(0, CTF__P10), CTF__SHAPE_TAB(1, CTF__P10)};
 
 /* An SSSE3 build of the value converters next to the SSE2 one, chosen at run time
  * (parse.c): GCC's target pragma, which also defines __SSSE3__ for the code after it. Clang

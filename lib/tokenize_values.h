@@ -12,47 +12,39 @@
 #if !CTF_TOKENIZE || !defined(CTF_V)
 #error "tokenize_values.h: include after tokenize.h, with CTF_V defined"
 #endif
-/* The value of a token [s, s + len) in the fast shape "[-+]digits[.digits]" with 1..8 digits
- * ("5." included, ".5" not): w / 10^m, sign in *neg. @return : false when the shape does not fit or
- * the bytes may not be read (the caller runs the full converter, which also reports errors). */
-static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_short)(const char *s, size_t len,
-                                                                        const char *limit,
-                                                                        bool *neg, uint32_t *w,
-                                                                        unsigned *m)
+/* The digits of a token [s, s + len) in the fast shape "[-]digits[.digits]" with 1..8 digits
+ * ("5." included, ".5" and "+5" not), as an integer w. @return : the token's entry of `tab`
+ * (ctf__shape_f or ctf__shape_d), which says how to scale w, or NULL when the shape does not fit
+ * or the bytes may not be read (the caller runs the full converter, which also reports errors). */
+static inline __attribute__((always_inline)) const ctf__shape *
+CTF_V(ctf__tok_short)(const char *s, size_t len, const char *limit, const ctf__shape *tab,
+                      uint32_t *w)
 {
-    if (len - 1 > 9 || limit - s < 17) return false; /* sign + 8 digits + '.' = 10 */
+    if (len - 1 > 9 || limit - s < 17) return NULL; /* sign + 8 digits + '.' = 10 */
     __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
     __m128i t = _mm_sub_epi8(v, _mm_set1_epi8('0'));
     const unsigned lm = (1u << len) - 1;
-    unsigned dm = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t));
-    dm &= lm;
-    if (dm == lm) { /* an unsigned integer (all of integer data): no sign, no '.' */
-        if (len > 8) return false;
+    const unsigned dm =
+        (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t));
+    if ((dm & lm) == lm) { /* an unsigned integer (all of integer data): no sign, no '.' */
+        if (len > 8) return NULL;
         uint64_t a;
         memcpy(&a, s, 8);
         *w = ctf__digits_value(a, (unsigned)len);
-        *m = 0;
-        *neg = false;
-        return true;
+        return &tab[ctf__shape_index(0, (unsigned)len, (unsigned)len)];
     }
-    const unsigned dot = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('.'))) & lm;
-    const unsigned c0 = (unsigned char)*s;
-    const unsigned sgn = (c0 == '-') | (c0 == '+');
-    /* Every byte a digit, but a leading sign and at most one '.'. */
-    if ((dm | dot | sgn) != lm || (dot & (dot - 1))) return false;
-    /* Without a '.', dp = len: then ip = the digits after the sign and m = 0. */
-    const unsigned hasdot = dot != 0;
-    const unsigned dp = (unsigned)__builtin_ctz(dot | (1u << len));
-    const unsigned ip = dp - sgn;                        /* integer digits */
-    const unsigned fm = (unsigned)len - dp - hasdot;      /* fraction digits */
-    const unsigned nd = ip + fm;
-    /* ".5" is not a number (SPEC 1.6) and "-" has no digit: the full converter says so. */
-    if (!ip || nd > 8) return false;
+    const unsigned neg = *s == '-';
+    const unsigned dot = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('.')));
+    const unsigned dp = (unsigned)__builtin_ctz(dot | (1u << len)); /* len: no '.' */
+    /* Every byte a digit but a leading '-' and the first '.' (a second '.' is a hole); the table
+     * refuses the shapes without an integer digit or with more than 8 digits. */
+    if (~(dm | neg | (1u << dp)) & lm) return NULL;
+    const ctf__shape *sh = &tab[ctf__shape_index(neg, (unsigned)len, dp)];
+    if (!sh->ctl) return NULL;
 #if defined(__SSSE3__)
-    /* A table shuffle lines the digits up whatever the '.''s place and two multiply-adds convert
-     * them (~25 instructions fewer than the loads, masks and SWAR steps below). */
-    const __m128i ctl = _mm_loadl_epi64(
-        (const __m128i *)(const void *)&ctf__digit_shuf[sgn][((unsigned)len - sgn) * 10 + ip]);
+    /* The table's shuffle lines the digits up whatever the '.''s place and two multiply-adds
+     * convert them (~25 instructions fewer than the loads, masks and SWAR steps below). */
+    const __m128i ctl = _mm_loadl_epi64((const __m128i *)(const void *)&sh->ctl);
     const __m128i d2 = _mm_maddubs_epi16(_mm_shuffle_epi8(t, ctl),
                                          _mm_setr_epi8(10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1,
                                                        10, 1, 10, 1));
@@ -67,14 +59,12 @@ static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_short)(const ch
         0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFULL, 0xFFFFFFFFFFFFULL,
         0xFFFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFFFULL};
     uint64_t a, b;
-    memcpy(&a, s + sgn, 8);
-    memcpy(&b, s + sgn + 1, 8);
-    const uint64_t keep = keep_tab[ip];
-    *w = ctf__digits_value((a & keep) | (b & ~keep), nd);
+    memcpy(&a, s + neg, 8);
+    memcpy(&b, s + neg + 1, 8);
+    const uint64_t keep = keep_tab[dp - neg]; /* integer digits, 1..8 */
+    *w = ctf__digits_value((a & keep) | (b & ~keep), (unsigned)len - neg - (dp < len));
 #endif
-    *m = fm;
-    *neg = c0 == '-';
-    return true;
+    return sh;
 }
 
 
@@ -86,20 +76,18 @@ static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_float)(const ch
                                                                         const char *limit,
                                                                         float *out)
 {
-    /* ctf__scale_f[neg][m] = (neg ? -1 : 1) / 10^m, rounded to double. w <= 2^24 and m <= 8:
-     * w * 10^-m in double, rounded to float, is the correctly rounded w / 10^m -- the product's
-     * relative error (<= 2^-52) is below the smallest relative distance of such a quotient from
-     * a float rounding boundary (>= 1 / (10^8 * 2^25) = 2^-51.6), and no such quotient is a
-     * boundary itself; test_tokenize checks all 2^24 * 9 of them against the float division.
-     * A multiply instead of a divide (the parse's hottest instruction), and the sign in the
-     * factor: a branch on it mispredicts on half of the values of signed data, and applying it
-     * to the bits moved the value through an integer register. */
-    bool neg;
+    /* k = (neg ? -1 : 1) / 10^m, rounded to double. w <= 2^24 and m <= 8: w * 10^-m in double,
+     * rounded to float, is the correctly rounded w / 10^m -- the product's relative error
+     * (<= 2^-52) is below the smallest relative distance of such a quotient from a float rounding
+     * boundary (>= 1 / (10^8 * 2^25) = 2^-51.6), and no such quotient is a boundary itself;
+     * test_tokenize checks all 2^24 * 9 of them against the float division. A multiply instead
+     * of a divide (the parse's hottest instruction), and the sign in the factor: a branch on it
+     * mispredicts on half of the values of signed data, and applying it to the bits moved the
+     * value through an integer register. */
     uint32_t w;
-    unsigned m;
-    if (__builtin_expect(
-            CTF_V(ctf__tok_short)(s, len, limit, &neg, &w, &m) && w <= (UINT32_C(1) << 24), 1)) {
-        *out = (float)((double)w * ctf__scale_f[neg][m]);
+    const ctf__shape *sh = CTF_V(ctf__tok_short)(s, len, limit, ctf__shape_f, &w);
+    if (__builtin_expect(sh && w <= (UINT32_C(1) << 24), 1)) {
+        *out = (float)((double)w * sh->k);
         return true;
     }
     return ctf__parse_float(s, end, out) == s + len;
@@ -110,13 +98,12 @@ static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_double)(const c
                                                                          const char *limit,
                                                                          double *out)
 {
-    /* ctf__pow10_d[neg][m] = (neg ? -1 : 1) * 10^m, exact: w / 10^m is one correctly rounded
-     * division (w < 10^8 < 2^53), the sign in the divisor as above. */
-    bool neg;
+    /* k = (neg ? -1 : 1) * 10^m, exact: w / 10^m is one correctly rounded division
+     * (w < 10^8 < 2^53), the sign in the divisor as above. */
     uint32_t w;
-    unsigned m;
-    if (__builtin_expect(CTF_V(ctf__tok_short)(s, len, limit, &neg, &w, &m), 1)) {
-        *out = (double)w / ctf__pow10_d[neg][m];
+    const ctf__shape *sh = CTF_V(ctf__tok_short)(s, len, limit, ctf__shape_d, &w);
+    if (__builtin_expect(sh != NULL, 1)) {
+        *out = (double)w / sh->k;
         return true;
     }
     return ctf__parse_double(s, end, out) == s + len;

@@ -271,18 +271,27 @@ TEST(tokenize_values_match_the_converter)
     }
 }
 
-/* The float fast path computes w / 10^m as (float)(w * 10^-m in double) (tokenize_values.h):
- * exact by an argument on the distance of such quotients from float rounding boundaries; here
- * proved by trying all of them against the float division (both operands exact, so correctly
- * rounded), with either sign. */
+/* The float fast path computes w / 10^m as (float)(w * k), k = 10^-m in double, from its shape
+ * table (tokenize_values.h): exact by an argument on the distance of such quotients from float
+ * rounding boundaries; here proved by trying all of them against the float division (both
+ * operands exact, so correctly rounded), with either sign, for every m the table holds (a
+ * token "d.ddd" of m fraction digits, len m + 2, '.' at 1, and m + 2 = 10 past the table: m
+ * <= 7 has a factor, and 8 fraction digits leave no integer digit inside 8 digits). */
 TEST(tokenize_float_scale_is_exact)
 {
     static const float p10f[9] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f};
     for (unsigned m = 0; m <= 8; m++) {
+        const ctf__shape *sp = &ctf__shape_f[ctf__shape_index(0, m + 2, 1)];
+        const ctf__shape *sn = &ctf__shape_f[ctf__shape_index(1, m + 3, 2)];
+        if (m == 8) { /* 9 digits: no fast shape */
+            ASSERT(sp->ctl == 0 && sn->ctl == 0);
+            continue;
+        }
+        ASSERT(sp->ctl != 0 && sn->ctl != 0);
         for (uint32_t w = 0; w <= (UINT32_C(1) << 24); w++) {
             const float want = (float)w / p10f[m];
-            const float pos = (float)((double)w * ctf__scale_f[0][m]);
-            const float neg = (float)((double)w * ctf__scale_f[1][m]);
+            const float pos = (float)((double)w * sp->k);
+            const float neg = (float)((double)w * sn->k);
             if (pos != want || neg != -want) {
                 char msg[96];
                 snprintf(msg, sizeof msg, "w=%u m=%u: %a / %a, want %a", w, m, (double)pos,
