@@ -16,19 +16,19 @@
  * @return : false after recording an error (not a number, or one value too many). */
 static inline __attribute__((always_inline)) bool
 CTF_V(dense_value)(pstate *ps, const ctf_stream_def *def, char *dst, size_t *n, const char *s,
-            const char *e, const char *end, const char *limit, size_t elt, size_t dim)
+                   size_t len, const char *end, const char *limit, bool roomy, size_t elt,
+                   size_t dim)
 {
     bool ok;
-    const size_t len = (size_t)(e - s);
     /* Typed stores (not memcpy through char *), so that nothing the loop keeps in registers
      * has to be reloaded after each value. */
     if (elt == 4) {
         float v;
-        ok = CTF_V(ctf__tok_float)(s, len, end, limit, &v);
+        ok = CTF_V(ctf__tok_float)(s, len, end, limit, roomy, &v);
         ((float *)(void *)dst)[*n] = v;
     } else {
         double v;
-        ok = CTF_V(ctf__tok_double)(s, len, end, limit, &v);
+        ok = CTF_V(ctf__tok_double)(s, len, end, limit, roomy, &v);
         ((double *)(void *)dst)[*n] = v;
     }
     if (__builtin_expect(!ok, 0)) {
@@ -42,12 +42,30 @@ CTF_V(dense_value)(pstate *ps, const ctf_stream_def *def, char *dst, size_t *n, 
     return true;
 }
 
+/* The values of the current block of a walk that begin and end in it (its starts). roomy: every
+ * one may be read 33 bytes ahead (w->roomy, a constant after inlining: the loop exists once with
+ * the read-ahead tests and once without). @return : false after recording an error. */
+static inline __attribute__((always_inline)) bool
+CTF_V(dense_starts)(pstate *ps, const ctf_stream_def *def, char *dst, size_t *n,
+                    const ctf__walk *w, const char *end, bool roomy, size_t elt, size_t dim)
+{
+    const char *const blk = w->blk;
+    const uint64_t tok = w->tok;
+    for (uint64_t st = w->starts; st; st &= st - 1) {
+        const unsigned i = (unsigned)__builtin_ctzll(st);
+        if (!CTF_V(dense_value)(ps, def, dst, n, blk + i, ctf__walk_len(tok, i), end, w->limit,
+                                roomy, elt, dim))
+            return false;
+    }
+    return true;
+}
+
 /* The values of a dense sample from p (after its name) to its '|' or the row's end, found by
  * the structural walk of tokenize.h. @return : the sample's end, or NULL after recording an
  * error. */
 static inline __attribute__((always_inline)) const char *
 CTF_V(dense_values)(pstate *ps, const ctf_stream_def *def, char *dst, size_t *np, const char *p,
-             const char *end, size_t elt)
+                    const char *end, size_t elt)
 {
     const char *const limit = ps->limit;
     const size_t dim = def->dim;
@@ -55,15 +73,12 @@ CTF_V(dense_values)(pstate *ps, const ctf_stream_def *def, char *dst, size_t *np
     ctf__walk w;
     ctf__walk_init(&w, p, end, limit);
     while (ctf__walk_block(&w)) {
-        if (w.os && !CTF_V(dense_value)(ps, def, dst, &n, w.os, w.oe, end, limit, elt, dim)) return NULL;
-        const char *const blk = w.blk;
-        const uint64_t tok = w.tok;
-        for (uint64_t st = w.starts; st; st &= st - 1) {
-            const unsigned i = (unsigned)__builtin_ctzll(st);
-            if (!CTF_V(dense_value)(ps, def, dst, &n, blk + i, ctf__walk_end(blk, tok, i), end, limit,
-                             elt, dim))
-                return NULL;
-        }
+        if (w.os && !CTF_V(dense_value)(ps, def, dst, &n, w.os, (size_t)(w.oe - w.os), end, limit,
+                                        false, elt, dim))
+            return NULL;
+        if (!(w.roomy ? CTF_V(dense_starts)(ps, def, dst, &n, &w, end, true, elt, dim)
+                      : CTF_V(dense_starts)(ps, def, dst, &n, &w, end, false, elt, dim)))
+            return NULL;
     }
     *np = n;
     return w.stop;
@@ -75,13 +90,14 @@ CTF_V(dense_values)(pstate *ps, const ctf_stream_def *def, char *dst, size_t *np
  * succeeds (an entry never crosses a delimiter or '|'). @return : false after an error. */
 static inline __attribute__((always_inline)) bool
 CTF_V(sparse_token)(pstate *ps, sparse_run *sr, sparse_hot *h, const char *s, const char *e,
-             const char *end, const char *limit, size_t elt)
+                    const char *end, const char *limit, bool roomy, size_t elt)
 {
     float f = 0.0f;
     double d = 0.0;
     uint64_t index = 0;
     bool ok = false;
-    if (limit - s >= 17) {
+    /* 17 bytes from the value too: it starts at most 9 bytes further on */
+    if (roomy || limit - s >= 17 + 9) {
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
         __m128i t = _mm_sub_epi8(v, _mm_set1_epi8('0'));
         const unsigned dm =
@@ -99,9 +115,9 @@ CTF_V(sparse_token)(pstate *ps, sparse_run *sr, sparse_hot *h, const char *s, co
                 d = (double)dg;
                 ok = true;
             } else if (elt == 4) {
-                ok = CTF_V(ctf__tok_float)(vs, vlen, end, limit, &f);
+                ok = CTF_V(ctf__tok_float)(vs, vlen, end, limit, true, &f);
             } else {
-                ok = CTF_V(ctf__tok_double)(vs, vlen, end, limit, &d);
+                ok = CTF_V(ctf__tok_double)(vs, vlen, end, limit, true, &d);
             }
             ok = ok && index < sr->def->dim;
         }
@@ -123,6 +139,22 @@ CTF_V(sparse_token)(pstate *ps, sparse_run *sr, sparse_hot *h, const char *s, co
     return done;
 }
 
+/* The entries of the current block of a walk that begin and end in it, as dense_starts. */
+static inline __attribute__((always_inline)) bool
+CTF_V(sparse_starts)(pstate *ps, sparse_run *sr, sparse_hot *h, const ctf__walk *w,
+                     const char *end, bool roomy, size_t elt)
+{
+    const char *const blk = w->blk;
+    const uint64_t tok = w->tok;
+    for (uint64_t st = w->starts; st; st &= st - 1) {
+        const unsigned i = (unsigned)__builtin_ctzll(st);
+        if (!CTF_V(sparse_token)(ps, sr, h, blk + i, blk + i + ctf__walk_len(tok, i), end,
+                                 w->limit, roomy, elt))
+            return false;
+    }
+    return true;
+}
+
 /* The entries of a sparse sample: the same block walk as dense_values. @return : the sample's
  * end, or NULL after recording an error. */
 static inline __attribute__((always_inline)) const char *
@@ -134,14 +166,11 @@ CTF_V(sparse_values)(pstate *ps, sparse_run *sr, const char *p, const char *end,
     ctf__walk w;
     ctf__walk_init(&w, p, end, limit);
     while (ctf__walk_block(&w)) {
-        if (w.os && !CTF_V(sparse_token)(ps, sr, &h, w.os, w.oe, end, limit, elt)) return NULL;
-        const char *const blk = w.blk;
-        const uint64_t tok = w.tok;
-        for (uint64_t st = w.starts; st; st &= st - 1) {
-            const unsigned i = (unsigned)__builtin_ctzll(st);
-            if (!CTF_V(sparse_token)(ps, sr, &h, blk + i, ctf__walk_end(blk, tok, i), end, limit, elt))
-                return NULL;
-        }
+        if (w.os && !CTF_V(sparse_token)(ps, sr, &h, w.os, w.oe, end, limit, false, elt))
+            return NULL;
+        if (!(w.roomy ? CTF_V(sparse_starts)(ps, sr, &h, &w, end, true, elt)
+                      : CTF_V(sparse_starts)(ps, sr, &h, &w, end, false, elt)))
+            return NULL;
     }
     sr->sd->nnz = h.nnz;
     sr->last = h.last;

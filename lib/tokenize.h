@@ -74,7 +74,7 @@ static inline __attribute__((always_inline)) ctf__block ctf__classify(const char
 /* The walk over one sample's values: the structural pass of the header comment, a block at a
  * time. ctf__walk_block classifies the next block; its values are then the value that ran into it
  * from earlier blocks and ends in it ([os, oe), when os is set) followed by one value per bit of
- * `starts` (ctf__walk_end gives each one's end). A value that reaches the block's last byte while
+ * `starts` (ctf__walk_len gives each one's length). A value that reaches the block's last byte while
  * more bytes follow is not among the starts: it is carried (`open`) to the block where it ends,
  * a test made once per block rather than once per value. The first '|' ends the sample (stop).
  * The caller writes the loop over the starts itself, so that its conversions stay inlined in a
@@ -91,6 +91,7 @@ typedef struct ctf__walk {
     uint64_t starts;   /* starts of the values that begin and end in the current block */
     uint64_t carry;    /* the byte before the current block belongs to a value */
     bool more;         /* bytes of the sample follow the current block */
+    bool roomy;        /* 33 bytes may be read from every byte of the current block (limit) */
 } ctf__walk;
 
 static inline __attribute__((always_inline)) void ctf__walk_init(ctf__walk *w, const char *p,
@@ -107,6 +108,7 @@ static inline __attribute__((always_inline)) void ctf__walk_init(ctf__walk *w, c
     w->os = w->oe = NULL;
     w->tok = w->starts = w->carry = 0;
     w->more = p < end;
+    w->roomy = false;
 }
 
 /* Classifies the next block. @return : false when the sample has no more blocks. */
@@ -135,6 +137,14 @@ static inline __attribute__((always_inline)) bool ctf__walk_block(ctf__walk *w)
     if (through) {
         if (!open) w->open = blk; /* it starts here (bit 0 of starts) */
         starts = 0;
+    } else if (tok == ~UINT64_C(0) && !open) {
+        /* The sample's last block, one value filling it from its first byte: given as
+         * [os, oe), so that every start of `starts` has a non-value byte after it in the block
+         * (ctf__walk_len). */
+        w->os = blk;
+        w->oe = blk + 64;
+        starts = 0;
+        w->open = NULL;
     } else if (more && (tok >> 63)) {
         /* The last value runs into the next block: it starts after the last non-value byte
          * (bit 63 is a value byte, so that byte is at most bit 62). */
@@ -145,6 +155,7 @@ static inline __attribute__((always_inline)) bool ctf__walk_block(ctf__walk *w)
         w->open = NULL;
     }
     w->blk = blk;
+    w->roomy = w->limit - blk >= 64 + 32;
     w->tok = tok;
     w->starts = starts;
     w->carry = tok >> 63;
@@ -152,15 +163,13 @@ static inline __attribute__((always_inline)) bool ctf__walk_block(ctf__walk *w)
     return true;
 }
 
-/* The end of the value starting at bit i of the current block (a bit of starts). */
-static inline __attribute__((always_inline)) const char *ctf__walk_end(const char *blk,
-                                                                       uint64_t tok, unsigned i)
+/* The length of the value starting at bit i of the current block (a bit of starts): the run of
+ * value bits from there, so the values of a block do not wait on each other. */
+static inline __attribute__((always_inline)) size_t ctf__walk_len(uint64_t tok, unsigned i)
 {
-    /* tok >> i has zeros above bit 63 - i, so rest is 0 only for a value filling the whole
-     * last block from byte 0 (ctz of 0 is undefined: bsf leaves garbage). The length is the run
-     * of value bits from the start: the values of a block do not wait on each other. */
-    const uint64_t rest = ~(tok >> i);
-    return blk + i + (rest ? (unsigned)__builtin_ctzll(rest) : 64);
+    /* Not 0: ~(tok >> i) has ones above bit 63 - i, and a start at bit 0 of an all-value block
+     * is not among the starts (ctf__walk_block). */
+    return (size_t)(unsigned)__builtin_ctzll(~(tok >> i));
 }
 
 /* The shapes of the fast converter (tokenize_values.h): for a token of `len` bytes (1..10), with

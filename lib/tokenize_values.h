@@ -15,12 +15,14 @@
 /* The digits of a token [s, s + len) in the fast shape "[-]digits[.digits]" with 1..8 digits
  * ("5." included, ".5" and "+5" not), as an integer w. @return : the token's entry of `tab`
  * (ctf__shape_f or ctf__shape_d), which says how to scale w, or NULL when the shape does not fit
- * or the bytes may not be read (the caller runs the full converter, which also reports errors). */
+ * or the bytes may not be read: 17 from s, below limit (the caller runs the full converter,
+ * which also reports errors). */
 static inline __attribute__((always_inline)) const ctf__shape *
-CTF_V(ctf__tok_short)(const char *s, size_t len, const char *limit, const ctf__shape *tab,
-                      uint32_t *w)
+CTF_V(ctf__tok_short)(const char *s, size_t len, const char *limit, bool roomy,
+                      const ctf__shape *tab, uint32_t *w)
 {
-    if (len - 1 > 9 || limit - s < 17) return NULL; /* sign + 8 digits + '.' = 10 */
+    /* roomy: the caller knows that 17 bytes may be read (a constant after inlining). */
+    if (len - 1 > 9 || (!roomy && limit - s < 17)) return NULL; /* sign + 8 digits + '.' = 10 */
     __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
     __m128i t = _mm_sub_epi8(v, _mm_set1_epi8('0'));
     const unsigned lm = (1u << len) - 1;
@@ -74,7 +76,7 @@ CTF_V(ctf__tok_short)(const char *s, size_t len, const char *limit, const ctf__s
 static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_float)(const char *s, size_t len,
                                                                         const char *end,
                                                                         const char *limit,
-                                                                        float *out)
+                                                                        bool roomy, float *out)
 {
     /* k = (neg ? -1 : 1) / 10^m, rounded to double. w <= 2^24 and m <= 8: w * 10^-m in double,
      * rounded to float, is the correctly rounded w / 10^m -- the product's relative error
@@ -85,7 +87,7 @@ static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_float)(const ch
      * mispredicts on half of the values of signed data, and applying it to the bits moved the
      * value through an integer register. */
     uint32_t w;
-    const ctf__shape *sh = CTF_V(ctf__tok_short)(s, len, limit, ctf__shape_f, &w);
+    const ctf__shape *sh = CTF_V(ctf__tok_short)(s, len, limit, roomy, ctf__shape_f, &w);
     if (__builtin_expect(sh && w <= (UINT32_C(1) << 24), 1)) {
         *out = (float)((double)w * sh->k);
         return true;
@@ -96,12 +98,12 @@ static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_float)(const ch
 static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_double)(const char *s, size_t len,
                                                                          const char *end,
                                                                          const char *limit,
-                                                                         double *out)
+                                                                         bool roomy, double *out)
 {
     /* k = (neg ? -1 : 1) * 10^m, exact: w / 10^m is one correctly rounded division
      * (w < 10^8 < 2^53), the sign in the divisor as above. */
     uint32_t w;
-    const ctf__shape *sh = CTF_V(ctf__tok_short)(s, len, limit, ctf__shape_d, &w);
+    const ctf__shape *sh = CTF_V(ctf__tok_short)(s, len, limit, roomy, ctf__shape_d, &w);
     if (__builtin_expect(sh != NULL, 1)) {
         *out = (double)w / sh->k;
         return true;
