@@ -79,7 +79,7 @@ def w_ctfio(a):
     import numpy as np
     import ctfio  # noqa: F401
     kw = dict(randomize=a.randomize, max_sweeps=1, num_threads=a.threads,
-              chunk_size_in_bytes=a.chunk_mb * MiB)
+              chunk_size_in_bytes=a.chunk_mb * MiB, cache_index=a.cache)
     if a.randomize:
         kw["randomization_window_in_chunks"] = a.window
     t0 = time.perf_counter()
@@ -388,6 +388,17 @@ def main(argv=None):
                 "ctfio", ctf, R, threads=0, randomize=rnd, window=4, chunk_mb=4, cores=1)
             res["ctfio_%s_2core" % ("rnd" if rnd else "seq")] = measure(
                 "ctfio", ctf, R, threads=2, randomize=rnd, window=4, chunk_mb=4, cores=2)
+        # The same with cacheIndex: a first open writes the index cache (not reported), the
+        # measured runs load it instead of indexing (every later epoch or run of a training job).
+        idx = ctf + ".ctfidx"
+        measure("ctfio", ctf, 1, threads=0, randomize=False, chunk_mb=4, cache=True)
+        for rnd in (True, False):
+            for c in (1, 2):
+                res["ctfio_%s_%dcore_cached" % ("rnd" if rnd else "seq", c)] = measure(
+                    "ctfio", ctf, R, threads=0 if c == 1 else 2, randomize=rnd, window=4, chunk_mb=4,
+                    cores=c, cache=True)
+        if os.path.exists(idx):
+            os.remove(idx)
     res["pandas_c"] = measure("pandas", csv, R, engine="c")
     res["pandas_pyarrow"] = measure("pandas", csv, R, engine="pyarrow")
     res["pyarrow_1t"] = measure("pyarrow", csv, R, threads=1)
@@ -523,6 +534,15 @@ def report(meta, res, crecs, cache):
                   res["ctfio_%s_1core" % k]["seconds"] / res["ctfio_%s_2core" % k]["seconds"],
                   _rd(res["ctfio_%s_1core" % k]), _rd(res["ctfio_%s_2core" % k]),
                   _rd(res["ctfio_%s_1core" % k]) / _rd(res["ctfio_%s_2core" % k]))
+              for k in ("rnd", "seq")) + ".")
+        w("")
+    if "ctfio_rnd_1core_cached" in res:
+        w("With the index cache (cacheIndex=True, the cache written by an earlier open; what every "
+          "later epoch or run opens): " + "; ".join(
+              "%s %.3f GB/s on 1 core, %.3f GB/s on 2 cores: **%.2f×**" % (
+                  "randomized (window 4)" if k == "rnd" else "in order",
+                  gbps(res["ctfio_%s_1core_cached" % k]), gbps(res["ctfio_%s_2core_cached" % k]),
+                  res["ctfio_%s_1core_cached" % k]["seconds"] / res["ctfio_%s_2core_cached" % k]["seconds"])
               for k in ("rnd", "seq")) + ".")
         w("")
     w("ctfio rows include MinibatchSource creation (indexing the file): median %s s." % ", ".join(
