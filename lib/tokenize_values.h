@@ -78,11 +78,12 @@ static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_float)(const ch
                                                                         const char *limit,
                                                                         bool roomy, float *out)
 {
-    /* k = (neg ? -1 : 1) / 10^m, rounded to double. w <= 2^24 and m <= 8: w * 10^-m in double,
-     * rounded to float, is the correctly rounded w / 10^m -- the product's relative error
-     * (<= 2^-52) is below the smallest relative distance of such a quotient from a float rounding
-     * boundary (>= 1 / (10^8 * 2^25) = 2^-51.6), and no such quotient is a boundary itself;
-     * test_tokenize checks all 2^24 * 9 of them against the float division. A multiply instead
+    /* k = (neg ? -1 : 1) / 10^m, rounded to double. w <= 2^24 and m <= 8 (the table holds
+     * m <= 7): w * 10^-m in double, rounded to float, is the correctly rounded w / 10^m -- the
+     * product's relative error (<= 2^-52) is below the smallest relative distance of such a
+     * quotient from a float rounding boundary (>= 1 / (10^8 * 2^25) = 2^-51.6), and no such
+     * quotient is a boundary itself; test_tokenize checks every w against each of the table's
+     * factors, by the float division. A multiply instead
      * of a divide (the parse's hottest instruction), and the sign in the factor: a branch on it
      * mispredicts on half of the values of signed data, and applying it to the bits moved the
      * value through an integer register. */

@@ -275,9 +275,9 @@ TEST(tokenize_values_match_the_converter)
 /* The float fast path computes w / 10^m as (float)(w * k), k = 10^-m in double, from its shape
  * table (tokenize_values.h): exact by an argument on the distance of such quotients from float
  * rounding boundaries; here proved by trying all of them against the float division (both
- * operands exact, so correctly rounded), with either sign, for every m the table holds (a
- * token "d.ddd" of m fraction digits, len m + 2, '.' at 1, and m + 2 = 10 past the table: m
- * <= 7 has a factor, and 8 fraction digits leave no integer digit inside 8 digits). */
+ * operands exact, so correctly rounded), with either sign, for every m the table holds: the
+ * factor of "d.ddd" (m fraction digits, len m + 2, '.' at 1) for m <= 7; m = 8 would make 9
+ * digits, which no fast shape has. */
 TEST(tokenize_float_scale_is_exact)
 {
     static const float p10f[9] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f};
