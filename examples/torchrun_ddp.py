@@ -23,12 +23,17 @@ Notes on data parallelism with ctfio:
 * ``ds.state_dict()`` is identical on every rank; rank 0 writes it.
 """
 import argparse
+import gc
 import os
 import random
 import sys
 
 import torch
 import torch.distributed as dist
+# DistributedDataParallel imports torch.distributed.nn, whose functions take group.WORLD as a
+# default argument: imported after init_process_group they hold the process group for good (see
+# the end of main). Imported here, before the group exists, they hold None.
+import torch.distributed.nn  # noqa: F401
 import torch.nn.functional as F
 
 import ctfio
@@ -152,6 +157,13 @@ def main():
             dist.barrier()
     ds.close()
     if distributed:
+        # The process group must be freed by destroy_process_group, which lets go of the GIL
+        # while gloo joins its worker threads (a worker finishing a collective may need the
+        # GIL). Freed by the DDP reducer instead, the join holds the GIL and can deadlock; never
+        # freed, the threads outlive the interpreter and abort the process at exit ("terminate
+        # called without an active exception"). So the reducer goes first.
+        del ddp
+        gc.collect()
         dist.destroy_process_group()
     return 0
 
