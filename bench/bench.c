@@ -29,6 +29,9 @@
  *   index          ctf_index_build (no cache)
  *   parse_only     ctf__parse_chunk over every chunk, from memory, on one thread (and on two
  *                  plain pthreads taking alternate chunks: parse_only_2t), after ctf_index_build
+ *   read_parse     the same on one thread, each chunk first pread into a reused buffer (the
+ *                  reader's load without its stat and content check): what remains of the
+ *                  reader's cost once the file has to be read
  *   reader         ctf_reader_open + ctf_reader_next(K) until the sweep ends (max_sweeps = 1),
  *                  randomize false/true (window in chunks), each chunk size, each thread count.
  *                  "gbps" is file bytes / time of the ctf_reader_next loop; open (indexing) is
@@ -321,7 +324,8 @@ static float scan_convert(const char *buf, const char *end, int use_ctf, size_t 
 typedef struct po_job {
     const ctf__parse_cfg *pc;
     const ctf_index *idx;
-    const char *buf;
+    const char *buf;  /* the whole file in memory, or NULL: pread each chunk from fd */
+    int fd;
     size_t first, step;
     uint64_t samples;
     int bad;
@@ -330,15 +334,30 @@ typedef struct po_job {
 static void *po_run(void *arg)
 {
     po_job *j = arg;
+    char *rbuf = NULL;
+    if (!j->buf) {
+        uint64_t most = 0;
+        for (size_t c = 0; c < j->idx->num_chunks; c++)
+            if (j->idx->chunks[c].size > most) most = j->idx->chunks[c].size;
+        rbuf = malloc((size_t)most + 1);
+        if (!rbuf) die("malloc", NULL);
+    }
     for (size_t c = j->first; c < j->idx->num_chunks; c += j->step) {
         ctf__chunk_data *cd = NULL;
         ctf_error e;
         const ctf__chunk *ch = &j->idx->chunks[c];
-        if (ctf__parse_chunk(j->pc, j->idx, c, j->buf + ch->offset, 0, &cd, &e)) die("parse", &e);
+        const char *at = j->buf + ch->offset;
+        if (rbuf) { /* as the reader's load does, without its stat and content check */
+            if (ctf__file_pread(j->fd, j->idx->path, rbuf, (size_t)ch->size, ch->offset, &e))
+                die("pread", &e);
+            at = rbuf;
+        }
+        if (ctf__parse_chunk(j->pc, j->idx, c, at, 0, &cd, &e)) die("parse", &e);
         if (cd->num_errors || cd->fatal) j->bad = 1;
         for (size_t k = 0; k < cd->num_streams; k++) j->samples += cd->streams[k].samples;
         ctf__chunk_data_free(cd);
     }
+    free(rbuf);
     return NULL;
 }
 
@@ -346,7 +365,7 @@ static void *po_run(void *arg)
  * from chunk to chunk instead of being faulted in again, so that "parsing alone" and the
  * reader's parse cost the same. */
 static uint64_t parse_only(const ctf__parse_cfg *pc0, const ctf_index *idx, const char *buf,
-                           int threads)
+                           int fd, int threads)
 {
     po_job jobs[2];
     pthread_t th[2];
@@ -355,7 +374,7 @@ static uint64_t parse_only(const ctf__parse_cfg *pc0, const ctf_index *idx, cons
     if (!pcv.pool) die("ctf__bufpool_create", NULL);
     const ctf__parse_cfg *pc = &pcv;
     for (int t = 0; t < threads; t++) {
-        jobs[t] = (po_job){pc, idx, buf, (size_t)t, (size_t)threads, 0, 0};
+        jobs[t] = (po_job){pc, idx, buf, fd, (size_t)t, (size_t)threads, 0, 0};
         if (t) pthread_create(&th[t], NULL, po_run, &jobs[t]);
     }
     po_run(&jobs[0]);
@@ -598,7 +617,7 @@ static void bench_all(const char *kind, const char *path, const opts *o)
     ctf_error err;
     ctf_index_info info;
     uint64_t lines = 0;
-    double ws[3][MAX_REPS], cs[3][MAX_REPS];
+    double ws[4][MAX_REPS], cs[4][MAX_REPS]; /* [1], [2]: threads; [3]: read + parse */
     const bool scan = want(o, "scan"), index = want(o, "index");
     for (int i = 0; i < ((scan || index) ? R : 1); i++) {
         if (scan) {
@@ -639,20 +658,24 @@ static void bench_all(const char *kind, const char *path, const opts *o)
         if (ctf_index_build(&cfg, &idx, &err)) die("ctf_index_build", &err);
         ctf__parse_cfg pc = {path, cfg.streams, cfg.num_streams, cfg.precision, idx->line_mode,
                              false, 0, NULL};
+        int fd = ctf__file_open(path, &err);
+        if (fd < 0) die("open", &err);
         uint64_t samples = 0;
         for (int i = 0; i < R; i++)
-            for (int th = 1; th <= 2; th++) {
+            for (int m = 1; m <= 3; m++) {
                 double w0 = now_s(), c0 = cpu_s();
-                samples = parse_only(&pc, idx, buf, th);
-                cs[th][i] = cpu_s() - c0;
-                ws[th][i] = now_s() - w0;
+                samples = m < 3 ? parse_only(&pc, idx, buf, -1, m) : parse_only(&pc, idx, NULL, fd, 1);
+                cs[m][i] = cpu_s() - c0;
+                ws[m][i] = now_s() - w0;
             }
-        for (int th = 1; th <= 2; th++) {
-            emit_head(th == 1 ? "parse_only" : "parse_only_2t", kind, path, size, ws[th], cs[th], R);
+        static const char *const names[] = {"", "parse_only", "parse_only_2t", "read_parse"};
+        for (int m = 1; m <= 3; m++) {
+            emit_head(names[m], kind, path, size, ws[m], cs[m], R);
             printf(",\"chunk_mb\":%d,\"threads\":%d,\"chunks\":%zu,\"stream_samples\":%llu}\n",
-                   o->chunks[c], th, idx->num_chunks, (unsigned long long)samples);
+                   o->chunks[c], m == 2 ? 2 : 1, idx->num_chunks, (unsigned long long)samples);
         }
         fflush(stdout);
+        close(fd);
         ctf_index_free(idx);
     }
     free(buf);

@@ -35,9 +35,13 @@ typedef struct read_buf {
 static char *read_buf_get(read_buf *rb, size_t need)
 {
     if (need > rb->cap) {
+        /* Chunks differ in size by up to a sequence: growing to exactly `need` would free and
+         * map a new buffer for most chunks (a chunk-sized block is an mmap of its own), and the
+         * pread would fault in every page again. 1/8 more makes that rare. */
+        size_t cap = need + need / 8;
         CTF_FREE(rb->p);
-        rb->p = CTF_MALLOC(need);
-        rb->cap = rb->p ? need : 0;
+        rb->p = CTF_MALLOC(cap);
+        rb->cap = rb->p ? cap : 0;
     }
     return rb->p;
 }
