@@ -114,6 +114,22 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
         mb->lines[i] = picks[i].line + 1;
         mb->num_samples += picks[i].samples;
     }
+    /* In a randomized minibatch each sequence lies somewhere else in the window's chunks, and
+     * reaching its samples is a chain of misses: its slices, then (sparse) its CSR offsets, then
+     * the values. Walked one sequence after another, the chains run one at a time; these passes
+     * start the first links of all of them together (the sizes pass below starts the last).
+     * Sparse streams only: with two links (dense) the extra pass cost more than it saved. */
+    bool any_sparse = false;
+    for (size_t k = 0; k < ns; k++) any_sparse |= pc->streams[k].is_sparse;
+    for (size_t i = 0; any_sparse && i < n; i++)
+        prefetch_range(&picks[i].cd->slices[picks[i].local * ns], 1);
+    for (size_t k = 0; k < ns; k++) {
+        if (!pc->streams[k].is_sparse) continue;
+        for (size_t i = 0; i < n; i++) {
+            const ctf__slice sl = pick_slice(&picks[i], ns, k);
+            if (sl.count) prefetch_range(&picks[i].cd->streams[k].indptr[sl.first], 1);
+        }
+    }
     for (size_t k = 0; k < ns; k++) {
         const ctf_stream_def *def = &pc->streams[k];
         mb_stream *s = &mb->streams[k];
