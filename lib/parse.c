@@ -25,6 +25,7 @@
 #include "number_fast.h"
 #include "tokenize.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 
@@ -53,6 +54,8 @@ typedef struct pstate {
     int oom;                  /* an allocation failed */
 #if CTF_TOKENIZE
     const struct value_fns *fns; /* the hot loops' variant (value_fns_get) */
+    const char *resume;       /* a dense value out of range was stored: go on from here, */
+    size_t resume_n;          /* with this many values (dense_value_refused) */
 #endif
 } pstate;
 
@@ -164,6 +167,65 @@ static void too_many_values(pstate *ps, const ctf_stream_def *def, const char *p
                 def->name, def->dim);
 }
 
+/* A number beyond the range of the configured precision (1e39 as float32, 1e309 as float64):
+ * its correctly rounded value is an infinity, which is kept, but never silently (SPEC 1.6
+ * [ctfio]). [p, q) is the number. Only the full converter gets here: the fast paths take at
+ * most 8 digits and no exponent. */
+static void out_of_range(pstate *ps, const ctf_stream_def *def, const char *p, const char *q,
+                         size_t elt, bool negative)
+{
+    char ex[64];
+    excerpt(p, q, ex, sizeof ex);
+    add_problem(ps, CTF_SEV_WARNING, CTF_OK, where_at(ps, p),
+                "stream '%s': %s is beyond the range of %s; the value is %sinf", def->name, ex,
+                elt == 4 ? "float32" : "float64", negative ? "-" : "");
+}
+
+/* The value at p by the reference converter, stored at dst; NULL when it is not a number (not
+ * recorded: the caller says what it expected). An infinity is kept with out_of_range's warning.
+ * @return : past the number. */
+static const char *convert_value(pstate *ps, const ctf_stream_def *def, char *dst, const char *p,
+                                 const char *end, size_t elt)
+{
+    const char *q;
+    bool inf;
+    if (elt == 4) {
+        float v;
+        q = ctf__fast_float(p, end, ps->limit, &v);
+        inf = q && isinf(v);
+        if (q) memcpy(dst, &v, 4);
+    } else {
+        double v;
+        q = ctf__fast_double(p, end, ps->limit, &v);
+        inf = q && isinf(v);
+        if (q) memcpy(dst, &v, 8);
+    }
+    if (!q || (q < end && !ends_value((unsigned char)*q))) return NULL;
+    if (inf) out_of_range(ps, def, p, q, elt, *p == '-');
+    return q;
+}
+
+#if CTF_TOKENIZE
+/* Value n + 1 of a dense sample, at p, that the tokenized converter refused: not a number (an
+ * error), or a number out of range, which the reference converter stores at dst[n] with its
+ * warning. The hot loop stops either way (going on after a call would cost it registers on
+ * every value); after a stored value ps->resume says where parse_dense restarts it. */
+static __attribute__((noinline)) void dense_value_refused(pstate *ps, const ctf_stream_def *def,
+                                                          char *dst, size_t n, const char *p,
+                                                          const char *end, size_t elt)
+{
+    const char *q = convert_value(ps, def, dst + n * elt, p, end, elt);
+    if (!q) {
+        bad_dense_value(ps, def, n, p, end);
+    } else if (n + 1 > def->dim) {
+        too_many_values(ps, def, p);
+    } else {
+        ps->resume = q;
+        ps->resume_n = n + 1;
+    }
+}
+#endif
+
 /* The end of a dense sample of n values at p (the sample's '|' or the row's end). */
 static const char *finish_dense(pstate *ps, const ctf_stream_def *def, ctf__stream_data *sd,
                                 char *dst, size_t n, const char *p, const char *end,
@@ -199,17 +261,10 @@ static const char *dense_values(pstate *ps, const ctf_stream_def *def, char *dst
     for (;;) {
         p = skip_delims(p, end);
         if (p == end || *p == '|') break;
-        const char *q;
-        if (elt == 4) {
-            float v;
-            q = ctf__fast_float(p, end, ps->limit, &v);
-            if (q && n < dim) memcpy(dst + n * 4, &v, 4);
-        } else {
-            double v;
-            q = ctf__fast_double(p, end, ps->limit, &v);
-            if (q && n < dim) memcpy(dst + n * 8, &v, 8);
-        }
-        if (!q || (q < end && !ends_value((unsigned char)*q))) {
+        /* The buffer has one slot of slack past dim (the sample's n + 1-th value is stored
+         * before it is counted, as in parse_values.h). */
+        const char *q = convert_value(ps, def, dst + n * elt, p, end, elt);
+        if (!q) {
             bad_dense_value(ps, def, n, p, end);
             return NULL;
         }
@@ -308,16 +363,12 @@ static const char *sparse_entry(pstate *ps, sparse_run *sr, const char *p, const
                     (unsigned long long)index, def->dim);
         return NULL;
     }
-    const char *q;
     union {
         float f;
         double d;
     } v;
-    if (elt == 4)
-        q = ctf__fast_float(p, end, ps->limit, &v.f);
-    else
-        q = ctf__fast_double(p, end, ps->limit, &v.d);
-    if (!q || (q < end && !ends_value((unsigned char)*q))) {
+    const char *q = convert_value(ps, def, (char *)&v, p, end, elt);
+    if (!q) {
         char ex[64];
         const char *stop = p;
         while (stop < end && !ends_value((unsigned char)*stop)) stop++;
@@ -432,6 +483,12 @@ static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *
     size_t n = 0;
 #if CTF_TOKENIZE
     const char *stop = ps->fns->dense[elt == 8](ps, def, dst, &n, p, end);
+    while (!stop && ps->resume) { /* a value out of range was kept: the rest of the sample */
+        p = ps->resume;
+        n = ps->resume_n;
+        ps->resume = NULL;
+        stop = ps->fns->dense[elt == 8](ps, def, dst, &n, p, end);
+    }
 #else
     const char *stop = dense_values(ps, def, dst, &n, p, end, elt);
 #endif

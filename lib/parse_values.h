@@ -13,7 +13,8 @@
 
 /* One value [s, e) of a dense sample, stored at dst[*n] (the buffer has one slot of slack past
  * dim, so the store need not wait for the count test). `elt` is a constant after inlining.
- * @return : false after recording an error (not a number, or one value too many). */
+ * @return : false after recording an error (not a number, or one value too many), or after a
+ * value out of range was stored (dense_value_refused; parse_dense goes on after it). */
 static inline __attribute__((always_inline)) bool
 CTF_V(dense_value)(pstate *ps, const ctf_stream_def *def, char *dst, size_t *n, const char *s,
                    size_t len, const char *end, const char *limit, bool roomy, size_t elt,
@@ -32,7 +33,7 @@ CTF_V(dense_value)(pstate *ps, const ctf_stream_def *def, char *dst, size_t *n, 
         ((double *)(void *)dst)[*n] = v;
     }
     if (__builtin_expect(!ok, 0)) {
-        bad_dense_value(ps, def, *n, s, end);
+        dense_value_refused(ps, def, dst, *n, s, end, elt);
         return false;
     }
     if (__builtin_expect(++*n > dim, 0)) {
@@ -69,7 +70,7 @@ CTF_V(dense_values)(pstate *ps, const ctf_stream_def *def, char *dst, size_t *np
 {
     const char *const limit = ps->limit;
     const size_t dim = def->dim;
-    size_t n = 0;
+    size_t n = *np; /* 0, or the values before p when parse_dense resumes a sample */
     ctf__walk w;
     ctf__walk_init(&w, p, end, limit);
     while (ctf__walk_block(&w)) {

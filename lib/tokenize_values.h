@@ -72,7 +72,8 @@ CTF_V(ctf__tok_short)(const char *s, size_t len, const char *limit, bool roomy,
 
 /* A whole token as one float / double: the fast shape, else the full converter, which must stop
  * exactly at the token's end (it never crosses a delimiter or '|'). @return : false = not a
- * number (the caller reports it). */
+ * number, or one beyond the precision's range (an infinity: the caller converts it again with
+ * the reference converter, which says which, and warns of the infinity). */
 static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_float)(const char *s, size_t len,
                                                                         const char *end,
                                                                         const char *limit,
@@ -93,7 +94,7 @@ static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_float)(const ch
         *out = (float)((double)w * sh->k);
         return true;
     }
-    return ctf__parse_float(s, end, out) == s + len;
+    return ctf__parse_float(s, end, out) == s + len && !__builtin_isinf(*out);
 }
 
 static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_double)(const char *s, size_t len,
@@ -109,5 +110,5 @@ static inline __attribute__((always_inline)) bool CTF_V(ctf__tok_double)(const c
         *out = (double)w / sh->k;
         return true;
     }
-    return ctf__parse_double(s, end, out) == s + len;
+    return ctf__parse_double(s, end, out) == s + len && !__builtin_isinf(*out);
 }

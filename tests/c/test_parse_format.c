@@ -578,6 +578,73 @@ TEST(parse_precision_float_and_double)
     }
 }
 
+/* A number beyond the precision's range becomes its correctly rounded value, an infinity, and a
+ * warning says so (never silently), in dense and sparse samples, for float32 and float64, on the
+ * tokenized and the reference paths alike (parse_diff compares the two). */
+TEST(parse_out_of_range_warns)
+{
+    static const ctf_stream_def XS[] = {{"x", NULL, 3, false, false}, {"s", NULL, 4, true, false}};
+    const char *text = "|x 1 1e39 -2e400 |s 3:-1e39\n|x 3.4e38 1e-50 1e309 |s\n";
+    for (int dbl = 0; dbl <= 1; dbl++) {
+        ctf_config cfg;
+        cfg_for(&cfg, test_write_str("range.ctf", text), XS, 2);
+        cfg.precision = dbl ? CTF_FLOAT64 : CTF_FLOAT32;
+        run_cfg(&cfg, &R);
+        ASSERT_EQ(R.next_rc, 0);
+        ASSERT_EQ(R.nmb, 2);
+        ASSERT_EQ(R.stats.errors, 0);
+        ctf_stream_view x0 = view_of(&R, 0, 0), s0 = view_of(&R, 0, 1), x1 = view_of(&R, 1, 0);
+        if (!dbl) {
+            /* 1e39, -2e400, -1e39 (sparse) on line 1; 1e309 on line 2. 3.4e38 fits, 1e-50
+             * underflows to 0 (a rounding, not a loss of range: no warning). */
+            ASSERT(isinf(fval(&x0, 1)) && fval(&x0, 1) > 0);
+            ASSERT(isinf(fval(&x0, 2)) && fval(&x0, 2) < 0);
+            ASSERT(isinf(((const float *)s0.values)[0]) && ((const float *)s0.values)[0] < 0);
+            ASSERT(!isinf(fval(&x1, 0)) && fval(&x1, 1) == 0.0f && isinf(fval(&x1, 2)));
+            ASSERT_EQ(R.stats.warnings, 4);
+            ASSERT_EQ(R.log.count[CTF_SEV_WARNING], 4);
+            ASSERT(at(&R.log.e[0], 1, 6, 5));
+            ASSERT_STR_CONTAINS(R.log.e[0].message,
+                                "stream 'x': 1e39 is beyond the range of float32; the value is inf");
+            ASSERT(at(&R.log.e[1], 1, 11, 10));
+            ASSERT_STR_CONTAINS(R.log.e[1].message, "-2e400 is beyond the range of float32; "
+                                                    "the value is -inf");
+            ASSERT(at(&R.log.e[2], 1, 23, 22));
+            ASSERT_STR_CONTAINS(R.log.e[2].message, "stream 's': -1e39 is beyond the range of "
+                                                    "float32; the value is -inf");
+            ASSERT(at(&R.log.e[3], 2, 17, 44));
+            ASSERT_STR_CONTAINS(R.log.e[3].message, "1e309 is beyond the range of float32");
+        } else {
+            ASSERT(dval(&x0, 1) == 1e39 && isinf(dval(&x0, 2)) && dval(&x0, 2) < 0);
+            ASSERT(((const double *)s0.values)[0] == -1e39);
+            ASSERT(isinf(dval(&x1, 2)));
+            ASSERT_EQ(R.stats.warnings, 2);
+            ASSERT(at(&R.log.e[0], 1, 11, 10));
+            ASSERT_STR_CONTAINS(R.log.e[0].message, "-2e400 is beyond the range of float64; "
+                                                    "the value is -inf");
+            ASSERT(at(&R.log.e[1], 2, 17, 44));
+            ASSERT_STR_CONTAINS(R.log.e[1].message, "1e309 is beyond the range of float64; "
+                                                    "the value is inf");
+        }
+        run_clear(&R);
+    }
+    /* After a value out of range the sample goes on and is counted as before: one value more
+     * than dim is still an error (the sample is dropped), one at dim is fine. */
+    static const ctf_stream_def X2[] = {{"x", NULL, 2, false, false}};
+    run_text("range2.ctf", "|x 1e39 2 3\n|x 1 1e39\n", X2, 1, 5);
+    ASSERT_EQ(R.next_rc, 0);
+    ASSERT_EQ(R.nmb, 1);
+    ASSERT_EQ(R.stats.errors, 1);
+    ASSERT_EQ(R.stats.warnings, 3); /* the two values, and "sequence 0 dropped" */
+    ASSERT(at(&R.log.e[1], 1, 11, 10));
+    ASSERT_STR_CONTAINS(R.log.e[1].message, "more than dim=2 values; sample dropped");
+    ASSERT(at(&R.log.e[3], 2, 6, 17));
+    ctf_stream_view v = view_of(&R, 0, 0);
+    ASSERT(fval(&v, 0) == 1.0f && isinf(fval(&v, 1)));
+    ASSERT_EQ(key_of(&R, 0), 1);
+    run_clear(&R);
+}
+
 /*======================================================================
  * maxErrors, traceLevel, frame mode, counters
  *====================================================================*/
