@@ -129,6 +129,16 @@ static inline const char *run_text(const char *name, const char *text, const ctf
     return path;
 }
 
+/* run_text with float32 (dbl false) or float64 values. */
+static inline void run_text_prec(const char *name, const char *text, const ctf_stream_def *s,
+                                 size_t ns, bool dbl)
+{
+    ctf_config cfg;
+    cfg_for(&cfg, test_write_str(name, text), s, ns);
+    cfg.precision = dbl ? CTF_FLOAT64 : CTF_FLOAT32;
+    run_cfg(&cfg, &R);
+}
+
 static inline ctf_stream_view view_of(const run *r, size_t mb, size_t k)
 {
     ctf_stream_view v;

@@ -520,14 +520,11 @@ TEST(parse_precision_float_and_double)
     static const ctf_stream_def X[] = {{"x", NULL, NUM_TEXTS, false, false}};
     static const ctf_stream_def XS[] = {{"x", NULL, NUM_TEXTS, true, false}};
     for (int dbl = 0; dbl <= 1; dbl++) {
-        ctf_config cfg;
-        cfg_for(&cfg, test_write_str("prec.ctf", text), X, 1);
-        cfg.precision = dbl ? CTF_FLOAT64 : CTF_FLOAT32;
-        run_cfg(&cfg, &R);
+        run_text_prec("prec.ctf", text, X, 1, dbl);
         ASSERT_EQ(R.next_rc, 0);
         ASSERT_EQ(R.nmb, 1);
         ctf_stream_view v = view_of(&R, 0, 0);
-        ASSERT_EQ(v.precision, cfg.precision);
+        ASSERT_EQ(v.precision, dbl ? CTF_FLOAT64 : CTF_FLOAT32);
         ASSERT_EQ(v.num_samples, 1);
         for (size_t i = 0; i < NUM_TEXTS; i++) {
             if (dbl) {
@@ -557,10 +554,7 @@ TEST(parse_precision_float_and_double)
     }
     strcat(stext, "\n");
     for (int dbl = 0; dbl <= 1; dbl++) {
-        ctf_config cfg;
-        cfg_for(&cfg, test_write_str("precs.ctf", stext), XS, 1);
-        cfg.precision = dbl ? CTF_FLOAT64 : CTF_FLOAT32;
-        run_cfg(&cfg, &R);
+        run_text_prec("precs.ctf", stext, XS, 1, dbl);
         ASSERT_EQ(R.next_rc, 0);
         ctf_stream_view v = view_of(&R, 0, 0);
         ASSERT_EQ(v.nnz, NUM_TEXTS);
@@ -585,11 +579,21 @@ TEST(parse_out_of_range_warns)
 {
     static const ctf_stream_def XS[] = {{"x", NULL, 3, false, false}, {"s", NULL, 4, true, false}};
     const char *text = "|x 1 1e39 -2e400 |s 3:-1e39\n|x 3.4e38 1e-50 1e309 |s\n";
+    typedef struct range_warning {
+        uint64_t line, col;
+        int64_t off;
+        const char *msg;
+    } range_warning;
+    static const range_warning w32[] = {
+        {1, 6, 5, "stream 'x': 1e39 is beyond the range of float32; the value is inf"},
+        {1, 11, 10, "stream 'x': -2e400 is beyond the range of float32; the value is -inf"},
+        {1, 23, 22, "stream 's': -1e39 is beyond the range of float32; the value is -inf"},
+        {2, 17, 44, "stream 'x': 1e309 is beyond the range of float32; the value is inf"}};
+    static const range_warning w64[] = {
+        {1, 11, 10, "stream 'x': -2e400 is beyond the range of float64; the value is -inf"},
+        {2, 17, 44, "stream 'x': 1e309 is beyond the range of float64; the value is inf"}};
     for (int dbl = 0; dbl <= 1; dbl++) {
-        ctf_config cfg;
-        cfg_for(&cfg, test_write_str("range.ctf", text), XS, 2);
-        cfg.precision = dbl ? CTF_FLOAT64 : CTF_FLOAT32;
-        run_cfg(&cfg, &R);
+        run_text_prec("range.ctf", text, XS, 2, dbl);
         ASSERT_EQ(R.next_rc, 0);
         ASSERT_EQ(R.nmb, 2);
         ASSERT_EQ(R.stats.errors, 0);
@@ -601,30 +605,18 @@ TEST(parse_out_of_range_warns)
             ASSERT(isinf(fval(&x0, 2)) && fval(&x0, 2) < 0);
             ASSERT(isinf(((const float *)s0.values)[0]) && ((const float *)s0.values)[0] < 0);
             ASSERT(!isinf(fval(&x1, 0)) && fval(&x1, 1) == 0.0f && isinf(fval(&x1, 2)));
-            ASSERT_EQ(R.stats.warnings, 4);
-            ASSERT_EQ(R.log.count[CTF_SEV_WARNING], 4);
-            ASSERT(at(&R.log.e[0], 1, 6, 5));
-            ASSERT_STR_CONTAINS(R.log.e[0].message,
-                                "stream 'x': 1e39 is beyond the range of float32; the value is inf");
-            ASSERT(at(&R.log.e[1], 1, 11, 10));
-            ASSERT_STR_CONTAINS(R.log.e[1].message, "-2e400 is beyond the range of float32; "
-                                                    "the value is -inf");
-            ASSERT(at(&R.log.e[2], 1, 23, 22));
-            ASSERT_STR_CONTAINS(R.log.e[2].message, "stream 's': -1e39 is beyond the range of "
-                                                    "float32; the value is -inf");
-            ASSERT(at(&R.log.e[3], 2, 17, 44));
-            ASSERT_STR_CONTAINS(R.log.e[3].message, "1e309 is beyond the range of float32");
         } else {
             ASSERT(dval(&x0, 1) == 1e39 && isinf(dval(&x0, 2)) && dval(&x0, 2) < 0);
             ASSERT(((const double *)s0.values)[0] == -1e39);
             ASSERT(isinf(dval(&x1, 2)));
-            ASSERT_EQ(R.stats.warnings, 2);
-            ASSERT(at(&R.log.e[0], 1, 11, 10));
-            ASSERT_STR_CONTAINS(R.log.e[0].message, "-2e400 is beyond the range of float64; "
-                                                    "the value is -inf");
-            ASSERT(at(&R.log.e[1], 2, 17, 44));
-            ASSERT_STR_CONTAINS(R.log.e[1].message, "1e309 is beyond the range of float64; "
-                                                    "the value is inf");
+        }
+        const size_t nw = dbl ? 2 : 4;
+        const range_warning *w = dbl ? w64 : w32;
+        ASSERT_EQ(R.stats.warnings, nw);
+        ASSERT_EQ(R.log.count[CTF_SEV_WARNING], nw);
+        for (size_t i = 0; i < nw; i++) {
+            ASSERT(at(&R.log.e[i], w[i].line, w[i].col, w[i].off));
+            ASSERT_STR_CONTAINS(R.log.e[i].message, w[i].msg);
         }
         run_clear(&R);
     }
