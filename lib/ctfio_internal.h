@@ -187,6 +187,13 @@ struct ctf_index {
     bool from_cache;
     uint64_t hash;         /* checksum over the sequence table (fingerprints, cache) */
     uint64_t warnings;     /* warnings the indexing pass reported (the reader counts them) */
+    /* The indexing pass's one warning (SPEC 1.5: an id that reappears after other ids), kept
+     * in the index cache so that an open from the cache reports it too. */
+    struct {
+        bool on;
+        uint64_t id, line, first_line; /* 0-based lines: where it reappears, where first used */
+        uint64_t offset;               /* byte offset of the reappearance */
+    } repeat;
 };
 
 /* The index cache's checksum step (FNV-1a over 8-byte words, with a mix): continues hash h over

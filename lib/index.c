@@ -75,6 +75,18 @@ static void log_at(const ctf_config *cfg, ctf_severity sev, ctf__where w, const 
     log_problem(cfg, sev, &e);
 }
 
+/* The repeated-id warning (SPEC 1.5), from the scan or from the index cache: counted whether
+ * shown or not, reported once per file. */
+static void warn_repeat(const ctf_config *cfg, ctf_index *idx)
+{
+    idx->warnings++;
+    log_at(cfg, CTF_SEV_WARNING,
+           (ctf__where){idx->path, idx->repeat.line + 1, 1, (int64_t)idx->repeat.offset},
+           "sequence id %llu reappears here after other ids (first used on line %llu); the "
+           "lines form a separate sequence (reported once per file)",
+           (unsigned long long)idx->repeat.id, (unsigned long long)idx->repeat.first_line + 1);
+}
+
 /*======================================================================
  * Id set: detects ids that reappear on non-consecutive lines (SPEC 1.5, a warning).
  *====================================================================*/
@@ -362,12 +374,12 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
                                  path);
             if (r == 1 && !st->warned_repeat) {
                 st->warned_repeat = true;
-                idx->warnings++;
-                log_at(st->cfg, CTF_SEV_WARNING,
-                       (ctf__where){path, st->line_no + 1, 1, (int64_t)offset},
-                       "sequence id %llu reappears here after other ids (first used on line "
-                       "%llu); the lines form a separate sequence (reported once per file)",
-                       (unsigned long long)id, (unsigned long long)prev + 1);
+                idx->repeat.on = true;
+                idx->repeat.id = id;
+                idx->repeat.line = st->line_no;
+                idx->repeat.first_line = prev;
+                idx->repeat.offset = offset;
+                warn_repeat(st->cfg, idx);
             }
             int rc = push_seq(st, offset, id);
             if (rc) return rc;
@@ -677,7 +689,7 @@ int ctf__index_make_chunks(ctf_index *idx, uint64_t chunk_size_bytes, ctf_error 
  *====================================================================*/
 
 #define CACHE_MAGIC "CTFIDX\x01\n"
-#define CACHE_VERSION 1u
+#define CACHE_VERSION 2u /* 2: the repeated-id warning */
 
 typedef struct cache_header {
     char magic[8];
@@ -691,6 +703,8 @@ typedef struct cache_header {
     uint64_t total_lines;
     uint64_t data_start;
     uint64_t seq_bytes;       /* sizeof(ctf__seq), guards against layout changes */
+    uint64_t repeat_on;       /* the scan's repeated-id warning (ctf_index.repeat), 0 or 1 */
+    uint64_t repeat_id, repeat_line, repeat_first_line, repeat_offset;
 } cache_header;
 
 char *ctf_index_cache_path(const char *data_path, char *buf, size_t cap)
@@ -703,6 +717,15 @@ static uint64_t table_hash(const cache_header *h, const ctf__seq *seqs, size_t n
 {
     uint64_t x = ctf__hash_bytes(0xcbf29ce484222325ull, h, sizeof *h);
     return ctf__hash_bytes(x, seqs, n * sizeof *seqs);
+}
+
+/* Where the checkpoint fingerprint (table_hash over a header holding only the file size)
+ * starts: hashed over the first header's layout, the fields before repeat_on, so that the
+ * fingerprints in saved checkpoints stay the same when the cache format grows. */
+static uint64_t fingerprint_seed(uint64_t file_size)
+{
+    const cache_header h = {.file_size = file_size};
+    return ctf__hash_bytes(0xcbf29ce484222325ull, &h, offsetof(cache_header, repeat_on));
 }
 
 /* @return : 1 loaded, 0 not usable (reason logged at info), <0 out of memory. */
@@ -757,6 +780,12 @@ static int cache_load(ctf_index *idx, const ctf_config *cfg, const index_opts *o
         why = "checksum mismatch (corrupt)";
         goto out;
     }
+    if (h.repeat_on > 1 ||
+        (h.repeat_on && (h.line_mode || h.repeat_offset >= h.file_size ||
+                         h.repeat_line >= h.total_lines || h.repeat_first_line >= h.repeat_line))) {
+        why = "inconsistent warning record";
+        goto out;
+    }
     /* Structural sanity: offsets increase and stay inside the file. */
     for (uint64_t i = 0; i < h.num_seqs; i++) {
         if (seqs[i].offset >= h.file_size || (i && seqs[i].offset <= seqs[i - 1].offset)) {
@@ -771,6 +800,14 @@ static int cache_load(ctf_index *idx, const ctf_config *cfg, const index_opts *o
     idx->data_start = h.data_start;
     idx->line_mode = h.line_mode != 0;
     idx->from_cache = true;
+    if (h.repeat_on) {
+        idx->repeat.on = true;
+        idx->repeat.id = h.repeat_id;
+        idx->repeat.line = h.repeat_line;
+        idx->repeat.first_line = h.repeat_first_line;
+        idx->repeat.offset = h.repeat_offset;
+        warn_repeat(cfg, idx);
+    }
     rc = 1;
 out:
     fclose(f);
@@ -799,6 +836,11 @@ static void cache_save(const ctf_index *idx, const ctf_config *cfg, const index_
     h.total_lines = idx->total_lines;
     h.data_start = idx->data_start;
     h.seq_bytes = sizeof(ctf__seq);
+    h.repeat_on = idx->repeat.on;
+    h.repeat_id = idx->repeat.id;
+    h.repeat_line = idx->repeat.line;
+    h.repeat_first_line = idx->repeat.first_line;
+    h.repeat_offset = idx->repeat.offset;
     uint64_t sum = table_hash(&h, idx->seqs, idx->num_seqs);
     FILE *f = fopen(tmp, "wb");
     const char *what = "create";
@@ -864,8 +906,7 @@ int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
         st.opts = &o;
         st.mode = -1;
         st.err = err;
-        st.hash = ctf__hash_bytes(0xcbf29ce484222325ull, &(cache_header){.file_size = idx->file.size},
-                                  sizeof(cache_header));
+        st.hash = fingerprint_seed(idx->file.size);
         rc = scan_file(&st, fd, err);
         scan_hash = st.hash;
         idx->total_lines = st.line_no;
@@ -888,7 +929,8 @@ int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
     /* The checkpoint fingerprint: table_hash with a header holding only the file size; a scan
      * folded it in as it went (same value), a cache load computes it here. */
     idx->hash = idx->from_cache
-                    ? table_hash(&(cache_header){.file_size = idx->file.size}, idx->seqs, idx->num_seqs)
+                    ? ctf__hash_bytes(fingerprint_seed(idx->file.size), idx->seqs,
+                                      idx->num_seqs * sizeof *idx->seqs)
                     : scan_hash;
     if (cfg->trace_level >= 2)
         log_at(cfg, CTF_SEV_INFO, (ctf__where){idx->path, 0, 0, -1},

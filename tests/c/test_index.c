@@ -535,6 +535,60 @@ static const char *cache_data(const char *name, char *path, size_t cap)
     return path;
 }
 
+/* The indexing pass's warning (an id that reappears after other ids, SPEC 1.5) comes from an
+ * open from the cache too, at the same place, and counts in the reader's statistics; the
+ * checkpoint fingerprint is the same whether the index was scanned or loaded. */
+TEST(index_cache_keeps_the_repeated_id_warning)
+{
+    static const ctf_stream_def A1[] = {{"a", NULL, 1, false, false}};
+    const char *path = test_write_str("ixc_rep.ctf", "1 |a 1\n2 |a 2\n2 |a 3\n1 |a 4\n3 |a 5\n");
+    char cpath[600];
+    remove(ctf_index_cache_path(path, cpath, sizeof cpath));
+    ctf_config cfg;
+    ilog l;
+    icfg(&cfg, path, A1, 1, NULL);
+    uint64_t hash[2];
+    for (int pass = 0; pass < 2; pass++) {
+        ctf_index *idx;
+        ASSERT_EQ(cached_build(&cfg, &l, &idx), pass);
+        ASSERT_EQ(l.count[CTF_SEV_WARNING], 1);
+        ASSERT(ilog_has(&l, CTF_SEV_WARNING,
+                        "sequence id 1 reappears here after other ids (first used on line 1)"));
+        for (size_t i = 0; i < l.n; i++)
+            if (l.sev[i] == CTF_SEV_WARNING) {
+                ASSERT_U64_EQ(l.e[i].line, 4);
+                ASSERT_EQ(l.e[i].column, 1);
+                ASSERT_EQ(l.e[i].offset, 21);
+                ASSERT_STR_EQ(l.e[i].path, path);
+            }
+        ASSERT_U64_EQ(idx->warnings, 1);
+        ASSERT_EQ(idx->num_seqs, 4);
+        hash[pass] = idx->hash;
+        ctf_index_free(idx);
+        /* The reader counts it, shown or not. */
+        ctf_config rc = cfg;
+        rc.trace_level = 0;
+        rc.log = NULL;
+        rc.max_sweeps = 1;
+        ctf_reader *r;
+        ctf_error err;
+        ASSERT_OK(ctf_reader_open(&rc, &r, &err), &err);
+        ctf_stats st;
+        ctf_reader_get_stats(r, &st);
+        ASSERT_U64_EQ(st.warnings, 1);
+        ctf_reader_free(r);
+    }
+    ASSERT_U64_EQ(hash[0], hash[1]);
+    /* A file without the problem has no warning record in its cache. */
+    path = test_write_str("ixc_rep2.ctf", "1 |a 1\n2 |a 2\n");
+    remove(ctf_index_cache_path(path, cpath, sizeof cpath));
+    icfg(&cfg, path, A1, 1, NULL);
+    for (int pass = 0; pass < 2; pass++) {
+        ASSERT_EQ(cached_build(&cfg, &l, NULL), pass);
+        ASSERT_EQ(l.count[CTF_SEV_WARNING], 0);
+    }
+}
+
 TEST(index_cache_written_next_to_data_and_loaded)
 {
     char path[512], cpath[600];

@@ -473,7 +473,7 @@ int ctf_fuzz_parse(const uint8_t *data, size_t size)
  *====================================================================*/
 
 /* Forged caches use index.c's own checksum (ctf__hash_bytes) to reach the structural checks. */
-#define CACHE_HEADER_BYTES 80 /* sizeof(cache_header) in index.c */
+#define CACHE_HEADER_BYTES 120 /* sizeof(cache_header) in index.c */
 
 static bool read_file(const char *path, uint8_t **out, size_t *len)
 {
