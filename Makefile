@@ -34,7 +34,7 @@ LIB_OBJ := $(patsubst lib/%.c,$(B)/lib/%.o,$(LIB_SRC))
 SLIB_OBJ := $(patsubst lib/%.c,$(S)/lib/%.o,$(LIB_SRC))
 PLIB_OBJ := $(patsubst lib/%.c,$(P)/lib/%.o,$(LIB_SRC))
 
-.PHONY: all test ctest asan portable soak golden fuzz-regression conformance py pytest demo fuzz clean bench
+.PHONY: all test ctest asan portable soak golden fuzz-regression conformance py pytest demo fuzz clean distclean bench
 
 all: $(B)/ctfio $(B)/ctfio_tests
 
@@ -142,5 +142,10 @@ soak: $(B)/ctfio_tests
 	CTFIO_NUMBER_ITERATIONS=$${CTFIO_NUMBER_ITERATIONS:-200000000} $(B)/ctfio_tests number_random_vs_libc
 	CTFIO_NUMBER_ITERATIONS=$${CTFIO_NUMBER_ITERATIONS:-200000000} $(B)/ctfio_tests tokenize_values
 
+# clean keeps the .venv (its torch download is most of a fresh set-up); distclean removes it too.
 clean:
-	rm -rf build $(VENV) python/ctfio/*.so *.egg-info
+	rm -rf build python/ctfio/*.so *.egg-info
+	rm -f $(VENV)/.installed
+
+distclean: clean
+	rm -rf $(VENV)
