@@ -866,10 +866,6 @@ static int presize_one(ctf__bufpool *pool, void **buf, size_t *cap, uint64_t n, 
         if (pool) bytes = ((bytes + bytes / 8) | 0xFFF) + 1;
         p = CTF_MALLOC(bytes);
         if (!p) return CTF_ENOMEM;
-        /* Huge pages: a randomized gather reads these from all over the window (tens of MB
-         * at 32 MiB chunks), a TLB miss per access on 4 KiB pages; 10-19% of a randomized
-         * sweep at 32 MiB chunks, none at 4 MiB (BENCHMARKS.md, sixth pass). */
-        ctf__advise_huge(p, bytes);
         got = bytes;
     }
     *buf = p;

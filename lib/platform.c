@@ -88,8 +88,13 @@ int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offs
 void ctf__advise_huge(void *p, size_t n)
 {
 #if defined(MADV_HUGEPAGE)
+    /* Only above 32 MiB, the most glibc's malloc ever serves from its heap (its dynamic mmap
+     * threshold stops there): such a block is a mapping of its own, so the advice cannot
+     * outlive it in memory that malloc hands out again for other things. Advising smaller,
+     * heap-served buffers (the parsed chunks') was measured and not adopted (BENCHMARKS.md,
+     * sixth pass). */
     const uintptr_t huge = (uintptr_t)2 << 20;
-    if (!p || n < 2 * huge) return;
+    if (!p || n <= ((size_t)32 << 20)) return;
     const uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
     const uintptr_t e = ((uintptr_t)p + n) & ~(huge - 1);
     if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
