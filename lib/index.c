@@ -254,7 +254,6 @@ typedef struct scan_state {
     uint64_t cur_id;
     uint64_t line_no;       /* 0-based number of the line being scanned */
     id_set ids;
-    bool warned_repeat;
     uint64_t hash;          /* table_hash over the finished entries, folded in as they close */
     uint64_t lines_before;  /* lines counted before the first sequence (parallel merge) */
     ctf_error *err;
@@ -372,8 +371,7 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
             if (r < 0)
                 return ctf__fail(st->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s",
                                  path);
-            if (r == 1 && !st->warned_repeat) {
-                st->warned_repeat = true;
+            if (r == 1 && !idx->repeat.on) {
                 idx->repeat.on = true;
                 idx->repeat.id = id;
                 idx->repeat.line = st->line_no;
