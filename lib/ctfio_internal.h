@@ -110,33 +110,10 @@ int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err);
 /* Opens for reading. @return : fd >= 0, or CTF_EIO with err filled. */
 int ctf__file_open(const char *path, ctf_error *err);
 void ctf__file_close(int fd);
-/* Buffers of at least this many bytes that live from chunk to chunk (the chunk read buffers, the
- * buffer pool's) are mappings of their own in transparent huge pages (ctf__map): fewer TLB misses
- * where the packer gathers from a window of chunks and where the parser walks a chunk, and a
- * fault per 2 MiB instead of per 4 KiB where a buffer is first written. They are kept and reused,
- * so that they are faulted in (and zeroed) once, and a mapping never reaches the heap, where the
- * advice would outlive it (BENCHMARKS.md, sixth and seventh passes). */
-#define CTF__MAP_MIN ((size_t)4 << 20)
-/* Whether ctf__map maps: on Linux (transparent huge pages), and not under AddressSanitizer, which
- * checks the bounds of malloc blocks only. */
-#if defined(__SANITIZE_ADDRESS__)
-#define CTF__ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CTF__ASAN 1
-#endif
-#endif
-#if defined(__linux__) && !defined(CTF__ASAN)
-#define CTF__MAPS 1
-#else
-#define CTF__MAPS 0
-#endif
-/* A private anonymous mapping of at least *n bytes, 2 MiB-aligned and sized in whole 2 MiB pages
- * (*n is set to its length) and advised for transparent huge pages; or NULL (CTF__MAPS is 0, or
- * mmap failed: the caller uses malloc). Counted in ctf__alloc.live. */
-void *ctf__map(size_t *n);
-/* Unmaps what ctf__map returned, with the length it set. */
-void ctf__unmap(void *p, size_t n);
+/* Asks the kernel for transparent huge pages over the 2 MiB-aligned interior of [p, p + n), a
+ * malloc'ed buffer of ours (the chunk read buffer), when n is over 32 MiB: advice only, nothing
+ * changes if it is not taken. */
+void ctf__advise_huge(void *p, size_t n);
 
 /* Reads exactly n bytes at offset (retrying short reads); a read past the end is CTF_ECHANGED.
  * @return : 0, CTF_EIO or CTF_ECHANGED with err naming path. */
@@ -237,12 +214,10 @@ extern uint64_t ctf__index_parallel_min;
 /* A pool of freed chunk buffers (parse.c): a chunk's stream buffers go back to it when the
  * chunk is freed and the next parse takes them, so that their pages are not faulted in and
  * zeroed by the kernel again for every chunk (up to a fifth of the parse with 32 MiB chunks,
- * BENCHMARKS.md). Buffers of 4 MiB and more are its own huge-page mappings (ctf__map).
- * Thread-safe; reference counted, since chunks may outlive their loader. */
+ * BENCHMARKS.md). Thread-safe; reference counted, since chunks may outlive their loader. */
 typedef struct ctf__bufpool ctf__bufpool;
-/* Keeps up to min_bufs buffers, or per_chunk for each chunk alive at the busiest moment so far
- * when that is more (at most max_chunks chunks). @return : NULL when out of memory. */
-ctf__bufpool *ctf__bufpool_create(size_t min_bufs, size_t per_chunk, size_t max_chunks);
+/* Keeps at most max_bufs buffers. @return : NULL when out of memory. */
+ctf__bufpool *ctf__bufpool_create(size_t max_bufs);
 /* Drops the creator's reference; the pool and what it holds go with the last one. */
 void ctf__bufpool_unref(ctf__bufpool *p);
 
@@ -257,10 +232,9 @@ typedef struct ctf__parse_cfg {
     ctf__bufpool *pool;          /* where stream buffers come from and go back to; may be NULL */
 } ctf__parse_cfg;
 
-/* The pool for `threads` parse threads over pc's streams and a file of `chunks` chunks: at least
- * the buffers of (threads + 2) chunks (each thread holds a set while the consumer gives one back,
- * plus one in flight), and those of as many chunks as were ever alive at once (the window). */
-ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t chunks);
+/* The pool for `threads` parse threads over pc's streams: the buffers of (threads + 2) chunks
+ * (each thread holds a set while the consumer gives one back, plus one in flight). */
+ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads);
 
 /* One stream's data for the sequences of a parsed chunk. */
 typedef struct ctf__stream_data {
@@ -274,11 +248,7 @@ typedef struct ctf__stream_data {
     size_t nnz;            /* sparse: entries stored */
     int64_t short_sample;  /* dense: a sample cut short by the end of the file, or -1 */
     uint32_t short_count;  /* its values actually present (the rest are zero padding) */
-    uint8_t mapped;        /* CTF__BUF_* bits: buffers that are pool mappings (ctf__map), which
-                            * are never realloc'ed or freed */
 } ctf__stream_data;
-
-enum { CTF__BUF_VALUES = 1, CTF__BUF_INDICES = 2, CTF__BUF_INDPTR = 4 };
 
 /* A range of samples of one stream belonging to one sequence. */
 typedef struct ctf__slice {

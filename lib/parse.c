@@ -142,27 +142,9 @@ static const char *next_bar(const char *p, const char *end)
  * Samples
  *====================================================================*/
 
-/* ctf__grow for a stream buffer. A mapping cannot be realloc'ed: its contents move to a heap
- * block (rare: the pre-sized bounds hold for valid input but for zero-filled dense samples). */
-static int grow_buf(ctf__stream_data *sd, unsigned which, void **buf, size_t *cap, size_t need,
-                    size_t elt)
-{
-    if (!(sd->mapped & which)) return ctf__grow(buf, cap, need, elt);
-    if (need <= *cap) return 0;
-    void *heap = NULL;
-    size_t heap_cap = 0;
-    if (ctf__grow(&heap, &heap_cap, CTF_MAX(need, *cap * 2), elt)) return CTF_ENOMEM;
-    memcpy(heap, *buf, *cap * elt);
-    ctf__unmap(*buf, *cap * elt);
-    *buf = heap;
-    *cap = heap_cap;
-    sd->mapped &= (uint8_t)~which;
-    return 0;
-}
-
 static int ensure_values(ctf__stream_data *sd, size_t need, size_t elt)
 {
-    return grow_buf(sd, CTF__BUF_VALUES, &sd->values, &sd->values_cap, need, elt);
+    return ctf__grow(&sd->values, &sd->values_cap, need, elt);
 }
 
 /* A dense sample's value that is not a number: recorded at its first byte. */
@@ -315,11 +297,9 @@ sparse_store(pstate *ps, sparse_run *sr, uint64_t index, float f, double d, size
     ctf__stream_data *sd = sr->sd;
     /* The capacity tests are inlined: ctf__grow is out of line, and calling it twice per entry
      * cost more than the entry's index. */
-    if ((sd->nnz >= sd->values_cap &&
-         grow_buf(sd, CTF__BUF_VALUES, &sd->values, &sd->values_cap, sd->nnz + 1, elt)) ||
+    if ((sd->nnz >= sd->values_cap && ctf__grow(&sd->values, &sd->values_cap, sd->nnz + 1, elt)) ||
         (sd->nnz >= sd->indices_cap &&
-         grow_buf(sd, CTF__BUF_INDICES, (void **)&sd->indices, &sd->indices_cap, sd->nnz + 1,
-                  sizeof *sd->indices))) {
+         ctf__grow((void **)&sd->indices, &sd->indices_cap, sd->nnz + 1, sizeof *sd->indices))) {
         ps->oom = 1;
         return false;
     }
@@ -522,8 +502,7 @@ static const char *parse_sparse(pstate *ps, size_t s, const char *p, const char 
     ctf__stream_data *sd = &ps->cd->streams[s];
     sparse_run sr = {&ps->pc->streams[s], sd, sd->nnz, -1, false};
     CTF_UNUSED(name_at);
-    if (grow_buf(sd, CTF__BUF_INDPTR, (void **)&sd->indptr, &sd->indptr_cap, sd->samples + 2,
-                 sizeof *sd->indptr)) {
+    if (ctf__grow((void **)&sd->indptr, &sd->indptr_cap, sd->samples + 2, sizeof *sd->indptr)) {
         ps->oom = 1;
         return NULL;
     }
@@ -726,60 +705,40 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
 struct ctf__bufpool {
     pthread_mutex_t mu;
     size_t refs;     /* the creator's, plus one per chunk that may give buffers back */
-    size_t peak;     /* the most chunks alive at once so far */
-    size_t per_chunk; /* buffers per chunk */
-    size_t n, max;   /* buffers held, and the fewest it may keep (the most: peak * per_chunk) */
-    size_t cap;      /* entries of buf, bytes, mapped: the most it can ever keep */
-    void **buf;
+    size_t n, max;   /* buffers held, and the most it keeps */
+    void **buf;      /* max entries */
     size_t *bytes;   /* their capacities */
-    bool *mapped;    /* whether each is a mapping (ctf__map) rather than a malloc block */
 };
 
-ctf__bufpool *ctf__bufpool_create(size_t min_bufs, size_t per_chunk, size_t max_chunks)
+ctf__bufpool *ctf__bufpool_create(size_t max_bufs)
 {
     ctf__bufpool *p = CTF_CALLOC(1, sizeof *p);
     if (!p) return NULL;
-    /* Room for the most it can ever keep, so that keeping a buffer never allocates (an
-     * allocation that fails there would have to be swallowed). */
-    p->cap = CTF_MAX(min_bufs, per_chunk * max_chunks);
-    if (p->cap == 0) p->cap = 1;
-    p->buf = CTF_CALLOC(p->cap, sizeof *p->buf);
-    p->bytes = CTF_CALLOC(p->cap, sizeof *p->bytes);
-    p->mapped = CTF_CALLOC(p->cap, sizeof *p->mapped);
-    if (!p->buf || !p->bytes || !p->mapped || pthread_mutex_init(&p->mu, NULL)) {
+    p->buf = CTF_CALLOC(max_bufs ? max_bufs : 1, sizeof *p->buf);
+    p->bytes = CTF_CALLOC(max_bufs ? max_bufs : 1, sizeof *p->bytes);
+    if (!p->buf || !p->bytes || pthread_mutex_init(&p->mu, NULL)) {
         CTF_FREE(p->buf);
         CTF_FREE(p->bytes);
-        CTF_FREE(p->mapped);
         CTF_FREE(p);
         return NULL;
     }
     p->refs = 1;
-    p->max = min_bufs;
-    p->per_chunk = per_chunk;
+    p->max = max_bufs;
     return p;
 }
 
-ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t chunks)
+ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads)
 {
     size_t per_chunk = 0; /* dense: values; sparse: values, indices, indptr */
     for (size_t k = 0; k < pc->num_streams; k++) per_chunk += pc->streams[k].is_sparse ? 3 : 1;
-    return ctf__bufpool_create((threads + 2) * per_chunk, per_chunk, chunks);
+    return ctf__bufpool_create((threads + 2) * per_chunk);
 }
 
 static void pool_ref(ctf__bufpool *p)
 {
     pthread_mutex_lock(&p->mu);
     p->refs++;
-    p->peak = CTF_MAX(p->peak, p->refs - 1);
     pthread_mutex_unlock(&p->mu);
-}
-
-static void buf_release(void *buf, size_t bytes, bool mapped)
-{
-    if (mapped)
-        ctf__unmap(buf, bytes);
-    else
-        CTF_FREE(buf);
 }
 
 void ctf__bufpool_unref(ctf__bufpool *p)
@@ -789,84 +748,57 @@ void ctf__bufpool_unref(ctf__bufpool *p)
     const bool last = --p->refs == 0;
     pthread_mutex_unlock(&p->mu);
     if (!last) return;
-    for (size_t i = 0; i < p->n; i++) buf_release(p->buf[i], p->bytes[i], p->mapped[i]);
+    for (size_t i = 0; i < p->n; i++) CTF_FREE(p->buf[i]);
     pthread_mutex_destroy(&p->mu);
     CTF_FREE(p->buf);
     CTF_FREE(p->bytes);
-    CTF_FREE(p->mapped);
     CTF_FREE(p);
 }
 
 /* The smallest pooled buffer of at least `need` bytes (and not much more than 4x: a much larger
- * one would be held by a small chunk), or NULL. On a miss the smallest buffer is released when
- * it is smaller than `need`, so that buffers outgrown by the chunks do not stay in the pool. */
-static void *pool_take(ctf__bufpool *p, size_t need, size_t *got, bool *mapped)
+ * one would be held by a small chunk), or NULL. */
+static void *pool_take(ctf__bufpool *p, size_t need, size_t *got)
 {
-    void *r = NULL, *drop = NULL;
-    size_t drop_bytes = 0;
-    bool drop_mapped = false;
+    void *r = NULL;
     pthread_mutex_lock(&p->mu);
-    size_t best = p->n, small = p->n;
-    for (size_t i = 0; i < p->n; i++) {
+    size_t best = p->n;
+    for (size_t i = 0; i < p->n; i++)
         if (p->bytes[i] >= need && p->bytes[i] / 4 <= need + 65536 &&
             (best == p->n || p->bytes[i] < p->bytes[best]))
             best = i;
-        if (small == p->n || p->bytes[i] < p->bytes[small]) small = i;
-    }
-    size_t out = best;
     if (best < p->n) {
         r = p->buf[best];
         *got = p->bytes[best];
-        *mapped = p->mapped[best];
-    } else if (small < p->n && p->bytes[small] < need) {
-        drop = p->buf[small];
-        drop_bytes = p->bytes[small];
-        drop_mapped = p->mapped[small];
-        out = small;
-    }
-    if (out < p->n) {
         p->n--;
-        p->buf[out] = p->buf[p->n];
-        p->bytes[out] = p->bytes[p->n];
-        p->mapped[out] = p->mapped[p->n];
+        p->buf[best] = p->buf[p->n];
+        p->bytes[best] = p->bytes[p->n];
     }
     pthread_mutex_unlock(&p->mu);
-    if (drop) buf_release(drop, drop_bytes, drop_mapped);
     return r;
 }
 
-/* Keeps buf for a later chunk, up to as many buffers as the most chunks alive at once had (the
- * reader's residency: the window and the chunks in flight), so that in a steady state no buffer
- * is allocated, mapped or faulted in again. When the pool is full the smallest buffer is
- * released instead. */
-static void pool_give(ctf__bufpool *p, void *buf, size_t bytes, bool mapped)
+/* Keeps buf for a later chunk; when the pool is full the smallest buffer is freed instead. */
+static void pool_give(ctf__bufpool *p, void *buf, size_t bytes)
 {
     if (!buf) return;
     pthread_mutex_lock(&p->mu);
-    const size_t max = CTF_MIN(CTF_MAX(p->max, p->peak * p->per_chunk), p->cap);
-    if (p->n < max) {
+    if (p->n < p->max) {
         p->buf[p->n] = buf;
-        p->bytes[p->n] = bytes;
-        p->mapped[p->n++] = mapped;
+        p->bytes[p->n++] = bytes;
         buf = NULL;
-    } else if (p->n) {
+    } else if (p->max) {
         size_t small = 0;
         for (size_t i = 1; i < p->n; i++)
             if (p->bytes[i] < p->bytes[small]) small = i;
         if (p->bytes[small] < bytes) {
             void *old = p->buf[small];
-            const size_t old_bytes = p->bytes[small];
-            const bool old_mapped = p->mapped[small];
             p->buf[small] = buf;
             p->bytes[small] = bytes;
-            p->mapped[small] = mapped;
             buf = old;
-            bytes = old_bytes;
-            mapped = old_mapped;
         }
     }
     pthread_mutex_unlock(&p->mu);
-    if (buf) buf_release(buf, bytes, mapped);
+    CTF_FREE(buf);
 }
 
 /*======================================================================
@@ -880,13 +812,10 @@ void ctf__chunk_data_free(ctf__chunk_data *cd)
         for (size_t k = 0; k < cd->num_streams; k++) {
             ctf__stream_data *sd = &cd->streams[k];
             if (cd->pool) {
-                pool_give(cd->pool, sd->values, sd->values_cap * cd->elt,
-                          sd->mapped & CTF__BUF_VALUES);
-                pool_give(cd->pool, sd->indices, sd->indices_cap * sizeof *sd->indices,
-                          sd->mapped & CTF__BUF_INDICES);
-                pool_give(cd->pool, sd->indptr, sd->indptr_cap * sizeof *sd->indptr,
-                          sd->mapped & CTF__BUF_INDPTR);
-            } else { /* only a pool maps buffers */
+                pool_give(cd->pool, sd->values, sd->values_cap * cd->elt);
+                pool_give(cd->pool, sd->indices, sd->indices_cap * sizeof *sd->indices);
+                pool_give(cd->pool, sd->indptr, sd->indptr_cap * sizeof *sd->indptr);
+            } else {
                 CTF_FREE(sd->values);
                 CTF_FREE(sd->indices);
                 CTF_FREE(sd->indptr);
@@ -925,31 +854,22 @@ void ctf__chunk_data_free(ctf__chunk_data *cd)
  * allocations here (pre-size or shrink) are CTF_ENOMEM like any other: none is swallowed. */
 #define CTF__PRESIZE_MAX ((uint64_t)256 << 20)
 
-static int presize_one(ctf__bufpool *pool, ctf__stream_data *sd, unsigned which, void **buf,
-                       size_t *cap, uint64_t n, size_t elt)
+static int presize_one(ctf__bufpool *pool, void **buf, size_t *cap, uint64_t n, size_t elt)
 {
     if (n > CTF__PRESIZE_MAX / elt) n = CTF__PRESIZE_MAX / elt;
     if (n == 0) return 0;
     size_t bytes = (size_t)n * elt, got = 0;
-    bool mapped = false;
-    void *p = pool ? pool_take(pool, bytes, &got, &mapped) : NULL;
-    if (!p && pool) {
-        /* Room for an eighth more (rounded up to 4 KiB), so that the buffers of chunks of about
-         * the same size fit each other. */
-        got = ((bytes + bytes / 8) | 0xFFF) + 1;
-        if (got >= CTF__MAP_MIN) { /* the pool keeps it: it is faulted in once */
-            p = ctf__map(&got);
-            mapped = p != NULL;
-        }
-    }
+    void *p = pool ? pool_take(pool, bytes, &got) : NULL;
     if (!p) {
-        if (!pool) got = bytes;
-        p = CTF_MALLOC(got);
+        /* With a pool, room for an eighth more (rounded up to 4 KiB), so that the buffers of
+         * chunks of about the same size fit each other. */
+        if (pool) bytes = ((bytes + bytes / 8) | 0xFFF) + 1;
+        p = CTF_MALLOC(bytes);
         if (!p) return CTF_ENOMEM;
+        got = bytes;
     }
     *buf = p;
     *cap = got / elt;
-    if (mapped) sd->mapped |= (uint8_t)which;
     return 0;
 }
 
@@ -982,29 +902,27 @@ static int presize(ctf__bufpool *pool, ctf__stream_data *sd, const ctf_stream_de
 {
     if (d->is_sparse) {
         const uint64_t n = CTF_MIN((bytes + 1) / 4, colons);
-        return presize_one(pool, sd, CTF__BUF_VALUES, &sd->values, &sd->values_cap, n, elt) ||
-               presize_one(pool, sd, CTF__BUF_INDICES, (void **)&sd->indices,
-                           &sd->indices_cap, n, sizeof *sd->indices);
+        return presize_one(pool, &sd->values, &sd->values_cap, n, elt) ||
+               presize_one(pool, (void **)&sd->indices, &sd->indices_cap, n,
+                           sizeof *sd->indices);
     }
     const uint64_t by_bytes = (bytes + 1) / 2;
     const uint64_t n = d->dim && rows > by_bytes / d->dim ? by_bytes : rows * d->dim;
-    return presize_one(pool, sd, CTF__BUF_VALUES, &sd->values, &sd->values_cap, n, elt);
+    return presize_one(pool, &sd->values, &sd->values_cap, n, elt);
 }
 
 /* Gives back a buffer's unused tail when it is over half the capacity (an in-place realloc);
  * an empty buffer is freed. */
-static int shrink_one(ctf__bufpool *pool, ctf__stream_data *sd, unsigned which, void **buf,
-                      size_t *cap, size_t used, size_t elt)
+static int shrink_one(ctf__bufpool *pool, void **buf, size_t *cap, size_t used, size_t elt)
 {
     if (!*buf || *cap - used <= *cap / 2) return 0;
     if (used == 0) {
         if (pool)
-            pool_give(pool, *buf, *cap * elt, sd->mapped & which);
+            pool_give(pool, *buf, *cap * elt);
         else
             CTF_FREE(*buf);
         *buf = NULL;
         *cap = 0;
-        sd->mapped &= (uint8_t)~which;
         return 0;
     }
     /* A pooled buffer keeps its size for the next chunk (cd->bytes counts all of it). */
@@ -1019,14 +937,12 @@ static int shrink_one(ctf__bufpool *pool, ctf__stream_data *sd, unsigned which, 
 static int shrink(ctf__bufpool *pool, ctf__stream_data *sd, const ctf_stream_def *d, size_t elt)
 {
     if (d->is_sparse)
-        return shrink_one(pool, sd, CTF__BUF_VALUES, &sd->values, &sd->values_cap, sd->nnz,
-                          elt) ||
-               shrink_one(pool, sd, CTF__BUF_INDICES, (void **)&sd->indices, &sd->indices_cap,
-                          sd->nnz, sizeof *sd->indices) ||
-               shrink_one(pool, sd, CTF__BUF_INDPTR, (void **)&sd->indptr, &sd->indptr_cap,
-                          sd->samples + 1, sizeof *sd->indptr);
-    return shrink_one(pool, sd, CTF__BUF_VALUES, &sd->values, &sd->values_cap,
-                      sd->samples * d->dim, elt);
+        return shrink_one(pool, &sd->values, &sd->values_cap, sd->nnz, elt) ||
+               shrink_one(pool, (void **)&sd->indices, &sd->indices_cap, sd->nnz,
+                          sizeof *sd->indices) ||
+               shrink_one(pool, (void **)&sd->indptr, &sd->indptr_cap, sd->samples + 1,
+                          sizeof *sd->indptr);
+    return shrink_one(pool, &sd->values, &sd->values_cap, sd->samples * d->dim, elt);
 }
 
 int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
@@ -1073,8 +989,8 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
         alias_len[k] = strlen(alias[k]);
         sd->short_sample = -1;
         if (d->is_sparse) {
-            if (presize_one(pc->pool, sd, CTF__BUF_INDPTR, (void **)&sd->indptr,
-                            &sd->indptr_cap, rows + 1, sizeof *sd->indptr))
+            if (presize_one(pc->pool, (void **)&sd->indptr, &sd->indptr_cap, rows + 1,
+                            sizeof *sd->indptr))
                 goto oom;
             sd->indptr[0] = 0;
         }

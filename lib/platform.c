@@ -1,7 +1,7 @@
 /*
  * platform.c -- the POSIX layer: file identity (size, nanosecond mtime, inode), whole reads at an
- * offset, huge-page mappings for big long-lived buffers, and the I/O fault-injection counters
- * used by the reliability tests. Threads use pthreads directly through platform.h-style wrappers in
+ * offset, huge-page advice for big buffers, and the I/O fault-injection counters used by the
+ * reliability tests. Threads use pthreads directly through platform.h-style wrappers in
  * prefetch.c.
  */
 
@@ -85,31 +85,21 @@ int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offs
     return 0;
 }
 
-void *ctf__map(size_t *n)
+void ctf__advise_huge(void *p, size_t n)
 {
-#if CTF__MAPS
-    const size_t huge = (size_t)2 << 20;
-    if (*n > SIZE_MAX / 2) return NULL;
-    const size_t len = (*n + huge - 1) & ~(huge - 1);
-    /* One huge page more than asked, so that an aligned start lies inside; the ends go back. */
-    char *m = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return NULL;
-    char *a = (char *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
-    if (a > m) (void)munmap(m, (size_t)(a - m));
-    if (m + len + huge > a + len) (void)munmap(a + len, (size_t)(m + len + huge - (a + len)));
-    (void)madvise(a, len, MADV_HUGEPAGE);
-    atomic_fetch_add(&ctf__alloc.live, 1);
-    *n = len;
-    return a;
+#if defined(MADV_HUGEPAGE)
+    /* Only above 32 MiB, the most glibc's malloc ever serves from its heap (its dynamic mmap
+     * threshold stops there): such a block is a mapping of its own, so the advice cannot
+     * outlive it in memory that malloc hands out again for other things. Advising smaller,
+     * heap-served buffers (the parsed chunks') was measured and not adopted (BENCHMARKS.md,
+     * sixth pass). */
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    if (!p || n <= ((size_t)32 << 20)) return;
+    const uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    const uintptr_t e = ((uintptr_t)p + n) & ~(huge - 1);
+    if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
 #else
+    (void)p;
     (void)n;
-    return NULL;
 #endif
-}
-
-void ctf__unmap(void *p, size_t n)
-{
-    if (!p) return;
-    atomic_fetch_sub(&ctf__alloc.live, 1);
-    (void)munmap(p, n);
 }

@@ -227,7 +227,7 @@ TEST(parse_buffers_pool_reuses_and_outlives)
     ctf_error err;
     ASSERT_OK(ctf_index_build(&cfg, &idx, &err), &err);
     ASSERT(idx->num_chunks > 8);
-    ctf__bufpool *pool = ctf__bufpool_create(8, 4, 0);
+    ctf__bufpool *pool = ctf__bufpool_create(8);
     ASSERT(pool);
     ctf__parse_cfg plain = {.path = path, .streams = s, .num_streams = 2,
                             .precision = CTF_FLOAT32, .line_mode = idx->line_mode};
@@ -274,101 +274,4 @@ TEST(parse_buffers_pool_reuses_and_outlives)
     ASSERT(last->streams[0].samples > 0);
     ctf__chunk_data_free(last);
     ctf_index_free(idx);
-}
-
-/* Reads chunk c of idx from path and parses it with pc. */
-static ctf__chunk_data *parse_one(const ctf__parse_cfg *pc, const ctf_index *idx, size_t c)
-{
-    const ctf__chunk *ch = &idx->chunks[c];
-    FILE *f = fopen(pc->path, "rb");
-    char *buf = malloc(ch->size + 16);
-    ctf__chunk_data *cd = NULL;
-    ctf_error err;
-    if (f && buf && !fseek(f, (long)ch->offset, SEEK_SET) &&
-        fread(buf, 1, ch->size, f) == ch->size &&
-        ctf__parse_chunk(pc, idx, c, buf, 0, &cd, &err))
-        fprintf(stderr, "  parse: %s\n", err.message);
-    free(buf);
-    if (f) fclose(f);
-    return cd;
-}
-
-/* Pooled buffers of CTF__MAP_MIN bytes and more are the pool's own mappings (huge pages): the
- * values are those of a plain parse, the mapping goes back to the pool and serves the next chunk,
- * and a mapped buffer that must grow past its pre-sized bound (dense zero-filled samples) moves
- * to the heap with its contents. Every block, mapped or not, is accounted (no leak). */
-TEST(parse_buffers_pool_maps_big_buffers)
-{
-    const long live0 = atomic_load(&ctf__alloc.live);
-    /* 1. Full samples: rows * dim * 4 bytes = 6.4 MB of values per chunk, two chunks. */
-    const size_t rows = 400000;
-    char *text = malloc(rows * 2 * 24 + 1);
-    ASSERT(text);
-    size_t n = 0;
-    for (size_t i = 0; i < 2 * rows; i++)
-        n += (size_t)sprintf(text + n, "|x %zu 2 -3.5 %zu\n", i % 10, i % 7);
-    static const ctf_stream_def x4[1] = {{"x", "x", 4, false, false}};
-    const char *path = test_write_str("pool_map.ctf", text);
-    ctf_config cfg;
-    ctf_config_init(&cfg);
-    cfg.path = path;
-    cfg.streams = x4;
-    cfg.num_streams = 1;
-    cfg.chunk_size_bytes = n / 2 + 1;
-    ctf_index *idx = NULL;
-    ctf_error err;
-    ASSERT_OK(ctf_index_build(&cfg, &idx, &err), &err);
-    ASSERT_U64_EQ(idx->num_chunks, 2);
-    ctf__bufpool *pool = ctf__bufpool_create(2, 1, idx->num_chunks);
-    ASSERT(pool);
-    ctf__parse_cfg plain = {.path = path, .streams = x4, .num_streams = 1,
-                            .precision = CTF_FLOAT32, .line_mode = idx->line_mode};
-    ctf__parse_cfg pooled = plain;
-    pooled.pool = pool;
-    const void *first = NULL;
-    for (size_t c = 0; c < 2; c++) {
-        ctf__chunk_data *a = parse_one(&plain, idx, c), *b = parse_one(&pooled, idx, c);
-        ASSERT(a && b);
-        const ctf__stream_data *sa = &a->streams[0], *sb = &b->streams[0];
-        ASSERT_U64_EQ(sa->samples, sb->samples);
-        ASSERT(sb->samples * 4 * 4 >= CTF__MAP_MIN);
-        ASSERT(!memcmp(sa->values, sb->values, sa->samples * 4 * 4));
-        ASSERT_EQ(sa->mapped, 0); /* only a pool maps */
-#if CTF__MAPS
-        ASSERT_EQ(sb->mapped, CTF__BUF_VALUES);
-        ASSERT((uintptr_t)sb->values % ((uintptr_t)2 << 20) == 0);
-#endif
-        if (c == 0) first = sb->values;
-        else ASSERT(sb->values == first); /* the mapping came back and was taken again */
-        ctf__chunk_data_free(a);
-        ctf__chunk_data_free(b);
-    }
-    ctf_index_free(idx);
-    /* 2. Short samples ("|x 1", dim 8): the pre-size is clamped by the bytes (a mapping of
-     * about 6 MiB) and the zero-filled samples need 16 MB: the buffer grows off the mapping. */
-    n = 0;
-    for (size_t i = 0; i < 500000; i++) n += (size_t)sprintf(text + n, "|x %zu\n", i % 10);
-    static const ctf_stream_def x8[1] = {{"x", "x", 8, false, false}};
-    path = test_write_str("pool_map_grow.ctf", text);
-    free(text);
-    cfg.path = path;
-    cfg.streams = x8;
-    cfg.chunk_size_bytes = n + 1;
-    ASSERT_OK(ctf_index_build(&cfg, &idx, &err), &err);
-    ASSERT_U64_EQ(idx->num_chunks, 1);
-    plain.path = pooled.path = path;
-    plain.streams = pooled.streams = x8;
-    plain.line_mode = pooled.line_mode = idx->line_mode;
-    ctf__chunk_data *a = parse_one(&plain, idx, 0), *b = parse_one(&pooled, idx, 0);
-    ASSERT(a && b);
-    ASSERT_U64_EQ(b->streams[0].samples, 500000);
-    ASSERT_EQ(b->streams[0].mapped, 0); /* grown: a heap block now */
-    ASSERT(!memcmp(a->streams[0].values, b->streams[0].values, 500000 * 8 * 4));
-    const float *v = b->streams[0].values;
-    ASSERT(v[8 * 123] == 3.0f && v[8 * 123 + 1] == 0.0f && v[8 * 123 + 7] == 0.0f);
-    ctf__chunk_data_free(a);
-    ctf__chunk_data_free(b);
-    ctf_index_free(idx);
-    ctf__bufpool_unref(pool);
-    ASSERT_EQ(atomic_load(&ctf__alloc.live), live0);
 }
