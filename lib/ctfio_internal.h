@@ -110,10 +110,6 @@ int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err);
 /* Opens for reading. @return : fd >= 0, or CTF_EIO with err filled. */
 int ctf__file_open(const char *path, ctf_error *err);
 void ctf__file_close(int fd);
-/* Asks the kernel for transparent huge pages over the 2 MiB-aligned interior of [p, p + n), a
- * malloc'ed buffer of ours (the chunk read buffer), when n is over 32 MiB: advice only, nothing
- * changes if it is not taken. */
-void ctf__advise_huge(void *p, size_t n);
 
 /* Reads exactly n bytes at offset (retrying short reads); a read past the end is CTF_ECHANGED.
  * @return : 0, CTF_EIO or CTF_ECHANGED with err naming path. */

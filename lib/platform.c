@@ -1,15 +1,13 @@
 /*
  * platform.c -- the POSIX layer: file identity (size, nanosecond mtime, inode), whole reads at an
- * offset, huge-page advice for big buffers, and the I/O fault-injection counters used by the
- * reliability tests. Threads use pthreads directly through platform.h-style wrappers in
- * prefetch.c.
+ * offset, and the I/O fault-injection counters used by the reliability tests. Threads use
+ * pthreads directly through platform.h-style wrappers in prefetch.c.
  */
 
 #include "ctfio_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -83,23 +81,4 @@ int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offs
         off += (uint64_t)got;
     }
     return 0;
-}
-
-void ctf__advise_huge(void *p, size_t n)
-{
-#if defined(MADV_HUGEPAGE)
-    /* Only above 32 MiB, the most glibc's malloc ever serves from its heap (its dynamic mmap
-     * threshold stops there): such a block is a mapping of its own, so the advice cannot
-     * outlive it in memory that malloc hands out again for other things. Advising smaller,
-     * heap-served buffers (the parsed chunks') was measured and not adopted (BENCHMARKS.md,
-     * sixth pass). */
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    if (!p || n <= ((size_t)32 << 20)) return;
-    const uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-    const uintptr_t e = ((uintptr_t)p + n) & ~(huge - 1);
-    if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)n;
-#endif
 }

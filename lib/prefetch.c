@@ -42,8 +42,6 @@ static char *read_buf_get(read_buf *rb, size_t need)
         CTF_FREE(rb->p);
         rb->p = CTF_MALLOC(cap);
         rb->cap = rb->p ? cap : 0;
-        /* Huge pages: the pread and the parse walk all of it (3-5% at 32 MiB chunks). */
-        ctf__advise_huge(rb->p, rb->cap);
     }
     return rb->p;
 }
