@@ -116,6 +116,23 @@ typedef struct ctf_stream_def {
     bool defines_mb_size;  /* count minibatch sizes in samples of this stream (at most one) */
 } ctf_stream_def;
 
+/* A further deserializer joined by key to the primary one (CNTK's composite reader): its files
+ * hold other streams of the same sequences, found by sequence key. The primary deserializer is
+ * the one ctf_config itself describes (path or paths, streams, skip_sequence_ids); its chunks
+ * and sequences drive randomization, the timeline, workers and checkpoints. A primary sequence
+ * that a joined deserializer lacks is dropped and counted; a key repeated inside a joined
+ * deserializer is an error at open. Stream names are unique over all deserializers; aliases are
+ * per deserializer. A minibatch holds the primary's streams first, then each joined
+ * deserializer's, in order. */
+typedef struct ctf_join_def {
+    const char *const *paths;      /* its files, read as one corpus (at least one) */
+    size_t num_paths;
+    const ctf_stream_def *streams; /* the streams it contributes (at least one) */
+    size_t num_streams;
+    bool skip_sequence_ids;        /* line mode for its files: keys are line numbers */
+    const char *origin;            /* where it was configured ("train.cntk:12:5"), or NULL */
+} ctf_join_def;
+
 /* Special values for max_samples (SPEC 6.4). */
 #define CTF_INFINITELY_REPEAT UINT64_MAX
 #define CTF_FULL_DATA_SWEEP (UINT64_MAX - 1)
@@ -127,7 +144,14 @@ typedef struct ctf_stream_def {
  * update ctf_config_init, the validation and the fingerprint in reader.c, the BrainScript keys
  * in config.c, the CLI flags in tools/ctfio.c and the keyword parsing of the Python extension. */
 typedef struct ctf_config {
-    const char *path;                 /* the data file (required) */
+    const char *path;                 /* the data file (or use paths) */
+    const char *const *paths;         /* a corpus: several files read as one data set, in this
+                                       * order (num_paths > 0 replaces path). A path holding
+                                       * '*', '?' or '[' is a glob pattern, expanded in byte-wise
+                                       * sorted order; one that matches nothing is an error. */
+    size_t num_paths;
+    const ctf_join_def *joins;        /* further deserializers joined by key (may be NULL) */
+    size_t num_joins;
     const ctf_stream_def *streams;    /* input streams (required, at least one) */
     size_t num_streams;               /* number of entries in streams */
     ctf_precision precision;          /* element type of the delivered values */
