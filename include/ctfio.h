@@ -94,8 +94,9 @@ typedef struct ctf_error {
 char *ctf_error_format(const ctf_error *err, ctf_severity sev, char *buf, size_t cap);
 
 /* A log callback receives warnings and info (and errors that were tolerated by maxErrors).
- * The default, when ctf_config.log is NULL, writes ctf_error_format() lines to stderr. The
- * callback may be called from the thread that calls into the library only. */
+ * When ctf_config.log is NULL nothing is logged: the library never writes to a terminal (the
+ * ctfio tool and the Python package install a sink that writes ctf_error_format() lines to
+ * stderr). The callback may be called from the thread that calls into the library only. */
 typedef void (*ctf_log_fn)(void *user, ctf_severity sev, const ctf_error *what);
 
 /*======================================================================
@@ -173,7 +174,7 @@ typedef struct ctf_config {
     size_t worker_rank;               /* this worker, < num_workers */
     size_t num_threads;               /* background parse threads (default: cores); 0 = caller */
     size_t prefetch_chunks;           /* chunks parsed ahead of the consumer */
-    ctf_log_fn log;                   /* warning/info sink; NULL = stderr */
+    ctf_log_fn log;                   /* warning/info sink; NULL = no logging */
     void *log_user;                   /* passed to log */
 } ctf_config;
 

@@ -21,8 +21,11 @@
  * the k-th allocation (SQLite-style fault injection) and count live blocks.
  *====================================================================*/
 
-/* The allocator hook. ctf__alloc_fail_at: if > 0, the allocation with that 1-based count fails
- * (and every later one while ctf__alloc_fail_sticky). Only the test build changes these. */
+#ifdef CTF_TESTING
+/* The allocator hook, compiled only in test builds (-DCTF_TESTING: the C tests, the fuzz
+ * driver, the sanitizer and portable builds); the release library has no counters.
+ * fail_at: if > 0, the allocation with that 1-based count fails (and every later one while
+ * fail_sticky). */
 typedef struct ctf__alloc_hooks {
     atomic_long count;        /* allocations attempted so far */
     atomic_long live;         /* blocks allocated and not yet freed */
@@ -30,6 +33,7 @@ typedef struct ctf__alloc_hooks {
     bool fail_sticky;         /* keep failing after fail_at */
 } ctf__alloc_hooks;
 extern ctf__alloc_hooks ctf__alloc;
+#endif
 
 void *ctf__malloc(size_t n);
 void *ctf__calloc(size_t n, size_t size);
@@ -91,9 +95,6 @@ int ctf__vfail(ctf_error *err, int code, ctf__where where, const char *fmt, va_l
 /* Clears an error record to CTF_OK. */
 void ctf__error_clear(ctf_error *err);
 
-/* The default log sink: ctf_error_format() to stderr. */
-void ctf__log_stderr(void *user, ctf_severity sev, const ctf_error *what);
-
 /*======================================================================
  * Platform (platform.c): files, threads.
  *====================================================================*/
@@ -116,13 +117,16 @@ void ctf__file_close(int fd);
 int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offset,
                     ctf_error *err);
 
-/* I/O fault injection for tests: when > 0, the pread with that 1-based count fails with EIO. */
+#ifdef CTF_TESTING
+/* I/O fault injection, test builds only: when > 0, the pread with that 1-based count fails
+ * with EIO. */
 extern atomic_long ctf__io_fail_at;
 extern atomic_long ctf__io_count;
 /* The pread with count ctf__io_short_at returns half of what was asked (a legal short read);
  * the one with count ctf__io_eof_at returns 0 (the file ended under the read). */
 extern atomic_long ctf__io_short_at;
 extern atomic_long ctf__io_eof_at;
+#endif
 
 /*======================================================================
  * Number conversion (number.c)
@@ -295,9 +299,15 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
                      ctf_error *err);
 void ctf__chunk_data_free(ctf__chunk_data *cd);
 
-/* The parser's hot-loop variant in use: "ssse3", "sse2" (CTFIO_SIMD=sse2 forces it, for the
- * tests) or "portable" (no SSE2, or -DCTF_NO_SSE2). Fixed at the first parse. */
+/* The parser's hot-loop variant in use: "ssse3", "sse2" or "portable" (no SSE2, or
+ * -DCTF_NO_SSE2). Chosen from the processor at the first parse. */
 const char *ctf__parse_variant(void);
+#ifdef CTF_TESTING
+/* Test builds: selects the hot-loop variant by name ("sse2", or "ssse3" where the processor
+ * has it) for the following parses, so that the tests compare the variants on one machine.
+ * @return : 0, or CTF_EINVAL for a variant this build or processor cannot run. */
+int ctf__parse_set_variant(const char *name);
+#endif
 
 /*======================================================================
  * Packing (pack.c): picked sequences of parsed chunks -> an owned minibatch.

@@ -56,10 +56,8 @@ uint64_t ctf__hash_bytes(uint64_t h, const void *data, size_t n)
 static void log_problem(const ctf_config *cfg, ctf_severity sev, const ctf_error *e)
 {
     if ((int)sev > cfg->trace_level) return;
-    if (cfg->log)
-        cfg->log(cfg->log_user, sev, e);
-    else
-        ctf__log_stderr(NULL, sev, e);
+    /* No sink, no logging: the library never writes to a terminal itself. */
+    if (cfg->log) cfg->log(cfg->log_user, sev, e);
 }
 
 static void log_at(const ctf_config *cfg, ctf_severity sev, ctf__where w, const char *fmt, ...)

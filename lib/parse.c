@@ -438,14 +438,10 @@ static pthread_once_t fns_once = PTHREAD_ONCE_INIT;
 
 static void choose_fns(void)
 {
-    const char *force = getenv("CTFIO_SIMD");
     fns_chosen = &fns_sse2;
 #if CTF_SSSE3_VARIANT
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("ssse3") && !(force && !strcmp(force, "sse2")))
-        fns_chosen = &fns_ssse3;
-#else
-    CTF_UNUSED(force);
+    if (__builtin_cpu_supports("ssse3")) fns_chosen = &fns_ssse3;
 #endif
 }
 
@@ -453,6 +449,26 @@ static const struct value_fns *value_fns_get(void)
 {
     pthread_once(&fns_once, choose_fns);
     return fns_chosen;
+}
+#endif
+
+#ifdef CTF_TESTING
+int ctf__parse_set_variant(const char *name)
+{
+#if CTF_TOKENIZE
+    pthread_once(&fns_once, choose_fns);
+    if (!strcmp(name, "sse2")) {
+        fns_chosen = &fns_sse2;
+        return 0;
+    }
+#if CTF_SSSE3_VARIANT
+    if (!strcmp(name, "ssse3") && __builtin_cpu_supports("ssse3")) {
+        fns_chosen = &fns_ssse3;
+        return 0;
+    }
+#endif
+#endif
+    return strcmp(name, ctf__parse_variant()) ? CTF_EINVAL : 0;
 }
 #endif
 

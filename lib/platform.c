@@ -1,6 +1,6 @@
 /*
  * platform.c -- the POSIX layer: file identity (size, nanosecond mtime, inode), whole reads at an
- * offset, and the I/O fault-injection counters used by the reliability tests. Threads use
+ * offset, and (test builds only) the I/O fault-injection counters of the reliability tests. Threads use
  * pthreads directly through platform.h-style wrappers in prefetch.c.
  */
 
@@ -11,14 +11,32 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifdef CTF_TESTING
 atomic_long ctf__io_fail_at;
 atomic_long ctf__io_count;
-/* Two more test hooks on the same count (declared by the tests that use them, next to
- * ctf__io_fail_at): the pread with count ctf__io_short_at returns at most half of what was asked
- * (a legal short read, which must be retried transparently); the one with count ctf__io_eof_at
- * returns 0 (the file ended under the read). */
+/* Two more test hooks on the same count: the pread with count ctf__io_short_at returns at most
+ * half of what was asked (a legal short read, which must be retried transparently); the one
+ * with count ctf__io_eof_at returns 0 (the file ended under the read). */
 atomic_long ctf__io_short_at;
 atomic_long ctf__io_eof_at;
+
+/* One pread, or the fault the hooks ask for at this count. */
+static ssize_t hooked_pread(int fd, void *p, size_t n, uint64_t off)
+{
+    long k = atomic_fetch_add(&ctf__io_count, 1) + 1;
+    long at = atomic_load(&ctf__io_fail_at);
+    if (at > 0 && k == at) {
+        errno = EIO;
+        return -1;
+    }
+    if (k == atomic_load(&ctf__io_eof_at)) return 0;
+    size_t ask = k == atomic_load(&ctf__io_short_at) && n > 1 ? n / 2 : n;
+    return pread(fd, p, ask, (off_t)off);
+}
+#define PREAD hooked_pread
+#else
+#define PREAD(fd, p, n, off) pread((fd), (p), (n), (off_t)(off))
+#endif
 
 int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err)
 {
@@ -54,18 +72,7 @@ int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offs
     char *p = buf;
     uint64_t off = offset;
     while (n > 0) {
-        long k = atomic_fetch_add(&ctf__io_count, 1) + 1;
-        long at = atomic_load(&ctf__io_fail_at);
-        ssize_t got;
-        if (at > 0 && k == at) {
-            got = -1;
-            errno = EIO;
-        } else if (k == atomic_load(&ctf__io_eof_at)) {
-            got = 0;
-        } else {
-            size_t ask = k == atomic_load(&ctf__io_short_at) && n > 1 ? n / 2 : n;
-            got = pread(fd, p, ask, (off_t)off);
-        }
+        ssize_t got = PREAD(fd, p, n, off);
         if (got < 0) {
             if (errno == EINTR) continue;
             return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, (int64_t)off},

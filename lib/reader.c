@@ -108,10 +108,7 @@ typedef struct bptt_slot {
 
 static void reader_log(const ctf_reader *r, ctf_severity sev, const ctf_error *e)
 {
-    if (r->cfg.log)
-        r->cfg.log(r->cfg.log_user, sev, e);
-    else
-        ctf__log_stderr(NULL, sev, e);
+    if (r->cfg.log) r->cfg.log(r->cfg.log_user, sev, e);
 }
 
 static int copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err)
