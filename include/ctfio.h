@@ -134,7 +134,13 @@ typedef struct ctf_join_def {
     const char *origin;            /* where it was configured ("train.cntk:12:5"), or NULL */
 } ctf_join_def;
 
-/* Special values for max_samples (SPEC 6.4). */
+/* Limits checked by ctf_config_validate. A dense sample of the largest dimension takes 1 GiB
+ * (float32); a sparse index must fit int32; more parse threads than this only cost memory. */
+#define CTF_MAX_DENSE_DIM ((size_t)1 << 28)
+#define CTF_MAX_SPARSE_DIM ((size_t)INT32_MAX)
+#define CTF_MAX_THREADS 1024
+
+/* Special values for max_samples (the two largest uint64 values). */
 #define CTF_INFINITELY_REPEAT UINT64_MAX
 #define CTF_FULL_DATA_SWEEP (UINT64_MAX - 1)
 
@@ -185,9 +191,10 @@ typedef struct ctf_config {
 void ctf_config_init(ctf_config *cfg);
 
 /* ctf_config_validate(cfg, err):
- * Checks a configuration without touching the file: missing path or streams, dim 0, duplicate
- * names or aliases, two definesMBSize streams, both max_samples and max_sweeps, frame mode with
- * truncation, a rank outside the workers. Messages name the parameter.
+ * Checks a configuration without touching the file: missing path or streams, dim 0 or above
+ * CTF_MAX_DENSE_DIM / CTF_MAX_SPARSE_DIM, duplicate names or aliases, two definesMBSize streams,
+ * both max_samples and max_sweeps, frame mode with truncation, a rank outside the workers, more
+ * than CTF_MAX_THREADS threads. Messages name the parameter.
  * @return : 0, or CTF_EINVAL with err filled. */
 int ctf_config_validate(const ctf_config *cfg, ctf_error *err);
 

@@ -13,6 +13,7 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +112,11 @@ int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err);
 /* Opens for reading. @return : fd >= 0, or CTF_EIO with err filled. */
 int ctf__file_open(const char *path, ctf_error *err);
 void ctf__file_close(int fd);
+
+/* fopen for the library's own small files (index cache, configuration): opens without
+ * blocking; a read refuses anything that is not a regular file (a FIFO, a device, a directory:
+ * errno EINVAL). Writing creates or truncates. @return : the stream, or NULL with errno set. */
+FILE *ctf__fopen_regular(const char *path, bool for_write);
 
 /* Reads exactly n bytes at offset (retrying short reads); a read past the end is CTF_ECHANGED.
  * @return : 0, CTF_EIO or CTF_ECHANGED with err naming path. */

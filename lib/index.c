@@ -729,8 +729,15 @@ static int cache_load(ctf_index *idx, const ctf_config *cfg, const index_opts *o
 {
     char cpath[CTF_ERROR_PATH_MAX + 16];
     ctf_index_cache_path(idx->path, cpath, sizeof cpath);
-    FILE *f = fopen(cpath, "rb");
-    if (!f) return 0;
+    FILE *f = ctf__fopen_regular(cpath, false);
+    if (!f) {
+        /* Present but unusable (a FIFO, a directory): say so; absent: nothing to say. */
+        if (errno != ENOENT)
+            log_at(cfg, CTF_SEV_INFO, (ctf__where){cpath, 0, 0, -1},
+                   "index cache ignored (%s); rebuilding",
+                   errno == EINVAL ? "not a regular file" : strerror(errno));
+        return 0;
+    }
     cache_header h;
     const char *why = NULL;
     ctf__seq *seqs = NULL;
@@ -838,7 +845,7 @@ static void cache_save(const ctf_index *idx, const ctf_config *cfg, const index_
     h.repeat_first_line = idx->repeat.first_line;
     h.repeat_offset = idx->repeat.offset;
     uint64_t sum = table_hash(&h, idx->seqs, idx->num_seqs);
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = ctf__fopen_regular(tmp, true);
     const char *what = "create";
     if (!f) goto fail;
     what = "write";

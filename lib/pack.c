@@ -164,7 +164,11 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
         }
         s->samples = samples;
         if (!def->is_sparse) {
-            s->values = CTF_MALLOC((samples ? samples * def->dim : 1) * elt);
+            size_t vals = 1;
+            if ((samples && __builtin_mul_overflow(samples, def->dim, &vals)) ||
+                vals > SIZE_MAX / elt)
+                goto oom;
+            s->values = CTF_MALLOC(vals * elt);
             if (!s->values) goto oom;
             char *dst = s->values;
             size_t row = 0;

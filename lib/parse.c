@@ -490,8 +490,11 @@ static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *
     ctf__stream_data *sd = &ps->cd->streams[s];
     const size_t elt = (size_t)ps->pc->precision;
     const size_t dim = def->dim;
-    /* One slot of slack past the sample: dense_value stores before it counts. */
-    if (ensure_values(sd, (sd->samples + 1) * dim + 1, elt)) {
+    /* One slot of slack past the sample: dense_value stores before it counts. The product is
+     * checked: a size that does not fit is an allocation that cannot succeed. */
+    size_t need;
+    if (__builtin_mul_overflow(sd->samples + 1, dim, &need) || need > SIZE_MAX / elt - 1 ||
+        ensure_values(sd, need + 1, elt)) {
         ps->oom = 1;
         return NULL;
     }
@@ -616,6 +619,71 @@ static size_t parse_row(pstate *ps, const char *p, const char *end, uint64_t *se
     return got;
 }
 
+/* The data file changed since it was indexed (same size and modification time, other bytes):
+ * fatal, at the line that no longer fits the index. */
+static void changed_under_index(pstate *ps, const char *at, const char *what, uint64_t a,
+                                uint64_t b)
+{
+    ctf__chunk_data *cd = ps->cd;
+    cd->fatal = true;
+    cd->fatal_code = CTF_ECHANGED;
+    add_problem(ps, CTF_SEV_ERROR, CTF_ECHANGED, where_at(ps, at),
+                "the file changed since it was indexed: %s (%llu, the index has %llu)", what,
+                (unsigned long long)a, (unsigned long long)b);
+}
+
+/* Line mode: does the line [p, eol) name a configured input? The index attached such lines
+ * to the sequence before them only when they held none (blank, comments, unknown inputs). */
+static bool line_has_input(const pstate *ps, const char *p, const char *eol)
+{
+    for (;;) {
+        p = memchr(p, '|', (size_t)(eol - p));
+        if (!p) return false;
+        const char *n = ++p;
+        if (n < eol && *n == '#') continue; /* a comment, even for an alias starting with '#' */
+        while (p < eol && !(*(const unsigned char *)p <= ' ' || *p == '|' || *p == 127)) p++;
+        const size_t len = (size_t)(p - n);
+        for (size_t i = 0; len && i < ps->pc->num_streams; i++)
+            if (ps->alias_len[i] == len && !memcmp(ps->alias[i], n, len)) return true;
+    }
+}
+
+/* Checks that the sequence's bytes still have the shape the index recorded: its physical lines
+ * (none more, none less), in id mode every id equal to its key, in line mode no configured
+ * input on its trailing lines. p is where the parsed rows ended, r the rows parsed.
+ * @return : false after recording CTF_ECHANGED. */
+static bool sequence_matches_index(pstate *ps, const ctf__seq *seq, const char *p,
+                                   const char *end, uint32_t r)
+{
+    for (; r < seq->lines && p < end; r++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *eol = nl ? nl : end;
+        ps->line_start = p;
+        if (ps->pc->line_mode && line_has_input(ps, p, eol)) {
+            changed_under_index(ps, p, "a line the index saw without input holds one; line",
+                                ps->line_no + 1, seq->line + 1);
+            return false;
+        }
+        if (!ps->pc->line_mode && p < eol && *p >= '0' && *p <= '9') {
+            changed_under_index(ps, p, "a line inside a sequence starts another one; line",
+                                ps->line_no + 1, seq->line + 1);
+            return false;
+        }
+        p = nl ? nl + 1 : end;
+        ps->line_no++;
+    }
+    /* An unterminated run of blanks at the end of the file is not a line (as in the index). */
+    const char *q = p;
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
+    if (r != seq->lines || q != end) {
+        ps->line_start = p;
+        changed_under_index(ps, p < end ? p : end, "the sequence's line count differs; lines",
+                            r, seq->lines);
+        return false;
+    }
+    return true;
+}
+
 static int parse_sequence(pstate *ps, size_t si, size_t local)
 {
     const ctf_index *idx = ps->idx;
@@ -632,16 +700,31 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
 
     for (size_t k = 0; k < pc->num_streams; k++) sl[k].first = (uint32_t)cd->streams[k].samples;
     ps->line_no = seq->line;
-    uint32_t rows = pc->line_mode ? 1 : seq->lines;
-    for (uint32_t r = 0; r < rows && p < end && !too_many_errors(ps); r++) {
+    uint32_t rows = pc->line_mode ? 1 : seq->lines, r;
+    for (r = 0; r < rows && p < end && !too_many_errors(ps); r++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *eol = nl ? nl : end;
         ps->line_start = p;
         ps->row_errors = 0;
         ps->row_unterminated = nl == NULL && seq_end == idx->file.size;
         const char *q = p;
-        /* Skip the sequence id at the line start (ids in line mode are ignored, SPEC 1.4). */
-        while (q < eol && *q >= '0' && *q <= '9') q++;
+        /* Skip the sequence id at the line start (ids in line mode are ignored). In id mode
+         * every id in the sequence is its key: the index started a new sequence at any other,
+         * so another one here means the file changed under the index (the first line's id was
+         * checked when the chunk was read). */
+        uint64_t id = 0;
+        bool big = false;
+        while (q < eol && *q >= '0' && *q <= '9') {
+            const unsigned d = (unsigned)(*q - '0');
+            if (id > (UINT64_MAX - d) / 10) big = true;
+            else id = id * 10 + d;
+            q++;
+        }
+        if (!pc->line_mode && q > p && (big || id != seq->key)) {
+            changed_under_index(ps, p, "another sequence id inside the sequence; id",
+                                big ? UINT64_MAX : id, seq->key);
+            return 0;
+        }
         uint64_t seen;
         size_t got = parse_row(ps, q, eol, &seen);
         if (ps->oom) return CTF_ENOMEM;
@@ -659,6 +742,7 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
         ps->line_no++;
     }
     if (too_many_errors(ps)) return 0;
+    if (!sequence_matches_index(ps, seq, p, end, r)) return 0;
 
     size_t longest = 0;
     for (size_t k = 0; k < pc->num_streams; k++) {

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,13 +53,47 @@ int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err)
     return 0;
 }
 
+/* Opens without blocking (a FIFO or a device at the path must not hang the open) and, for
+ * reading, keeps the descriptor only when it is a regular file. A write goes wherever the path
+ * leads (a full device fails the write, as a full disk would). @return : fd, or -1 with errno
+ * set (EINVAL for a file that is not regular). */
+static int open_regular(const char *path, int flags)
+{
+    int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (!S_ISREG(st.st_mode) && (flags & O_ACCMODE) == O_RDONLY)) {
+        int e = errno;
+        close(fd);
+        errno = S_ISREG(st.st_mode) ? e : EINVAL;
+        return -1;
+    }
+    /* Regular files ignore O_NONBLOCK; clear it anyway so that later reads are plain reads. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 int ctf__file_open(const char *path, ctf_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_regular(path, O_RDONLY);
     if (fd < 0)
         return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, -1}, "cannot open file: %s",
-                         strerror(errno));
+                         errno == EINVAL ? "not a regular file" : strerror(errno));
     return fd;
+}
+
+FILE *ctf__fopen_regular(const char *path, bool for_write)
+{
+    int fd = open_regular(path, for_write ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, for_write ? "wb" : "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
 }
 
 void ctf__file_close(int fd)

@@ -1,0 +1,326 @@
+/*
+ * test_hardening.c -- regression tests for inputs that once crashed, hung or were accepted
+ * silently: huge dimensions and thread counts, FIFOs where files are expected, a key changed in
+ * place on a line that does not start a sequence, corrupt and forged index caches, short dense
+ * rows of a large dimension, checkpoint states of any size, and the CLI's handling of them.
+ * Every test that opens a reader checks that no allocation leaks.
+ */
+#include "ctfio_internal.h"
+#include "test.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/*======================================================================
+ * Helpers
+ *====================================================================*/
+
+typedef struct logbook {
+    int infos, warnings, errors;
+    ctf_error last;
+} logbook;
+
+static void keep_log(void *user, ctf_severity sev, const ctf_error *e)
+{
+    logbook *lb = user;
+    if (sev == CTF_SEV_INFO) lb->infos++;
+    else if (sev == CTF_SEV_WARNING) lb->warnings++;
+    else lb->errors++;
+    lb->last = *e;
+}
+
+static void base_cfg(ctf_config *cfg, const char *path, const ctf_stream_def *s, size_t n,
+                     logbook *lb)
+{
+    ctf_config_init(cfg);
+    cfg->path = path;
+    cfg->streams = s;
+    cfg->num_streams = n;
+    cfg->randomize = false;
+    cfg->max_sweeps = 1;
+    cfg->num_threads = 0;
+    cfg->trace_level = 2;
+    cfg->log = keep_log;
+    cfg->log_user = lb;
+}
+
+/* Reads one sweep in minibatches of mb samples. @return : the reader's status; *digest over
+ * the data, *samples delivered (index samples of the first stream). */
+static int read_all(const ctf_config *cfg, uint64_t mb, uint64_t *digest, ctf_error *err)
+{
+    ctf_reader *r;
+    int rc = ctf_reader_open(cfg, &r, err);
+    if (rc) return rc;
+    uint64_t h = 1469598103934665603ull;
+    ctf_minibatch *m;
+    while ((rc = ctf_reader_next(r, mb, &m)) == 0 && m) {
+        h = test_digest_minibatch(h, m);
+        ctf_minibatch_free(m);
+    }
+    if (rc) *err = *ctf_reader_error(r);
+    ctf_reader_free(r);
+    if (digest) *digest = h;
+    return rc;
+}
+
+/* Sets a file's modification time (nanoseconds) back to what it was. */
+static int set_mtime(const char *path, const struct stat *st)
+{
+    struct timespec ts[2] = {st->st_atim, st->st_mtim};
+    return utimensat(AT_FDCWD, path, ts, 0);
+}
+
+/* Rewrites `len` bytes at `off` of path in place, keeping its size and restoring its mtime. */
+static int patch_keep_mtime(const char *path, uint64_t off, const char *bytes, size_t len)
+{
+    struct stat st;
+    if (stat(path, &st)) return -1;
+    int fd = open(path, O_WRONLY);
+    if (fd < 0) return -1;
+    ssize_t w = pwrite(fd, bytes, len, (off_t)off);
+    close(fd);
+    if (w != (ssize_t)len) return -1;
+    return set_mtime(path, &st);
+}
+
+__attribute__((unused)) static const char *cli(void)
+{
+    const char *c = getenv("CTFIO_CLI");
+    return c && c[0] ? c : "build/ctfio";
+}
+
+/* Runs a shell command with a time limit. @return : its exit status, 124 on timeout. */
+__attribute__((unused)) static int run_cmd(const char *cmd)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "timeout 60 sh -c '%s'", cmd);
+    int st = system(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+__attribute__((unused)) static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, len = 0;
+    char *b = malloc(cap + 1);
+    size_t got;
+    while (b && (got = fread(b + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap) {
+            char *nb = realloc(b, 2 * cap + 1);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (b) b[len] = 0;
+    if (n) *n = len;
+    return b;
+}
+
+/*======================================================================
+ * Dimensions and thread counts are bounded at configuration time
+ *====================================================================*/
+
+TEST(config_dims_and_threads_are_bounded)
+{
+    ctf_config c;
+    ctf_error err;
+    ctf_stream_def s = {.name = "x", .dim = SIZE_MAX};
+    base_cfg(&c, "one.ctf", &s, 1, NULL);
+    c.log = NULL;
+    ASSERT_EQ(ctf_config_validate(&c, &err), CTF_EINVAL);
+    ASSERT_STR_CONTAINS(err.message, "config.streams[0].dim");
+    ASSERT_STR_CONTAINS(err.message, "18446744073709551615");
+    s.dim = CTF_MAX_DENSE_DIM + 1;
+    ASSERT_EQ(ctf_config_validate(&c, &err), CTF_EINVAL);
+    s.dim = CTF_MAX_DENSE_DIM;
+    ASSERT_OK(ctf_config_validate(&c, &err), &err);
+    s.is_sparse = true;
+    s.dim = CTF_MAX_SPARSE_DIM + 1;
+    ASSERT_EQ(ctf_config_validate(&c, &err), CTF_EINVAL);
+    s.dim = SIZE_MAX;
+    ASSERT_EQ(ctf_config_validate(&c, &err), CTF_EINVAL);
+    s.dim = CTF_MAX_SPARSE_DIM;
+    ASSERT_OK(ctf_config_validate(&c, &err), &err);
+    c.num_threads = CTF_MAX_THREADS + 1;
+    ASSERT_EQ(ctf_config_validate(&c, &err), CTF_EINVAL);
+    ASSERT_STR_CONTAINS(err.message, "config.num_threads");
+    c.num_threads = 100000;
+    ASSERT_EQ(ctf_config_validate(&c, &err), CTF_EINVAL);
+    c.num_threads = CTF_MAX_THREADS;
+    ASSERT_OK(ctf_config_validate(&c, &err), &err);
+}
+
+/* The crash of a dense dim near 2^64: a reader (and a BrainScript configuration) refuses it. */
+TEST(huge_dense_dim_is_refused_before_parsing)
+{
+    const char *path = test_write_str("hugedim.ctf", "|x 1 2 3\n");
+    long live = atomic_load(&ctf__alloc.live);
+    ctf_stream_def s = {.name = "x", .dim = SIZE_MAX};
+    ctf_config c;
+    ctf_error err;
+    base_cfg(&c, path, &s, 1, NULL);
+    c.log = NULL;
+    ASSERT_EQ(read_all(&c, 10, NULL, &err), CTF_EINVAL);
+    ASSERT_STR_CONTAINS(err.message, "dim");
+    static const char text[] = "reader = [ readerType = CNTKTextFormatReader\n"
+                               "  file = \"hugedim.ctf\"\n"
+                               "  input = [ x = [ dim = 18446744073709551615; format = dense ] ]\n]\n";
+    const char *cpath = test_write_str("hugedim.cntk", text);
+    ctf_bsconfig *doc = NULL;
+    int rc = ctf_bsconfig_load(cpath, NULL, NULL, 0, &doc, &err);
+    if (rc == 0) rc = ctf_bsconfig_apply(doc, &c, &err);
+    ctf_bsconfig_free(doc);
+    ASSERT_EQ(rc, CTF_EINVAL);
+    ASSERT_STR_CONTAINS(err.message, "dim");
+    ASSERT_EQ(atomic_load(&ctf__alloc.live), live);
+}
+
+/*======================================================================
+ * FIFOs and other non-regular files never block an open
+ *====================================================================*/
+
+TEST(fifo_at_the_cache_path_does_not_hang)
+{
+    const char *path = test_write_str("fifo.ctf", "|x 1 2\n|x 3 4\n");
+    char cpath[1100];
+    ctf_index_cache_path(path, cpath, sizeof cpath);
+    unlink(cpath);
+    ASSERT_EQ(mkfifo(cpath, 0600), 0);
+    long live = atomic_load(&ctf__alloc.live);
+    /* A hang is a failure: the alarm ends the test run. */
+    alarm(30);
+    ctf_stream_def s = {.name = "x", .dim = 2};
+    ctf_config c;
+    logbook lb = {0};
+    ctf_error err;
+    base_cfg(&c, path, &s, 1, &lb);
+    c.cache_index = true;
+    uint64_t d1, d2;
+    ASSERT_OK(read_all(&c, 10, &d1, &err), &err);
+    c.cache_index = false;
+    ASSERT_OK(read_all(&c, 10, &d2, &err), &err);
+    alarm(0);
+    ASSERT_U64_EQ(d1, d2);
+    /* The FIFO was replaced by a real cache (written beside it and renamed over it). */
+    struct stat st;
+    ASSERT_EQ(stat(cpath, &st), 0);
+    ASSERT(S_ISREG(st.st_mode));
+    unlink(cpath);
+
+    /* A FIFO as the configuration file or the data file: an error naming it, at once. */
+    char fpath[1100];
+    snprintf(fpath, sizeof fpath, "%s/fifo.cntk", test_tmpdir());
+    unlink(fpath);
+    ASSERT_EQ(mkfifo(fpath, 0600), 0);
+    alarm(30);
+    ctf_bsconfig *doc = NULL;
+    ASSERT_EQ(ctf_bsconfig_load(fpath, NULL, NULL, 0, &doc, &err), CTF_EIO);
+    ASSERT_STR_CONTAINS(err.message, "not a regular file");
+    c.path = fpath;
+    ASSERT_EQ(read_all(&c, 10, NULL, &err), CTF_EIO);
+    ASSERT_STR_CONTAINS(err.message, "not a regular file");
+    alarm(0);
+    unlink(fpath);
+    ASSERT_EQ(atomic_load(&ctf__alloc.live), live);
+}
+
+/*======================================================================
+ * A changed key or input on a line that does not start a sequence
+ *====================================================================*/
+
+/* 2000 lines "i/2 |x i i"; line 11 (0-based, the second line of sequence 5) gets key 6 with the
+ * size and modification time kept: through the index cache and through a live reader the
+ * chunk no longer matches the index, which is CTF_ECHANGED, never a silent regrouping. */
+TEST(changed_key_on_a_continuation_line_is_detected)
+{
+    char *text = malloc(2000 * 32);
+    ASSERT(text != NULL);
+    size_t n = 0;
+    uint64_t off11 = 0;
+    for (int i = 0; i < 2000; i++) {
+        if (i == 11) off11 = n;
+        n += (size_t)sprintf(text + n, "%d |x %d %d\n", i / 2, i, i);
+    }
+    const char *path = test_write_file("changed_key.ctf", text, n);
+    free(text);
+    char cpath[1100];
+    ctf_index_cache_path(path, cpath, sizeof cpath);
+    unlink(cpath);
+    long live = atomic_load(&ctf__alloc.live);
+    ctf_stream_def s = {.name = "x", .dim = 2};
+    ctf_config c;
+    logbook lb = {0};
+    ctf_error err;
+    base_cfg(&c, path, &s, 1, &lb);
+    c.trace_level = 1;
+    c.cache_index = true;
+    uint64_t d;
+    ASSERT_OK(read_all(&c, 64, &d, &err), &err);
+    ASSERT_EQ(patch_keep_mtime(path, off11, "6", 1), 0);
+    /* Through the cache (its header still matches the file). */
+    ASSERT_EQ(read_all(&c, 64, &d, &err), CTF_ECHANGED);
+    ASSERT_STR_CONTAINS(err.path, "changed_key.ctf");
+    ASSERT_U64_EQ(err.line, 12);
+    ASSERT_STR_CONTAINS(err.message, "changed since it was indexed");
+    /* A live reader: indexed before the change, reading after it. */
+    ASSERT_EQ(patch_keep_mtime(path, off11, "5", 1), 0);
+    c.cache_index = false;
+    ctf_reader *r;
+    ASSERT_OK(ctf_reader_open(&c, &r, &err), &err);
+    ASSERT_EQ(patch_keep_mtime(path, off11, "6", 1), 0);
+    ctf_minibatch *mb = NULL;
+    int rc;
+    while ((rc = ctf_reader_next(r, 64, &mb)) == 0 && mb) ctf_minibatch_free(mb);
+    ASSERT_EQ(rc, CTF_ECHANGED);
+    ASSERT_U64_EQ(ctf_reader_error(r)->line, 12);
+    ctf_reader_free(r);
+    unlink(cpath);
+    ASSERT_EQ(atomic_load(&ctf__alloc.live), live);
+}
+
+/* Line mode: a comment line `|# 2` that becomes `|x 2` with the same size and mtime would be a
+ * sample the index never counted; it is CTF_ECHANGED. A line split or joined in place is too. */
+TEST(changed_line_mode_comment_into_data_is_detected)
+{
+    static const char text[] = "|x 0\n|# 2\n|x 3\n|x 4\n";
+    const char *path = test_write_str("changed_line.ctf", text);
+    char cpath[1100];
+    ctf_index_cache_path(path, cpath, sizeof cpath);
+    unlink(cpath);
+    long live = atomic_load(&ctf__alloc.live);
+    ctf_stream_def s = {.name = "x", .dim = 1};
+    ctf_config c;
+    logbook lb = {0};
+    ctf_error err;
+    base_cfg(&c, path, &s, 1, &lb);
+    c.trace_level = 1;
+    c.cache_index = true;
+    uint64_t d0, d;
+    ASSERT_OK(read_all(&c, 64, &d0, &err), &err);
+    ASSERT_EQ(patch_keep_mtime(path, 6, "x", 1), 0);
+    ASSERT_EQ(read_all(&c, 64, &d, &err), CTF_ECHANGED);
+    ASSERT_U64_EQ(err.line, 2);
+    /* Back to the comment: the cache is valid again and the data as before. */
+    ASSERT_EQ(patch_keep_mtime(path, 6, "#", 1), 0);
+    ASSERT_OK(read_all(&c, 64, &d, &err), &err);
+    ASSERT_U64_EQ(d, d0);
+    /* The comment's newline turned into a blank: the sequence now has one line less. */
+    ASSERT_EQ(patch_keep_mtime(path, 9, " ", 1), 0);
+    ASSERT_EQ(read_all(&c, 64, &d, &err), CTF_ECHANGED);
+    unlink(cpath);
+    ASSERT_EQ(atomic_load(&ctf__alloc.live), live);
+}
