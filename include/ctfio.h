@@ -139,6 +139,9 @@ typedef struct ctf_join_def {
 #define CTF_MAX_DENSE_DIM ((size_t)1 << 28)
 #define CTF_MAX_SPARSE_DIM ((size_t)INT32_MAX)
 #define CTF_MAX_THREADS 1024
+/* The largest timeline position ctf_reader_seek and ctf_reader_restore_state accept (2^63 - 1):
+ * beyond it an endless stream could not go on without wrapping. */
+#define CTF_MAX_POSITION ((uint64_t)INT64_MAX)
 
 /* Special values for max_samples (the two largest uint64 values). */
 #define CTF_INFINITELY_REPEAT UINT64_MAX
@@ -349,7 +352,9 @@ int ctf_reader_save_state(const ctf_reader *reader, char *buf, size_t cap, size_
  * @return : 0, or CTF_ESTATE explaining the mismatch field by field. */
 int ctf_reader_restore_state(ctf_reader *reader, const char *state, size_t len);
 
-/* ctf_reader_seek(reader, position): continue from a timeline position (SPEC 8.4). */
+/* ctf_reader_seek(reader, position): continue from a timeline position (the first sequence
+ * boundary at or after it). @return : 0; CTF_EINVAL for a position above CTF_MAX_POSITION (the
+ * reader is unchanged). */
 int ctf_reader_seek(ctf_reader *reader, uint64_t position);
 
 /* ctf_reader_free(reader): stops the prefetch threads and frees everything; NULL is a no-op. */

@@ -151,7 +151,8 @@ const char *ctf__parse_double(const char *p, const char *end, double *out);
 const char *ctf__parse_float(const char *p, const char *end, float *out);
 
 /* ctf__format_double / ctf__format_float: shortest decimal that round-trips ("%.17g" style
- * search), JSON-compatible (no inf/nan: those print as null). @return : length written. */
+ * search), JSON-compatible: +inf and -inf print as 1e999 and -1e999 (JSON readers round them
+ * back to infinities), nan as null. @return : length written. */
 int ctf__format_double(double v, char *buf, size_t cap);
 int ctf__format_float(float v, char *buf, size_t cap);
 

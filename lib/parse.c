@@ -348,19 +348,23 @@ static const char *sparse_entry(pstate *ps, sparse_run *sr, const char *p, const
         if (index <= UINT32_MAX) index = index * 10 + dg;
         p++;
     }
+    /* Messages quote the index as written (its value stops growing past 2^32, and a number
+     * cut short in a message would name another index). */
+    const int ndig = (int)CTF_MIN((size_t)(p - entry), (size_t)64);
+    const char *more = (size_t)(p - entry) > 64 ? "..." : "";
     if (p == end || *p != ':') {
         char ex[64];
         excerpt(p, end, ex, sizeof ex);
         add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
-                    "stream '%s': expected ':' directly after sparse index %llu, found '%s'",
-                    def->name, (unsigned long long)index, ex);
+                    "stream '%s': expected ':' directly after sparse index %.*s%s, found '%s'",
+                    def->name, ndig, entry, more, ex);
         return NULL;
     }
     p++;
     if (index >= def->dim) {
         add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, entry),
-                    "stream '%s': sparse index %llu is out of range (dim=%zu)", def->name,
-                    (unsigned long long)index, def->dim);
+                    "stream '%s': sparse index %.*s%s is out of range (dim=%zu)", def->name,
+                    ndig, entry, more, def->dim);
         return NULL;
     }
     union {
@@ -377,8 +381,8 @@ static const char *sparse_entry(pstate *ps, sparse_run *sr, const char *p, const
         while (stop < end && !ends_value((unsigned char)*stop)) stop++;
         excerpt(p, stop, ex, sizeof ex);
         add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
-                    "stream '%s': expected a number directly after '%llu:', found '%s'",
-                    def->name, (unsigned long long)index, ex);
+                    "stream '%s': expected a number directly after '%.*s%s:', found '%s'",
+                    def->name, ndig, entry, more, ex);
         return NULL;
     }
     if (!sparse_store(ps, sr, index, elt == 4 ? v.f : 0.0f, elt == 4 ? 0.0 : v.d, elt, entry))
@@ -643,6 +647,7 @@ static bool line_has_input(const pstate *ps, const char *p, const char *eol)
         if (n < eol && *n == '#') continue; /* a comment, even for an alias starting with '#' */
         while (p < eol && !(*(const unsigned char *)p <= ' ' || *p == '|' || *p == 127)) p++;
         const size_t len = (size_t)(p - n);
+        if (!len) return true; /* an empty name: an error, so the index made it a sequence */
         for (size_t i = 0; len && i < ps->pc->num_streams; i++)
             if (ps->alias_len[i] == len && !memcmp(ps->alias[i], n, len)) return true;
     }
@@ -695,6 +700,7 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
     const char *end = ps->buf + (seq_end - ps->base);
     ctf__slice *sl = &cd->slices[local * pc->num_streams];
     size_t nonempty_rows = 0;
+    const uint64_t errors_before = cd->num_errors;
     uint64_t dropped_before[CTF_MAX_STREAMS];
     memcpy(dropped_before, cd->dropped_samples, pc->num_streams * sizeof *dropped_before);
 
@@ -752,7 +758,8 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
     const ctf__where w = {pc->path, seq->line + 1, 1, (int64_t)seq->offset};
     for (size_t k = 0; k < pc->num_streams; k++) {
         if (sl[k].count != 0) continue;
-        if (cd->dropped_samples[k] > dropped_before[k]) {
+        if (cd->dropped_samples[k] > dropped_before[k] ||
+            (pc->line_mode && nonempty_rows == 0 && cd->num_errors > errors_before)) {
             /* The stream is in the text but every sample of it here was in error: the errors
              * are counted already, so drop the sequence (counted) rather than fail, which
              * would make maxErrors useless for one-line sequences. */

@@ -406,11 +406,52 @@ static char *read_state_arg(const char *arg)
         fprintf(stderr, "ctfio: cannot open state file %s: %s\n", arg + 1, strerror(errno));
         exit(1);
     }
-    char *buf = calloc(1, 65536);
-    size_t n = buf ? fread(buf, 1, 65535, f) : 0;
+    /* Any size: a state grows with the sequences in flight (truncated BPTT). */
+    size_t n = 0, cap = 0;
+    char *buf = NULL;
+    for (;;) {
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap = cap ? 2 * cap : 65536);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                fprintf(stderr, "ctfio: out of memory reading state file %s\n", arg + 1);
+                exit(1);
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    bool bad = ferror(f);
     fclose(f);
-    if (buf) buf[n] = 0;
+    if (bad) {
+        free(buf);
+        fprintf(stderr, "ctfio: cannot read state file %s\n", arg + 1);
+        exit(1);
+    }
+    buf[n] = 0;
     return buf;
+}
+
+/* Prints "state {...}" after a minibatch, whatever the state's size. @return : 0, or 1 after
+ * reporting the error (never ignored: a missing checkpoint line would lose the position). */
+static int print_state(const ctf_reader *r)
+{
+    size_t len = 0;
+    int rc = ctf_reader_save_state(r, NULL, 0, &len);
+    char *buf = rc == 0 || rc == CTF_ELIMIT ? malloc(len + 1) : NULL;
+    if (buf) rc = ctf_reader_save_state(r, buf, len + 1, &len);
+    if (!buf || rc) {
+        free(buf);
+        fprintf(stderr, "ctfio: cannot save the checkpoint state: %s\n",
+                rc ? ctf_error_name(rc) : "out of memory");
+        return 1;
+    }
+    printf("state %s\n", buf);
+    free(buf);
+    return 0;
 }
 
 static int cmd_dump(opts *o, ctf_config *cfg)
@@ -452,11 +493,7 @@ static int cmd_dump(opts *o, ctf_config *cfg)
             ctf_minibatch_print_json(mb, stdout, o->with_line);
         emitted++;
         ctf_minibatch_free(mb);
-        if (o->print_state) {
-            char buf[1024];
-            size_t len;
-            if (ctf_reader_save_state(r, buf, sizeof buf, &len) == 0) printf("state %s\n", buf);
-        }
+        if (o->print_state && (rc = print_state(r)) != 0) break;
     }
     ctf_reader_free(r);
     return rc;
