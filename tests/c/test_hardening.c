@@ -98,7 +98,7 @@ __attribute__((unused)) static const char *cli(void)
 /* Runs a shell command with a time limit. @return : its exit status, 124 on timeout. */
 __attribute__((unused)) static int run_cmd(const char *cmd)
 {
-    char full[4096];
+    char full[8400];
     snprintf(full, sizeof full, "timeout 60 sh -c '%s'", cmd);
     int st = system(full);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
@@ -322,5 +322,282 @@ TEST(changed_line_mode_comment_into_data_is_detected)
     ASSERT_EQ(patch_keep_mtime(path, 9, " ", 1), 0);
     ASSERT_EQ(read_all(&c, 64, &d, &err), CTF_ECHANGED);
     unlink(cpath);
+    ASSERT_EQ(atomic_load(&ctf__alloc.live), live);
+}
+
+/*======================================================================
+ * Index caches: corrupt counts and forged tables are ignored and rebuilt
+ *====================================================================*/
+
+#define CACHE_HEADER_BYTES 120 /* sizeof(cache_header) in index.c */
+#define SEQ_BYTES 32           /* sizeof(ctf__seq) */
+
+/* Rewrites the cache with one 8-byte header field or one sequence field replaced and the
+ * checksum recomputed, as a forger would. */
+static int forge_cache(const char *cpath, size_t at, const void *val, size_t n)
+{
+    size_t len;
+    char *c = slurp(cpath, &len);
+    if (!c || len < CACHE_HEADER_BYTES + 8 || at + n > len - 8) {
+        free(c);
+        return -1;
+    }
+    memcpy(c + at, val, n);
+    uint64_t sum = ctf__hash_bytes(0xcbf29ce484222325ull, c, CACHE_HEADER_BYTES);
+    sum = ctf__hash_bytes(sum, c + CACHE_HEADER_BYTES, len - CACHE_HEADER_BYTES - 8);
+    memcpy(c + len - 8, &sum, 8);
+    FILE *f = fopen(cpath, "r+b");
+    int rc = f && fwrite(c, 1, len, f) == len ? 0 : -1;
+    if (f) fclose(f);
+    free(c);
+    return rc;
+}
+
+/* Builds the index with the cache, applies one forgery, and checks that the next build ignores
+ * the cache, rebuilds it and equals the honest index. @return : NULL, or what went wrong. */
+static const char *cache_forgery_is_ignored(const char *path, size_t at, uint64_t val,
+                                            size_t n)
+{
+    static char msg[600];
+    char cpath[1100];
+    ctf_index_cache_path(path, cpath, sizeof cpath);
+    unlink(cpath);
+    ctf_stream_def s = {.name = "x", .dim = 1};
+    ctf_config c;
+    logbook lb = {0};
+    ctf_error err;
+    base_cfg(&c, path, &s, 1, &lb);
+    c.cache_index = true;
+    ctf_index *a, *b;
+    if (ctf_index_build(&c, &a, &err)) return "first build failed";
+    ctf_index_info ia, ib;
+    ctf_index_get_info(a, &ia);
+    ctf_index_free(a);
+    if (forge_cache(cpath, at, &val, n)) return "cannot forge";
+    memset(&lb, 0, sizeof lb);
+    int rc = ctf_index_build(&c, &b, &err);
+    if (rc) {
+        snprintf(msg, sizeof msg, "build with a forged cache failed: %s", err.message);
+        return msg;
+    }
+    ctf_index_get_info(b, &ib);
+    ctf_index_free(b);
+    if (ib.from_cache) return "the forged cache was used";
+    if (ia.samples != ib.samples || ia.sequences != ib.sequences || ia.lines != ib.lines)
+        return "the rebuilt index differs";
+    /* The rebuild wrote a good cache again. */
+    if (ctf_index_build(&c, &b, &err)) return "third build failed";
+    ctf_index_get_info(b, &ib);
+    ctf_index_free(b);
+    if (!ib.from_cache) return "the cache was not rewritten";
+    unlink(cpath);
+    return NULL;
+}
+
+typedef struct reasons {
+    char text[8][200];
+    int n;
+} reasons;
+
+static void keep_reasons(void *user, ctf_severity sev, const ctf_error *e)
+{
+    reasons *r = user;
+    if (sev == CTF_SEV_INFO && strstr(e->message, "index cache ignored") && r->n < 8)
+        snprintf(r->text[r->n++], sizeof r->text[0], "%.190s", e->message);
+}
+
+/* The reason the cache was ignored after one forgery. */
+static const char *forged_reason(const char *path, size_t at, uint64_t val, size_t n)
+{
+    static char out[200];
+    char cpath[1100];
+    ctf_index_cache_path(path, cpath, sizeof cpath);
+    ctf_stream_def s = {.name = "x", .dim = 1};
+    ctf_config c;
+    ctf_error err;
+    reasons rs = {0};
+    base_cfg(&c, path, &s, 1, NULL);
+    c.log = keep_reasons;
+    c.log_user = &rs;
+    c.cache_index = true;
+    unlink(cpath);
+    ctf_index *idx;
+    if (ctf_index_build(&c, &idx, &err)) return "build failed";
+    ctf_index_free(idx);
+    if (forge_cache(cpath, at, &val, n)) return "cannot forge";
+    if (ctf_index_build(&c, &idx, &err)) return "rebuild failed";
+    ctf_index_free(idx);
+    unlink(cpath);
+    snprintf(out, sizeof out, "%s", rs.n ? rs.text[0] : "(none)");
+    return out;
+}
+
+TEST(cache_corrupt_counts_are_checked_against_the_cache_length)
+{
+    const char *path = test_write_str("cache_counts.ctf", "0 |x 1\n0 |x 2\n1 |x 3\n\n2 |x 4\n");
+    long live = atomic_load(&ctf__alloc.live);
+    /* num_seqs (header offset 48): larger than the table, up to the data size, and huge. */
+    const uint64_t counts[] = {4, 20, (uint64_t)1 << 40, UINT64_MAX};
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        const char *m = cache_forgery_is_ignored(path, 48, counts[i], 8);
+        if (m) test_fail(__FILE__, __LINE__, "corrupt num_seqs is ignored", m);
+        ASSERT_STR_CONTAINS(forged_reason(path, 48, counts[i], 8), "implausible sequence count");
+    }
+    /* total_lines and data_start beyond the file. */
+    ASSERT(cache_forgery_is_ignored(path, 56, 1000, 8) == NULL);
+    ASSERT(cache_forgery_is_ignored(path, 64, 7, 8) == NULL);
+    ASSERT_EQ(atomic_load(&ctf__alloc.live), live);
+}
+
+/* A table with a valid checksum that contradicts itself or the file: sample and line counts,
+ * line numbers and the total are checked against each other and the file size. */
+TEST(cache_forged_with_a_valid_checksum_is_ignored)
+{
+    const char *path = test_write_str("cache_forged.ctf", "0 |x 1\n0 |x 2\n1 |x 3\n\n2 |x 4\n");
+    long live = atomic_load(&ctf__alloc.live);
+    const size_t t = CACHE_HEADER_BYTES;
+    struct {
+        size_t at, n;
+        uint64_t val;
+        const char *what;
+    } forgeries[] = {
+        {t + 24, 4, 100, "samples of sequence 0 above its lines"},
+        {t + 28, 4, 1, "lines of sequence 0 (the next starts later)"},
+        {t + SEQ_BYTES + 28, 4, 3, "lines of sequence 1 past the next"},
+        {t + 2 * SEQ_BYTES + 28, 4, 9, "lines of the last sequence past the total"},
+        {t + SEQ_BYTES + 16, 8, 7, "first line of sequence 1"},
+        {56, 8, 9, "total lines"},
+    };
+    for (size_t i = 0; i < sizeof forgeries / sizeof *forgeries; i++) {
+        const char *m = cache_forgery_is_ignored(path, forgeries[i].at, forgeries[i].val,
+                                                 forgeries[i].n);
+        if (m) {
+            char d[300];
+            snprintf(d, sizeof d, "%s: %s", forgeries[i].what, m);
+            test_fail(__FILE__, __LINE__, "forged cache is ignored", d);
+        }
+    }
+    ASSERT_STR_CONTAINS(forged_reason(path, t + 24, 100, 4), "inconsistent sequence table");
+    ASSERT_EQ(atomic_load(&ctf__alloc.live), live);
+}
+
+/*======================================================================
+ * Checkpoint states: any size through the CLI, unreachable positions, duplicate keys
+ *====================================================================*/
+
+/* Truncated BPTT over 9,000 sequences of 3 samples with 8,000-sample minibatches: the state
+ * holds a slot per sequence in flight, over 64 KiB. The CLI prints it whole after every
+ * minibatch, and `--restore @FILE` reads it whole: the restored run continues exactly like the
+ * uninterrupted one (same next state). */
+TEST(cli_checkpoint_states_of_any_size)
+{
+    FILE *f;
+    char path[1024], dir[900];
+    snprintf(dir, sizeof dir, "%s", test_tmpdir());
+    snprintf(path, sizeof path, "%s/big_state.ctf", dir);
+    f = fopen(path, "w");
+    ASSERT(f != NULL);
+    for (int i = 0; i < 9000; i++)
+        for (int j = 0; j < 3; j++) fprintf(f, "%d |x %d\n", i, j);
+    fclose(f);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "%s dump --file %s --input x:1:dense --mb 8000 --truncation-length 1 --count 2 "
+             "--state > %s/big_state.a 2> %s/big_state.a.err",
+             cli(), path, dir, dir);
+    ASSERT_EQ(run_cmd(cmd), 0);
+    char out[1024];
+    snprintf(out, sizeof out, "%s/big_state.a", dir);
+    char *a = slurp(out, NULL);
+    ASSERT(a != NULL);
+    /* Lines: minibatch, state, minibatch, state. */
+    char *s1 = strstr(a, "\nstate {");
+    ASSERT(s1 != NULL);
+    s1++;
+    char *e1 = strchr(s1, '\n');
+    ASSERT(e1 != NULL);
+    *e1 = 0;
+    char *s2 = strstr(e1 + 1, "\nstate {");
+    ASSERT(s2 != NULL);
+    s2++;
+    char *e2 = strchr(s2, '\n');
+    if (e2) *e2 = 0;
+    ASSERT(strlen(s1) > 65536);
+    char spath[1024];
+    snprintf(spath, sizeof spath, "%s/big_state.json", dir);
+    f = fopen(spath, "w");
+    ASSERT(f != NULL);
+    fputs(s1 + 6, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "%s dump --file %s --input x:1:dense --mb 8000 --truncation-length 1 --count 1 "
+             "--state --restore @%s > %s/big_state.b 2> %s/big_state.b.err",
+             cli(), path, spath, dir, dir);
+    int rc = run_cmd(cmd);
+    snprintf(out, sizeof out, "%s/big_state.b.err", dir);
+    char *berr = slurp(out, NULL);
+    if (rc != 0) test_fail(__FILE__, __LINE__, "restore from a big state", berr ? berr : "");
+    free(berr);
+    ASSERT_EQ(rc, 0);
+    snprintf(out, sizeof out, "%s/big_state.b", dir);
+    char *b = slurp(out, NULL);
+    ASSERT(b != NULL);
+    char *t = strstr(b, "\nstate {");
+    ASSERT(t != NULL);
+    t++;
+    char *et = strchr(t, '\n');
+    if (et) *et = 0;
+    ASSERT(strcmp(t, s2) == 0);
+    free(a);
+    free(b);
+}
+
+/* A position the timeline cannot reach (an endless stream near 2^64 would wrap) is refused by
+ * seek and restore, and a state with a key twice is refused, naming the key. */
+TEST(restore_refuses_unreachable_positions_and_duplicate_keys)
+{
+    const char *path = test_write_str("position.ctf", "|x 1\n|x 2\n|x 3\n");
+    long live = atomic_load(&ctf__alloc.live);
+    ctf_stream_def s = {.name = "x", .dim = 1};
+    ctf_config c;
+    ctf_error err;
+    base_cfg(&c, path, &s, 1, NULL);
+    c.log = NULL;
+    c.max_sweeps = CTF_INFINITELY_REPEAT; /* endless */
+    ctf_reader *r;
+    ASSERT_OK(ctf_reader_open(&c, &r, &err), &err);
+    ASSERT_EQ(ctf_reader_seek(r, UINT64_MAX - 1), CTF_EINVAL);
+    ASSERT_STR_CONTAINS(ctf_reader_error(r)->message, "position");
+    ASSERT_EQ(ctf_reader_seek(r, (uint64_t)CTF_MAX_POSITION + 1), CTF_EINVAL);
+    /* The reader is unchanged and still usable. */
+    ctf_minibatch *mb;
+    ASSERT_EQ(ctf_reader_next(r, 2, &mb), 0);
+    ASSERT(mb != NULL);
+    ctf_minibatch_free(mb);
+    char st[4096];
+    size_t len;
+    ASSERT_EQ(ctf_reader_save_state(r, st, sizeof st, &len), 0);
+    /* The same state with the position replaced by 2^64 - 2. */
+    char forged[4200];
+    const char *p = strstr(st, "\"minibatchSourcePosition\": ");
+    ASSERT(p != NULL);
+    const char *q = strchr(p, ',');
+    ASSERT(q != NULL);
+    snprintf(forged, sizeof forged, "%.*s\"minibatchSourcePosition\": 18446744073709551614%s",
+             (int)(p - st), st, q);
+    ASSERT_EQ(ctf_reader_restore_state(r, forged, strlen(forged)), CTF_ESTATE);
+    ASSERT_STR_CONTAINS(ctf_reader_error(r)->message, "minibatchSourcePosition");
+    /* A key twice (the second would silently win or lose). */
+    snprintf(forged, sizeof forged, "%.*s, \"sweep\": 0}", (int)len - 1, st);
+    ASSERT_EQ(ctf_reader_restore_state(r, forged, strlen(forged)), CTF_ESTATE);
+    ASSERT_STR_CONTAINS(ctf_reader_error(r)->message, "\"sweep\" appears twice");
+    /* The genuine state still restores, and the endless stream goes on. */
+    ASSERT_EQ(ctf_reader_restore_state(r, st, len), 0);
+    for (int i = 0; i < 5; i++) {
+        ASSERT_EQ(ctf_reader_next(r, 2, &mb), 0);
+        ASSERT(mb != NULL);
+        ctf_minibatch_free(mb);
+    }
+    ctf_reader_free(r);
     ASSERT_EQ(atomic_load(&ctf__alloc.live), live);
 }
