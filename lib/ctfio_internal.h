@@ -255,7 +255,23 @@ typedef struct ctf__stream_data {
     size_t nnz;            /* sparse: entries stored */
     int64_t short_sample;  /* dense: a sample cut short by the end of the file, or -1 */
     uint32_t short_count;  /* its values actually present (the rest are zero padding) */
+    /* Dense, after the chunk's first sample with fewer than dim values (zero-filled when
+     * delivered): samples+1 offsets into values, sample i holding values [off[i], off[i+1])
+     * and zeros after them up to dim. NULL: sample i is values [i*dim, (i+1)*dim). Short rows
+     * of a large dim so cost their text, not dim values each. */
+    size_t *dense_off;
+    size_t dense_off_cap;
 } ctf__stream_data;
+
+/* Dense: where sample i's values start, and how many are stored (the rest of dim are zeros). */
+static inline size_t ctf__dense_at(const ctf__stream_data *sd, size_t dim, size_t i)
+{
+    return sd->dense_off ? sd->dense_off[i] : i * dim;
+}
+static inline size_t ctf__dense_len(const ctf__stream_data *sd, size_t dim, size_t i)
+{
+    return sd->dense_off ? sd->dense_off[i + 1] - sd->dense_off[i] : dim;
+}
 
 /* A range of samples of one stream belonging to one sequence. */
 typedef struct ctf__slice {

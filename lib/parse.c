@@ -233,6 +233,22 @@ static const char *finish_dense(pstate *ps, const ctf_stream_def *def, ctf__stre
 {
     const size_t elt = (size_t)ps->pc->precision;
     const size_t dim = def->dim;
+    size_t stored = dim; /* values kept for the sample */
+    if (n < dim && !(p == end && ps->row_unterminated) && !sd->dense_off) {
+        /* The first short sample: from here on each sample keeps only its values, so that
+         * short rows of a large dim cannot make the chunk rows * dim values. */
+        if (ctf__grow((void **)&sd->dense_off, &sd->dense_off_cap, sd->samples + 2,
+                      sizeof *sd->dense_off)) {
+            ps->oom = 1;
+            return NULL;
+        }
+        for (size_t i = 0; i <= sd->samples; i++) sd->dense_off[i] = i * dim;
+    }
+    if (sd->dense_off && ctf__grow((void **)&sd->dense_off, &sd->dense_off_cap,
+                                   sd->samples + 2, sizeof *sd->dense_off)) {
+        ps->oom = 1;
+        return NULL;
+    }
     if (n < dim && p == end && ps->row_unterminated) {
         /* CNTK pads a short dense sample only when a delimiter ends it; one that runs into the
          * end of the file is delivered short. The arrays stay (n, dim) with zero padding; the
@@ -241,11 +257,12 @@ static const char *finish_dense(pstate *ps, const ctf_stream_def *def, ctf__stre
         sd->short_sample = (int64_t)sd->samples;
         sd->short_count = (uint32_t)n;
     } else if (n < dim) {
-        memset(dst + n * elt, 0, (dim - n) * elt);
+        stored = n; /* the zeros are added when the sample is delivered */
         add_problem(ps, CTF_SEV_WARNING, CTF_OK, where_at(ps, name_at),
                     "stream '%s': dense sample has %zu of dim=%zu values; the rest are zeros",
                     def->name, n, dim);
     }
+    if (sd->dense_off) sd->dense_off[sd->samples + 1] = sd->dense_off[sd->samples] + stored;
     sd->samples++;
     return p;
 }
@@ -496,13 +513,14 @@ static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *
     const size_t dim = def->dim;
     /* One slot of slack past the sample: dense_value stores before it counts. The product is
      * checked: a size that does not fit is an allocation that cannot succeed. */
+    const size_t at = sd->dense_off ? sd->dense_off[sd->samples] : sd->samples * dim;
     size_t need;
-    if (__builtin_mul_overflow(sd->samples + 1, dim, &need) || need > SIZE_MAX / elt - 1 ||
+    if (__builtin_add_overflow(at, dim, &need) || need > SIZE_MAX / elt - 1 ||
         ensure_values(sd, need + 1, elt)) {
         ps->oom = 1;
         return NULL;
     }
-    char *dst = (char *)sd->values + sd->samples * dim * elt;
+    char *dst = (char *)sd->values + at * elt;
     size_t n = 0;
 #if CTF_TOKENIZE
     const char *stop = ps->fns->dense[elt == 8](ps, def, dst, &n, p, end);
@@ -927,6 +945,7 @@ void ctf__chunk_data_free(ctf__chunk_data *cd)
                 CTF_FREE(sd->indices);
                 CTF_FREE(sd->indptr);
             }
+            CTF_FREE(sd->dense_off);
         }
     ctf__bufpool_unref(cd->pool);
     CTF_FREE(cd->streams);
@@ -1049,7 +1068,8 @@ static int shrink(ctf__bufpool *pool, ctf__stream_data *sd, const ctf_stream_def
                           sizeof *sd->indices) ||
                shrink_one(pool, (void **)&sd->indptr, &sd->indptr_cap, sd->samples + 1,
                           sizeof *sd->indptr);
-    return shrink_one(pool, &sd->values, &sd->values_cap, sd->samples * d->dim, elt);
+    return shrink_one(pool, &sd->values, &sd->values_cap,
+                      sd->dense_off ? sd->dense_off[sd->samples] : sd->samples * d->dim, elt);
 }
 
 int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
@@ -1122,7 +1142,7 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
     for (size_t k = 0; k < ns; k++) {
         const ctf__stream_data *sd = &cd->streams[k];
         bytes += sd->values_cap * (size_t)pc->precision + sd->indices_cap * sizeof(int32_t) +
-                 sd->indptr_cap * sizeof(int64_t);
+                 sd->indptr_cap * sizeof(int64_t) + sd->dense_off_cap * sizeof(size_t);
     }
     cd->bytes = bytes + cd->problems_cap * sizeof(ctf__problem);
     *out = cd;

@@ -300,9 +300,16 @@ static int read_all(ctf_config *cfg, ctf_reader **out)
     cfg->num_workers = 1;
     cfg->worker_rank = 0;
     if (ctf_reader_open(cfg, out, &err)) return die_error(&err);
+    /* Stream: minibatches of at most ~16 MiB of dense values (a large dim makes each sample
+     * big), at most 2^20 samples. */
+    uint64_t per_sample = 1;
+    for (size_t k = 0; k < cfg->num_streams; k++)
+        if (!cfg->streams[k].is_sparse) per_sample += cfg->streams[k].dim * (size_t)cfg->precision;
+    uint64_t mb_samples = ((uint64_t)16 << 20) / per_sample;
+    mb_samples = mb_samples < 1 ? 1 : mb_samples > (1u << 20) ? (1u << 20) : mb_samples;
     for (;;) {
         ctf_minibatch *mb;
-        int rc = ctf_reader_next(*out, 1u << 20, &mb);
+        int rc = ctf_reader_next(*out, mb_samples, &mb);
         if (rc) return die_error(ctf_reader_error(*out));
         if (!mb) break;
         ctf_minibatch_free(mb);

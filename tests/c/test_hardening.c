@@ -601,3 +601,58 @@ TEST(restore_refuses_unreachable_positions_and_duplicate_keys)
     ctf_reader_free(r);
     ASSERT_EQ(atomic_load(&ctf__alloc.live), live);
 }
+
+/*======================================================================
+ * Short dense rows of a large dimension: a chunk holds their text, not rows * dim values
+ *====================================================================*/
+
+TEST(short_dense_rows_of_a_large_dim_stay_small)
+{
+    enum { ROWS = 20000, DIM = 2000, FULL_EVERY = 1000 };
+    char path[1024];
+    snprintf(path, sizeof path, "%s/short_rows.ctf", test_tmpdir());
+    FILE *f = fopen(path, "w");
+    ASSERT(f != NULL);
+    for (int i = 0; i < ROWS; i++) {
+        fprintf(f, "|x %d", i);
+        if (i % FULL_EVERY == 0)
+            for (int j = 1; j < DIM; j++) fprintf(f, " %d", j % 7);
+        fputc('\n', f);
+    }
+    fclose(f);
+    long live = atomic_load(&ctf__alloc.live);
+    ctf_stream_def s = {.name = "x", .dim = DIM};
+    ctf_config c;
+    ctf_error err;
+    base_cfg(&c, path, &s, 1, NULL);
+    c.log = NULL;
+    c.trace_level = 0;
+    ctf_reader *r;
+    ASSERT_OK(ctf_reader_open(&c, &r, &err), &err);
+    ctf_minibatch *mb;
+    size_t row = 0;
+    bool ok = true;
+    while (ok && ctf_reader_next(r, 512, &mb) == 0 && mb) {
+        ctf_stream_view v;
+        ASSERT_EQ(ctf_minibatch_stream(mb, 0, &v), 0);
+        const float *x = v.values;
+        for (size_t i = 0; i < v.num_samples; i++, row++)
+            for (size_t j = 0; j < DIM; j++) {
+                float want = j == 0 ? (float)row
+                             : row % FULL_EVERY == 0 ? (float)(j % 7)
+                                                     : 0.0f;
+                if (x[i * DIM + j] != want) ok = false;
+            }
+        ctf_minibatch_free(mb);
+    }
+    ASSERT(ok);
+    ASSERT_EQ(ctf_reader_error(r)->code, CTF_OK);
+    ASSERT_EQ(row, ROWS);
+    ctf_stats st;
+    ctf_reader_get_stats(r, &st);
+    /* Zero-filled, the chunk would be ROWS * DIM * 4 = 160 MB; its text is under 1 MB. */
+    ASSERT(st.bytes_resident_peak < ((uint64_t)8 << 20));
+    ASSERT_EQ(st.warnings, ROWS - ROWS / FULL_EVERY);
+    ctf_reader_free(r);
+    ASSERT_EQ(atomic_load(&ctf__alloc.live), live);
+}
