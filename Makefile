@@ -74,6 +74,9 @@ $(P)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(P)/libctfio.a $(B)/libct
 
 $(B)/ctfio: tools/ctfio.c $(B)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_REL) tools/ctfio.c $(B)/libctfio.a -o $@ $(LDLIBS)
+# The tool on the test build of the library (CTFIO_SIMD picks the parser variant: parse_diff).
+$(T)/ctfio: tools/ctfio.c $(T)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_TST) tools/ctfio.c $(T)/libctfio.a -o $@ $(LDLIBS)
 $(S)/ctfio: tools/ctfio.c $(S)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_SAN) tools/ctfio.c $(S)/libctfio.a -o $@ $(LDLIBS)
 
@@ -104,10 +107,10 @@ conformance: $(B)/ctfio
 	$(PYTHON) $(CONFORMANCE)/check.py $(B)/ctfio
 
 # The C tests and goldens on the portable build, then both builds compared on generated files.
-portable: $(P)/ctfio_tests $(P)/ctfio $(B)/ctfio
+portable: $(P)/ctfio_tests $(P)/ctfio $(T)/ctfio
 	CTFIO_CLI=$(P)/ctfio $(P)/ctfio_tests
 	$(PYTHON) tests/golden/run.py $(P)/ctfio
-	$(PYTHON) tests/parse_diff/run.py $(B)/ctfio $(P)/ctfio
+	$(PYTHON) tests/parse_diff/run.py $(T)/ctfio $(P)/ctfio
 
 asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression $(P)/ctfio
 	ASAN_OPTIONS=detect_leaks=1 CTFIO_CLI=$(S)/ctfio $(S)/ctfio_tests

@@ -506,9 +506,22 @@ static int cmd_dump(opts *o, ctf_config *cfg)
     return rc;
 }
 
+#ifdef CTF_TESTING
+int ctf__parse_set_variant(const char *name); /* lib/ctfio_internal.h, test builds only */
+#endif
+
 int main(int argc, char **argv)
 {
     opts o;
+#ifdef CTF_TESTING
+    /* Test builds of the tool: CTFIO_SIMD=sse2 selects the parser's baseline variant, so that
+     * tests/parse_diff compares both variants on one machine (the library reads no variable). */
+    const char *simd = getenv("CTFIO_SIMD");
+    if (simd && ctf__parse_set_variant(simd)) {
+        fprintf(stderr, "ctfio: CTFIO_SIMD=%s: this build has no such parser variant\n", simd);
+        return 2;
+    }
+#endif
     parse_args(&o, argc, argv);
     ctf_config cfg;
     ctf_bsconfig *doc = NULL;
