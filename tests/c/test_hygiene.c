@@ -44,7 +44,7 @@ TEST(release_library_never_prints_nor_reads_the_environment)
             syms++;
             for (size_t k = 0; k < sizeof forbidden / sizeof *forbidden; k++) {
                 if (!strcmp(sym, forbidden[k])) {
-                    char m[300];
+                    char m[400];
                     snprintf(m, sizeof m, "%s uses %s", path, sym);
                     test_fail(__FILE__, __LINE__, "no terminal output or environment", m);
                 }
@@ -52,7 +52,7 @@ TEST(release_library_never_prints_nor_reads_the_environment)
             for (size_t k = 0; k < sizeof stream_writers / sizeof *stream_writers; k++) {
                 if (!strcmp(sym, stream_writers[k]) && strcmp(objs[i], "pack") &&
                     !(strcmp(objs[i], "index") == 0 && !strcmp(sym, "fwrite"))) {
-                    char m[300];
+                    char m[400];
                     snprintf(m, sizeof m, "%s uses %s", path, sym);
                     test_fail(__FILE__, __LINE__, "stdio writes only to caller FILE*", m);
                 }

@@ -35,3 +35,16 @@ def test_log_none_writes_warnings_to_stderr(tmp_path, mode):
     else:
         assert "warning" not in p.stderr
         assert p.stdout.strip() == "1"
+
+
+def test_extension_has_no_test_hooks():
+    """The extension compiles lib/ as the release library: no allocation or I/O counters."""
+    import shutil
+    from ctfio import _ctfio
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm is not installed")
+    out = subprocess.run([nm, _ctfio.__file__], capture_output=True, text=True).stdout
+    assert "ctf_reader_open" in out  # the symbols are there to be checked
+    for hook in ("ctf__alloc\n", "ctf__io_fail_at", "ctf__io_count", "ctf__parse_set_variant"):
+        assert hook not in out + "\n", hook
