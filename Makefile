@@ -17,7 +17,11 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -Iinclude -Ilib -pthread
 OPT ?= -O2 -g
 CFLAGS_REL := $(BASE_CFLAGS) $(OPT)
-CFLAGS_SAN := $(BASE_CFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -DCTF_DEBUG
+# Test builds compile the library's test hooks (allocation and I/O fault injection, the parser
+# variant switch): -DCTF_TESTING. The release library (build/libctfio.a, the CLI, the Python
+# extension) has none of them.
+CFLAGS_TST := $(CFLAGS_REL) -DCTF_TESTING
+CFLAGS_SAN := $(BASE_CFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -DCTF_DEBUG -DCTF_TESTING
 LDLIBS := -lm -pthread
 
 LIB_SRC := $(sort $(wildcard lib/*.c))
@@ -27,10 +31,12 @@ FUZZ_SRC := tests/fuzz/fuzz_targets.c tests/fuzz/regression.c
 FUZZ_HDR := tests/fuzz/fuzz.h
 
 B := build
+T := build/test
 S := build/asan
 P := build/portable
 
 LIB_OBJ := $(patsubst lib/%.c,$(B)/lib/%.o,$(LIB_SRC))
+TLIB_OBJ := $(patsubst lib/%.c,$(T)/lib/%.o,$(LIB_SRC))
 SLIB_OBJ := $(patsubst lib/%.c,$(S)/lib/%.o,$(LIB_SRC))
 PLIB_OBJ := $(patsubst lib/%.c,$(P)/lib/%.o,$(LIB_SRC))
 
@@ -41,6 +47,9 @@ all: $(B)/ctfio $(B)/ctfio_tests
 $(B)/lib/%.o: lib/%.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_REL) -c $< -o $@
+$(T)/lib/%.o: lib/%.c $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_TST) -c $< -o $@
 $(S)/lib/%.o: lib/%.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_SAN) -c $< -o $@
@@ -48,31 +57,38 @@ $(S)/lib/%.o: lib/%.c $(LIB_HDR)
 # reference the structural pass is compared with (make portable).
 $(P)/lib/%.o: lib/%.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_REL) -DCTF_NO_SSE2 -c $< -o $@
+	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 -c $< -o $@
 
 $(B)/libctfio.a: $(LIB_OBJ)
+	ar rcs $@ $^
+$(T)/libctfio.a: $(TLIB_OBJ)
 	ar rcs $@ $^
 $(S)/libctfio.a: $(SLIB_OBJ)
 	ar rcs $@ $^
 $(P)/libctfio.a: $(PLIB_OBJ)
 	ar rcs $@ $^
 $(P)/ctfio: tools/ctfio.c $(P)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_REL) -DCTF_NO_SSE2 tools/ctfio.c $(P)/libctfio.a -o $@ $(LDLIBS)
-$(P)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(P)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_REL) -DCTF_NO_SSE2 -Itests/c $(TEST_SRC) $(P)/libctfio.a -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 tools/ctfio.c $(P)/libctfio.a -o $@ $(LDLIBS)
+$(P)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(P)/libctfio.a $(B)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 -Itests/c $(TEST_SRC) $(P)/libctfio.a -o $@ $(LDLIBS)
 
 $(B)/ctfio: tools/ctfio.c $(B)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_REL) tools/ctfio.c $(B)/libctfio.a -o $@ $(LDLIBS)
+# The tool on the test build of the library (CTFIO_SIMD picks the parser variant: parse_diff).
+$(T)/ctfio: tools/ctfio.c $(T)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_TST) tools/ctfio.c $(T)/libctfio.a -o $@ $(LDLIBS)
 $(S)/ctfio: tools/ctfio.c $(S)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_SAN) tools/ctfio.c $(S)/libctfio.a -o $@ $(LDLIBS)
 
-$(B)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(B)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_REL) -Itests/c $(TEST_SRC) $(B)/libctfio.a -o $@ $(LDLIBS)
-$(S)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(S)/libctfio.a $(LIB_HDR)
+# The C tests link the test build of the library; they also run `nm -u` on the release objects
+# (test_hygiene.c), so those are built first.
+$(B)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(T)/libctfio.a $(B)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_TST) -Itests/c $(TEST_SRC) $(T)/libctfio.a -o $@ $(LDLIBS)
+$(S)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(S)/libctfio.a $(B)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_SAN) -Itests/c $(TEST_SRC) $(S)/libctfio.a -o $@ $(LDLIBS)
 
-$(B)/fuzz_regression: $(FUZZ_SRC) $(FUZZ_HDR) $(B)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_REL) $(FUZZ_SRC) $(B)/libctfio.a -o $@ $(LDLIBS)
+$(B)/fuzz_regression: $(FUZZ_SRC) $(FUZZ_HDR) $(T)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_TST) $(FUZZ_SRC) $(T)/libctfio.a -o $@ $(LDLIBS)
 $(S)/fuzz_regression: $(FUZZ_SRC) $(FUZZ_HDR) $(S)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_SAN) $(FUZZ_SRC) $(S)/libctfio.a -o $@ $(LDLIBS)
 
@@ -91,10 +107,10 @@ conformance: $(B)/ctfio
 	$(PYTHON) $(CONFORMANCE)/check.py $(B)/ctfio
 
 # The C tests and goldens on the portable build, then both builds compared on generated files.
-portable: $(P)/ctfio_tests $(P)/ctfio $(B)/ctfio
+portable: $(P)/ctfio_tests $(P)/ctfio $(T)/ctfio
 	CTFIO_CLI=$(P)/ctfio $(P)/ctfio_tests
 	$(PYTHON) tests/golden/run.py $(P)/ctfio
-	$(PYTHON) tests/parse_diff/run.py $(B)/ctfio $(P)/ctfio
+	$(PYTHON) tests/parse_diff/run.py $(T)/ctfio $(P)/ctfio
 
 asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression $(P)/ctfio
 	ASAN_OPTIONS=detect_leaks=1 CTFIO_CLI=$(S)/ctfio $(S)/ctfio_tests

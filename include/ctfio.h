@@ -94,8 +94,9 @@ typedef struct ctf_error {
 char *ctf_error_format(const ctf_error *err, ctf_severity sev, char *buf, size_t cap);
 
 /* A log callback receives warnings and info (and errors that were tolerated by maxErrors).
- * The default, when ctf_config.log is NULL, writes ctf_error_format() lines to stderr. The
- * callback may be called from the thread that calls into the library only. */
+ * When ctf_config.log is NULL nothing is logged: the library never writes to a terminal (the
+ * ctfio tool and the Python package install a sink that writes ctf_error_format() lines to
+ * stderr). The callback may be called from the thread that calls into the library only. */
 typedef void (*ctf_log_fn)(void *user, ctf_severity sev, const ctf_error *what);
 
 /*======================================================================
@@ -133,7 +134,16 @@ typedef struct ctf_join_def {
     const char *origin;            /* where it was configured ("train.cntk:12:5"), or NULL */
 } ctf_join_def;
 
-/* Special values for max_samples (SPEC 6.4). */
+/* Limits checked by ctf_config_validate. A dense sample of the largest dimension takes 1 GiB
+ * (float32); a sparse index must fit int32; more parse threads than this only cost memory. */
+#define CTF_MAX_DENSE_DIM ((size_t)1 << 28)
+#define CTF_MAX_SPARSE_DIM ((size_t)INT32_MAX)
+#define CTF_MAX_THREADS 1024
+/* The largest timeline position ctf_reader_seek and ctf_reader_restore_state accept (2^63 - 1):
+ * beyond it an endless stream could not go on without wrapping. */
+#define CTF_MAX_POSITION ((uint64_t)INT64_MAX)
+
+/* Special values for max_samples (the two largest uint64 values). */
 #define CTF_INFINITELY_REPEAT UINT64_MAX
 #define CTF_FULL_DATA_SWEEP (UINT64_MAX - 1)
 
@@ -173,7 +183,7 @@ typedef struct ctf_config {
     size_t worker_rank;               /* this worker, < num_workers */
     size_t num_threads;               /* background parse threads (default: cores); 0 = caller */
     size_t prefetch_chunks;           /* chunks parsed ahead of the consumer */
-    ctf_log_fn log;                   /* warning/info sink; NULL = stderr */
+    ctf_log_fn log;                   /* warning/info sink; NULL = no logging */
     void *log_user;                   /* passed to log */
 } ctf_config;
 
@@ -184,9 +194,10 @@ typedef struct ctf_config {
 void ctf_config_init(ctf_config *cfg);
 
 /* ctf_config_validate(cfg, err):
- * Checks a configuration without touching the file: missing path or streams, dim 0, duplicate
- * names or aliases, two definesMBSize streams, both max_samples and max_sweeps, frame mode with
- * truncation, a rank outside the workers. Messages name the parameter.
+ * Checks a configuration without touching the file: missing path or streams, dim 0 or above
+ * CTF_MAX_DENSE_DIM / CTF_MAX_SPARSE_DIM, duplicate names or aliases, two definesMBSize streams,
+ * both max_samples and max_sweeps, frame mode with truncation, a rank outside the workers, more
+ * than CTF_MAX_THREADS threads. Messages name the parameter.
  * @return : 0, or CTF_EINVAL with err filled. */
 int ctf_config_validate(const ctf_config *cfg, ctf_error *err);
 
@@ -341,7 +352,9 @@ int ctf_reader_save_state(const ctf_reader *reader, char *buf, size_t cap, size_
  * @return : 0, or CTF_ESTATE explaining the mismatch field by field. */
 int ctf_reader_restore_state(ctf_reader *reader, const char *state, size_t len);
 
-/* ctf_reader_seek(reader, position): continue from a timeline position (SPEC 8.4). */
+/* ctf_reader_seek(reader, position): continue from a timeline position (the first sequence
+ * boundary at or after it). @return : 0; CTF_EINVAL for a position above CTF_MAX_POSITION (the
+ * reader is unchanged). */
 int ctf_reader_seek(ctf_reader *reader, uint64_t position);
 
 /* ctf_reader_free(reader): stops the prefetch threads and frees everything; NULL is a no-op. */

@@ -91,9 +91,12 @@ int ctf_config_validate(const ctf_config *cfg, ctf_error *err)
             return BAD("config.streams[%zu].name: must be a non-empty string (got %s)", i,
                        s->name ? "\"\"" : "NULL");
         if (s->dim == 0) return BAD("config.streams[%zu].dim: must be > 0 (got 0)", i);
-        if (s->is_sparse && s->dim > (size_t)INT32_MAX)
+        if (s->is_sparse && s->dim > CTF_MAX_SPARSE_DIM)
             return BAD("config.streams[%zu].dim: a sparse dimension must be <= %d because "
                        "indices are int32 (got %zu)", i, INT32_MAX, s->dim);
+        if (!s->is_sparse && s->dim > CTF_MAX_DENSE_DIM)
+            return BAD("config.streams[%zu].dim: a dense dimension must be <= %llu (input.%s; "
+                       "got %zu)", i, (unsigned long long)CTF_MAX_DENSE_DIM, s->name, s->dim);
         for (size_t j = 0; j < i; j++) {
             const ctf_stream_def *o = &cfg->streams[j];
             if (strcmp(s->name, o->name) == 0)
@@ -126,6 +129,9 @@ int ctf_config_validate(const ctf_config *cfg, ctf_error *err)
                    (int)cfg->precision);
     if (cfg->trace_level < 0 || cfg->trace_level > 2)
         return BAD("config.trace_level: must be 0, 1 or 2 (got %d)", cfg->trace_level);
+    if (cfg->num_threads > CTF_MAX_THREADS)
+        return BAD("config.num_threads: must be <= %d (got %zu)", CTF_MAX_THREADS,
+                   cfg->num_threads);
     return 0;
 }
 
@@ -1017,10 +1023,10 @@ int ctf_bsconfig_load(const char *path, const char *section, const char *const *
     if (out) *out = NULL;
     if (!path || !path[0]) return BAD("ctf_bsconfig_load: no configuration file given");
     const ctf__where w = {path, 0, 0, -1};
-    FILE *f = fopen(path, "rb");
+    FILE *f = ctf__fopen_regular(path, false);
     if (!f)
         return ctf__fail(err, CTF_EIO, w, "cannot open the configuration file: %s",
-                         strerror(errno));
+                         errno == EINVAL ? "not a regular file" : strerror(errno));
     char *buf = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;

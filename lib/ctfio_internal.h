@@ -13,6 +13,7 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,8 +22,11 @@
  * the k-th allocation (SQLite-style fault injection) and count live blocks.
  *====================================================================*/
 
-/* The allocator hook. ctf__alloc_fail_at: if > 0, the allocation with that 1-based count fails
- * (and every later one while ctf__alloc_fail_sticky). Only the test build changes these. */
+#ifdef CTF_TESTING
+/* The allocator hook, compiled only in test builds (-DCTF_TESTING: the C tests, the fuzz
+ * driver, the sanitizer and portable builds); the release library has no counters.
+ * fail_at: if > 0, the allocation with that 1-based count fails (and every later one while
+ * fail_sticky). */
 typedef struct ctf__alloc_hooks {
     atomic_long count;        /* allocations attempted so far */
     atomic_long live;         /* blocks allocated and not yet freed */
@@ -30,6 +34,7 @@ typedef struct ctf__alloc_hooks {
     bool fail_sticky;         /* keep failing after fail_at */
 } ctf__alloc_hooks;
 extern ctf__alloc_hooks ctf__alloc;
+#endif
 
 void *ctf__malloc(size_t n);
 void *ctf__calloc(size_t n, size_t size);
@@ -91,9 +96,6 @@ int ctf__vfail(ctf_error *err, int code, ctf__where where, const char *fmt, va_l
 /* Clears an error record to CTF_OK. */
 void ctf__error_clear(ctf_error *err);
 
-/* The default log sink: ctf_error_format() to stderr. */
-void ctf__log_stderr(void *user, ctf_severity sev, const ctf_error *what);
-
 /*======================================================================
  * Platform (platform.c): files, threads.
  *====================================================================*/
@@ -111,18 +113,26 @@ int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err);
 int ctf__file_open(const char *path, ctf_error *err);
 void ctf__file_close(int fd);
 
+/* fopen for the library's own small files (index cache, configuration): opens without
+ * blocking; a read refuses anything that is not a regular file (a FIFO, a device, a directory:
+ * errno EINVAL). Writing creates or truncates. @return : the stream, or NULL with errno set. */
+FILE *ctf__fopen_regular(const char *path, bool for_write);
+
 /* Reads exactly n bytes at offset (retrying short reads); a read past the end is CTF_ECHANGED.
  * @return : 0, CTF_EIO or CTF_ECHANGED with err naming path. */
 int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offset,
                     ctf_error *err);
 
-/* I/O fault injection for tests: when > 0, the pread with that 1-based count fails with EIO. */
+#ifdef CTF_TESTING
+/* I/O fault injection, test builds only: when > 0, the pread with that 1-based count fails
+ * with EIO. */
 extern atomic_long ctf__io_fail_at;
 extern atomic_long ctf__io_count;
 /* The pread with count ctf__io_short_at returns half of what was asked (a legal short read);
  * the one with count ctf__io_eof_at returns 0 (the file ended under the read). */
 extern atomic_long ctf__io_short_at;
 extern atomic_long ctf__io_eof_at;
+#endif
 
 /*======================================================================
  * Number conversion (number.c)
@@ -141,7 +151,8 @@ const char *ctf__parse_double(const char *p, const char *end, double *out);
 const char *ctf__parse_float(const char *p, const char *end, float *out);
 
 /* ctf__format_double / ctf__format_float: shortest decimal that round-trips ("%.17g" style
- * search), JSON-compatible (no inf/nan: those print as null). @return : length written. */
+ * search), JSON-compatible: +inf and -inf print as 1e999 and -1e999 (JSON readers round them
+ * back to infinities), nan as null. @return : length written. */
 int ctf__format_double(double v, char *buf, size_t cap);
 int ctf__format_float(float v, char *buf, size_t cap);
 
@@ -244,7 +255,23 @@ typedef struct ctf__stream_data {
     size_t nnz;            /* sparse: entries stored */
     int64_t short_sample;  /* dense: a sample cut short by the end of the file, or -1 */
     uint32_t short_count;  /* its values actually present (the rest are zero padding) */
+    /* Dense, after the chunk's first sample with fewer than dim values (zero-filled when
+     * delivered): samples+1 offsets into values, sample i holding values [off[i], off[i+1])
+     * and zeros after them up to dim. NULL: sample i is values [i*dim, (i+1)*dim). Short rows
+     * of a large dim so cost their text, not dim values each. */
+    size_t *dense_off;
+    size_t dense_off_cap;
 } ctf__stream_data;
+
+/* Dense: where sample i's values start, and how many are stored (the rest of dim are zeros). */
+static inline size_t ctf__dense_at(const ctf__stream_data *sd, size_t dim, size_t i)
+{
+    return sd->dense_off ? sd->dense_off[i] : i * dim;
+}
+static inline size_t ctf__dense_len(const ctf__stream_data *sd, size_t dim, size_t i)
+{
+    return sd->dense_off ? sd->dense_off[i + 1] - sd->dense_off[i] : dim;
+}
 
 /* A range of samples of one stream belonging to one sequence. */
 typedef struct ctf__slice {
@@ -295,9 +322,15 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
                      ctf_error *err);
 void ctf__chunk_data_free(ctf__chunk_data *cd);
 
-/* The parser's hot-loop variant in use: "ssse3", "sse2" (CTFIO_SIMD=sse2 forces it, for the
- * tests) or "portable" (no SSE2, or -DCTF_NO_SSE2). Fixed at the first parse. */
+/* The parser's hot-loop variant in use: "ssse3", "sse2" or "portable" (no SSE2, or
+ * -DCTF_NO_SSE2). Chosen from the processor at the first parse. */
 const char *ctf__parse_variant(void);
+#ifdef CTF_TESTING
+/* Test builds: selects the hot-loop variant by name ("sse2", or "ssse3" where the processor
+ * has it) for the following parses, so that the tests compare the variants on one machine.
+ * @return : 0, or CTF_EINVAL for a variant this build or processor cannot run. */
+int ctf__parse_set_variant(const char *name);
+#endif
 
 /*======================================================================
  * Packing (pack.c): picked sequences of parsed chunks -> an owned minibatch.

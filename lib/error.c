@@ -120,17 +120,11 @@ char *ctf_error_format(const ctf_error *err, ctf_severity sev, char *buf, size_t
     return buf;
 }
 
-void ctf__log_stderr(void *user, ctf_severity sev, const ctf_error *what)
-{
-    CTF_UNUSED(user);
-    char line[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
-    fprintf(stderr, "%s\n", ctf_error_format(what, sev, line, sizeof line));
-}
-
 /*======================================================================
  * Allocation with fault injection
  *====================================================================*/
 
+#ifdef CTF_TESTING
 ctf__alloc_hooks ctf__alloc;
 
 static bool should_fail(void)
@@ -140,12 +134,18 @@ static bool should_fail(void)
     if (at <= 0) return false;
     return k == at || (ctf__alloc.fail_sticky && k > at);
 }
+#define LIVE_ADD(d) atomic_fetch_add(&ctf__alloc.live, (d))
+#else
+/* The release build: no counters, no atomic operation per allocation. */
+#define should_fail() false
+#define LIVE_ADD(d) ((void)0)
+#endif
 
 void *ctf__malloc(size_t n)
 {
     if (should_fail()) return NULL;
     void *p = malloc(n ? n : 1);
-    if (p) atomic_fetch_add(&ctf__alloc.live, 1);
+    if (p) LIVE_ADD(1);
     return p;
 }
 
@@ -153,7 +153,7 @@ void *ctf__calloc(size_t n, size_t size)
 {
     if (should_fail()) return NULL;
     void *p = calloc(n ? n : 1, size ? size : 1);
-    if (p) atomic_fetch_add(&ctf__alloc.live, 1);
+    if (p) LIVE_ADD(1);
     return p;
 }
 
@@ -167,7 +167,7 @@ void *ctf__realloc(void *p, size_t n)
 void ctf__free(void *p)
 {
     if (!p) return;
-    atomic_fetch_sub(&ctf__alloc.live, 1);
+    LIVE_ADD(-1);
     free(p);
 }
 

@@ -20,6 +20,7 @@
 #include "ctfio_internal.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -56,10 +57,8 @@ uint64_t ctf__hash_bytes(uint64_t h, const void *data, size_t n)
 static void log_problem(const ctf_config *cfg, ctf_severity sev, const ctf_error *e)
 {
     if ((int)sev > cfg->trace_level) return;
-    if (cfg->log)
-        cfg->log(cfg->log_user, sev, e);
-    else
-        ctf__log_stderr(NULL, sev, e);
+    /* No sink, no logging: the library never writes to a terminal itself. */
+    if (cfg->log) cfg->log(cfg->log_user, sev, e);
 }
 
 static void log_at(const ctf_config *cfg, ctf_severity sev, ctf__where w, const char *fmt, ...)
@@ -220,7 +219,13 @@ static void scan_names(const index_opts *o, const char *p, const char *end, bool
             if (!p) break;
         }
         p++;
-        if (p >= end) break;
+        /* An empty name ('|' then a blank or the line's end) is an error the parser reports:
+         * in line mode the line must be a sequence for that, as in id mode. */
+        if (p >= end || ends_name((unsigned char)*p)) {
+            known = true;
+            if (p >= end) break;
+            continue;
+        }
         /* A comment (`|#...`) ends at the next '|'; so does a name no alias starts like. */
         if (!o->first[(unsigned char)*p]) continue;
         const char *n = p;
@@ -438,6 +443,15 @@ static int scan_range(scan_state *st, int fd, uint64_t from, uint64_t size, ctf_
         if (first) {
             first = false;
             const unsigned char *u = (const unsigned char *)buf;
+            /* UTF-32 first: its little-endian mark begins like UTF-16's (FF FE 00 00). */
+            if (have >= 4 && ((u[0] == 0xFF && u[1] == 0xFE && !u[2] && !u[3]) ||
+                              (!u[0] && !u[1] && u[2] == 0xFE && u[3] == 0xFF))) {
+                rc = ctf__fail(err, CTF_EPARSE, (ctf__where){path, 1, 1, 0},
+                               "UTF-32 is not supported (found a UTF-32 %s byte order mark); "
+                               "convert the file to UTF-8",
+                               u[0] ? "little-endian" : "big-endian");
+                goto done;
+            }
             if (have >= 2 && ((u[0] == 0xFF && u[1] == 0xFE) || (u[0] == 0xFE && u[1] == 0xFF))) {
                 rc = ctf__fail(err, CTF_EPARSE, (ctf__where){path, 1, 1, 0},
                                "UTF-16 is not supported (found a UTF-16 byte order mark); "
@@ -687,7 +701,7 @@ int ctf__index_make_chunks(ctf_index *idx, uint64_t chunk_size_bytes, ctf_error 
  *====================================================================*/
 
 #define CACHE_MAGIC "CTFIDX\x01\n"
-#define CACHE_VERSION 2u /* 2: the repeated-id warning */
+#define CACHE_VERSION 3u /* 2: the repeated-id warning; 3: line mode: an empty name is data */
 
 typedef struct cache_header {
     char magic[8];
@@ -726,13 +740,44 @@ static uint64_t fingerprint_seed(uint64_t file_size)
     return ctf__hash_bytes(0xcbf29ce484222325ull, &h, offsetof(cache_header, repeat_on));
 }
 
+/* A checksum proves no intent: the table must also agree with itself and with the file, as a
+ * scan would have built it. Offsets increase inside the file; each sequence's lines follow the
+ * previous one's (a sequence owns every line up to the next), the last ends at the total; a
+ * sequence spans at least a byte per line and holds at most a sample per line; in line mode a
+ * sequence's key is its first line and holds at most one sample. */
+static bool table_consistent(const cache_header *h, const ctf__seq *seqs)
+{
+    const uint64_t n = h->num_seqs;
+    if (seqs[0].offset < h->data_start || seqs[0].line > seqs[0].offset - h->data_start)
+        return false;
+    for (uint64_t i = 0; i < n; i++) {
+        const ctf__seq *s = &seqs[i];
+        const uint64_t end = i + 1 < n ? seqs[i + 1].offset : h->file_size;
+        if (s->offset >= h->file_size || end <= s->offset) return false;
+        if (s->lines == 0 || s->samples > s->lines || end - s->offset < s->lines) return false;
+        if (s->line > h->total_lines || s->lines > h->total_lines - s->line) return false;
+        if (i + 1 < n ? seqs[i + 1].line != s->line + s->lines
+                      : s->line + s->lines != h->total_lines)
+            return false;
+        if (h->line_mode && (s->key != s->line || s->samples > 1)) return false;
+    }
+    return true;
+}
+
 /* @return : 1 loaded, 0 not usable (reason logged at info), <0 out of memory. */
 static int cache_load(ctf_index *idx, const ctf_config *cfg, const index_opts *o, ctf_error *err)
 {
     char cpath[CTF_ERROR_PATH_MAX + 16];
     ctf_index_cache_path(idx->path, cpath, sizeof cpath);
-    FILE *f = fopen(cpath, "rb");
-    if (!f) return 0;
+    FILE *f = ctf__fopen_regular(cpath, false);
+    if (!f) {
+        /* Present but unusable (a FIFO, a directory): say so; absent: nothing to say. */
+        if (errno != ENOENT)
+            log_at(cfg, CTF_SEV_INFO, (ctf__where){cpath, 0, 0, -1},
+                   "index cache ignored (%s); rebuilding",
+                   errno == EINVAL ? "not a regular file" : strerror(errno));
+        return 0;
+    }
     cache_header h;
     const char *why = NULL;
     ctf__seq *seqs = NULL;
@@ -755,8 +800,22 @@ static int cache_load(ctf_index *idx, const ctf_config *cfg, const index_opts *o
         why = "index-shaping options differ (skipSequenceIds, aliases, definesMBSize)";
         goto out;
     }
-    if (h.num_seqs == 0 || h.num_seqs > h.file_size) {
+    /* Every count against the cache file's own length before anything is allocated: the
+     * table must be exactly what the header announces (a corrupt count is an ignored cache,
+     * never an allocation of its size). */
+    struct stat cst;
+    if (fstat(fileno(f), &cst) != 0 || cst.st_size < (off_t)(sizeof h + sizeof(uint64_t))) {
+        why = "truncated";
+        goto out;
+    }
+    const uint64_t table_bytes = (uint64_t)cst.st_size - sizeof h - sizeof(uint64_t);
+    if (h.num_seqs == 0 || h.num_seqs > h.file_size || table_bytes % sizeof *seqs ||
+        h.num_seqs != table_bytes / sizeof *seqs) {
         why = "implausible sequence count";
+        goto out;
+    }
+    if (h.total_lines > h.file_size || h.data_start > 3 || h.data_start >= h.file_size) {
+        why = "implausible line count or data start";
         goto out;
     }
     seqs = CTF_MALLOC((size_t)h.num_seqs * sizeof *seqs);
@@ -784,12 +843,9 @@ static int cache_load(ctf_index *idx, const ctf_config *cfg, const index_opts *o
         why = "inconsistent warning record";
         goto out;
     }
-    /* Structural sanity: offsets increase and stay inside the file. */
-    for (uint64_t i = 0; i < h.num_seqs; i++) {
-        if (seqs[i].offset >= h.file_size || (i && seqs[i].offset <= seqs[i - 1].offset)) {
-            why = "inconsistent sequence table";
-            goto out;
-        }
+    if (!table_consistent(&h, seqs)) {
+        why = "inconsistent sequence table";
+        goto out;
     }
     idx->seqs = seqs;
     seqs = NULL;
@@ -840,7 +896,7 @@ static void cache_save(const ctf_index *idx, const ctf_config *cfg, const index_
     h.repeat_first_line = idx->repeat.first_line;
     h.repeat_offset = idx->repeat.offset;
     uint64_t sum = table_hash(&h, idx->seqs, idx->num_seqs);
-    FILE *f = fopen(tmp, "wb");
+    FILE *f = ctf__fopen_regular(tmp, true);
     const char *what = "create";
     if (!f) goto fail;
     what = "write";

@@ -28,7 +28,8 @@
  * Formatting: the shortest "%.Ne" (N = 1..17, or 1..9 for float) whose digits parse back to the
  * same bits with our own parser, then laid out like %g (fixed unless the exponent is < -4 or >=
  * the full precision), so it is never longer than "%.17g" / "%.9g". printf's decimal point comes
- * from the global locale, so only its digits and exponent are used. inf/nan print as JSON null.
+ * from the global locale, so only its digits and exponent are used. +-inf print as 1e999 / -1e999,
+ * nan as null.
  */
 #include "ctfio_internal.h"
 
@@ -899,7 +900,11 @@ static int emit(const char *text, int len, char *buf, size_t cap)
 /* The shortest round-tripping digits of v (exactly a float's value when is_float), laid out. */
 static int format_shortest(double v, bool is_float, char *buf, size_t cap)
 {
-    if (isnan(v) || isinf(v)) return emit("null", 4, buf, cap);
+    /* JSON has no infinity: 1e999 and -1e999 are numbers every JSON reader rounds to +-inf
+     * (Python's json gives inf), so the two stay distinct. NaN (never produced by the parser)
+     * is null. */
+    if (isnan(v)) return emit("null", 4, buf, cap);
+    if (isinf(v)) return v > 0 ? emit("1e999", 5, buf, cap) : emit("-1e999", 6, buf, cap);
     if (v == 0) return signbit(v) ? emit("-0", 2, buf, cap) : emit("0", 1, buf, cap);
 
     int maxp = is_float ? 9 : 17;

@@ -158,13 +158,20 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
                     prefetch_range(sd->indices + b, (size_t)(e - b) * sizeof *sd->indices);
                 }
             } else {
-                prefetch_range((const char *)sd->values + (size_t)sl->first * def->dim * elt,
-                               (size_t)sl->count * def->dim * elt);
+                const size_t a = ctf__dense_at(sd, def->dim, sl->first);
+                prefetch_range((const char *)sd->values + a * elt,
+                               (ctf__dense_at(sd, def->dim, sl->first + sl->count - 1) +
+                                ctf__dense_len(sd, def->dim, sl->first + sl->count - 1) - a) *
+                                   elt);
             }
         }
         s->samples = samples;
         if (!def->is_sparse) {
-            s->values = CTF_MALLOC((samples ? samples * def->dim : 1) * elt);
+            size_t vals = 1;
+            if ((samples && __builtin_mul_overflow(samples, def->dim, &vals)) ||
+                vals > SIZE_MAX / elt)
+                goto oom;
+            s->values = CTF_MALLOC(vals * elt);
             if (!s->values) goto oom;
             char *dst = s->values;
             size_t row = 0;
@@ -183,6 +190,17 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
                 }
                 row += sl->count;
                 if (!bytes) continue;
+                if (sd->dense_off) {
+                    /* Samples stored short (their zeros were not kept): zero-filled here. */
+                    const size_t row_bytes = def->dim * elt;
+                    for (uint32_t j = 0; j < sl->count; j++, dst += row_bytes) {
+                        const size_t a = sd->dense_off[sl->first + j];
+                        const size_t len = (sd->dense_off[sl->first + j + 1] - a) * elt;
+                        if (len) memcpy(dst, (const char *)sd->values + a * elt, len);
+                        memset(dst + len, 0, row_bytes - len);
+                    }
+                    continue;
+                }
                 memcpy(dst, (const char *)cd->streams[k].values + (size_t)sl->first * def->dim * elt,
                        bytes);
                 dst += bytes;

@@ -233,6 +233,22 @@ static const char *finish_dense(pstate *ps, const ctf_stream_def *def, ctf__stre
 {
     const size_t elt = (size_t)ps->pc->precision;
     const size_t dim = def->dim;
+    size_t stored = dim; /* values kept for the sample */
+    if (n < dim && !(p == end && ps->row_unterminated) && !sd->dense_off) {
+        /* The first short sample: from here on each sample keeps only its values, so that
+         * short rows of a large dim cannot make the chunk rows * dim values. */
+        if (ctf__grow((void **)&sd->dense_off, &sd->dense_off_cap, sd->samples + 2,
+                      sizeof *sd->dense_off)) {
+            ps->oom = 1;
+            return NULL;
+        }
+        for (size_t i = 0; i <= sd->samples; i++) sd->dense_off[i] = i * dim;
+    }
+    if (sd->dense_off && ctf__grow((void **)&sd->dense_off, &sd->dense_off_cap,
+                                   sd->samples + 2, sizeof *sd->dense_off)) {
+        ps->oom = 1;
+        return NULL;
+    }
     if (n < dim && p == end && ps->row_unterminated) {
         /* CNTK pads a short dense sample only when a delimiter ends it; one that runs into the
          * end of the file is delivered short. The arrays stay (n, dim) with zero padding; the
@@ -241,11 +257,12 @@ static const char *finish_dense(pstate *ps, const ctf_stream_def *def, ctf__stre
         sd->short_sample = (int64_t)sd->samples;
         sd->short_count = (uint32_t)n;
     } else if (n < dim) {
-        memset(dst + n * elt, 0, (dim - n) * elt);
+        stored = n; /* the zeros are added when the sample is delivered */
         add_problem(ps, CTF_SEV_WARNING, CTF_OK, where_at(ps, name_at),
                     "stream '%s': dense sample has %zu of dim=%zu values; the rest are zeros",
                     def->name, n, dim);
     }
+    if (sd->dense_off) sd->dense_off[sd->samples + 1] = sd->dense_off[sd->samples] + stored;
     sd->samples++;
     return p;
 }
@@ -348,19 +365,23 @@ static const char *sparse_entry(pstate *ps, sparse_run *sr, const char *p, const
         if (index <= UINT32_MAX) index = index * 10 + dg;
         p++;
     }
+    /* Messages quote the index as written (its value stops growing past 2^32, and a number
+     * cut short in a message would name another index). */
+    const int ndig = (int)CTF_MIN((size_t)(p - entry), (size_t)64);
+    const char *more = (size_t)(p - entry) > 64 ? "..." : "";
     if (p == end || *p != ':') {
         char ex[64];
         excerpt(p, end, ex, sizeof ex);
         add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
-                    "stream '%s': expected ':' directly after sparse index %llu, found '%s'",
-                    def->name, (unsigned long long)index, ex);
+                    "stream '%s': expected ':' directly after sparse index %.*s%s, found '%s'",
+                    def->name, ndig, entry, more, ex);
         return NULL;
     }
     p++;
     if (index >= def->dim) {
         add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, entry),
-                    "stream '%s': sparse index %llu is out of range (dim=%zu)", def->name,
-                    (unsigned long long)index, def->dim);
+                    "stream '%s': sparse index %.*s%s is out of range (dim=%zu)", def->name,
+                    ndig, entry, more, def->dim);
         return NULL;
     }
     union {
@@ -377,8 +398,8 @@ static const char *sparse_entry(pstate *ps, sparse_run *sr, const char *p, const
         while (stop < end && !ends_value((unsigned char)*stop)) stop++;
         excerpt(p, stop, ex, sizeof ex);
         add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
-                    "stream '%s': expected a number directly after '%llu:', found '%s'",
-                    def->name, (unsigned long long)index, ex);
+                    "stream '%s': expected a number directly after '%.*s%s:', found '%s'",
+                    def->name, ndig, entry, more, ex);
         return NULL;
     }
     if (!sparse_store(ps, sr, index, elt == 4 ? v.f : 0.0f, elt == 4 ? 0.0 : v.d, elt, entry))
@@ -438,14 +459,10 @@ static pthread_once_t fns_once = PTHREAD_ONCE_INIT;
 
 static void choose_fns(void)
 {
-    const char *force = getenv("CTFIO_SIMD");
     fns_chosen = &fns_sse2;
 #if CTF_SSSE3_VARIANT
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("ssse3") && !(force && !strcmp(force, "sse2")))
-        fns_chosen = &fns_ssse3;
-#else
-    CTF_UNUSED(force);
+    if (__builtin_cpu_supports("ssse3")) fns_chosen = &fns_ssse3;
 #endif
 }
 
@@ -453,6 +470,26 @@ static const struct value_fns *value_fns_get(void)
 {
     pthread_once(&fns_once, choose_fns);
     return fns_chosen;
+}
+#endif
+
+#ifdef CTF_TESTING
+int ctf__parse_set_variant(const char *name)
+{
+#if CTF_TOKENIZE
+    pthread_once(&fns_once, choose_fns);
+    if (!strcmp(name, "sse2")) {
+        fns_chosen = &fns_sse2;
+        return 0;
+    }
+#if CTF_SSSE3_VARIANT
+    if (!strcmp(name, "ssse3") && __builtin_cpu_supports("ssse3")) {
+        fns_chosen = &fns_ssse3;
+        return 0;
+    }
+#endif
+#endif
+    return strcmp(name, ctf__parse_variant()) ? CTF_EINVAL : 0;
 }
 #endif
 
@@ -474,12 +511,16 @@ static const char *parse_dense(pstate *ps, size_t s, const char *p, const char *
     ctf__stream_data *sd = &ps->cd->streams[s];
     const size_t elt = (size_t)ps->pc->precision;
     const size_t dim = def->dim;
-    /* One slot of slack past the sample: dense_value stores before it counts. */
-    if (ensure_values(sd, (sd->samples + 1) * dim + 1, elt)) {
+    /* One slot of slack past the sample: dense_value stores before it counts. The product is
+     * checked: a size that does not fit is an allocation that cannot succeed. */
+    const size_t at = sd->dense_off ? sd->dense_off[sd->samples] : sd->samples * dim;
+    size_t need;
+    if (__builtin_add_overflow(at, dim, &need) || need > SIZE_MAX / elt - 1 ||
+        ensure_values(sd, need + 1, elt)) {
         ps->oom = 1;
         return NULL;
     }
-    char *dst = (char *)sd->values + sd->samples * dim * elt;
+    char *dst = (char *)sd->values + at * elt;
     size_t n = 0;
 #if CTF_TOKENIZE
     const char *stop = ps->fns->dense[elt == 8](ps, def, dst, &n, p, end);
@@ -600,6 +641,72 @@ static size_t parse_row(pstate *ps, const char *p, const char *end, uint64_t *se
     return got;
 }
 
+/* The data file changed since it was indexed (same size and modification time, other bytes):
+ * fatal, at the line that no longer fits the index. */
+static void changed_under_index(pstate *ps, const char *at, const char *what, uint64_t a,
+                                uint64_t b)
+{
+    ctf__chunk_data *cd = ps->cd;
+    cd->fatal = true;
+    cd->fatal_code = CTF_ECHANGED;
+    add_problem(ps, CTF_SEV_ERROR, CTF_ECHANGED, where_at(ps, at),
+                "the file changed since it was indexed: %s (%llu, the index has %llu)", what,
+                (unsigned long long)a, (unsigned long long)b);
+}
+
+/* Line mode: does the line [p, eol) name a configured input? The index attached such lines
+ * to the sequence before them only when they held none (blank, comments, unknown inputs). */
+static bool line_has_input(const pstate *ps, const char *p, const char *eol)
+{
+    for (;;) {
+        p = memchr(p, '|', (size_t)(eol - p));
+        if (!p) return false;
+        const char *n = ++p;
+        if (n < eol && *n == '#') continue; /* a comment, even for an alias starting with '#' */
+        while (p < eol && !(*(const unsigned char *)p <= ' ' || *p == '|' || *p == 127)) p++;
+        const size_t len = (size_t)(p - n);
+        if (!len) return true; /* an empty name: an error, so the index made it a sequence */
+        for (size_t i = 0; len && i < ps->pc->num_streams; i++)
+            if (ps->alias_len[i] == len && !memcmp(ps->alias[i], n, len)) return true;
+    }
+}
+
+/* Checks that the sequence's bytes still have the shape the index recorded: its physical lines
+ * (none more, none less), in id mode every id equal to its key, in line mode no configured
+ * input on its trailing lines. p is where the parsed rows ended, r the rows parsed.
+ * @return : false after recording CTF_ECHANGED. */
+static bool sequence_matches_index(pstate *ps, const ctf__seq *seq, const char *p,
+                                   const char *end, uint32_t r)
+{
+    for (; r < seq->lines && p < end; r++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *eol = nl ? nl : end;
+        ps->line_start = p;
+        if (ps->pc->line_mode && line_has_input(ps, p, eol)) {
+            changed_under_index(ps, p, "a line the index saw without input holds one; line",
+                                ps->line_no + 1, seq->line + 1);
+            return false;
+        }
+        if (!ps->pc->line_mode && p < eol && *p >= '0' && *p <= '9') {
+            changed_under_index(ps, p, "a line inside a sequence starts another one; line",
+                                ps->line_no + 1, seq->line + 1);
+            return false;
+        }
+        p = nl ? nl + 1 : end;
+        ps->line_no++;
+    }
+    /* An unterminated run of blanks at the end of the file is not a line (as in the index). */
+    const char *q = p;
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
+    if (r != seq->lines || q != end) {
+        ps->line_start = p;
+        changed_under_index(ps, p < end ? p : end, "the sequence's line count differs; lines",
+                            r, seq->lines);
+        return false;
+    }
+    return true;
+}
+
 static int parse_sequence(pstate *ps, size_t si, size_t local)
 {
     const ctf_index *idx = ps->idx;
@@ -611,21 +718,37 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
     const char *end = ps->buf + (seq_end - ps->base);
     ctf__slice *sl = &cd->slices[local * pc->num_streams];
     size_t nonempty_rows = 0;
+    const uint64_t errors_before = cd->num_errors;
     uint64_t dropped_before[CTF_MAX_STREAMS];
     memcpy(dropped_before, cd->dropped_samples, pc->num_streams * sizeof *dropped_before);
 
     for (size_t k = 0; k < pc->num_streams; k++) sl[k].first = (uint32_t)cd->streams[k].samples;
     ps->line_no = seq->line;
-    uint32_t rows = pc->line_mode ? 1 : seq->lines;
-    for (uint32_t r = 0; r < rows && p < end && !too_many_errors(ps); r++) {
+    uint32_t rows = pc->line_mode ? 1 : seq->lines, r;
+    for (r = 0; r < rows && p < end && !too_many_errors(ps); r++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *eol = nl ? nl : end;
         ps->line_start = p;
         ps->row_errors = 0;
         ps->row_unterminated = nl == NULL && seq_end == idx->file.size;
         const char *q = p;
-        /* Skip the sequence id at the line start (ids in line mode are ignored, SPEC 1.4). */
-        while (q < eol && *q >= '0' && *q <= '9') q++;
+        /* Skip the sequence id at the line start (ids in line mode are ignored). In id mode
+         * every id in the sequence is its key: the index started a new sequence at any other,
+         * so another one here means the file changed under the index (the first line's id was
+         * checked when the chunk was read). */
+        uint64_t id = 0;
+        bool big = false;
+        while (q < eol && *q >= '0' && *q <= '9') {
+            const unsigned d = (unsigned)(*q - '0');
+            if (id > (UINT64_MAX - d) / 10) big = true;
+            else id = id * 10 + d;
+            q++;
+        }
+        if (!pc->line_mode && q > p && (big || id != seq->key)) {
+            changed_under_index(ps, p, "another sequence id inside the sequence; id",
+                                big ? UINT64_MAX : id, seq->key);
+            return 0;
+        }
         uint64_t seen;
         size_t got = parse_row(ps, q, eol, &seen);
         if (ps->oom) return CTF_ENOMEM;
@@ -643,6 +766,7 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
         ps->line_no++;
     }
     if (too_many_errors(ps)) return 0;
+    if (!sequence_matches_index(ps, seq, p, end, r)) return 0;
 
     size_t longest = 0;
     for (size_t k = 0; k < pc->num_streams; k++) {
@@ -652,7 +776,8 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
     const ctf__where w = {pc->path, seq->line + 1, 1, (int64_t)seq->offset};
     for (size_t k = 0; k < pc->num_streams; k++) {
         if (sl[k].count != 0) continue;
-        if (cd->dropped_samples[k] > dropped_before[k]) {
+        if (cd->dropped_samples[k] > dropped_before[k] ||
+            (pc->line_mode && nonempty_rows == 0 && cd->num_errors > errors_before)) {
             /* The stream is in the text but every sample of it here was in error: the errors
              * are counted already, so drop the sequence (counted) rather than fail, which
              * would make maxErrors useless for one-line sequences. */
@@ -820,6 +945,7 @@ void ctf__chunk_data_free(ctf__chunk_data *cd)
                 CTF_FREE(sd->indices);
                 CTF_FREE(sd->indptr);
             }
+            CTF_FREE(sd->dense_off);
         }
     ctf__bufpool_unref(cd->pool);
     CTF_FREE(cd->streams);
@@ -942,7 +1068,8 @@ static int shrink(ctf__bufpool *pool, ctf__stream_data *sd, const ctf_stream_def
                           sizeof *sd->indices) ||
                shrink_one(pool, (void **)&sd->indptr, &sd->indptr_cap, sd->samples + 1,
                           sizeof *sd->indptr);
-    return shrink_one(pool, &sd->values, &sd->values_cap, sd->samples * d->dim, elt);
+    return shrink_one(pool, &sd->values, &sd->values_cap,
+                      sd->dense_off ? sd->dense_off[sd->samples] : sd->samples * d->dim, elt);
 }
 
 int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
@@ -1015,7 +1142,7 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
     for (size_t k = 0; k < ns; k++) {
         const ctf__stream_data *sd = &cd->streams[k];
         bytes += sd->values_cap * (size_t)pc->precision + sd->indices_cap * sizeof(int32_t) +
-                 sd->indptr_cap * sizeof(int64_t);
+                 sd->indptr_cap * sizeof(int64_t) + sd->dense_off_cap * sizeof(size_t);
     }
     cd->bytes = bytes + cd->problems_cap * sizeof(ctf__problem);
     *out = cd;

@@ -1,6 +1,6 @@
 /*
  * platform.c -- the POSIX layer: file identity (size, nanosecond mtime, inode), whole reads at an
- * offset, and the I/O fault-injection counters used by the reliability tests. Threads use
+ * offset, and (test builds only) the I/O fault-injection counters of the reliability tests. Threads use
  * pthreads directly through platform.h-style wrappers in prefetch.c.
  */
 
@@ -8,17 +8,36 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifdef CTF_TESTING
 atomic_long ctf__io_fail_at;
 atomic_long ctf__io_count;
-/* Two more test hooks on the same count (declared by the tests that use them, next to
- * ctf__io_fail_at): the pread with count ctf__io_short_at returns at most half of what was asked
- * (a legal short read, which must be retried transparently); the one with count ctf__io_eof_at
- * returns 0 (the file ended under the read). */
+/* Two more test hooks on the same count: the pread with count ctf__io_short_at returns at most
+ * half of what was asked (a legal short read, which must be retried transparently); the one
+ * with count ctf__io_eof_at returns 0 (the file ended under the read). */
 atomic_long ctf__io_short_at;
 atomic_long ctf__io_eof_at;
+
+/* One pread, or the fault the hooks ask for at this count. */
+static ssize_t hooked_pread(int fd, void *p, size_t n, uint64_t off)
+{
+    long k = atomic_fetch_add(&ctf__io_count, 1) + 1;
+    long at = atomic_load(&ctf__io_fail_at);
+    if (at > 0 && k == at) {
+        errno = EIO;
+        return -1;
+    }
+    if (k == atomic_load(&ctf__io_eof_at)) return 0;
+    size_t ask = k == atomic_load(&ctf__io_short_at) && n > 1 ? n / 2 : n;
+    return pread(fd, p, ask, (off_t)off);
+}
+#define PREAD hooked_pread
+#else
+#define PREAD(fd, p, n, off) pread((fd), (p), (n), (off_t)(off))
+#endif
 
 int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err)
 {
@@ -34,13 +53,47 @@ int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err)
     return 0;
 }
 
+/* Opens without blocking (a FIFO or a device at the path must not hang the open) and, for
+ * reading, keeps the descriptor only when it is a regular file. A write goes wherever the path
+ * leads (a full device fails the write, as a full disk would). @return : fd, or -1 with errno
+ * set (EINVAL for a file that is not regular). */
+static int open_regular(const char *path, int flags)
+{
+    int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (!S_ISREG(st.st_mode) && (flags & O_ACCMODE) == O_RDONLY)) {
+        int e = errno;
+        close(fd);
+        errno = S_ISREG(st.st_mode) ? e : EINVAL;
+        return -1;
+    }
+    /* Regular files ignore O_NONBLOCK; clear it anyway so that later reads are plain reads. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 int ctf__file_open(const char *path, ctf_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_regular(path, O_RDONLY);
     if (fd < 0)
         return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, -1}, "cannot open file: %s",
-                         strerror(errno));
+                         errno == EINVAL ? "not a regular file" : strerror(errno));
     return fd;
+}
+
+FILE *ctf__fopen_regular(const char *path, bool for_write)
+{
+    int fd = open_regular(path, for_write ? O_WRONLY | O_CREAT | O_TRUNC : O_RDONLY);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, for_write ? "wb" : "rb");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
 }
 
 void ctf__file_close(int fd)
@@ -54,18 +107,7 @@ int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offs
     char *p = buf;
     uint64_t off = offset;
     while (n > 0) {
-        long k = atomic_fetch_add(&ctf__io_count, 1) + 1;
-        long at = atomic_load(&ctf__io_fail_at);
-        ssize_t got;
-        if (at > 0 && k == at) {
-            got = -1;
-            errno = EIO;
-        } else if (k == atomic_load(&ctf__io_eof_at)) {
-            got = 0;
-        } else {
-            size_t ask = k == atomic_load(&ctf__io_short_at) && n > 1 ? n / 2 : n;
-            got = pread(fd, p, ask, (off_t)off);
-        }
+        ssize_t got = PREAD(fd, p, n, off);
         if (got < 0) {
             if (errno == EINTR) continue;
             return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, (int64_t)off},

@@ -108,10 +108,7 @@ typedef struct bptt_slot {
 
 static void reader_log(const ctf_reader *r, ctf_severity sev, const ctf_error *e)
 {
-    if (r->cfg.log)
-        r->cfg.log(r->cfg.log_user, sev, e);
-    else
-        ctf__log_stderr(NULL, sev, e);
+    if (r->cfg.log) r->cfg.log(r->cfg.log_user, sev, e);
 }
 
 static int copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err)
@@ -825,6 +822,12 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
 int ctf_reader_seek(ctf_reader *r, uint64_t position)
 {
     if (r->dead) return r->err.code;
+    /* Positions the timeline cannot reach (an endless stream would wrap its 64-bit position
+     * and end without a word): refused, the reader unchanged. */
+    if (position > CTF_MAX_POSITION)
+        return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
+                         "position: must be <= %" PRIu64 " (got %" PRIu64 ")",
+                         (uint64_t)CTF_MAX_POSITION, position);
     uint64_t k = position / r->sweep_samples;
     uint64_t within = position - k * r->sweep_samples;
     /* A fresh generator for sweep k (the current one may have released earlier slots). */
@@ -1198,14 +1201,22 @@ int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
     if (!state || json_flat(state, len, kvs, 32, &n) != 0)
         return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
                          "checkpoint state: not a ctfio state (expected a flat JSON object)");
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (kvs[i].klen == kvs[j].klen && !memcmp(kvs[i].key, kvs[j].key, kvs[i].klen))
+                return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                                 "checkpoint state: key \"%.*s\" appears twice",
+                                 (int)CTF_MIN(kvs[i].klen, (size_t)64), kvs[i].key);
     uint64_t version, pos;
     if (!parse_u64(kv_get(kvs, n, "version", b1, sizeof b1), &version) || version != 1)
         return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
                          "checkpoint state: unsupported or missing version (this reader "
                          "writes version 1)");
-    if (!parse_u64(kv_get(kvs, n, "minibatchSourcePosition", b1, sizeof b1), &pos))
+    if (!parse_u64(kv_get(kvs, n, "minibatchSourcePosition", b1, sizeof b1), &pos) ||
+        pos > CTF_MAX_POSITION)
         return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
-                         "checkpoint state: missing or invalid minibatchSourcePosition");
+                         "checkpoint state: missing or invalid minibatchSourcePosition (a "
+                         "number <= %" PRIu64 ")", (uint64_t)CTF_MAX_POSITION);
     /* Field-by-field fingerprint check; mtime alone is not checked, so a checkpoint can move
      * with an identical copy of the data. */
     char diff[CTF_ERROR_MSG_MAX] = "";

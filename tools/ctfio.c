@@ -300,9 +300,16 @@ static int read_all(ctf_config *cfg, ctf_reader **out)
     cfg->num_workers = 1;
     cfg->worker_rank = 0;
     if (ctf_reader_open(cfg, out, &err)) return die_error(&err);
+    /* Stream: minibatches of at most ~16 MiB of dense values (a large dim makes each sample
+     * big), at most 2^20 samples. */
+    uint64_t per_sample = 1;
+    for (size_t k = 0; k < cfg->num_streams; k++)
+        if (!cfg->streams[k].is_sparse) per_sample += cfg->streams[k].dim * (size_t)cfg->precision;
+    uint64_t mb_samples = ((uint64_t)16 << 20) / per_sample;
+    mb_samples = mb_samples < 1 ? 1 : mb_samples > (1u << 20) ? (1u << 20) : mb_samples;
     for (;;) {
         ctf_minibatch *mb;
-        int rc = ctf_reader_next(*out, 1u << 20, &mb);
+        int rc = ctf_reader_next(*out, mb_samples, &mb);
         if (rc) return die_error(ctf_reader_error(*out));
         if (!mb) break;
         ctf_minibatch_free(mb);
@@ -406,11 +413,52 @@ static char *read_state_arg(const char *arg)
         fprintf(stderr, "ctfio: cannot open state file %s: %s\n", arg + 1, strerror(errno));
         exit(1);
     }
-    char *buf = calloc(1, 65536);
-    size_t n = buf ? fread(buf, 1, 65535, f) : 0;
+    /* Any size: a state grows with the sequences in flight (truncated BPTT). */
+    size_t n = 0, cap = 0;
+    char *buf = NULL;
+    for (;;) {
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap = cap ? 2 * cap : 65536);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                fprintf(stderr, "ctfio: out of memory reading state file %s\n", arg + 1);
+                exit(1);
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    bool bad = ferror(f);
     fclose(f);
-    if (buf) buf[n] = 0;
+    if (bad) {
+        free(buf);
+        fprintf(stderr, "ctfio: cannot read state file %s\n", arg + 1);
+        exit(1);
+    }
+    buf[n] = 0;
     return buf;
+}
+
+/* Prints "state {...}" after a minibatch, whatever the state's size. @return : 0, or 1 after
+ * reporting the error (never ignored: a missing checkpoint line would lose the position). */
+static int print_state(const ctf_reader *r)
+{
+    size_t len = 0;
+    int rc = ctf_reader_save_state(r, NULL, 0, &len);
+    char *buf = rc == 0 || rc == CTF_ELIMIT ? malloc(len + 1) : NULL;
+    if (buf) rc = ctf_reader_save_state(r, buf, len + 1, &len);
+    if (!buf || rc) {
+        free(buf);
+        fprintf(stderr, "ctfio: cannot save the checkpoint state: %s\n",
+                rc ? ctf_error_name(rc) : "out of memory");
+        return 1;
+    }
+    printf("state %s\n", buf);
+    free(buf);
+    return 0;
 }
 
 static int cmd_dump(opts *o, ctf_config *cfg)
@@ -452,19 +500,28 @@ static int cmd_dump(opts *o, ctf_config *cfg)
             ctf_minibatch_print_json(mb, stdout, o->with_line);
         emitted++;
         ctf_minibatch_free(mb);
-        if (o->print_state) {
-            char buf[1024];
-            size_t len;
-            if (ctf_reader_save_state(r, buf, sizeof buf, &len) == 0) printf("state %s\n", buf);
-        }
+        if (o->print_state && (rc = print_state(r)) != 0) break;
     }
     ctf_reader_free(r);
     return rc;
 }
 
+#ifdef CTF_TESTING
+int ctf__parse_set_variant(const char *name); /* lib/ctfio_internal.h, test builds only */
+#endif
+
 int main(int argc, char **argv)
 {
     opts o;
+#ifdef CTF_TESTING
+    /* Test builds of the tool: CTFIO_SIMD=sse2 selects the parser's baseline variant, so that
+     * tests/parse_diff compares both variants on one machine (the library reads no variable). */
+    const char *simd = getenv("CTFIO_SIMD");
+    if (simd && ctf__parse_set_variant(simd)) {
+        fprintf(stderr, "ctfio: CTFIO_SIMD=%s: this build has no such parser variant\n", simd);
+        return 2;
+    }
+#endif
     parse_args(&o, argc, argv);
     ctf_config cfg;
     ctf_bsconfig *doc = NULL;

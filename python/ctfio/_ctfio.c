@@ -879,6 +879,15 @@ static PyObject *state_save(ReaderObject *self);
 static int state_restore(ReaderObject *self, PyObject *state);
 static int reader_seek(ReaderObject *self, PyObject *value);
 
+/* The sink when log is None: the library itself logs nothing without a sink, and the package
+ * keeps its documented default of ctf_error_format() lines on stderr. */
+static void reader_log_stderr(void *user, ctf_severity sev, const ctf_error *what)
+{
+    (void)user;
+    char line[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
+    fprintf(stderr, "%s\n", ctf_error_format(what, sev, line, sizeof line));
+}
+
 /* The library's log sink while a Python callable is set. Runs WITHOUT the GIL: it only appends
  * to a C array (PyMem_Raw* is safe without the GIL); reader_flush_logs delivers later. */
 static void reader_log_cb(void *user, ctf_severity sev, const ctf_error *what)
@@ -1010,6 +1019,8 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
         self->log = ra.log;
         cfg.log = reader_log_cb;
         cfg.log_user = self;
+    } else {
+        cfg.log = reader_log_stderr;
     }
     self->num_workers = cfg.num_workers;
     self->worker_rank = cfg.worker_rank;

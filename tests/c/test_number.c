@@ -603,9 +603,11 @@ TEST(number_format_examples)
     ctf__format_float(185.0f, b, sizeof b);
     ASSERT_STR_EQ(b, "185");
     ctf__format_double(INFINITY, b, sizeof b);
-    ASSERT_STR_EQ(b, "null");
+    ASSERT_STR_EQ(b, "1e999");
     ctf__format_double(-INFINITY, b, sizeof b);
-    ASSERT_STR_EQ(b, "null");
+    ASSERT_STR_EQ(b, "-1e999");
+    ctf__format_float(-INFINITY, b, sizeof b);
+    ASSERT_STR_EQ(b, "-1e999");
     ctf__format_float(NAN, b, sizeof b);
     ASSERT_STR_EQ(b, "null");
     ctf__format_double(0.1, b, sizeof b);

@@ -19,7 +19,8 @@ CRASHES := $(CORPUS)/crashes
 LIB_SRC := $(sort $(wildcard lib/*.c))
 LIB_HDR := include/ctfio.h $(wildcard lib/*.h)
 LF_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Ilib -pthread -g -O1 -fno-omit-frame-pointer \
-	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DCTF_DEBUG -DCTF_LIBFUZZER
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DCTF_DEBUG -DCTF_LIBFUZZER \
+	-DCTF_TESTING
 
 # Does $(CLANG) link a libFuzzer target? (yes/no, probed once)
 HAVE_LIBFUZZER := $(shell mkdir -p $(LF) && \

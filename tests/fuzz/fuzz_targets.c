@@ -430,6 +430,25 @@ static void derive_config(fuzz_cfg *f, const uint8_t *data, size_t size, const c
 
 #define PARSE_MAX_MB 6
 
+/* A dimension above the documented bounds is refused by validation, and by a reader open before
+ * it touches the file (a dim near 2^64 once wrapped a buffer size in the parser). */
+static void check_dim_bounds(const ctf_config *c)
+{
+    bool over = false;
+    for (size_t i = 0; i < c->num_streams; i++)
+        over |= c->streams[i].dim > (c->streams[i].is_sparse ? CTF_MAX_SPARSE_DIM
+                                                             : CTF_MAX_DENSE_DIM);
+    if (!over) return;
+    ctf_error err;
+    int rc = ctf_config_validate(c, &err);
+    FUZZ_CHECK(rc == CTF_EINVAL, "a dim above the bounds validated (%d)", rc);
+    ctf_reader *r = NULL;
+    rc = ctf_reader_open(c, &r, &err);
+    FUZZ_CHECK(rc == CTF_EINVAL && !r, "a reader opened with a dim above the bounds (%d)", rc);
+    sig_event(40);
+}
+
+
 int ctf_fuzz_parse(const uint8_t *data, size_t size)
 {
     LIVE_BEGIN();
@@ -441,6 +460,22 @@ int ctf_fuzz_parse(const uint8_t *data, size_t size)
     derive_config(&f, data, size, path, &file, &file_len);
     write_file(path, file, file_len);
     sig_event(f.cfg.num_streams);
+    /* One input in 32 (the file's first byte): the first stream gets a dimension at or beyond
+     * the bounds; beyond them, the configuration is refused before the file is read. */
+    if (file_len && (file[0] & 31) == 31) {
+        static const size_t huge[8] = {SIZE_MAX, SIZE_MAX / 2, SIZE_MAX / 4 + 1,
+                                       (size_t)1 << 32, CTF_MAX_DENSE_DIM + 1,
+                                       CTF_MAX_SPARSE_DIM + 1, CTF_MAX_SPARSE_DIM,
+                                       (size_t)1 << 40};
+        ctf_config c = f.cfg;
+        ctf_stream_def s[3];
+        memcpy(s, c.streams, c.num_streams * sizeof *s);
+        s[0].dim = huge[(file_len > 1 ? file[1] : 0) & 7];
+        c.streams = s;
+        check_dim_bounds(&c);
+        if (s[0].is_sparse && s[0].dim <= CTF_MAX_SPARSE_DIM)
+            read_some(&c, f.mb_size, PARSE_MAX_MB, false, NULL);
+    }
 
     if (!f.threads) {
         read_some(&f.cfg, f.mb_size, PARSE_MAX_MB, f.roundtrip, NULL);
@@ -572,7 +607,18 @@ int ctf_fuzz_index(const uint8_t *data, size_t size)
             for (size_t i = 0; i < n && at + i < clen; i++) cache[at + i] ^= payload[(2 + i) % plen] | 1;
         }
         if ((mode & 3) == 2) clen = clen / 2; /* truncated */
-        if ((mode & 3) == 1 && clen >= CACHE_HEADER_BYTES + 8) {
+        if ((mode & 3) == 3 && clen >= CACHE_HEADER_BYTES + 8 && plen >= 1) {
+            /* A header count (num_seqs, total_lines, data_start) set to an input-chosen value,
+             * the checksum forged: counts are checked against the cache's length and the
+             * data before anything is allocated from them. */
+            static const size_t field_at[3] = {48, 56, 64};
+            static const uint64_t values[8] = {0, 1, 2, 3, UINT64_MAX, (uint64_t)1 << 40,
+                                               (uint64_t)1 << 58, 1000003};
+            uint64_t v = values[payload[0] & 7];
+            if (plen >= 9 && (payload[0] & 8)) memcpy(&v, payload + 1, 8);
+            memcpy(cache + field_at[(payload[0] >> 4) % 3], &v, 8);
+        }
+        if ((mode & 1) == 1 && clen >= CACHE_HEADER_BYTES + 8) {
             /* Forge the checksum so that only the structural checks stand in the way. */
             uint64_t sum = ctf__hash_bytes(0xcbf29ce484222325ull, cache, CACHE_HEADER_BYTES);
             sum = ctf__hash_bytes(sum, cache + CACHE_HEADER_BYTES, clen - CACHE_HEADER_BYTES - 8);
@@ -623,6 +669,7 @@ static const char config_data[] =
 static void config_try_read(const ctf_config *applied)
 {
     ctf_config c = *applied;
+    check_dim_bounds(&c);
     for (size_t i = 0; i < c.num_streams; i++)
         if (c.streams[i].dim > 4096 && !c.streams[i].is_sparse) return; /* memory, not a bug */
     if (c.truncation_length > 4096) return; /* the same: minibatches of that many samples */

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Differential test of the parser's builds: the structural (SSE2) pass of lib/tokenize.h, in
-the variant the processor runs (SSSE3 where it has it) and in the SSE2 one (CTFIO_SIMD=sse2),
+the variant the processor runs (SSSE3 where it has it) and in the SSE2 one (CTFIO_SIMD=sse2, which
+test builds of the tool read: build/test/ctfio, build/asan/ctfio),
 against the byte loop it replaced (the same sources built with -DCTF_NO_SSE2, `make portable`).
 
 All must print the same bytes -- sequences, values, every error and warning with its line,

@@ -1,0 +1,168 @@
+/*
+ * test_hygiene.c -- what the release library may and may not link against: it never writes to
+ * a terminal and never reads the environment (`nm -u` over the objects in build/lib), it logs nothing
+ * without a sink, and the test-only parser variant switch gives the same data as the default.
+ */
+#include "ctfio_internal.h"
+#include "test.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+/* Undefined symbols of the release objects that would mean printing or reading the
+ * environment. fprintf/fputs/fputc/fwrite are allowed only where the caller hands the library a
+ * FILE * (pack.c: ctf_minibatch_print_json) or the library writes a file it opened itself
+ * (index.c: the index cache). */
+static const char *const forbidden[] = {"stdout", "stderr", "stdin", "getenv", "secure_getenv",
+                                        "printf", "vprintf", "puts", "putchar", "perror",
+                                        "dprintf", "vdprintf", "__printf_chk", "__vprintf_chk",
+                                        "psignal", "syslog"};
+static const char *const stream_writers[] = {"fprintf", "__fprintf_chk", "vfprintf", "fputs",
+                                             "fputc", "putc", "fwrite"};
+
+TEST(release_library_never_prints_nor_reads_the_environment)
+{
+    static const char *const objs[] = {"config", "error", "index", "number", "pack", "parse",
+                                       "platform", "prefetch", "randomize", "reader"};
+    int checked = 0;
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) {
+        char cmd[256], path[128];
+        snprintf(path, sizeof path, "build/lib/%s.o", objs[i]);
+        FILE *probe = fopen(path, "rb");
+        if (!probe) continue; /* a source file this build no longer has */
+        fclose(probe);
+        snprintf(cmd, sizeof cmd, "nm -u %s", path);
+        FILE *p = popen(cmd, "r");
+        ASSERT(p != NULL);
+        char line[512];
+        int syms = 0;
+        while (fgets(line, sizeof line, p)) {
+            char sym[256] = "";
+            if (sscanf(line, " U %255s", sym) != 1) continue;
+            char *at = strchr(sym, '@');
+            if (at) *at = 0;
+            syms++;
+            for (size_t k = 0; k < sizeof forbidden / sizeof *forbidden; k++) {
+                if (!strcmp(sym, forbidden[k])) {
+                    char m[400];
+                    snprintf(m, sizeof m, "%s uses %s", path, sym);
+                    test_fail(__FILE__, __LINE__, "no terminal output or environment", m);
+                }
+            }
+            for (size_t k = 0; k < sizeof stream_writers / sizeof *stream_writers; k++) {
+                if (!strcmp(sym, stream_writers[k]) && strcmp(objs[i], "pack") &&
+                    !(strcmp(objs[i], "index") == 0 && !strcmp(sym, "fwrite"))) {
+                    char m[400];
+                    snprintf(m, sizeof m, "%s uses %s", path, sym);
+                    test_fail(__FILE__, __LINE__, "stdio writes only to caller FILE*", m);
+                }
+            }
+            /* The allocation counters are test-build only: no atomic add per malloc. */
+            if (!strcmp(objs[i], "error") && strstr(sym, "atomic")) {
+                test_fail(__FILE__, __LINE__, "release allocator has no atomics", sym);
+            }
+        }
+        ASSERT_EQ(pclose(p), 0);
+        ASSERT(syms > 0 || !strcmp(objs[i], "number") || !strcmp(objs[i], "randomize"));
+        checked++;
+    }
+    ASSERT(checked >= 8);
+    /* The release objects define no test hook. */
+    FILE *p = popen("nm build/lib/error.o build/lib/platform.o build/lib/parse.o", "r");
+    ASSERT(p != NULL);
+    char line[512];
+    while (fgets(line, sizeof line, p)) {
+        if (strstr(line, " ctf__alloc\n") || strstr(line, "ctf__io_") ||
+            strstr(line, "ctf__parse_set_variant"))
+            test_fail(__FILE__, __LINE__, "no test hook in the release objects", line);
+    }
+    ASSERT_EQ(pclose(p), 0);
+}
+
+/* A reader with no log sink logs nothing and still counts its warnings: stderr stays empty
+ * (the child's stderr is a file the test reads back). */
+TEST(no_log_sink_means_no_output)
+{
+    const char *path = test_write_str("nolog.ctf", "0 |x 1\n0 |x 1 2\n1 |x 3\n");
+    char out[1024];
+    snprintf(out, sizeof out, "%s/nolog.stderr", test_tmpdir());
+    fflush(stderr);
+    int saved = dup(2);
+    ASSERT(saved >= 0);
+    FILE *f = freopen(out, "w", stderr);
+    ASSERT(f != NULL);
+    ctf_stream_def s = {.name = "x", .dim = 2};
+    ctf_config cfg;
+    ctf_config_init(&cfg);
+    cfg.path = path;
+    cfg.streams = &s;
+    cfg.num_streams = 1;
+    cfg.randomize = false;
+    cfg.max_sweeps = 1;
+    cfg.num_threads = 0;
+    cfg.trace_level = 2;
+    ctf_reader *r;
+    ctf_error err;
+    int rc = ctf_reader_open(&cfg, &r, &err);
+    ctf_minibatch *mb = NULL;
+    if (!rc) {
+        while (ctf_reader_next(r, 10, &mb) == 0 && mb) ctf_minibatch_free(mb);
+    }
+    ctf_stats st;
+    if (!rc) ctf_reader_get_stats(r, &st);
+    ctf_reader_free(r);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ASSERT_OK(rc, &err);
+    ASSERT(st.warnings >= 1);
+    FILE *in = fopen(out, "rb");
+    ASSERT(in != NULL);
+    char buf[64];
+    size_t n = fread(buf, 1, sizeof buf, in);
+    fclose(in);
+    ASSERT_EQ(n, 0);
+}
+
+/* The test hook that picks the parser's hot loops: every variant this machine runs gives the
+ * same bytes (it replaced an environment variable the library used to read). */
+TEST(parser_variants_chosen_by_the_test_hook_agree)
+{
+    const char *path = test_write_str("variants.ctf",
+                                      "0 |x 1 2.5 -3e2 |y 0:1 7:2.25\n0 |x 4 5 6 |y 3:1e-3\n"
+                                      "1 |x 0.125 1e1 7 |y 9:-4\n");
+    ctf_stream_def s[2] = {{.name = "x", .dim = 3}, {.name = "y", .dim = 10, .is_sparse = true}};
+    const char *names[] = {"sse2", "ssse3"};
+    uint64_t digest[2] = {0, 0};
+    const char *orig = ctf__parse_variant();
+    int ran = 0;
+    for (int v = 0; v < 2; v++) {
+        if (ctf__parse_set_variant(names[v]) != 0) continue;
+        ASSERT_STR_EQ(ctf__parse_variant(), names[v]);
+        ctf_config cfg;
+        ctf_config_init(&cfg);
+        cfg.path = path;
+        cfg.streams = s;
+        cfg.num_streams = 2;
+        cfg.randomize = false;
+        cfg.max_sweeps = 1;
+        cfg.num_threads = 0;
+        ctf_reader *r;
+        ctf_error err;
+        ASSERT_OK(ctf_reader_open(&cfg, &r, &err), &err);
+        ctf_minibatch *mb;
+        uint64_t h = 1469598103934665603ull;
+        while (ctf_reader_next(r, 2, &mb) == 0 && mb) {
+            h = test_digest_minibatch(h, mb);
+            ctf_minibatch_free(mb);
+        }
+        ASSERT_EQ(ctf_reader_error(r)->code, CTF_OK);
+        ctf_reader_free(r);
+        digest[v] = h;
+        ran++;
+    }
+    ASSERT(ran >= 1 || !strcmp(ctf__parse_variant(), "portable"));
+    if (ran == 2) ASSERT_U64_EQ(digest[0], digest[1]);
+    ASSERT_EQ(ctf__parse_set_variant("no-such-variant"), CTF_EINVAL);
+    ASSERT_EQ(ctf__parse_set_variant(orig), 0);
+}
