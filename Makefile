@@ -23,6 +23,8 @@ LDLIBS := -lm -pthread
 LIB_SRC := $(sort $(wildcard lib/*.c))
 LIB_HDR := include/ctfio.h $(wildcard lib/*.h)
 TEST_SRC := $(sort $(wildcard tests/c/*.c))
+CLI_SRC := tools/ctfio.c tools/ctfio_convert.c
+CLI_HDR := tools/cli.h
 FUZZ_SRC := tests/fuzz/fuzz_targets.c tests/fuzz/regression.c
 FUZZ_HDR := tests/fuzz/fuzz.h
 
@@ -56,15 +58,15 @@ $(S)/libctfio.a: $(SLIB_OBJ)
 	ar rcs $@ $^
 $(P)/libctfio.a: $(PLIB_OBJ)
 	ar rcs $@ $^
-$(P)/ctfio: tools/ctfio.c $(P)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_REL) -DCTF_NO_SSE2 tools/ctfio.c $(P)/libctfio.a -o $@ $(LDLIBS)
+$(P)/ctfio: $(CLI_SRC) $(CLI_HDR) $(P)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_REL) -DCTF_NO_SSE2 $(CLI_SRC) $(P)/libctfio.a -o $@ $(LDLIBS)
 $(P)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(P)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_REL) -DCTF_NO_SSE2 -Itests/c $(TEST_SRC) $(P)/libctfio.a -o $@ $(LDLIBS)
 
-$(B)/ctfio: tools/ctfio.c $(B)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_REL) tools/ctfio.c $(B)/libctfio.a -o $@ $(LDLIBS)
-$(S)/ctfio: tools/ctfio.c $(S)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_SAN) tools/ctfio.c $(S)/libctfio.a -o $@ $(LDLIBS)
+$(B)/ctfio: $(CLI_SRC) $(CLI_HDR) $(B)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_REL) $(CLI_SRC) $(B)/libctfio.a -o $@ $(LDLIBS)
+$(S)/ctfio: $(CLI_SRC) $(CLI_HDR) $(S)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_SAN) $(CLI_SRC) $(S)/libctfio.a -o $@ $(LDLIBS)
 
 $(B)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(B)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_REL) -Itests/c $(TEST_SRC) $(B)/libctfio.a -o $@ $(LDLIBS)
@@ -106,7 +108,7 @@ asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression $(P)/ctfio
 # for the demo's dataset), rebuilt when the sources change.
 VENV := .venv
 VPY := $(VENV)/bin/python
-PY_SRC := $(wildcard python/ctfio/*.py python/ctfio/*.c python/ctfio/*.h python/ctfio/*.pyi) setup.py pyproject.toml
+PY_SRC := $(wildcard python/ctfio/*.py python/ctfio/*.c python/ctfio/*.h python/ctfio/*.pyi) setup.py pyproject.toml $(CLI_SRC) $(CLI_HDR)
 
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

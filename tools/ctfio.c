@@ -7,12 +7,14 @@
  *   ctfio index ...                             build or validate the index cache
  *   ctfio dump ...                              sequences in file order as JSON lines
  *   ctfio dump --mb 64 --count 10 ...           minibatches as JSON lines (SPEC 5-7)
+ *   ctfio convert libsvm|csv IN OUT.ctf ...     another format into CTF (ctfio_convert.c)
  *
  * Exit status: 0 success, 1 the data or the configuration failed, 2 usage error.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "cli.h"
 #include "ctfio.h"
 
 #include <errno.h>
@@ -33,6 +35,7 @@ static const char usage_text[] =
     "  stats    sequences, samples and non-zeros per stream, sequence lengths, chunks\n"
     "  index    build (or validate) the index cache next to the data file\n"
     "  dump     sequences in file order as JSON lines; with --mb, minibatches\n"
+    "  convert  LibSVM / CSV into CTF (run 'ctfio convert --help' for its options)\n"
     "\n"
     "Input, from a BrainScript configuration:\n"
     "  --config FILE [--section NAME] [KEY=VALUE ...]\n"
@@ -465,6 +468,7 @@ static int cmd_dump(opts *o, ctf_config *cfg)
 int main(int argc, char **argv)
 {
     opts o;
+    if (argc > 1 && !strcmp(argv[1], "convert")) return ctfio_cli_convert(argc - 1, argv + 1);
     parse_args(&o, argc, argv);
     ctf_config cfg;
     ctf_bsconfig *doc = NULL;
