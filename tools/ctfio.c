@@ -348,6 +348,44 @@ static int cmd_check(ctf_config *cfg)
     return rc;
 }
 
+/* The distribution of sequence lengths (index samples) as a text histogram: power-of-two
+ * buckets from the shortest to the longest sequence, a bar of up to 40 '#' each (at least one
+ * for a non-empty bucket, so that no length present is hidden). */
+static void print_length_histogram(const ctf_index *idx, uint64_t sequences)
+{
+    uint64_t hist[65] = {0}, total = 0, lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < sequences; i++) {
+        uint64_t n = ctf_index_sequence_samples(idx, i);
+        int b = 0;
+        while (b < 64 && ((uint64_t)1 << b) <= n) b++;
+        hist[b]++;
+        total += n;
+        if (n < lo) lo = n;
+        if (n > hi) hi = n;
+    }
+    if (!sequences) return;
+    printf("sequence lengths (index samples): min %" PRIu64 ", mean %.2f, max %" PRIu64 "\n", lo,
+           (double)total / (double)sequences, hi);
+    int first = 0, last = 0;
+    uint64_t peak = 0;
+    for (int b = 0; b < 65; b++) {
+        if (!hist[b]) continue;
+        if (!peak) first = b;
+        last = b;
+        if (hist[b] > peak) peak = hist[b];
+    }
+    for (int b = first; b <= last; b++) {
+        char range[48];
+        if (b <= 1) snprintf(range, sizeof range, "%d", b);
+        else snprintf(range, sizeof range, "%" PRIu64 "-%" PRIu64, (uint64_t)1 << (b - 1),
+                      ((uint64_t)1 << b) - 1);
+        int bar = (int)((hist[b] * 40 + peak - 1) / peak);
+        printf("  %13s %10" PRIu64 " %5.1f%% %.*s\n", range, hist[b],
+               100.0 * (double)hist[b] / (double)sequences, bar,
+               "########################################");
+    }
+}
+
 static int cmd_stats(ctf_config *cfg)
 {
     ctf_reader *r = NULL;
@@ -360,25 +398,7 @@ static int cmd_stats(ctf_config *cfg)
     const ctf_index *idx = ctf_reader_index(r);
     ctf_index_info info;
     ctf_index_get_info(idx, &info);
-    /* Sequence lengths in index samples, power-of-two buckets. */
-    uint64_t hist[65] = {0};
-    for (size_t i = 0; i < info.sequences; i++) {
-        uint64_t n = ctf_index_sequence_samples(idx, i);
-        int b = 0;
-        while (b < 64 && ((uint64_t)1 << b) <= n) b++;
-        hist[b]++;
-    }
-    printf("sequence length histogram (index samples):\n");
-    for (int b = 0; b < 65; b++) {
-        if (!hist[b]) continue;
-        if (b == 0)
-            printf("  0: %" PRIu64 "\n", hist[b]);
-        else if (b == 1)
-            printf("  1: %" PRIu64 "\n", hist[b]);
-        else
-            printf("  %" PRIu64 "-%" PRIu64 ": %" PRIu64 "\n", (uint64_t)1 << (b - 1),
-                   ((uint64_t)1 << b) - 1, hist[b]);
-    }
+    print_length_histogram(idx, info.sequences);
     printf("longest sequence: %" PRIu64 " samples\n", info.max_sequence_samples);
     ctf_reader_free(r);
     return 0;
