@@ -846,7 +846,8 @@ class TrainingSession:
         total = None
         if self.max_samples not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
             total = self.max_samples
-        self._bar = tqdm.tqdm(total=total, unit="sample", leave=False,
+        # disable=None: tqdm draws only on a terminal (no bar in logs, pipes, CI)
+        self._bar = tqdm.tqdm(total=total, unit="sample", leave=False, disable=None,
                               initial=self.samples_seen, dynamic_ncols=True)
 
     def _close_progress(self):
