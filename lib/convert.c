@@ -1,9 +1,11 @@
 /*
  * convert.c -- converters into CTF: LibSVM / svmlight and CSV text, streamed line by line.
  *
- * Both read the input front to back with one buffer that grows only to the longest line, parse
- * every value as float64 and write it back as the shortest text that reads to the same float64
- * (ctf__format_double), so a value survives the conversion bit for bit. LibSVM needs a first
+ * Both read the input front to back with one buffer that grows only to the longest line and
+ * parse every value as float64. A value already written as a CTF number is copied as it is (the
+ * reader converts that text to the same float64); any other (".5", "1.e5") is written as the
+ * shortest text that reads back to the same float64 (ctf__format_double). Either way a value
+ * survives the conversion bit for bit. LibSVM needs a first
  * pass when the dimension or the index base is to be inferred; CSV never does. Nothing here
  * prints: progress goes to the caller's callback, problems to the error record.
  */
@@ -173,11 +175,16 @@ static const char *token_end(const char *p, const char *end, char delim)
     return p;
 }
 
-/* A number: the CTF grammar (fast path), else what strtod accepts (".5", "1.e5"); finite only. */
-static const char *parse_number(const char *p, const char *end, double *v)
+/* A number: the CTF grammar (fast path), else what strtod accepts (".5", "1.e5"); finite only.
+ * *as_is tells that the text is a CTF number already: written unchanged it reads back to the
+ * same float64 (the reader's conversion is the same correctly rounded one), and copying it is
+ * several times cheaper than printing the shortest text anew. */
+static const char *parse_number(const char *p, const char *end, double *v, bool *as_is)
 {
     const char *q = p < end ? ctf__parse_double(p, end, v) : NULL;
+    *as_is = q == end;
     if (q == end && isfinite(*v)) return q;
+    *as_is = false;
     char tmp[128];
     size_t n = (size_t)(end - p);
     if (n == 0 || n >= sizeof tmp) return NULL;
@@ -257,11 +264,13 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
     while (p < end && (*p == ' ' || *p == '\t')) p++;
     if (p == end) return 0; /* blank or comment-only */
     const char *te = token_end(p, end, 0);
+    const char *label_text = p;
     double label;
+    bool label_as_is;
     if (memchr(p, ',', (size_t)(te - p)))
         return conv_fail(c, p, "multi-label rows ('%.*s') are not supported; convert one label "
                          "per row", shorten(p, te), p);
-    if (!parse_number(p, te, &label))
+    if (!parse_number(p, te, &label, &label_as_is))
         return conv_fail(c, p, "expected a number (the label), found '%.*s'", shorten(p, te), p);
     uint64_t cls = 0;
     if (o->classes) {
@@ -270,6 +279,7 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
                              shorten(p, te), p, o->classes - 1, o->classes);
         cls = (uint64_t)label;
     }
+    const char *label_end = te;
     p = te;
     while (p < end && (*p == ' ' || *p == '\t')) p++;
     bool qid = false;
@@ -305,7 +315,9 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
         if (o->classes) {
             put_u64(c, cls);
             put(c, ":1", 2);
-        } else
+        } else if (label_as_is)
+            put(c, label_text, (size_t)(label_end - label_text));
+        else
             put_num(c, label);
         put(c, " ", 1);
         put_name(c, c->fname);
@@ -322,7 +334,8 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
             return conv_fail(c, p, "expected index:value (an unsigned integer, ':', a number), "
                              "found '%.*s'", shorten(p, te), p);
         double v;
-        if (!parse_number(colon + 1, te, &v))
+        bool as_is;
+        if (!parse_number(colon + 1, te, &v, &as_is))
             return conv_fail(c, colon + 1, "expected a number after '%.*s', found '%.*s'",
                              (int)(colon + 1 - p), p, shorten(colon + 1, te), colon + 1);
         if (!first && idx <= prev)
@@ -344,7 +357,8 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
             put(c, " ", 1);
             put_u64(c, out);
             put(c, ":", 1);
-            put_num(c, v);
+            if (as_is) put(c, colon + 1, (size_t)(te - colon - 1));
+            else put_num(c, v);
         }
         p = te;
     }
@@ -411,6 +425,7 @@ typedef struct csv_state {
     size_t ncols;
     bool *is_label;           /* per column */
     double *vals;             /* per column */
+    bool *as_is;              /* per column: the cell's text is a CTF number already */
     char delim;
 } csv_state;
 
@@ -451,7 +466,8 @@ static int csv_setup(conv *c, csv_state *st, const char *line, size_t n, bool he
     cell *cells = CTF_MALLOC(st->ncols * sizeof *cells);
     st->is_label = CTF_MALLOC(st->ncols * sizeof *st->is_label);
     st->vals = CTF_MALLOC(st->ncols * sizeof *st->vals);
-    if (!cells || !st->is_label || !st->vals) {
+    st->as_is = CTF_MALLOC(st->ncols * sizeof *st->as_is);
+    if (!cells || !st->is_label || !st->vals || !st->as_is) {
         CTF_FREE(cells);
         return ctf__fail(c->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory (CSV columns)");
     }
@@ -521,7 +537,7 @@ static int csv_row(conv *c, csv_state *st, const char *line, size_t n)
             rc = conv_fail(c, e->at, "field %zu is empty (expected a number)", j + 1);
             goto out;
         }
-        if (!parse_number(e->p, e->end, &st->vals[j])) {
+        if (!parse_number(e->p, e->end, &st->vals[j], &st->as_is[j])) {
             rc = conv_fail(c, e->p, "field %zu: expected a number, found '%.*s'", j + 1,
                            shorten(e->p, e->end), e->p);
             goto out;
@@ -534,7 +550,8 @@ static int csv_row(conv *c, csv_state *st, const char *line, size_t n)
         for (size_t j = 0; j < k; j++) {
             if (st->is_label[j] != lab) continue;
             put(c, " ", 1);
-            put_num(c, st->vals[j]);
+            if (st->as_is[j]) put(c, cells[j].p, (size_t)(cells[j].end - cells[j].p));
+            else put_num(c, st->vals[j]);
         }
     }
     put(c, "\n", 1);
@@ -576,6 +593,7 @@ static int convert_csv(conv *c)
     }
     CTF_FREE(st.is_label);
     CTF_FREE(st.vals);
+    CTF_FREE(st.as_is);
     if (rc) return rc;
     if (c->res->rows == 0)
         return ctf__fail(c->err, CTF_EPARSE, (ctf__where){c->in.path, 0, 0, -1},

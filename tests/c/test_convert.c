@@ -43,7 +43,7 @@ TEST(convert_libsvm_auto_base_and_dim)
     ASSERT_OK(run(CTF_CONVERT_LIBSVM,
                   "1 1:0.5 3:2e3  # a comment\n\n-1 2:.25 4:1.0000000000000002\r\n0\n",
                   &o, &r, &e, out, sizeof out), &e);
-    ASSERT_STR_EQ(slurp(out), "|labels 1 |features 0:0.5 2:2000\n"
+    ASSERT_STR_EQ(slurp(out), "|labels 1 |features 0:0.5 2:2e3\n" /* CTF numbers as written */
                               "|labels -1 |features 1:0.25 3:1.0000000000000002\n"
                               "|labels 0 |features\n");
     ASSERT_EQ(r.index_base, 1);
@@ -124,7 +124,7 @@ TEST(convert_csv_header_names_and_errors)
     char out[600];
     ASSERT_OK(run(CTF_CONVERT_CSV, "a, y ,b,c\n1,2,3,4\n\n\"5\",6e-1,-0,8.5\n", &o, &r, &e, out,
                   sizeof out), &e);
-    ASSERT_STR_EQ(slurp(out), "|labels 2 3 |features 1 4\n|labels 0.6 -0 |features 5 8.5\n");
+    ASSERT_STR_EQ(slurp(out), "|labels 2 3 |features 1 4\n|labels 6e-1 -0 |features 5 8.5\n");
     ASSERT(r.features_dim == 2 && r.labels_dim == 2 && r.rows == 2 && !r.features_sparse);
     o = (ctf_convert_options){.label_columns = "0", .delimiter = ';'};
     ASSERT_OK(run(CTF_CONVERT_CSV, "1;2\n", &o, &r, &e, out, sizeof out), &e);
