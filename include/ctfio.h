@@ -398,7 +398,8 @@ void ctf_minibatch_free(ctf_minibatch *mb);
  * CTF file: memory stays bounded by the longest input line, whatever the file's size. It never
  * prints; it reports progress through a callback and problems through the error record
  * (file, line, column, byte offset). The output is written to "OUT.part" and renamed when
- * complete, so a failed conversion leaves no half file. See docs/convert.md. */
+ * complete, so a failed conversion leaves no half file; an existing OUT that is not a regular
+ * file (/dev/stdout, a pipe) is written in place. See docs/convert.md. */
 typedef enum ctf_convert_format {
     CTF_CONVERT_LIBSVM = 1, /* "label [qid:Q] index:value ... [# comment]" */
     CTF_CONVERT_CSV = 2,    /* delimited numeric columns, some of them labels */

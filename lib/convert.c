@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /*======================================================================
  * Line reader
@@ -640,6 +641,11 @@ int ctf_convert_file(const char *in_path, const char *out_path, const ctf_conver
     }
     memcpy(tmp, out_path, plen);
     memcpy(tmp + plen, ".part", 6);
+    /* An existing output that is not a regular file (/dev/stdout, a pipe, /dev/null) is written
+     * in place: renaming a temporary file over it would replace the device or pipe itself. */
+    struct stat sb;
+    bool direct = stat(out_path, &sb) == 0 && !S_ISREG(sb.st_mode);
+    if (direct) memcpy(tmp, out_path, plen + 1);
     c.out = fopen(tmp, "wb");
     if (!c.out) {
         rc = ctf__fail(err, CTF_EIO, (ctf__where){out_path, 0, 0, -1}, "cannot create %s: %s",
@@ -650,7 +656,7 @@ int ctf_convert_file(const char *in_path, const char *out_path, const ctf_conver
     rc = opt->format == CTF_CONVERT_LIBSVM ? convert_libsvm(&c) : convert_csv(&c);
     if (!rc) rc = conv_progress(&c, true);
     if (!rc) {
-        long pos = ftell(c.out);
+        long pos = ftell(c.out); /* -1 on a pipe: counted as 0 */
         r->bytes_written = pos > 0 ? (uint64_t)pos : 0;
     }
     bool bad_write = ferror(c.out) != 0;
@@ -658,10 +664,10 @@ int ctf_convert_file(const char *in_path, const char *out_path, const ctf_conver
     c.out = NULL;
     if (!rc && bad_write)
         rc = ctf__fail(err, CTF_EIO, (ctf__where){out_path, 0, 0, -1}, "write error on %s", tmp);
-    if (!rc && rename(tmp, out_path) != 0)
+    if (!rc && !direct && rename(tmp, out_path) != 0)
         rc = ctf__fail(err, CTF_EIO, (ctf__where){out_path, 0, 0, -1}, "cannot rename %s to %s: %s",
                        tmp, out_path, strerror(errno));
-    if (rc) remove(tmp);
+    if (rc && !direct) remove(tmp);
 done:
     lines_close(&c.in);
     CTF_FREE(tmp);

@@ -10,6 +10,7 @@
 #include "test.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char *slurp(const char *path)
@@ -199,4 +200,18 @@ TEST(convert_bad_options)
     ASSERT_EQ(ctf_convert_file("/nonexistent/in.svm", out, &o, &r, &e), CTF_EIO);
     ASSERT_EQ(ctf_convert_file(test_write_str("x.svm", "1 1:1\n"), "/nonexistent/dir/o.ctf", &o,
                                &r, &e), CTF_EIO);
+}
+
+TEST(convert_into_a_device_writes_in_place)
+{
+    /* /dev/null stays the device: no temporary file is renamed over it. */
+    ctf_convert_options o = {.format = CTF_CONVERT_LIBSVM, .index_base = -1};
+    ctf_convert_result r;
+    ctf_error e;
+    ASSERT_OK(ctf_convert_file(test_write_str("d.svm", "1 1:1\n0 2:2\n"), "/dev/null", &o, &r, &e),
+              &e);
+    struct stat sb;
+    ASSERT(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
+    ASSERT(access("/dev/null.part", F_OK) != 0);
+    ASSERT_EQ(r.rows, 2);
 }

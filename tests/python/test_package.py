@@ -104,3 +104,24 @@ def test_stats_histogram(tmp_path):
     assert [(r[0], r[1], r[2]) for r in rows] == [
         ("1", "6", "40.0%"), ("2-3", "6", "40.0%"), ("4-7", "2", "13.3%"), ("8-15", "1", "6.7%")]
     assert [len(r[3]) for r in rows] == [40, 40, 14, 7]     # bars scaled to the largest bucket
+
+
+@pytest.mark.skipif(not BUILT_CLI.exists(), reason="needs build/ctfio (make)")
+def test_broken_pipe_and_interrupt_as_the_binary(venv, tmp_path):
+    """`ctfio dump | head` ends by SIGPIPE and Ctrl-C by SIGINT, as for the compiled binary
+    (Python would otherwise ignore SIGPIPE and hold SIGINT for Python code)."""
+    import signal
+    data = tmp_path / "big.ctf"
+    data.write_text("".join("%d |x %d\n" % (i, i) for i in range(300000)))
+    args = ["dump", "--file", str(data), "--input", "x:1:dense"]
+    for exe in ([str(BUILT_CLI)], [str(venv / "ctfio")]):
+        p = subprocess.Popen(exe + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdout.readline()
+        p.stdout.close()
+        assert p.wait() == -signal.SIGPIPE and p.stderr.read() == b""
+        p.stderr.close()
+        p = subprocess.Popen(exe + args + ["--mb", "7"], stdout=subprocess.PIPE)
+        p.stdout.readline()      # the C tool runs: dumping minibatches, endless with --mb
+        p.send_signal(signal.SIGINT)
+        assert p.wait(timeout=30) == -signal.SIGINT
+        p.stdout.close()
