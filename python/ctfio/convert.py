@@ -154,7 +154,7 @@ def _convert_text(fmt, src, dst, dim, zero_based, classes, label, delimiter, hea
     else:
         if dim or classes or zero_based is not None:
             raise ValueError("convert: dim=, classes= and zero_based= are for LibSVM")
-        kw.update(label_columns=_label_spec(label), delimiter=delimiter or ",",
+        kw.update(label_columns=_label_spec(label), delimiter=delimiter,
                   header=bool(header))
     bar = _Progress(progress, os.fspath(src))
     try:
@@ -341,7 +341,7 @@ def _convert_parquet(src, dst, label, classes, fname, lname, precision, progress
 
 
 def convert(src, dst, format=None, *, labels=None, label=None, dim=None, zero_based=None,
-            classes=None, delimiter=",", header=False, features=None,
+            classes=None, delimiter=None, header=False, features=None,
             features_name="features", labels_name="labels", precision=None, progress=None,
             show_config=True):
     """Convert ``src`` into the CTF file ``dst``; returns a ``ConvertResult``.
@@ -353,8 +353,8 @@ def convert(src, dst, format=None, *, labels=None, label=None, dim=None, zero_ba
     - LibSVM (as ``ctfio convert libsvm``): ``dim`` (default: largest index + 1),
       ``zero_based`` (True/False; default: one-based unless an index 0 appears), ``classes``
       (labels one-hot sparse of that dim, else dense dim 1). qid becomes the sequence id.
-    - CSV (as ``ctfio convert csv``): ``label`` (column numbers or header names), ``delimiter``,
-      ``header``.
+    - CSV (as ``ctfio convert csv``): ``label`` (column numbers or header names), ``delimiter``
+      (default ``","``, a tab for a .tsv file), ``header``.
     - NumPy: ``src`` is the features (2-D array or SciPy sparse matrix, or a .npy / .npz file;
       a .npz holds ``features``/``X`` and ``labels``/``y``, or is a ``scipy.sparse.save_npz``
       file), ``labels`` the labels (array, or for a .npz the key), ``features`` the .npz key of
@@ -375,6 +375,10 @@ def convert(src, dst, format=None, *, labels=None, label=None, dim=None, zero_ba
                                  "give format='libsvm', 'csv', 'numpy' or 'parquet'" % (src,))
     if format in ("svmlight",):
         format = "libsvm"
+    if delimiter is None and format == "csv":
+        tsv = isinstance(src, (str, bytes, os.PathLike)) and \
+            os.fsdecode(os.fspath(src)).lower().endswith(".tsv")
+        delimiter = "\t" if tsv else ","
     if precision not in (None, "float", "double"):
         raise ValueError("convert: precision must be 'float' or 'double' (got %r)" % (precision,))
     if format in ("libsvm", "csv"):

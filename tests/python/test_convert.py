@@ -108,6 +108,10 @@ def test_csv_equals_loadtxt(tmp_path):
     r = ctfio.convert(str(path), tmp_path / "e.ctf", label=[2, 4], delimiter=";", header=True,
                       show_config=False)
     assert (tmp_path / "e.ctf").read_bytes() == out.read_bytes() and r.features_dim == 4
+    tsv = tmp_path / "d.tsv"
+    tsv.write_text(path.read_text().replace(";", "\t"))
+    ctfio.convert(tsv, tmp_path / "t.ctf", label=["y", "z"], header=True, show_config=False)
+    assert (tmp_path / "t.ctf").read_bytes() == out.read_bytes()
 
 
 @pytest.mark.parametrize("fmt, text, opts, where, msg", [
