@@ -27,6 +27,8 @@ LDLIBS := -lm -pthread
 LIB_SRC := $(sort $(wildcard lib/*.c))
 LIB_HDR := include/ctfio.h $(wildcard lib/*.h)
 TEST_SRC := $(sort $(wildcard tests/c/*.c))
+CLI_SRC := tools/ctfio.c tools/ctfio_convert.c
+CLI_HDR := tools/cli.h
 FUZZ_SRC := tests/fuzz/fuzz_targets.c tests/fuzz/regression.c
 FUZZ_HDR := tests/fuzz/fuzz.h
 
@@ -67,18 +69,18 @@ $(S)/libctfio.a: $(SLIB_OBJ)
 	ar rcs $@ $^
 $(P)/libctfio.a: $(PLIB_OBJ)
 	ar rcs $@ $^
-$(P)/ctfio: tools/ctfio.c $(P)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 tools/ctfio.c $(P)/libctfio.a -o $@ $(LDLIBS)
+$(P)/ctfio: $(CLI_SRC) $(CLI_HDR) $(P)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 $(CLI_SRC) $(P)/libctfio.a -o $@ $(LDLIBS)
 $(P)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(P)/libctfio.a $(B)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 -Itests/c $(TEST_SRC) $(P)/libctfio.a -o $@ $(LDLIBS)
 
-$(B)/ctfio: tools/ctfio.c $(B)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_REL) tools/ctfio.c $(B)/libctfio.a -o $@ $(LDLIBS)
+$(B)/ctfio: $(CLI_SRC) $(CLI_HDR) $(B)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_REL) $(CLI_SRC) $(B)/libctfio.a -o $@ $(LDLIBS)
 # The tool on the test build of the library (CTFIO_SIMD picks the parser variant: parse_diff).
-$(T)/ctfio: tools/ctfio.c $(T)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_TST) tools/ctfio.c $(T)/libctfio.a -o $@ $(LDLIBS)
-$(S)/ctfio: tools/ctfio.c $(S)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_SAN) tools/ctfio.c $(S)/libctfio.a -o $@ $(LDLIBS)
+$(T)/ctfio: $(CLI_SRC) $(CLI_HDR) $(T)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_TST) $(CLI_SRC) $(T)/libctfio.a -o $@ $(LDLIBS)
+$(S)/ctfio: $(CLI_SRC) $(CLI_HDR) $(S)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_SAN) $(CLI_SRC) $(S)/libctfio.a -o $@ $(LDLIBS)
 
 # The C tests link the test build of the library; they also run `nm -u` on the release objects
 # (test_hygiene.c), so those are built first.
@@ -119,15 +121,18 @@ asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression $(P)/ctfio
 	ASAN_OPTIONS=detect_leaks=1 $(PYTHON) tests/parse_diff/run.py $(S)/ctfio $(P)/ctfio --seeds 60
 
 # Python: a .venv with the package and its test dependencies (numpy, scipy, pytest, torch, scikit-learn
-# for the demo's dataset), rebuilt when the sources change.
+# for the demo's dataset and the LibSVM comparisons, torchdata for StatefulDataLoader, tqdm for
+# progress bars, hypothesis for the property tests, pyarrow for Parquet), pinned, rebuilt when
+# the sources change.
 VENV := .venv
 VPY := $(VENV)/bin/python
-PY_SRC := $(wildcard python/ctfio/*.py python/ctfio/*.c python/ctfio/*.h python/ctfio/*.pyi) setup.py pyproject.toml
+PY_SRC := $(wildcard python/ctfio/*.py python/ctfio/*.c python/ctfio/*.h python/ctfio/*.pyi) setup.py pyproject.toml $(CLI_SRC) $(CLI_HDR)
 
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip setuptools wheel
-	$(VPY) -m pip install -q "numpy>=1.21" "scipy>=1.7" "pytest>=7" "scikit-learn>=1.0" "torch==2.13.0"
+	$(VPY) -m pip install -q "numpy>=1.21" "scipy>=1.7" "pytest>=7" "scikit-learn>=1.0" "torch==2.13.0" \
+		"torchdata==0.11.0" "tqdm==4.70.1" "hypothesis==6.170.17" "pyarrow==26.0.1"
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.deps $(PY_SRC) $(LIB_SRC) $(LIB_HDR)

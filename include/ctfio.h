@@ -403,6 +403,68 @@ int ctf_minibatch_print_json_mb(const ctf_minibatch *mb, FILE *out, uint64_t ind
 /* ctf_minibatch_free(mb): NULL is a no-op. */
 void ctf_minibatch_free(ctf_minibatch *mb);
 
+/*======================================================================
+ * Converters into CTF (convert.c)
+ *====================================================================*/
+
+/* A converter reads a text file of another format once or twice, front to back, and writes a
+ * CTF file: memory stays bounded by the longest input line, whatever the file's size. It never
+ * prints; it reports progress through a callback and problems through the error record
+ * (file, line, column, byte offset). The output is written to "OUT.part" and renamed when
+ * complete, so a failed conversion leaves no half file; an existing OUT that is not a regular
+ * file (/dev/stdout, a pipe) is written in place. See docs/convert.md. */
+typedef enum ctf_convert_format {
+    CTF_CONVERT_LIBSVM = 1, /* "label [qid:Q] index:value ... [# comment]" */
+    CTF_CONVERT_CSV = 2,    /* delimited numeric columns, some of them labels */
+} ctf_convert_format;
+
+/* Progress: bytes of input processed so far (over all passes) and the total (file size times
+ * the number of passes). A non-zero return cancels the conversion (CTF_EINVAL, "cancelled"). */
+typedef int (*ctf_progress_fn)(void *user, uint64_t done, uint64_t total);
+
+typedef struct ctf_convert_options {
+    ctf_convert_format format;
+    const char *features_name;   /* the output's name for the features; NULL: "features" */
+    const char *labels_name;     /* ... for the labels; NULL: "labels" */
+    /* LibSVM */
+    size_t dim;                  /* features' dim; 0: the largest index + 1 (a first pass) */
+    int index_base;              /* 0 or 1; -1: automatic (1 unless an index 0 appears) */
+    size_t classes;              /* 0: labels dense of dim 1; K: one-hot sparse of dim K */
+    /* CSV */
+    const char *label_columns;   /* comma-separated 0-based column numbers, or header names */
+    char delimiter;              /* 0: ',' */
+    bool header;                 /* the first line names the columns */
+    ctf_progress_fn progress;    /* NULL: none */
+    void *progress_user;
+} ctf_convert_options;
+
+typedef struct ctf_convert_result {
+    uint64_t rows;               /* data lines converted */
+    uint64_t sequences;          /* sequences written (rows, or queries with qid) */
+    uint64_t bytes_read;         /* input size */
+    uint64_t bytes_written;      /* output size */
+    size_t features_dim, labels_dim;
+    bool features_sparse, labels_sparse;
+    bool sequence_ids;           /* the output has sequence ids (LibSVM qid), else line mode */
+    int index_base;              /* LibSVM: the base that was used */
+    uint64_t max_sequence_length; /* rows of the longest sequence */
+} ctf_convert_result;
+
+/* ctf_convert_file(in_path, out_path, opt, result, err):
+ * Converts in_path (LibSVM or CSV, opt->format) into the CTF file out_path. Values are parsed
+ * as float64 and written as the shortest text that reads back to the same float64.
+ * @return : 0, CTF_EINVAL (options), CTF_EIO, CTF_EPARSE (malformed input, with its line and
+ *           column), CTF_ENOMEM. */
+int ctf_convert_file(const char *in_path, const char *out_path, const ctf_convert_options *opt,
+                     ctf_convert_result *result, ctf_error *err);
+
+/* ctf_convert_describe(result, opt, out_path, buf, cap):
+ * Writes the reader configuration that reads a converted file into buf: a BrainScript reader
+ * section, then the Python StreamDefs. Always NUL-terminates when cap > 0.
+ * @return : the length the full text needs (like snprintf). */
+size_t ctf_convert_describe(const ctf_convert_result *result, const ctf_convert_options *opt,
+                            const char *out_path, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

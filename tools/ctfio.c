@@ -7,12 +7,14 @@
  *   ctfio index ...                             build or validate the index cache
  *   ctfio dump ...                              sequences in file order as JSON lines
  *   ctfio dump --mb 64 --count 10 ...           minibatches as JSON lines (SPEC 5-7)
+ *   ctfio convert libsvm|csv IN OUT.ctf ...     another format into CTF (ctfio_convert.c)
  *
  * Exit status: 0 success, 1 the data or the configuration failed, 2 usage error.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "cli.h"
 #include "ctfio.h"
 
 #include <errno.h>
@@ -33,6 +35,7 @@ static const char usage_text[] =
     "  stats    sequences, samples and non-zeros per stream, sequence lengths, chunks\n"
     "  index    build (or validate) the index cache next to the data file\n"
     "  dump     sequences in file order as JSON lines; with --mb, minibatches\n"
+    "  convert  LibSVM / CSV into CTF (run 'ctfio convert --help' for its options)\n"
     "\n"
     "Input, from a BrainScript configuration:\n"
     "  --config FILE [--section NAME] [KEY=VALUE ...]\n"
@@ -352,6 +355,44 @@ static int cmd_check(ctf_config *cfg)
     return rc;
 }
 
+/* The distribution of sequence lengths (index samples) as a text histogram: power-of-two
+ * buckets from the shortest to the longest sequence, a bar of up to 40 '#' each (at least one
+ * for a non-empty bucket, so that no length present is hidden). */
+static void print_length_histogram(const ctf_index *idx, uint64_t sequences)
+{
+    uint64_t hist[65] = {0}, total = 0, lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < sequences; i++) {
+        uint64_t n = ctf_index_sequence_samples(idx, i);
+        int b = 0;
+        while (b < 64 && ((uint64_t)1 << b) <= n) b++;
+        hist[b]++;
+        total += n;
+        if (n < lo) lo = n;
+        if (n > hi) hi = n;
+    }
+    if (!sequences) return;
+    printf("sequence lengths (index samples): min %" PRIu64 ", mean %.2f, max %" PRIu64 "\n", lo,
+           (double)total / (double)sequences, hi);
+    int first = 0, last = 0;
+    uint64_t peak = 0;
+    for (int b = 0; b < 65; b++) {
+        if (!hist[b]) continue;
+        if (!peak) first = b;
+        last = b;
+        if (hist[b] > peak) peak = hist[b];
+    }
+    for (int b = first; b <= last; b++) {
+        char range[48];
+        if (b <= 1) snprintf(range, sizeof range, "%d", b);
+        else snprintf(range, sizeof range, "%" PRIu64 "-%" PRIu64, (uint64_t)1 << (b - 1),
+                      ((uint64_t)1 << b) - 1);
+        int bar = (int)((hist[b] * 40 + peak - 1) / peak);
+        printf("  %13s %10" PRIu64 " %5.1f%% %.*s\n", range, hist[b],
+               100.0 * (double)hist[b] / (double)sequences, bar,
+               "########################################");
+    }
+}
+
 static int cmd_stats(ctf_config *cfg)
 {
     ctf_reader *r = NULL;
@@ -364,25 +405,7 @@ static int cmd_stats(ctf_config *cfg)
     const ctf_index *idx = ctf_reader_index(r);
     ctf_index_info info;
     ctf_index_get_info(idx, &info);
-    /* Sequence lengths in index samples, power-of-two buckets. */
-    uint64_t hist[65] = {0};
-    for (size_t i = 0; i < info.sequences; i++) {
-        uint64_t n = ctf_index_sequence_samples(idx, i);
-        int b = 0;
-        while (b < 64 && ((uint64_t)1 << b) <= n) b++;
-        hist[b]++;
-    }
-    printf("sequence length histogram (index samples):\n");
-    for (int b = 0; b < 65; b++) {
-        if (!hist[b]) continue;
-        if (b == 0)
-            printf("  0: %" PRIu64 "\n", hist[b]);
-        else if (b == 1)
-            printf("  1: %" PRIu64 "\n", hist[b]);
-        else
-            printf("  %" PRIu64 "-%" PRIu64 ": %" PRIu64 "\n", (uint64_t)1 << (b - 1),
-                   ((uint64_t)1 << b) - 1, hist[b]);
-    }
+    print_length_histogram(idx, info.sequences);
     printf("longest sequence: %" PRIu64 " samples\n", info.max_sequence_samples);
     ctf_reader_free(r);
     return 0;
@@ -522,6 +545,7 @@ int main(int argc, char **argv)
         return 2;
     }
 #endif
+    if (argc > 1 && !strcmp(argv[1], "convert")) return ctfio_cli_convert(argc - 1, argv + 1);
     parse_args(&o, argc, argv);
     ctf_config cfg;
     ctf_bsconfig *doc = NULL;

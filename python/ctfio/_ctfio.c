@@ -32,6 +32,7 @@
 
 #include "ctfio.h"
 #include "_provider.h" /* section 7b, provider batch assembly, lives in _provider.c */
+#include "_tools.h"    /* the command-line tool and converters, in _tools.c */
 
 #include <errno.h>
 #include <stdint.h>
@@ -1479,7 +1480,6 @@ static int module_clear(PyObject *m)
 }
 
 static void module_free(void *m) { module_clear((PyObject *)m); }
-
 static PyMethodDef module_methods[] = {
     {"bsconfig_load", (PyCFunction)(void (*)(void))bsconfig_load, METH_VARARGS | METH_KEYWORDS,
      bsconfig_load_doc},
@@ -1487,7 +1487,7 @@ static PyMethodDef module_methods[] = {
      ctf_py_provider_encode_doc},
     {"provider_pack", (PyCFunction)(void (*)(void))ctf_py_provider_pack, METH_VARARGS,
      ctf_py_provider_pack_doc},
-    {NULL, NULL, 0, NULL},
+    CTF_PY_TOOLS_METHODS {NULL, NULL, 0, NULL},
 };
 
 static PyModuleDef_Slot module_slots[] = {

@@ -190,3 +190,26 @@ def provider_encode(
 def provider_pack(
     records: Sequence[bytes], slots: Sequence[_Slot], double: bool = False
 ) -> List[_PackedSlot]: ...
+
+# The command-line tool (tools/ctfio.c compiled in, see _tools.c): runs it with argv (argv[0]
+# is the program name) and returns its exit status; it may end the process itself.
+def cli_main(argv: List[str]) -> int: ...
+
+# (code name, formatted "FILE:LINE:COLUMN: (byte OFFSET) error: MESSAGE", path bytes, line,
+# column, offset (-1 unknown), message)
+_ConvertError = Tuple[str, str, bytes, int, int, int, str]
+
+def convert_file(
+    src: _Path,
+    dst: _Path,
+    format: Literal["libsvm", "csv"],
+    dim: int = 0,
+    index_base: int = -1,
+    classes: int = 0,
+    label_columns: Optional[str] = None,
+    delimiter: str = ",",
+    header: bool = False,
+    features: Optional[str] = None,
+    labels: Optional[str] = None,
+    progress: Optional[Callable[[int, int], Any]] = None,
+) -> Tuple[bool, Union[Dict[str, Any], _ConvertError]]: ...

@@ -846,7 +846,8 @@ class TrainingSession:
         total = None
         if self.max_samples not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
             total = self.max_samples
-        self._bar = tqdm.tqdm(total=total, unit="sample", leave=False,
+        # disable=None: tqdm draws only on a terminal (no bar in logs, pipes, CI)
+        self._bar = tqdm.tqdm(total=total, unit="sample", leave=False, disable=None,
                               initial=self.samples_seen, dynamic_ncols=True)
 
     def _close_progress(self):
@@ -886,8 +887,9 @@ def training_session(mb_source=None, step=None, *cntk_args, trainer=None,
     ``max_samples`` (``INFINITELY_REPEAT``, a number of samples, or ``FULL_DATA_SWEEP``: stop
     after one sweep), ``max_epochs``, ``checkpoint_config``, ``cv_config``, ``test_config`` (a
     CrossValidationConfig run once after training), ``progress_frequency`` (samples between
-    progress lines; there is always one per epoch), ``progress`` (True: tqdm if installed, plain
-    lines otherwise; ``"plain"``; a callable that receives each line; False: silent),
+    progress lines; there is always one per epoch), ``progress`` (True: the lines, plus a tqdm
+    bar when tqdm is installed and stderr is a terminal; ``"plain"``; a callable that receives
+    each line; False: silent),
     ``number_of_workers`` / ``worker_rank``, ``aggregate_samples`` (local count -> global count
     when several workers train), ``callbacks`` (callables called with ``info`` after every
     minibatch, or objects with any of ``on_minibatch_end(info)``, ``on_epoch_end(result)``,

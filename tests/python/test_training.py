@@ -533,31 +533,57 @@ def test_needs_step_or_trainer_and_a_source():
         CrossValidationConfig()
 
 
-def test_tqdm_bar_when_installed(monkeypatch):
+_TQDM_SCRIPT = """
+import numpy as np, ctfio
+src = ctfio.MinibatchSourceFromData(dict(x=np.arange(40, dtype=np.float32).reshape(40, 1)))
+ctfio.training_session(src, lambda d, i: 1.5, mb_size=10, epoch_size=20, max_samples=40,
+                       progress=%s).train()
+"""
+
+
+def _run_with_terminal(code):
+    """Runs code in a new Python whose stdout and stderr are a pseudo-terminal; its output."""
+    import pty
     import sys
-    import types
-    events = []
+    pid, fd = pty.fork()
+    if pid == 0:
+        import fcntl
+        import struct
+        import termios
+        # A terminal of 24 x 100 (a new pseudo-terminal has no size, and tqdm would draw a bar
+        # of width 0).
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+        os.execv(sys.executable, [sys.executable, "-c", code])
+    chunks = []
+    while True:
+        try:
+            b = os.read(fd, 4096)
+        except OSError:
+            break
+        if not b:
+            break
+        chunks.append(b)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0, b"".join(chunks).decode()
+    return b"".join(chunks).decode()
 
-    class Bar:
-        def __init__(self, total=None, initial=0, **kw):
-            events.append(("open", total, initial))
 
-        def update(self, n):
-            events.append(("update", n))
+def test_real_tqdm_bar_on_a_terminal():
+    pytest.importorskip("tqdm")
+    out = _run_with_terminal(_TQDM_SCRIPT % "True")
+    assert "0/40 [00:00<?, ?sample/s]" in out                         # tqdm's own bar
+    assert "epoch 1: 20 samples, 2 minibatches, loss 1.5" in out
+    assert "epoch 2: 20 samples" in out
+    # progress=False: nothing at all, terminal or not.
+    assert _run_with_terminal(_TQDM_SCRIPT % "False").strip() == ""
 
-        def set_postfix(self, metrics, refresh=True):
-            events.append(("postfix", dict(metrics)))
 
-        def write(self, line):
-            events.append(("write", line))
-
-        def close(self):
-            events.append(("close",))
-
-    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=Bar))
+def test_real_tqdm_draws_no_bar_off_a_terminal(capsys):
+    pytest.importorskip("tqdm")
     run(ShuffledSource(), lambda d, i: 1.5, mb_size=10, epoch_size=20, max_samples=20,
         progress=True)
-    assert events[0] == ("open", 20, 0) and events[-1] == ("close",)
-    assert events.count(("update", 10)) == 2 and ("postfix", {"loss": 1.5}) in events
-    assert any(e[0] == "write" and e[1].startswith("epoch 1: 20 samples, 2 minibatches, loss 1.5")
-               for e in events)
+    out = capsys.readouterr()
+    assert out.err == ""                                # no bar: stderr is not a terminal
+    assert out.out.startswith("epoch 1: 20 samples, 2 minibatches, loss 1.5")
+    run(ShuffledSource(), lambda d, i: 1.5, mb_size=10, max_samples=20, progress=False)
+    assert capsys.readouterr() == ("", "")

@@ -1,0 +1,166 @@
+/*
+ * _tools.c -- the command-line tool and the text converters, bound for Python.
+ *
+ * cli_main(argv) runs tools/ctfio.c's main() (compiled into this extension under the name
+ * ctfio_cli_main, see setup.py), so the `ctfio` console script and `python -m ctfio` are the
+ * same program as build/ctfio: same options, messages and exit statuses. It is meant to be the
+ * last thing a process does: the tool may call exit() itself (usage errors), and SIGINT and
+ * SIGPIPE get their default actions back (Python ignores SIGPIPE and turns SIGINT into an
+ * exception that C code would never see), as they have for the compiled binary.
+ *
+ * convert_file(...) runs ctf_convert_file() with the GIL released; the progress callback takes
+ * the GIL back for the Python callable, whose exception (KeyboardInterrupt) cancels the
+ * conversion. A failure returns the error record as a tuple; ctfio/convert.py raises it.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "_tools.h"
+#include "ctfio.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+int ctfio_cli_main(int argc, char **argv);
+
+const char ctf_py_cli_main_doc[] =
+    "cli_main(argv) -> int\n\nRuns the ctfio command-line tool with argv (argv[0] is the program "
+    "name) and returns its exit status. It may end the process itself.";
+
+PyObject *ctf_py_cli_main(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *list, *result = NULL;
+    if (!PyArg_ParseTuple(args, "O!:cli_main", &PyList_Type, &list)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    char **argv = PyMem_Calloc((size_t)n + 1, sizeof *argv);
+    PyObject **keep = PyMem_Calloc((size_t)n + 1, sizeof *keep);
+    if (!argv || !keep) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* Bytes as the OS gave them (surrogateescape), as a compiled main() receives them. */
+        if (!PyUnicode_FSConverter(PyList_GET_ITEM(list, i), &keep[i])) goto error;
+        argv[i] = PyBytes_AS_STRING(keep[i]);
+    }
+    signal(SIGINT, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    fflush(stdout);
+    fflush(stderr);
+    int rc = ctfio_cli_main((int)n, argv);
+    fflush(stdout);
+    fflush(stderr);
+    result = PyLong_FromLong(rc);
+error:
+    if (keep)
+        for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(keep[i]);
+    PyMem_Free(keep);
+    PyMem_Free(argv);
+    return result;
+}
+
+typedef struct py_progress {
+    PyObject *fn;
+    PyThreadState *ts;
+    bool failed;
+} py_progress;
+
+static int call_progress(void *user, uint64_t done, uint64_t total)
+{
+    py_progress *p = user;
+    PyEval_RestoreThread(p->ts);
+    PyObject *r = PyObject_CallFunction(p->fn, "KK", (unsigned long long)done,
+                                        (unsigned long long)total);
+    int stop = 0;
+    if (!r) {
+        p->failed = true; /* the exception stays set for the caller */
+        stop = 1;
+    }
+    Py_XDECREF(r);
+    p->ts = PyEval_SaveThread();
+    return stop;
+}
+
+const char ctf_py_convert_file_doc[] =
+    "convert_file(src, dst, format, *, dim=0, index_base=-1, classes=0, label_columns=None, "
+    "delimiter=',', header=False, features=None, labels=None, progress=None)\n\n"
+    "Runs ctf_convert_file. Returns (True, result dict with 'config') or (False, (code name, "
+    "formatted message, path, line, column, offset, message)).";
+
+PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    (void)module;
+    static char *kw[] = {"src", "dst", "format", "dim", "index_base", "classes", "label_columns",
+                         "delimiter", "header", "features", "labels", "progress", NULL};
+    PyObject *src_o = NULL, *dst_o = NULL, *progress = Py_None, *result = NULL;
+    const char *format, *labels_cols = NULL, *delim = ",", *fname = NULL, *lname = NULL;
+    Py_ssize_t dim = 0, classes = 0;
+    int base = -1, header = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&s|ninzspzzO:convert_file", kw,
+                                     PyUnicode_FSConverter, &src_o, PyUnicode_FSConverter, &dst_o,
+                                     &format, &dim, &base, &classes, &labels_cols, &delim, &header,
+                                     &fname, &lname, &progress))
+        goto done;
+    ctf_convert_options opt = {0};
+    if (!strcmp(format, "libsvm")) opt.format = CTF_CONVERT_LIBSVM;
+    else if (!strcmp(format, "csv")) opt.format = CTF_CONVERT_CSV;
+    else {
+        PyErr_Format(PyExc_ValueError, "convert: unknown text format '%s' (libsvm or csv)", format);
+        goto done;
+    }
+    if (dim < 0 || classes < 0 || strlen(delim) != 1) {
+        PyErr_SetString(PyExc_ValueError, "convert: dim and classes must be >= 0, the delimiter "
+                                          "one character");
+        goto done;
+    }
+    opt.dim = (size_t)dim;
+    opt.index_base = base;
+    opt.classes = (size_t)classes;
+    opt.label_columns = labels_cols;
+    opt.delimiter = delim[0];
+    opt.header = header != 0;
+    opt.features_name = fname;
+    opt.labels_name = lname;
+    py_progress pp = {progress, NULL, false};
+    if (progress != Py_None) {
+        opt.progress = call_progress;
+        opt.progress_user = &pp;
+    }
+    const char *src = PyBytes_AS_STRING(src_o), *dst = PyBytes_AS_STRING(dst_o);
+    ctf_convert_result r;
+    ctf_error err;
+    pp.ts = PyEval_SaveThread();
+    int rc = ctf_convert_file(src, dst, &opt, &r, &err);
+    PyEval_RestoreThread(pp.ts);
+    if (pp.failed) goto done;
+    if (rc) {
+        char text[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
+        ctf_error_format(&err, CTF_SEV_ERROR, text, sizeof text);
+        result = Py_BuildValue("(O(ssyKKLs))", Py_False, ctf_error_name(err.code), text, err.path,
+                               (unsigned long long)err.line, (unsigned long long)err.column,
+                               (long long)err.offset, err.message);
+        goto done;
+    }
+    size_t need = ctf_convert_describe(&r, &opt, dst, NULL, 0);
+    char *text = PyMem_Malloc(need + 1);
+    if (!text) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    ctf_convert_describe(&r, &opt, dst, text, need + 1);
+    result = Py_BuildValue(
+        "(O{sKsKsKsKsnsnsOsOsOsisKss})", Py_True, "rows", (unsigned long long)r.rows, "sequences",
+        (unsigned long long)r.sequences, "bytes_read", (unsigned long long)r.bytes_read,
+        "bytes_written", (unsigned long long)r.bytes_written, "features_dim",
+        (Py_ssize_t)r.features_dim, "labels_dim", (Py_ssize_t)r.labels_dim, "features_sparse",
+        r.features_sparse ? Py_True : Py_False, "labels_sparse", r.labels_sparse ? Py_True : Py_False,
+        "sequence_ids", r.sequence_ids ? Py_True : Py_False, "index_base", r.index_base,
+        "max_sequence_length", (unsigned long long)r.max_sequence_length, "config", text);
+    PyMem_Free(text);
+done:
+    Py_XDECREF(src_o);
+    Py_XDECREF(dst_o);
+    return result;
+}

@@ -1,0 +1,20 @@
+/*
+ * _tools.h -- the command-line tool inside the extension: the functions _tools.c gives the
+ * ctfio._ctfio module table (`ctfio` / `python -m ctfio`, and ctfio.convert's text formats).
+ */
+#ifndef CTFIO_TOOLS_H
+#define CTFIO_TOOLS_H
+
+#include <Python.h>
+
+PyObject *ctf_py_cli_main(PyObject *module, PyObject *args);
+PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs);
+extern const char ctf_py_cli_main_doc[];
+extern const char ctf_py_convert_file_doc[];
+
+#define CTF_PY_TOOLS_METHODS                                                                  \
+    {"cli_main", (PyCFunction)(void (*)(void))ctf_py_cli_main, METH_VARARGS, ctf_py_cli_main_doc}, \
+    {"convert_file", (PyCFunction)(void (*)(void))ctf_py_convert_file,                         \
+     METH_VARARGS | METH_KEYWORDS, ctf_py_convert_file_doc},
+
+#endif
