@@ -252,7 +252,11 @@ typedef struct ctf_stats {
     uint64_t bytes_resident;     /* bytes of parsed data held now */
     uint64_t bytes_resident_peak;  /* the most bytes of parsed data held at once */
     size_t num_streams;          /* entries used in streams[] */
-    ctf_stream_stats streams[CTF_MAX_STREAMS]; /* per configured stream, in config order */
+    ctf_stream_stats streams[CTF_MAX_STREAMS]; /* per stream, in config order (the primary
+                                                * deserializer's, then each join's) */
+    uint64_t keys_missing;       /* joins: primary sequences some joined deserializer lacks
+                                  * (dropped at open, also in dropped_sequences) */
+    uint64_t keys_unmatched;     /* joins: joined sequences whose key the primary lacks */
 } ctf_stats;
 
 /*======================================================================
@@ -322,8 +326,17 @@ const ctf_error *ctf_reader_error(const ctf_reader *reader);
 /* ctf_reader_get_stats(reader, stats): counters since open. */
 void ctf_reader_get_stats(const ctf_reader *reader, ctf_stats *stats);
 
-/* ctf_reader_index(reader): the reader's index (owned by the reader). */
+/* ctf_reader_index(reader): the index of the reader's (first) data file (owned by the reader).
+ * A corpus has one index per file: ctf_reader_file_index. */
 const ctf_index *ctf_reader_index(const ctf_reader *reader);
+
+/* ctf_reader_num_files(reader): the files of the (primary) deserializer, after pattern
+ * expansion: 1 for a single path. ctf_minibatch_files() indexes this list. */
+size_t ctf_reader_num_files(const ctf_reader *reader);
+/* ctf_reader_file_path(reader, i), ctf_reader_file_index(reader, i): file i's path and index
+ * (owned by the reader), or NULL when i >= ctf_reader_num_files(). */
+const char *ctf_reader_file_path(const ctf_reader *reader, size_t i);
+const ctf_index *ctf_reader_file_index(const ctf_reader *reader, size_t i);
 
 /* ctf_reader_position(reader): the timeline position after the last delivered minibatch. */
 uint64_t ctf_reader_position(const ctf_reader *reader);
@@ -375,6 +388,10 @@ uint64_t ctf_minibatch_position(const ctf_minibatch *mb);     /* timeline positi
 uint64_t ctf_minibatch_sweep(const ctf_minibatch *mb);        /* sweep of its first sequence */
 const uint64_t *ctf_minibatch_keys(const ctf_minibatch *mb);  /* sequence keys */
 const uint64_t *ctf_minibatch_lines(const ctf_minibatch *mb); /* 1-based first line per sequence */
+/* Per sequence, its file: an index into the reader's file list (ctf_reader_file_path). A key
+ * identifies a sequence within its file; over a corpus (file, key) does, and (file, line)
+ * locates it. With joins the file is the primary deserializer's. */
+const uint32_t *ctf_minibatch_files(const ctf_minibatch *mb);
 
 /* ctf_minibatch_stream(mb, i, view): fills view for stream i (config order).
  * @return : 0, or CTF_EINVAL if i is out of range. */

@@ -37,12 +37,15 @@
  *====================================================================*/
 
 struct ctf_reader {
-    ctf_config cfg;              /* deep copy: path and streams point into this object */
-    char *path;
+    ctf_config cfg;              /* deep copy: path and streams point into this object; every
+                                  * deserializer's streams, the primary's first */
+    char *path;                  /* the first data file (names the data in messages) */
     ctf_stream_def *streams;
     char **strings;              /* owned names and aliases */
-    ctf__parse_cfg pc;
-    ctf_index *idx;
+    ctf__parse_cfg pc;           /* every stream: what minibatches hold */
+    ctf__source *src;            /* the chunks and sequences read (source.c, join.c) */
+    const ctf_index *idx;        /* the first file's index (ctf_reader_index) */
+    uint64_t join_hash;          /* the joins' settings, for the configuration fingerprint */
     ctf__loader *loader;
     ctf_error err;               /* last error */
     int dead;                    /* a fatal error happened: only free is allowed */
@@ -114,26 +117,46 @@ static void reader_log(const ctf_reader *r, ctf_severity sev, const ctf_error *e
         ctf__log_stderr(NULL, sev, e);
 }
 
+/* The stream i of all deserializers' streams (the primary's first, then each join's). */
+static const ctf_stream_def *any_stream(const ctf_config *cfg, size_t i)
+{
+    if (i < cfg->num_streams) return &cfg->streams[i];
+    i -= cfg->num_streams;
+    for (size_t j = 0;; j++) {
+        if (i < cfg->joins[j].num_streams) return &cfg->joins[j].streams[i];
+        i -= cfg->joins[j].num_streams;
+    }
+}
+
 static int copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err)
 {
     r->cfg = *cfg;
-    r->path = ctf__strdup(cfg->path);
-    r->streams = CTF_CALLOC(cfg->num_streams, sizeof *r->streams);
-    r->strings = CTF_CALLOC(cfg->num_streams * 2, sizeof *r->strings);
+    size_t ns = cfg->num_streams;
+    for (size_t j = 0; j < cfg->num_joins; j++) ns += cfg->joins[j].num_streams;
+    r->path = ctf__strdup(cfg->num_paths ? cfg->paths[0] : cfg->path);
+    r->streams = CTF_CALLOC(ns, sizeof *r->streams);
+    r->strings = CTF_CALLOC(ns * 2, sizeof *r->strings);
     if (!r->path || !r->streams || !r->strings) goto oom;
-    for (size_t i = 0; i < cfg->num_streams; i++) {
-        r->streams[i] = cfg->streams[i];
-        r->strings[2 * i] = ctf__strdup(cfg->streams[i].name);
+    r->cfg.num_streams = ns;
+    for (size_t i = 0; i < ns; i++) {
+        const ctf_stream_def *d = any_stream(cfg, i);
+        r->streams[i] = *d;
+        r->strings[2 * i] = ctf__strdup(d->name);
         if (!r->strings[2 * i]) goto oom;
         r->streams[i].name = r->strings[2 * i];
-        if (cfg->streams[i].alias && cfg->streams[i].alias[0]) {
-            r->strings[2 * i + 1] = ctf__strdup(cfg->streams[i].alias);
+        if (d->alias && d->alias[0]) {
+            r->strings[2 * i + 1] = ctf__strdup(d->alias);
             if (!r->strings[2 * i + 1]) goto oom;
         }
         r->streams[i].alias = r->strings[2 * i + 1];
     }
     r->cfg.path = r->path;
     r->cfg.streams = r->streams;
+    /* The file lists and joins are read while opening and not kept. */
+    r->cfg.paths = NULL;
+    r->cfg.num_paths = 0;
+    r->cfg.joins = NULL;
+    r->cfg.num_joins = 0;
     return 0;
 oom:
     return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory copying the configuration");
@@ -143,12 +166,12 @@ oom:
  * Sweeps and ownership
  *====================================================================*/
 
-static size_t chunk_of_seq(const ctf_index *idx, size_t seq)
+static size_t chunk_of_seq(const ctf__source *src, size_t seq)
 {
-    size_t lo = 0, hi = idx->num_chunks;
+    size_t lo = 0, hi = src->num_chunks;
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if (idx->chunks[mid].first_seq <= seq)
+        if (src->chunks[mid].first_seq <= seq)
             lo = mid;
         else
             hi = mid;
@@ -172,7 +195,7 @@ static bool chunk_owned(const ctf_reader *r, size_t c)
  * against prefetch_chunks forever. */
 static void cancel_untaken(ctf_reader *r, uint8_t *flags)
 {
-    for (size_t c = 0; c < r->idx->num_chunks; c++) {
+    for (size_t c = 0; c < r->src->num_chunks; c++) {
         if (flags[c] != 1) continue;
         ctf__loader_cancel(r->loader, c);
         r->outstanding--;
@@ -183,7 +206,7 @@ static void cancel_untaken(ctf_reader *r, uint8_t *flags)
 static int load_sweep(ctf_reader *r, uint64_t k)
 {
     if (r->gen && ctf__sweepgen_sweep(r->gen) == k) return 0;
-    const size_t nc = r->idx->num_chunks;
+    const size_t nc = r->src->num_chunks;
     if (r->loader) cancel_untaken(r, r->requested);
     if (r->gen_next && ctf__sweepgen_sweep(r->gen_next) == k) {
         /* The look-ahead already opened this sweep and asked for its first chunks. */
@@ -196,7 +219,7 @@ static int load_sweep(ctf_reader *r, uint64_t k)
         r->scan_slot = r->scan_next;
     } else {
         ctf__sweep_gen *g;
-        int rc = ctf__sweepgen_create(r->idx->chunks, nc, r->cfg.randomization_window,
+        int rc = ctf__sweepgen_create(r->src->chunks, nc, r->cfg.randomization_window,
                                       r->cfg.window_in_samples, r->cfg.randomization_seed, k,
                                       r->randomized, &g, &r->err);
         if (rc) return rc;
@@ -250,7 +273,7 @@ static void evict_passed(ctf_reader *r)
     for (size_t i = 0; i < r->num_resident;) {
         size_t c = r->resident_list[i];
         /* Open: some of its sequences were cut in this sweep and some were not. */
-        bool open = (r->consumed[c] > 0 && r->consumed[c] < r->idx->chunks[c].num_seqs) ||
+        bool open = (r->consumed[c] > 0 && r->consumed[c] < r->src->chunks[c].num_seqs) ||
                     r->pins[c] > 0;
         if (!open)
             evict(r, c); /* swaps the last entry into i */
@@ -306,7 +329,7 @@ static void schedule_prefetch(ctf_reader *r)
         }
         /* In file order a chunk's sequences are contiguous: jump to the next chunk. */
         if (!r->randomized)
-            r->scan_slot = r->idx->chunks[c].first_seq + r->idx->chunks[c].num_seqs;
+            r->scan_slot = r->src->chunks[c].first_seq + r->src->chunks[c].num_seqs;
         else
             r->scan_slot++;
     }
@@ -318,7 +341,7 @@ static void schedule_prefetch(ctf_reader *r)
         return;
     if (!r->gen_next) {
         ctf_error ignored;
-        if (ctf__sweepgen_create(r->idx->chunks, r->idx->num_chunks, r->cfg.randomization_window,
+        if (ctf__sweepgen_create(r->src->chunks, r->src->num_chunks, r->cfg.randomization_window,
                                  r->cfg.window_in_samples, r->cfg.randomization_seed,
                                  r->cur_sweep + 1, r->randomized, &r->gen_next, &ignored))
             return; /* load_sweep creates it when the sweep starts, and reports a failure */
@@ -340,10 +363,16 @@ static void schedule_prefetch(ctf_reader *r)
             r->outstanding++;
         }
         if (!r->randomized)
-            r->scan_next = r->idx->chunks[c].first_seq + r->idx->chunks[c].num_seqs;
+            r->scan_next = r->src->chunks[c].first_seq + r->src->chunks[c].num_seqs;
         else
             r->scan_next++;
     }
+}
+
+/* The file chunk c lives in. */
+static const char *chunk_path(const ctf_reader *r, size_t c)
+{
+    return r->src->files[r->src->chunk_file[c]].path;
 }
 
 /* Reports chunk problems once, in timeline order; counts errors against maxErrors. */
@@ -397,7 +426,7 @@ static int commit_chunk(ctf_reader *r, const ctf__chunk_data *cd)
                 ctf__fail(&r->err, CTF_EPARSE, w,
                           "%s; reached the maximum number of allowed errors (%" PRIu64
                           ") reading %s%s",
-                          last, r->cfg.max_errors, r->path, note);
+                          last, r->cfg.max_errors, chunk_path(r, cd->chunk), note);
             } else if (note[0]) {
                 size_t n = strlen(r->err.message);
                 snprintf(r->err.message + n, sizeof r->err.message - n, "%s", note);
@@ -410,7 +439,8 @@ static int commit_chunk(ctf_reader *r, const ctf__chunk_data *cd)
     if (cd->num_warnings > stored && r->cfg.trace_level >= 1) {
         ctf_error e;
         ctf__fail(&e, CTF_OK,
-                  (ctf__where){r->path, 0, 0, (int64_t)r->idx->chunks[cd->chunk].offset},
+                  (ctf__where){chunk_path(r, cd->chunk), 0, 0,
+                               (int64_t)r->src->chunks[cd->chunk].offset},
                   "%" PRIu64 " more warnings in this chunk were not shown", cd->num_warnings - stored);
         reader_log(r, CTF_SEV_WARNING, &e);
     }
@@ -450,8 +480,8 @@ void ctf_reader_free(ctf_reader *r)
 {
     if (!r) return;
     ctf__loader_free(r->loader);
-    if (r->resident && r->idx)
-        for (size_t c = 0; c < r->idx->num_chunks; c++) ctf__chunk_data_free(r->resident[c]);
+    if (r->resident && r->src)
+        for (size_t c = 0; c < r->src->num_chunks; c++) ctf__chunk_data_free(r->resident[c]);
     CTF_FREE(r->resident);
     CTF_FREE(r->resident_list);
     CTF_FREE(r->committed);
@@ -462,7 +492,7 @@ void ctf_reader_free(ctf_reader *r)
     CTF_FREE(r->pins);
     CTF_FREE(r->bp);
     ctf__sweepgen_free(r->gen);
-    ctf_index_free(r->idx);
+    ctf__source_free(r->src);
     if (r->strings)
         for (size_t i = 0; i < r->cfg.num_streams * 2; i++) CTF_FREE(r->strings[i]);
     CTF_FREE(r->strings);
@@ -487,31 +517,38 @@ static uint64_t compute_limit(const ctf_config *cfg, uint64_t sweep_samples)
 int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
 {
     *out = NULL;
-    int rc = ctf_config_validate(cfg, err);
+    /* A corpus names its files in paths: the rest of the configuration is checked as for its
+     * first file; the joins are checked by source.c. */
+    ctf_config vc = *cfg;
+    if (cfg->num_paths && cfg->paths) vc.path = cfg->paths[0];
+    int rc = ctf_config_validate(&vc, err);
+    if (!rc) rc = ctf__joins_validate(cfg, err);
     if (rc) return rc;
     ctf_reader *r = CTF_CALLOC(1, sizeof *r);
     if (!r) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     ctf__error_clear(&r->err);
     rc = copy_config(r, cfg, err);
     if (rc) goto fail;
-    rc = ctf_index_build(&r->cfg, &r->idx, err);
+    r->pc = (ctf__parse_cfg){.path = r->path, .streams = r->streams,
+                             .num_streams = r->cfg.num_streams, .precision = cfg->precision,
+                             .frame_mode = cfg->frame_mode, .trace_level = cfg->trace_level};
+    rc = ctf__source_open(cfg, &r->pc, &r->src, &r->join_hash, err);
     if (rc) goto fail;
-    if (r->idx->total_samples == 0) {
+    r->idx = r->src->files[0].idx;
+    r->pc.line_mode = r->idx->line_mode;
+    if (r->src->total_samples == 0) {
         rc = ctf__fail(err, CTF_EPARSE, (ctf__where){r->path, 0, 0, -1},
-                       "the file holds no samples of the definesMBSize stream, so minibatch "
-                       "sizes cannot be counted");
+                       "the %s no samples of the definesMBSize stream, so minibatch "
+                       "sizes cannot be counted",
+                       r->src->num_files > 1 || cfg->num_joins ? "data hold" : "file holds");
         goto fail;
     }
-    r->pc = (ctf__parse_cfg){.path = r->path, .streams = r->streams,
-                             .num_streams = cfg->num_streams, .precision = cfg->precision,
-                             .line_mode = r->idx->line_mode, .frame_mode = cfg->frame_mode,
-                             .trace_level = cfg->trace_level};
     r->randomized = cfg->randomize && cfg->randomization_window > 0;
-    r->sweep_samples = r->idx->total_samples;
+    r->sweep_samples = r->src->total_samples;
     r->limit = compute_limit(cfg, r->sweep_samples);
     r->num_workers = cfg->num_workers;
     r->rank = cfg->worker_rank;
-    const size_t nc = r->idx->num_chunks;
+    const size_t nc = r->src->num_chunks;
     r->resident = CTF_CALLOC(nc, sizeof *r->resident);
     r->resident_list = CTF_MALLOC(nc * sizeof *r->resident_list);
     r->committed = CTF_CALLOC(nc, 1);
@@ -524,12 +561,15 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
         rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
         goto fail;
     }
-    r->stats.num_streams = cfg->num_streams;
-    r->stats.warnings = r->idx->warnings; /* e.g. a repeated sequence id found while indexing */
+    r->stats.num_streams = r->cfg.num_streams;
+    r->stats.warnings = r->src->warnings; /* e.g. a repeated sequence id found while indexing */
+    r->stats.dropped_sequences = r->src->dropped_sequences; /* keys a join did not find */
+    r->stats.keys_missing = r->src->keys_missing;
+    r->stats.keys_unmatched = r->src->keys_unmatched;
     size_t widest = 1;
-    for (size_t c = 0; c < nc; c++) widest = CTF_MAX(widest, r->idx->chunks[c].num_seqs);
+    for (size_t c = 0; c < nc; c++) widest = CTF_MAX(widest, r->src->chunks[c].num_seqs);
     r->scan_limit = (cfg->prefetch_chunks + 2) * widest;
-    rc = ctf__loader_create(&r->pc, r->idx, cfg->max_errors, cfg->num_threads, &r->loader, err);
+    rc = ctf__loader_create(&r->pc, r->src, cfg->num_threads, &r->loader, err);
     if (rc) goto fail;
     rc = load_sweep(r, 0);
     if (rc) {
@@ -573,7 +613,7 @@ static int fail_dead(ctf_reader *r, int rc)
 static int finish_minibatch(ctf_reader *r, size_t np, uint64_t first_sweep, bool end_of_sweep,
                             ctf_minibatch **out)
 {
-    ctf__mb_info info = {r->position, first_sweep, end_of_sweep};
+    ctf__mb_info info = {r->position, first_sweep, end_of_sweep, r->src->num_files > 1};
     int rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
     if (rc) return fail_dead(r, rc);
     evict_passed(r);
@@ -623,7 +663,7 @@ static int bptt_fetch(ctf_reader *r, bptt_slot *s, bool *end_of_sweep)
     s->sweep = r->cur_sweep;
     s->tslot = r->cur_slot;
     s->offset = 0;
-    s->length = r->idx->seqs[seq].samples;
+    s->length = ctf__source_seq(r->src, chunk, seq)->samples;
     r->pins[s->chunk]++;
     r->consumed[s->chunk]++;
     r->position += s->length;
@@ -646,9 +686,10 @@ static int bptt_check(ctf_reader *r, bptt_slot *s, const ctf__chunk_data *cd, si
     const ctf__slice *sl = &cd->slices[local * ns];
     for (size_t k = 1; k < ns; k++) {
         if (sl[k].count == sl[0].count) continue;
-        const ctf__seq *q = &r->idx->seqs[s->seq];
+        const ctf__seq *q = ctf__source_seq(r->src, s->chunk, s->seq);
         ctf_error e;
-        ctf__fail(&e, CTF_EPARSE, (ctf__where){r->path, q->line + 1, 1, (int64_t)q->offset},
+        ctf__fail(&e, CTF_EPARSE,
+                  (ctf__where){chunk_path(r, s->chunk), q->line + 1, 1, (int64_t)q->offset},
                   "truncation_length: sequence %llu has %u samples in stream '%s' but %u in "
                   "'%s' (truncated BPTT needs equal lengths); sequence dropped",
                   (unsigned long long)q->key, sl[0].count, r->streams[0].name, sl[k].count,
@@ -659,7 +700,7 @@ static int bptt_check(ctf_reader *r, bptt_slot *s, const ctf__chunk_data *cd, si
             return ctf__fail(&r->err, CTF_EPARSE, (ctf__where){e.path, e.line, e.column, e.offset},
                              "%s; reached the maximum number of allowed errors (%" PRIu64
                              ") reading %s",
-                             e.message, r->cfg.max_errors, r->path);
+                             e.message, r->cfg.max_errors, e.path);
         }
         reader_log(r, CTF_SEV_ERROR, &e);
         s->skip = true;
@@ -701,15 +742,16 @@ static int bptt_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
                 const ctf__chunk_data *cd;
                 rc = get_chunk(r, s->chunk, &cd);
                 if (rc) return fail_dead(r, rc);
-                size_t local = s->seq - r->idx->chunks[s->chunk].first_seq;
+                size_t local = s->seq - r->src->chunks[s->chunk].first_seq;
                 if (s->offset == 0 && !cd->dropped[local]) {
                     rc = bptt_check(r, s, cd, local);
                     if (rc) return fail_dead(r, rc);
                 }
                 if (!cd->dropped[local] && !s->skip) {
-                    const ctf__seq *q = &r->idx->seqs[s->seq];
+                    const ctf__seq *q = ctf__source_seq(r->src, s->chunk, s->seq);
                     rc = add_pick(r, np++, (ctf__pick){cd, local, q->key, q->line, cnt,
-                                                       s->offset, cnt});
+                                                       s->offset, cnt,
+                                                       r->src->chunk_file[s->chunk]});
                     if (rc) return fail_dead(r, rc);
                 }
             }
@@ -765,10 +807,11 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         if (r->randomized && r->cur_slot + 8 < ctf__sweepgen_num_slots(r->gen)) {
             size_t ahead;
             ctf_error ignored;
-            if (!ctf__sweepgen_get(r->gen, r->cur_slot + 8, &ahead, NULL, &ignored))
-                CTF_PREFETCH(&r->idx->seqs[ahead]);
+            size_t home;
+            if (!ctf__sweepgen_get(r->gen, r->cur_slot + 8, &ahead, &home, &ignored))
+                CTF_PREFETCH(ctf__source_seq(r->src, ctf__sweepgen_chunk_at(r->gen)[home], ahead));
         }
-        uint64_t smp = r->idx->seqs[seq].samples;
+        uint64_t smp = ctf__source_seq(r->src, chunk, seq)->samples;
         if (n > 0 && total + smp > num_samples) break;
         if (n == r->cut_cap &&
             ctf__grow((void **)&r->cut, &r->cut_cap, n + 1, sizeof *r->cut))
@@ -806,10 +849,11 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         const ctf__chunk_data *cd;
         rc = get_chunk(r, r->cut[i].chunk, &cd);
         if (rc) return fail_dead(r, rc);
-        size_t local = r->cut[i].seq - r->idx->chunks[r->cut[i].chunk].first_seq;
+        size_t local = r->cut[i].seq - r->src->chunks[r->cut[i].chunk].first_seq;
         if (cd->dropped[local]) continue;
-        const ctf__seq *s = &r->idx->seqs[r->cut[i].seq];
-        rc = add_pick(r, np++, (ctf__pick){cd, local, s->key, s->line, s->samples, 0, UINT32_MAX});
+        const ctf__seq *s = ctf__source_seq(r->src, r->cut[i].chunk, r->cut[i].seq);
+        rc = add_pick(r, np++, (ctf__pick){cd, local, s->key, s->line, s->samples, 0, UINT32_MAX,
+                                           r->src->chunk_file[r->cut[i].chunk]});
         if (rc) return fail_dead(r, rc);
     }
 
@@ -842,7 +886,7 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     while (slot < n && acc < within) {
         rc = slot_seq(r, slot, &seq, &chunk);
         if (rc) return fail_dead(r, rc);
-        acc += r->idx->seqs[seq].samples;
+        acc += ctf__source_seq(r->src, chunk, seq)->samples;
         r->consumed[chunk]++;
         ctf__sweepgen_release(r->gen, ++slot);
     }
@@ -858,8 +902,8 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     r->position = k * r->sweep_samples + acc;
     r->ended = r->position >= r->limit;
     ctf__loader_drop_all(r->loader);
-    memset(r->requested, 0, r->idx->num_chunks);
-    memset(r->requested_next, 0, r->idx->num_chunks);
+    memset(r->requested, 0, r->src->num_chunks);
+    memset(r->requested_next, 0, r->src->num_chunks);
     r->outstanding = 0;
     r->scan_slot = slot;
     r->scan_next = 0;
@@ -871,6 +915,17 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
 uint64_t ctf_reader_position(const ctf_reader *r) { return r->position; }
 const ctf_error *ctf_reader_error(const ctf_reader *r) { return &r->err; }
 const ctf_index *ctf_reader_index(const ctf_reader *r) { return r->idx; }
+size_t ctf_reader_num_files(const ctf_reader *r) { return r->src->num_files; }
+
+const char *ctf_reader_file_path(const ctf_reader *r, size_t i)
+{
+    return i < r->src->num_files ? r->src->files[i].path : NULL;
+}
+
+const ctf_index *ctf_reader_file_index(const ctf_reader *r, size_t i)
+{
+    return i < r->src->num_files ? r->src->files[i].idx : NULL;
+}
 
 void ctf_reader_get_stats(const ctf_reader *r, ctf_stats *stats)
 {
@@ -887,8 +942,8 @@ int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
     r->num_workers = num_workers;
     r->rank = rank;
     ctf__loader_drop_all(r->loader);
-    memset(r->requested, 0, r->idx->num_chunks);
-    memset(r->requested_next, 0, r->idx->num_chunks);
+    memset(r->requested, 0, r->src->num_chunks);
+    memset(r->requested_next, 0, r->src->num_chunks);
     r->outstanding = 0;
     r->scan_slot = r->cur_slot;
     r->scan_next = 0;
@@ -923,6 +978,7 @@ static uint64_t config_hash(const ctf_reader *r)
         MIX(s->is_sparse);
         MIX(s->defines_mb_size);
     }
+    if (r->join_hash) MIX(r->join_hash); /* joins only: a single file's hash stays as it was */
 #undef MIX
     return h;
 }
@@ -938,18 +994,30 @@ int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *le
                      "\", \"randomization_seed\": %" PRIu64 ", \"randomization_window\": %" PRIu64
                      ", \"window_in_samples\": %d, \"chunk_size_bytes\": %" PRIu64
                      ", \"mtime_ns\": %" PRId64,
-                     r->position, r->cur_sweep, r->idx->file.size, r->idx->num_seqs,
-                     r->sweep_samples, r->idx->hash, config_hash(r), r->cfg.randomization_seed,
+                     r->position, r->cur_sweep, r->src->total_bytes, r->src->num_seqs,
+                     r->sweep_samples, r->src->hash, config_hash(r), r->cfg.randomization_seed,
                      r->cfg.randomization_window, (int)r->cfg.window_in_samples,
                      r->cfg.chunk_size_bytes, r->idx->file.mtime_ns);
     if (n < 0 || (size_t)n >= sizeof head) return CTF_EINVAL;
     /* Truncated BPTT: the slots' partly delivered sequences, as "sweep.slot.offset.owner" (or
      * "-" for an idle slot), ';'-separated, so that a restore continues mid-sequence. */
-    size_t need = (size_t)n + 16 + r->num_bp * 84 + 3;
+    const size_t nfp = r->src->num_fp_files;
+    size_t need = (size_t)n + 16 + r->num_bp * 84 + 3 + (nfp > 1 ? 16 + nfp * 64 : 0);
     char *tmp = CTF_MALLOC(need);
     if (!tmp) return CTF_ENOMEM;
     size_t at = (size_t)n;
     memcpy(tmp, head, at);
+    /* Several files: each one's fingerprint in order, "size.mtime.indexhash;...", so that a
+     * restore names the file that changed (one file: the fields above are the file's). */
+    if (nfp > 1) {
+        at += (size_t)snprintf(tmp + at, need - at, ", \"files\": \"");
+        for (size_t f = 0; f < nfp; f++) {
+            const ctf_index *fi = r->src->fp_files[f].idx;
+            at += (size_t)snprintf(tmp + at, need - at, "%s%" PRIu64 ".%" PRId64 ".%016" PRIx64,
+                                   f ? ";" : "", fi->file.size, fi->file.mtime_ns, fi->hash);
+        }
+        tmp[at++] = '"';
+    }
     if (r->cfg.truncation_length) {
         at += (size_t)snprintf(tmp + at, need - at, ", \"bptt\": \"");
         for (size_t j = 0; j < r->num_bp; j++) {
@@ -1142,11 +1210,11 @@ static int restore_bptt(ctf_reader *r, const kv *field)
     size_t next_slot = 0;
     for (size_t i = 0; i < nents; i++) {
         const uint64_t *v = ents[i].v;
-        if (v[1] >= r->idx->num_seqs) goto bad;
+        if (v[1] >= r->src->num_seqs) goto bad;
         if (!g || ctf__sweepgen_sweep(g) != v[0] || v[1] < next_slot) {
             ctf__sweepgen_free(g);
             g = NULL;
-            rc = ctf__sweepgen_create(r->idx->chunks, r->idx->num_chunks,
+            rc = ctf__sweepgen_create(r->src->chunks, r->src->num_chunks,
                                       r->cfg.randomization_window, r->cfg.window_in_samples,
                                       r->cfg.randomization_seed, v[0], r->randomized, &g, &r->err);
             if (rc) goto fail;
@@ -1162,8 +1230,8 @@ static int restore_bptt(ctf_reader *r, const kv *field)
         if (rc) goto fail;
         bptt_slot *s = &r->bp[ents[i].at];
         s->seq = seq;
-        s->chunk = chunk_of_seq(r->idx, seq);
-        s->length = r->idx->seqs[seq].samples;
+        s->chunk = chunk_of_seq(r->src, seq);
+        s->length = ctf__source_seq(r->src, s->chunk, seq)->samples;
         if (v[2] >= s->length) goto bad;
         s->busy = true;
         s->sweep = v[0];
@@ -1187,6 +1255,57 @@ fail:
     ctf__sweepgen_free(g);
     CTF_FREE(ents);
     return rc;
+}
+
+/* Compares the state's per-file fingerprints ("size.mtime.indexhash;...") with the source's
+ * files in order; the first mismatch is written to diff, naming the file. The modification time
+ * is recorded but not compared, as for one file. @return : 0 (diff may be filled). */
+static int check_files(const ctf_reader *r, const kv *field, char *diff, size_t cap, size_t *dl)
+{
+    const size_t nfp = r->src->num_fp_files;
+    if (!field) {
+        *dl += (size_t)snprintf(diff + *dl, *dl < cap ? cap - *dl : 0,
+                                "%sfiles: the state was saved for one file, the reader reads %zu",
+                                *dl ? "; " : "", nfp);
+        return 0;
+    }
+    const char *p = field->val, *e = field->val + field->vlen;
+    size_t saved = p < e ? 1 : 0;
+    for (const char *t = p; t < e; t++) saved += *t == ';';
+    if (saved != nfp) {
+        *dl += (size_t)snprintf(diff + *dl, *dl < cap ? cap - *dl : 0,
+                                "%sfiles: the state was saved for %zu files, the reader reads %zu "
+                                "(a changed file list)", *dl ? "; " : "", saved, nfp);
+        return 0;
+    }
+    for (size_t f = 0; f < nfp; f++) {
+        const char *q = memchr(p, ';', (size_t)(e - p));
+        if (!q) q = e;
+        const ctf_index *fi = r->src->fp_files[f].idx;
+        char size[32], hash[20];
+        int sl = snprintf(size, sizeof size, "%" PRIu64 ".", fi->file.size);
+        snprintf(hash, sizeof hash, "%016" PRIx64, fi->hash);
+        const char *dot2 = NULL;
+        for (const char *t = q; t > p; t--)
+            if (t[-1] == '.') {
+                dot2 = t - 1;
+                break;
+            }
+        bool same = q - p > sl && !memcmp(p, size, (size_t)sl) && dot2 && q - dot2 - 1 == 16 &&
+                    !memcmp(dot2 + 1, hash, 16);
+        if (!same) {
+            *dl += (size_t)snprintf(diff + *dl, *dl < cap ? cap - *dl : 0,
+                                    "%sfile %zu of the data, %s, differs from the one the state "
+                                    "was saved with (size.mtime.index_hash: state has %.*s, the "
+                                    "file has %" PRIu64 ".%" PRId64 ".%s)",
+                                    *dl ? "; " : "", f, r->src->fp_files[f].path,
+                                    (int)CTF_MIN(q - p, 80), p, fi->file.size, fi->file.mtime_ns,
+                                    hash);
+            return 0;
+        }
+        p = q < e ? q + 1 : e;
+    }
+    return 0;
 }
 
 int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
@@ -1229,10 +1348,15 @@ int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
                                    "%s%s: state has %s, reader has %s", dl ? "; " : "", name, \
                                    s_ ? s_ : "nothing", hex);                               \
     } while (0)
-    CHECK_U64("file_size", r->idx->file.size);
-    CHECK_U64("sequences", r->idx->num_seqs);
+    /* Several files: name the first one that differs (then the totals below differ too). */
+    if (r->src->num_fp_files > 1) {
+        int frc = check_files(r, kv_find(kvs, n, "files"), diff, sizeof diff, &dl);
+        if (frc) return frc;
+    }
+    CHECK_U64("file_size", r->src->total_bytes);
+    CHECK_U64("sequences", r->src->num_seqs);
     CHECK_U64("samples_per_sweep", r->sweep_samples);
-    CHECK_HEX("index_hash", r->idx->hash);
+    CHECK_HEX("index_hash", r->src->hash);
     CHECK_U64("randomization_seed", r->cfg.randomization_seed);
     CHECK_U64("randomization_window", r->cfg.randomization_window);
     CHECK_U64("window_in_samples", r->cfg.window_in_samples);
