@@ -40,6 +40,9 @@ static const char usage_text[] =
     "      input.features.dim=10) and defines $KEY$ for substitution.\n"
     "or from flags:\n"
     "  --file PATH --input NAME:DIM:dense|sparse[:ALIAS] [--input ...]\n"
+    "      --file may be repeated, and PATH may be a pattern ('data/part-*.ctf', quoted):\n"
+    "      the files are read as one corpus, in the order given (a pattern's matches in\n"
+    "      byte-wise sorted order); stats and check report each file and the total.\n"
     "\n"
     "Reader parameters (override the configuration file):\n"
     "  --precision float|double      --randomize true|false      --seed N\n"
@@ -71,13 +74,15 @@ static void usage_error(const char *fmt, const char *arg)
  *====================================================================*/
 
 #define MAX_OVERRIDES 128
+#define MAX_FILE_ARGS 1024
 
 typedef struct opts {
     const char *command;
     const char *config_file, *section;
     const char *overrides[MAX_OVERRIDES];
     size_t num_overrides;
-    const char *file;
+    const char *files[MAX_FILE_ARGS]; /* --file, repeated */
+    size_t num_files;
     ctf_stream_def streams[CTF_MAX_STREAMS];
     char *stream_specs[CTF_MAX_STREAMS];
     size_t num_streams;
@@ -152,7 +157,10 @@ static void parse_args(opts *o, int argc, char **argv)
             exit(0);
         } else if (!strcmp(a, "--config")) o->config_file = NEXT();
         else if (!strcmp(a, "--section")) o->section = NEXT();
-        else if (!strcmp(a, "--file")) o->file = NEXT();
+        else if (!strcmp(a, "--file")) {
+            if (o->num_files == MAX_FILE_ARGS) usage_error("--file: too many (%s); use a pattern", a);
+            o->files[o->num_files++] = NEXT();
+        }
         else if (!strcmp(a, "--input")) parse_input_spec(o, NEXT());
         else if (!strcmp(a, "--precision")) o->precision = NEXT();
         else if (!strcmp(a, "--randomize")) o->randomize = NEXT();
@@ -230,7 +238,16 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
     } else if (o->num_overrides) {
         usage_error("KEY=VALUE overrides need --config (got '%s')", o->overrides[0]);
     }
-    if (o->file) cfg->path = o->file;
+    /* One plain path is the single-file reader as always; several, or a pattern, a corpus. */
+    if (o->num_files == 1 && !strpbrk(o->files[0], "*?[")) {
+        cfg->path = o->files[0];
+        cfg->paths = NULL;
+        cfg->num_paths = 0;
+    } else if (o->num_files) {
+        cfg->path = NULL;
+        cfg->paths = o->files;
+        cfg->num_paths = o->num_files;
+    }
     if (o->num_streams) {
         cfg->streams = o->streams;
         cfg->num_streams = o->num_streams;
@@ -280,9 +297,12 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
     if (o->rank) cfg->worker_rank = (size_t)parse_u64_arg("--rank", o->rank);
     cfg->log = cli_log;
     cfg->log_user = lc;
-    if (!cfg->path) usage_error("no data file: give --config FILE or --file PATH%s", "");
+    if (!cfg->path && !cfg->num_paths)
+        usage_error("no data file: give --config FILE or --file PATH%s", "");
     if (!cfg->num_streams) usage_error("no inputs: give --config FILE or --input NAME:DIM:FORMAT%s", "");
-    if (ctf_config_validate(cfg, &err)) return die_error(&err);
+    ctf_config vc = *cfg; /* a corpus is checked as its first file; the reader checks the rest */
+    if (!vc.path && vc.num_paths) vc.path = vc.paths[0];
+    if (ctf_config_validate(&vc, &err)) return die_error(&err);
     return 0;
 }
 
@@ -315,9 +335,30 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
     ctf_stats st;
     ctf_index_info info;
     ctf_reader_get_stats(r, &st);
-    ctf_index_get_info(ctf_reader_index(r), &info);
-    printf("file: %s\n", cfg->path);
-    printf("mode: %s\n", info.line_mode ? "line (one sequence per line)" : "sequence ids");
+    const size_t nf = ctf_reader_num_files(r);
+    if (nf == 1 && !cfg->num_joins) {
+        ctf_index_get_info(ctf_reader_index(r), &info);
+        printf("file: %s\n", ctf_reader_file_path(r, 0));
+        printf("mode: %s\n", info.line_mode ? "line (one sequence per line)" : "sequence ids");
+    } else {
+        /* A corpus: each file's index, then the totals. */
+        ctf_index_info sum = {0};
+        printf("files: %zu\n", nf);
+        for (size_t f = 0; f < nf; f++) {
+            ctf_index_get_info(ctf_reader_file_index(r, f), &info);
+            printf("file %zu: %s: %s, bytes %" PRIu64 ", lines %" PRIu64 ", sequences %" PRIu64
+                   ", index samples %" PRIu64 ", chunks %" PRIu64 "\n",
+                   f, ctf_reader_file_path(r, f), info.line_mode ? "line mode" : "sequence ids",
+                   info.file_size, info.lines, info.sequences, info.samples, info.chunks);
+            sum.file_size += info.file_size;
+            sum.lines += info.lines;
+            sum.sequences += info.sequences;
+            sum.samples += info.samples;
+            sum.chunks += info.chunks;
+        }
+        info = sum;
+        printf("total:\n");
+    }
     printf("bytes: %" PRIu64 "\nlines: %" PRIu64 "\nsequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nchunks: %" PRIu64 "\n",
            info.file_size, info.lines, info.sequences, info.samples, info.chunks);
     for (size_t k = 0; k < cfg->num_streams; k++) {
@@ -354,16 +395,19 @@ static int cmd_stats(ctf_config *cfg)
         return rc;
     }
     print_summary(cfg, r);
-    const ctf_index *idx = ctf_reader_index(r);
     ctf_index_info info;
-    ctf_index_get_info(idx, &info);
-    /* Sequence lengths in index samples, power-of-two buckets. */
-    uint64_t hist[65] = {0};
-    for (size_t i = 0; i < info.sequences; i++) {
-        uint64_t n = ctf_index_sequence_samples(idx, i);
-        int b = 0;
-        while (b < 64 && ((uint64_t)1 << b) <= n) b++;
-        hist[b]++;
+    /* Sequence lengths in index samples, power-of-two buckets, over every file. */
+    uint64_t hist[65] = {0}, longest = 0;
+    for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
+        const ctf_index *idx = ctf_reader_file_index(r, f);
+        ctf_index_get_info(idx, &info);
+        if (info.max_sequence_samples > longest) longest = info.max_sequence_samples;
+        for (size_t i = 0; i < info.sequences; i++) {
+            uint64_t n = ctf_index_sequence_samples(idx, i);
+            int b = 0;
+            while (b < 64 && ((uint64_t)1 << b) <= n) b++;
+            hist[b]++;
+        }
     }
     printf("sequence length histogram (index samples):\n");
     for (int b = 0; b < 65; b++) {
@@ -376,7 +420,7 @@ static int cmd_stats(ctf_config *cfg)
             printf("  %" PRIu64 "-%" PRIu64 ": %" PRIu64 "\n", (uint64_t)1 << (b - 1),
                    ((uint64_t)1 << b) - 1, hist[b]);
     }
-    printf("longest sequence: %" PRIu64 " samples\n", info.max_sequence_samples);
+    printf("longest sequence: %" PRIu64 " samples\n", longest);
     ctf_reader_free(r);
     return 0;
 }
@@ -387,6 +431,27 @@ static int cmd_index(ctf_config *cfg)
     ctf_index *idx;
     char cpath[1100];
     cfg->cache_index = true;
+    if (cfg->num_paths) {
+        /* A corpus: every file's cache, through a reader (which expands the patterns). */
+        ctf_reader *r;
+        if (ctf_reader_open(cfg, &r, &err)) return die_error(&err);
+        ctf_index_info info, sum = {0};
+        for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
+            ctf_index_get_info(ctf_reader_file_index(r, f), &info);
+            printf("index cache: %s (%s): sequences %" PRIu64 ", chunks %" PRIu64 "\n",
+                   ctf_index_cache_path(ctf_reader_file_path(r, f), cpath, sizeof cpath),
+                   info.from_cache ? "valid, loaded" : "built", info.sequences, info.chunks);
+            sum.sequences += info.sequences;
+            sum.samples += info.samples;
+            sum.lines += info.lines;
+            sum.chunks += info.chunks;
+        }
+        printf("files: %zu\nsequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nlines: %" PRIu64
+               "\nchunks: %" PRIu64 "\n", ctf_reader_num_files(r), sum.sequences, sum.samples,
+               sum.lines, sum.chunks);
+        ctf_reader_free(r);
+        return 0;
+    }
     if (ctf_index_build(cfg, &idx, &err)) return die_error(&err);
     ctf_index_info info;
     ctf_index_get_info(idx, &info);
@@ -453,9 +518,13 @@ static int cmd_dump(opts *o, ctf_config *cfg)
         emitted++;
         ctf_minibatch_free(mb);
         if (o->print_state) {
-            char buf[1024];
-            size_t len;
-            if (ctf_reader_save_state(r, buf, sizeof buf, &len) == 0) printf("state %s\n", buf);
+            /* A corpus's state grows with its file count: ask for the length first. */
+            size_t len = 0;
+            char *buf = NULL;
+            if (ctf_reader_save_state(r, NULL, 0, &len) == 0 && (buf = malloc(len + 1)) &&
+                ctf_reader_save_state(r, buf, len + 1, &len) == 0)
+                printf("state %s\n", buf);
+            free(buf);
         }
     }
     ctf_reader_free(r);
