@@ -369,8 +369,8 @@ struct ctf__source {
     size_t num_chunks;
     size_t num_seqs;
     uint64_t total_samples;
-    /* Per chunk, its sequence records in chunk order (samples, key, line, offset). The reader
-     * reaches a sequence only through its chunk (ctf__source_seq). */
+    /* Per chunk, its sequence records in chunk order (samples, key, line, offset), for the
+     * sources' own use. The reader reaches them only through `seqs`. */
     const ctf__seq *const *chunk_seqs;
     const uint32_t *chunk_file;        /* per chunk: index into files */
     const ctf__source_file *files;     /* the files that chunks and keys refer to */
@@ -388,11 +388,32 @@ struct ctf__source {
      * cd->chunk == c. Thread-safe; rb is the calling thread's buffer, pool may be NULL. */
     int (*load)(ctf__source *s, ctf__readbuf *rb, size_t c, ctf__bufpool *pool,
                 ctf__chunk_data **out, ctf_error *err);
+    /* Chunk c's sequence records, in chunk order. The records stay valid until the next call
+     * of `seqs` on this source, so a source may produce them on demand per chunk (read from an
+     * index cache, rescan the chunk) instead of holding every file's table: the reader asks for
+     * a chunk's records only while the chunk is at the cursor, in the look-ahead or in a seek,
+     * and uses them at once. Called from the reader's thread only. @return : 0, or an error
+     * (CTF_EIO, CTF_ECHANGED, CTF_ENOMEM) with err filled. */
+    int (*seqs)(ctf__source *s, size_t c, const ctf__seq **out, ctf_error *err);
     void (*destroy)(ctf__source *s);
 };
 
-/* Sequence seq (numbered as in the chunk table) of chunk c. */
-static inline const ctf__seq *ctf__source_seq(const ctf__source *s, size_t c, size_t seq)
+/* `seqs` for sources that hold chunk_seqs in memory. */
+int ctf__source_seqs_mem(ctf__source *s, size_t c, const ctf__seq **out, ctf_error *err);
+
+/* Sequence seq (numbered as in the chunk table) of chunk c, through s->seqs; valid until the
+ * next call on s. */
+static inline int ctf__source_seq(ctf__source *s, size_t c, size_t seq, const ctf__seq **out,
+                                  ctf_error *err)
+{
+    const ctf__seq *q;
+    int rc = s->seqs(s, c, &q, err);
+    if (!rc) *out = q + (seq - s->chunks[c].first_seq);
+    return rc;
+}
+
+/* Sequence seq of chunk c of a source holding chunk_seqs in memory (the sources' own use). */
+static inline const ctf__seq *ctf__source_seq_mem(const ctf__source *s, size_t c, size_t seq)
 {
     return &s->chunk_seqs[c][seq - s->chunks[c].first_seq];
 }

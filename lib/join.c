@@ -89,7 +89,7 @@ static const ctf__seq *seq_of(const ctf__source *s, size_t seq, size_t *chunk)
 {
     size_t c = chunk_of(s, seq);
     if (chunk) *chunk = c;
-    return ctf__source_seq(s, c, seq);
+    return ctf__source_seq_mem(s, c, seq);
 }
 
 static size_t map_find(const keymap *m, uint64_t key)
@@ -595,6 +595,7 @@ int ctf__join_open(ctf__source *primary, ctf__source **parts, size_t num_parts, 
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     }
     J->src.load = join_load;
+    J->src.seqs = ctf__source_seqs_mem;
     J->src.destroy = join_destroy;
     J->prim = primary;
     J->np = num_parts;

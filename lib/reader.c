@@ -663,7 +663,10 @@ static int bptt_fetch(ctf_reader *r, bptt_slot *s, bool *end_of_sweep)
     s->sweep = r->cur_sweep;
     s->tslot = r->cur_slot;
     s->offset = 0;
-    s->length = ctf__source_seq(r->src, chunk, seq)->samples;
+    const ctf__seq *q;
+    rc = ctf__source_seq(r->src, chunk, seq, &q, &r->err);
+    if (rc) return rc;
+    s->length = q->samples;
     r->pins[s->chunk]++;
     r->consumed[s->chunk]++;
     r->position += s->length;
@@ -686,7 +689,9 @@ static int bptt_check(ctf_reader *r, bptt_slot *s, const ctf__chunk_data *cd, si
     const ctf__slice *sl = &cd->slices[local * ns];
     for (size_t k = 1; k < ns; k++) {
         if (sl[k].count == sl[0].count) continue;
-        const ctf__seq *q = ctf__source_seq(r->src, s->chunk, s->seq);
+        const ctf__seq *q;
+        int rc = ctf__source_seq(r->src, s->chunk, s->seq, &q, &r->err);
+        if (rc) return rc;
         ctf_error e;
         ctf__fail(&e, CTF_EPARSE,
                   (ctf__where){chunk_path(r, s->chunk), q->line + 1, 1, (int64_t)q->offset},
@@ -748,7 +753,9 @@ static int bptt_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
                     if (rc) return fail_dead(r, rc);
                 }
                 if (!cd->dropped[local] && !s->skip) {
-                    const ctf__seq *q = ctf__source_seq(r->src, s->chunk, s->seq);
+                    const ctf__seq *q;
+                    rc = ctf__source_seq(r->src, s->chunk, s->seq, &q, &r->err);
+                    if (rc) return fail_dead(r, rc);
                     rc = add_pick(r, np++, (ctf__pick){cd, local, q->key, q->line, cnt,
                                                        s->offset, cnt,
                                                        r->src->chunk_file[s->chunk]});
@@ -808,10 +815,16 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
             size_t ahead;
             ctf_error ignored;
             size_t home;
-            if (!ctf__sweepgen_get(r->gen, r->cur_slot + 8, &ahead, &home, &ignored))
-                CTF_PREFETCH(ctf__source_seq(r->src, ctf__sweepgen_chunk_at(r->gen)[home], ahead));
+            const ctf__seq *aq;
+            if (!ctf__sweepgen_get(r->gen, r->cur_slot + 8, &ahead, &home, &ignored) &&
+                !ctf__source_seq(r->src, ctf__sweepgen_chunk_at(r->gen)[home], ahead, &aq,
+                                 &ignored))
+                CTF_PREFETCH(aq);
         }
-        uint64_t smp = ctf__source_seq(r->src, chunk, seq)->samples;
+        const ctf__seq *q;
+        rc = ctf__source_seq(r->src, chunk, seq, &q, &r->err);
+        if (rc) return fail_dead(r, rc);
+        uint64_t smp = q->samples;
         if (n > 0 && total + smp > num_samples) break;
         if (n == r->cut_cap &&
             ctf__grow((void **)&r->cut, &r->cut_cap, n + 1, sizeof *r->cut))
@@ -851,7 +864,9 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         if (rc) return fail_dead(r, rc);
         size_t local = r->cut[i].seq - r->src->chunks[r->cut[i].chunk].first_seq;
         if (cd->dropped[local]) continue;
-        const ctf__seq *s = ctf__source_seq(r->src, r->cut[i].chunk, r->cut[i].seq);
+        const ctf__seq *s;
+        rc = ctf__source_seq(r->src, r->cut[i].chunk, r->cut[i].seq, &s, &r->err);
+        if (rc) return fail_dead(r, rc);
         rc = add_pick(r, np++, (ctf__pick){cd, local, s->key, s->line, s->samples, 0, UINT32_MAX,
                                            r->src->chunk_file[r->cut[i].chunk]});
         if (rc) return fail_dead(r, rc);
@@ -886,7 +901,10 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     while (slot < n && acc < within) {
         rc = slot_seq(r, slot, &seq, &chunk);
         if (rc) return fail_dead(r, rc);
-        acc += ctf__source_seq(r->src, chunk, seq)->samples;
+        const ctf__seq *q;
+        rc = ctf__source_seq(r->src, chunk, seq, &q, &r->err);
+        if (rc) return fail_dead(r, rc);
+        acc += q->samples;
         r->consumed[chunk]++;
         ctf__sweepgen_release(r->gen, ++slot);
     }
@@ -1231,7 +1249,10 @@ static int restore_bptt(ctf_reader *r, const kv *field)
         bptt_slot *s = &r->bp[ents[i].at];
         s->seq = seq;
         s->chunk = chunk_of_seq(r->src, seq);
-        s->length = ctf__source_seq(r->src, s->chunk, seq)->samples;
+        const ctf__seq *q;
+        rc = ctf__source_seq(r->src, s->chunk, seq, &q, &r->err);
+        if (rc) goto fail;
+        s->length = q->samples;
         if (v[2] >= s->length) goto bad;
         s->busy = true;
         s->sweep = v[0];

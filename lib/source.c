@@ -35,6 +35,13 @@ char *ctf__readbuf_get(ctf__readbuf *rb, size_t need)
     return rb->p;
 }
 
+int ctf__source_seqs_mem(ctf__source *s, size_t c, const ctf__seq **out, ctf_error *err)
+{
+    CTF_UNUSED(err);
+    *out = s->chunk_seqs[c];
+    return 0;
+}
+
 void ctf__source_free(ctf__source *s)
 {
     if (s) s->destroy(s);
@@ -311,6 +318,7 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
     corpus *k = CTF_CALLOC(1, sizeof *k);
     if (!k) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     k->src.load = corpus_load;
+    k->src.seqs = ctf__source_seqs_mem;
     k->src.destroy = corpus_destroy;
     k->max_errors = max_errors;
     k->files = CTF_CALLOC(n, sizeof *k->files);
