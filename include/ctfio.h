@@ -4,8 +4,16 @@
  * This header is the manual. Read it top to bottom: version and errors, configuration,
  * configuration files, the index, the reader, minibatches, checkpoints.
  *
- * Pipeline: parse -> index -> randomize -> pack -> prefetch -> reader. A ctf_reader turns one
- * CTF file into an endless, reproducible stream of minibatches (SPEC sections 5-8).
+ * Pipeline: parse -> index -> source -> randomize -> pack -> prefetch -> reader. A ctf_reader
+ * turns CTF data into an endless, reproducible stream of minibatches.
+ *
+ * Data: the reader reads chunks and sequences that a deserializer describes. A CTF file is one
+ * (its ctf_index, with its own index cache); a corpus (ctf_config.paths: files and glob
+ * patterns) is several files read as one data set, one timeline over all of them; further
+ * deserializers (ctf_config.joins) add streams looked up by sequence key. Randomization, the
+ * timeline, workers, checkpoints and the memory bound are the same for all of them. Over a
+ * corpus a key identifies a sequence within its file: ctf_minibatch_files() names the file
+ * (docs/design.md, "The deserializer seam").
  *
  * Memory ownership rules:
  *  1. Whoever creates an object frees it; every *_free(NULL) is a no-op.

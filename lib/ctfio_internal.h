@@ -3,7 +3,7 @@
  * macros, assertions and error helpers. Nothing here is part of the public API.
  *
  * Stages and the one-way dependencies between them (a stage calls only stages to its left):
- *   number -> parse -> index -> randomize -> pack -> prefetch -> reader
+ *   number -> parse -> index -> source/join -> randomize -> pack -> prefetch -> reader
  * config.c (BrainScript files) and error.c / platform.c are leaves used by everyone.
  */
 #ifndef CTFIO_INTERNAL_H
