@@ -201,7 +201,7 @@ def test_composite_workers_restore_and_bptt(tmp_path, composite):
         s1, j1 = pair(composite, max_sweeps=2)
         assert read(s1, 6, num_data_partitions=2, partition_index=r) == \
             read(j1, 6, num_data_partitions=2, partition_index=r)
-    # a checkpoint of the composite continues it, also with three workers
+    # a checkpoint of the composite continues it, and with three workers (elastic restore)
     _, j1 = pair(composite, max_sweeps=2)
     read(j1, 6, calls=4)
     state = j1.get_checkpoint_state()
@@ -209,6 +209,13 @@ def test_composite_workers_restore_and_bptt(tmp_path, composite):
     _, j2 = pair(composite, max_sweeps=2)
     j2.restore_from_checkpoint(state)
     assert read(j2, 6) == rest
+    shares = []
+    for r in range(3):
+        _, j3 = pair(composite, max_sweeps=2)
+        j3.restore_from_checkpoint(state)
+        shares.append(read(j3, 6, num_data_partitions=3, partition_index=r))
+    assert sorted(k for share in shares for mb in share for k in mb[0][1]) == \
+        sorted(k for mb in rest for k in mb[0][1])
     # truncated BPTT and frame mode on data that allows them
     seqs = gen(equal=True)
     both = write(tmp_path / "b2.ctf", render(seqs))
