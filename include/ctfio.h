@@ -149,7 +149,7 @@ typedef struct ctf_join_def {
 #define CTF_DEFAULT_WINDOW_CHUNKS 128u
 
 /* The reader configuration. Fill it with ctf_config_init(), then set fields. Adding a field:
- * update ctf_config_init, the validation and the fingerprint in reader.c, the BrainScript keys
+ * update ctf_config_init, the validation and the fingerprint in state.c, the BrainScript keys
  * in config.c, the CLI flags in tools/ctfio.c and the keyword parsing of the Python extension. */
 typedef struct ctf_config {
     const char *path;                 /* the data file (or use paths) */
