@@ -395,6 +395,9 @@ struct ctf__source {
      * and uses them at once. Called from the reader's thread only. @return : 0, or an error
      * (CTF_EIO, CTF_ECHANGED, CTF_ENOMEM) with err filled. */
     int (*seqs)(ctf__source *s, size_t c, const ctf__seq **out, ctf_error *err);
+    /* Parsed data the source holds itself (a join's part chunks), for the residency counters;
+     * NULL when it holds none. Thread-safe. */
+    void (*held)(ctf__source *s, size_t *chunks, size_t *bytes);
     void (*destroy)(ctf__source *s);
 };
 

@@ -62,6 +62,7 @@ typedef struct join {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool sync_ok;
+    size_t held_chunks, held_bytes; /* part chunks in the cache (under mu) */
 } join;
 
 static size_t hash_key(uint64_t k)
@@ -299,6 +300,8 @@ static int part_acquire(join *J, size_t j, size_t jc, ctf__readbuf *rb,
         P->cd[jc] = cd;
         P->refs[jc] = 1;
         *out = cd;
+        J->held_chunks++;
+        J->held_bytes += cd->bytes;
     }
     pthread_cond_broadcast(&J->cv);
     pthread_mutex_unlock(&J->mu);
@@ -313,6 +316,8 @@ static void part_release(join *J, size_t j, size_t jc)
     if (--P->refs[jc] == 0) {
         gone = P->cd[jc];
         P->cd[jc] = NULL;
+        J->held_chunks--;
+        J->held_bytes -= gone->bytes;
     }
     pthread_mutex_unlock(&J->mu);
     ctf__chunk_data_free(gone);
@@ -327,6 +332,15 @@ static void release_pairs(join *J, size_t c, size_t n)
         size_t i = x / J->np, j = x % J->np;
         part_release(J, j, chunk_of(J->parts[j].src, J->jseq[(first + i) * J->np + j]));
     }
+}
+
+static void join_held(ctf__source *src, size_t *chunks, size_t *bytes)
+{
+    join *J = (join *)src;
+    pthread_mutex_lock(&J->mu);
+    *chunks = J->held_chunks;
+    *bytes = J->held_bytes;
+    pthread_mutex_unlock(&J->mu);
 }
 
 static void on_joined_free(void *ctx, const ctf__chunk_data *cd)
@@ -596,6 +610,7 @@ int ctf__join_open(ctf__source *primary, ctf__source **parts, size_t num_parts, 
     }
     J->src.load = join_load;
     J->src.seqs = ctf__source_seqs_mem;
+    J->src.held = join_held;
     J->src.destroy = join_destroy;
     J->prim = primary;
     J->np = num_parts;

@@ -215,6 +215,11 @@ static void update_memory_stats(ctf_reader *r)
     ctf__loader_held(r->loader, &held_chunks, &held_bytes);
     r->stats.chunks_resident = r->num_resident + held_chunks;
     r->stats.bytes_resident = r->resident_bytes + held_bytes;
+    if (r->src->held) { /* a join's part chunks */
+        r->src->held(r->src, &held_chunks, &held_bytes);
+        r->stats.chunks_resident += held_chunks;
+        r->stats.bytes_resident += held_bytes;
+    }
     if (r->stats.chunks_resident > r->stats.chunks_resident_peak)
         r->stats.chunks_resident_peak = r->stats.chunks_resident;
     if (r->stats.bytes_resident > r->stats.bytes_resident_peak)

@@ -849,3 +849,51 @@ TEST(join_frame_mode_and_definesMBSize_in_a_joined_deserializer)
     free(xs);
     free(ys);
 }
+
+TEST(join_part_chunks_are_held_only_while_the_window_needs_them)
+{
+    enum { N = 300 };
+    gseq *g = gen_seqs(41, N, 0);
+    char *xs = strdup(write_render("h-x.ctf", g, NULL, 0, N, true, false));
+    size_t *rev = malloc(N * sizeof *rev);
+    for (size_t i = 0; i < N; i++) rev[i] = N - 1 - i;
+    char *ys = strdup(write_render("h-y.ctf", g, rev, 0, N, false, true));
+    const char *ypaths[] = {ys};
+    ctf_join_def jd = {.paths = ypaths, .num_paths = 1, .streams = SY, .num_streams = 1};
+    for (int threads = 0; threads <= 2; threads += 2) {
+        ctf_config c;
+        cfg_init(&c, SX, 1);
+        c.path = xs;
+        c.joins = &jd;
+        c.num_joins = 1;
+        c.chunk_size_bytes = 120; /* about 60 chunks in each file */
+        c.randomization_window = 3;
+        c.max_sweeps = 1;
+        c.num_threads = (size_t)threads;
+        c.prefetch_chunks = 2;
+        ctf_reader *r = open_or_null(&c);
+        ASSERT(r);
+        size_t seqs = 0;
+        ctf_minibatch *mb;
+        ctf_stats st;
+        while (ctf_reader_next(r, 5, &mb) == 0 && mb) {
+            seqs += ctf_minibatch_num_sequences(mb);
+            ctf_minibatch_free(mb);
+        }
+        ASSERT_EQ(ctf_reader_error(r)->code, 0);
+        ASSERT_EQ(seqs, N);
+        ctf_reader_get_stats(r, &st);
+        ASSERT(st.chunks_loaded > 40);
+        /* The window's primary chunks, the ones parsed ahead, and the part chunks they touch
+         * (the part holds the keys in reverse order: still a few per primary chunk). */
+        ASSERT(st.chunks_resident_peak <= 24);
+        ASSERT(st.chunks_resident_peak >= 2); /* part chunks are counted too */
+        ASSERT_EQ(st.chunks_resident, 0);     /* all released at the end of the data */
+        ASSERT_EQ(st.bytes_resident, 0);
+        ctf_reader_free(r);
+    }
+    free(rev);
+    free(xs);
+    free(ys);
+    free(g);
+}
