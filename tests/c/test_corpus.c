@@ -901,3 +901,115 @@ TEST(join_part_chunks_are_held_only_while_the_window_needs_them)
     free(ys);
     free(g);
 }
+
+/*======================================================================
+ * Allocation failures
+ *====================================================================*/
+
+typedef struct jrun {
+    int rc;
+    ctf_error err;
+    uint64_t digest;
+} jrun;
+
+/* A corpus of two files joined with a part of two files: open, read, save, reopen, restore,
+ * read. The first failure ends it. */
+static void join_scenario(const char *const *xs, const char *const *ys, jrun *o)
+{
+    memset(o, 0, sizeof *o);
+    o->digest = 0xcbf29ce484222325ull;
+    ctf_join_def jd = {.paths = ys, .num_paths = 2, .streams = SY, .num_streams = 1};
+    ctf_config c;
+    cfg_init(&c, SX, 1);
+    c.paths = xs;
+    c.num_paths = 2;
+    c.joins = &jd;
+    c.num_joins = 1;
+    c.chunk_size_bytes = 60;
+    c.randomization_window = 2;
+    c.num_threads = 0;
+    c.prefetch_chunks = 0;
+    ctf_reader *r1 = NULL, *r2 = NULL;
+    char state[2048];
+    size_t len = 0;
+    ctf_minibatch *mb = NULL;
+#define JSTEP(call, errp)                                                                 \
+    do {                                                                                  \
+        int rc_ = (call);                                                                 \
+        if (rc_) {                                                                        \
+            o->rc = rc_;                                                                  \
+            o->err = *(errp);                                                             \
+            goto out;                                                                     \
+        }                                                                                 \
+    } while (0)
+    JSTEP(ctf_reader_open(&c, &r1, &o->err), &o->err);
+    for (int i = 0; i < 5; i++) {
+        JSTEP(ctf_reader_next(r1, 4, &mb), ctf_reader_error(r1));
+        o->digest = test_digest_minibatch(o->digest, mb);
+        ctf_minibatch_free(mb);
+    }
+    if (ctf_reader_save_state(r1, state, sizeof state, &len)) {
+        o->rc = CTF_ENOMEM;
+        ctf__fail(&o->err, CTF_ENOMEM, CTF__NOWHERE, "save_state failed");
+        goto out;
+    }
+    JSTEP(ctf_reader_open(&c, &r2, &o->err), &o->err);
+    JSTEP(ctf_reader_restore_state(r2, state, len), ctf_reader_error(r2));
+    for (int i = 0; i < 8; i++) {
+        JSTEP(ctf_reader_next(r2, 4, &mb), ctf_reader_error(r2));
+        o->digest = test_digest_minibatch(o->digest, mb);
+        ctf_minibatch_free(mb);
+    }
+#undef JSTEP
+out:
+    ctf_reader_free(r1);
+    ctf_reader_free(r2);
+}
+
+TEST(join_and_corpus_fail_each_allocation)
+{
+    enum { N = 24 };
+    gseq *g = gen_seqs(51, N, 0);
+    char *x1 = strdup(write_render("a-x1.ctf", g, NULL, 0, N / 2, true, false));
+    char *x2 = strdup(write_render("a-x2.ctf", g, NULL, N / 2, N, true, false));
+    size_t *perm = shuffled(N, 5);
+    char *y1 = strdup(write_render("a-y1.ctf", g, perm, 0, N / 2, false, true));
+    char *y2 = strdup(write_render("a-y2.ctf", g, perm, N / 2, N, false, true));
+    const char *xs[] = {x1, x2}, *ys[] = {y1, y2};
+    const long live0 = atomic_load(&ctf__alloc.live);
+    jrun base;
+    atomic_store(&ctf__alloc.count, 0);
+    join_scenario(xs, ys, &base);
+    const long count = atomic_load(&ctf__alloc.count);
+    int bad = 0, failed = 0;
+    if (base.rc || atomic_load(&ctf__alloc.live) != live0) bad++;
+    for (long k = 1; k <= count && bad < 3; k++) {
+        jrun o;
+        atomic_store(&ctf__alloc.count, 0);
+        ctf__alloc.fail_at = k;
+        join_scenario(xs, ys, &o);
+        ctf__alloc.fail_at = 0;
+        const long live = atomic_load(&ctf__alloc.live);
+        bool ok = (o.rc == 0 && o.digest == base.digest) ||
+                  (o.rc == CTF_ENOMEM && o.err.code == CTF_ENOMEM && o.err.message[0]);
+        ok = ok && live == live0;
+        failed += o.rc != 0;
+        if (!ok) {
+            fprintf(stderr, "  fail_at=%ld: rc %d (%s), %ld blocks leaked\n", k, o.rc,
+                    o.err.message, live - live0);
+            atomic_store(&ctf__alloc.live, live0);
+            bad++;
+        }
+    }
+    ctf__alloc.fail_at = 0;
+    free(perm);
+    free(x1);
+    free(x2);
+    free(y1);
+    free(y2);
+    free(g);
+    ASSERT_EQ(bad, 0);
+    ASSERT(count > 100);
+    /* Without threads nothing may swallow a failed allocation. */
+    ASSERT_EQ(failed, count);
+}
