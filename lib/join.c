@@ -189,7 +189,8 @@ static int build_table(join *J, ctf_log_fn log, void *log_user, int trace_level,
             if (missing != SIZE_MAX) {
                 J->src.dropped_sequences++;
                 J->src.warnings++;
-                if (trace_level >= 1 && (shown < 20 || log == NULL)) {
+                /* The first 20 are shown, the rest summed up in one line below. */
+                if (trace_level >= 1 && shown < 20) {
                     char name[CTF_ERROR_PATH_MAX];
                     part_name(J, missing, name, sizeof name);
                     ctf_error e;
@@ -198,12 +199,10 @@ static int build_table(join *J, ctf_log_fn log, void *log_user, int trace_level,
                                            (int64_t)q->offset},
                               "sequence key %" PRIu64 " has no match in %s; sequence dropped",
                               q->key, name);
-                    if (shown < 20) {
-                        if (log)
-                            log(log_user, CTF_SEV_WARNING, &e);
-                        else
-                            ctf__log_stderr(NULL, CTF_SEV_WARNING, &e);
-                    }
+                    if (log)
+                        log(log_user, CTF_SEV_WARNING, &e);
+                    else
+                        ctf__log_stderr(NULL, CTF_SEV_WARNING, &e);
                 }
                 shown++;
                 continue;

@@ -51,7 +51,7 @@ struct ctf_reader {
     size_t scan_next;            /* next slot of gen_next to inspect */
     size_t outstanding;          /* requested, not yet taken */
 
-    /* Truncated BPTT (SPEC 6.6): parallel slots, each holding a sequence being delivered. */
+    /* Truncated BPTT: parallel slots, each holding a sequence being delivered. */
     struct bptt_slot *bp;
     size_t num_bp, bp_cap;
 
