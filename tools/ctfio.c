@@ -471,8 +471,21 @@ static char *read_state_arg(const char *arg)
         fprintf(stderr, "ctfio: cannot open state file %s: %s\n", arg + 1, strerror(errno));
         exit(1);
     }
-    char *buf = calloc(1, 65536);
-    size_t n = buf ? fread(buf, 1, 65535, f) : 0;
+    /* The whole file: a corpus's state holds a fingerprint per file (~60 bytes each). */
+    size_t n = 0, cap = 65536;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - 1 - n, f);
+        if (n < cap - 1) break;
+        char *grown = realloc(buf, cap * 2);
+        if (!grown) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = grown;
+        cap *= 2;
+    }
     fclose(f);
     if (buf) buf[n] = 0;
     return buf;
