@@ -361,8 +361,18 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
     }
     printf("bytes: %" PRIu64 "\nlines: %" PRIu64 "\nsequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nchunks: %" PRIu64 "\n",
            info.file_size, info.lines, info.sequences, info.samples, info.chunks);
-    for (size_t k = 0; k < cfg->num_streams; k++) {
+    /* Every deserializer's streams: the primary's, then each joined one's (stats order). */
+    size_t total = cfg->num_streams;
+    for (size_t j = 0; j < cfg->num_joins; j++) total += cfg->joins[j].num_streams;
+    for (size_t k = 0; k < total && k < CTF_MAX_STREAMS; k++) {
         const ctf_stream_def *d = &cfg->streams[k];
+        for (size_t j = 0, base = cfg->num_streams; k >= cfg->num_streams; j++) {
+            if (k < base + cfg->joins[j].num_streams) {
+                d = &cfg->joins[j].streams[k - base];
+                break;
+            }
+            base += cfg->joins[j].num_streams;
+        }
         printf("stream %s (%s, dim %zu, alias %s): samples %" PRIu64 ", non-zeros %" PRIu64
                ", dropped samples %" PRIu64 "\n",
                d->name, d->is_sparse ? "sparse" : "dense", d->dim,
@@ -372,6 +382,10 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
     printf("errors: %" PRIu64 " (maxErrors %" PRIu64 ")\nwarnings: %" PRIu64
            "\ndropped rows: %" PRIu64 "\ndropped sequences: %" PRIu64 "\n",
            st.errors, cfg->max_errors, st.warnings, st.dropped_rows, st.dropped_sequences);
+    if (cfg->num_joins)
+        printf("keys missing in a joined deserializer: %" PRIu64
+               "\nkeys only in joined deserializers: %" PRIu64 "\n",
+               st.keys_missing, st.keys_unmatched);
 }
 
 static int cmd_check(ctf_config *cfg)
