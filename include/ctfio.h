@@ -4,8 +4,16 @@
  * This header is the manual. Read it top to bottom: version and errors, configuration,
  * configuration files, the index, the reader, minibatches, checkpoints.
  *
- * Pipeline: parse -> index -> randomize -> pack -> prefetch -> reader. A ctf_reader turns one
- * CTF file into an endless, reproducible stream of minibatches (SPEC sections 5-8).
+ * Pipeline: parse -> index -> source -> randomize -> pack -> prefetch -> reader. A ctf_reader
+ * turns CTF data into an endless, reproducible stream of minibatches.
+ *
+ * Data: the reader reads chunks and sequences that a deserializer describes. A CTF file is one
+ * (its ctf_index, with its own index cache); a corpus (ctf_config.paths: files and glob
+ * patterns) is several files read as one data set, one timeline over all of them; further
+ * deserializers (ctf_config.joins) add streams looked up by sequence key. Randomization, the
+ * timeline, workers, checkpoints and the memory bound are the same for all of them. Over a
+ * corpus a key identifies a sequence within its file: ctf_minibatch_files() names the file
+ * (docs/design.md, "The deserializer seam").
  *
  * Memory ownership rules:
  *  1. Whoever creates an object frees it; every *_free(NULL) is a no-op.
@@ -151,7 +159,7 @@ typedef struct ctf_join_def {
 #define CTF_DEFAULT_WINDOW_CHUNKS 128u
 
 /* The reader configuration. Fill it with ctf_config_init(), then set fields. Adding a field:
- * update ctf_config_init, the validation and the fingerprint in reader.c, the BrainScript keys
+ * update ctf_config_init, the validation and the fingerprint in state.c, the BrainScript keys
  * in config.c, the CLI flags in tools/ctfio.c and the keyword parsing of the Python extension. */
 typedef struct ctf_config {
     const char *path;                 /* the data file (or use paths) */
@@ -263,7 +271,11 @@ typedef struct ctf_stats {
     uint64_t bytes_resident;     /* bytes of parsed data held now */
     uint64_t bytes_resident_peak;  /* the most bytes of parsed data held at once */
     size_t num_streams;          /* entries used in streams[] */
-    ctf_stream_stats streams[CTF_MAX_STREAMS]; /* per configured stream, in config order */
+    ctf_stream_stats streams[CTF_MAX_STREAMS]; /* per stream, in config order (the primary
+                                                * deserializer's, then each join's) */
+    uint64_t keys_missing;       /* joins: primary sequences some joined deserializer lacks
+                                  * (dropped at open, also in dropped_sequences) */
+    uint64_t keys_unmatched;     /* joins: joined sequences whose key the primary lacks */
 } ctf_stats;
 
 /*======================================================================
@@ -333,8 +345,17 @@ const ctf_error *ctf_reader_error(const ctf_reader *reader);
 /* ctf_reader_get_stats(reader, stats): counters since open. */
 void ctf_reader_get_stats(const ctf_reader *reader, ctf_stats *stats);
 
-/* ctf_reader_index(reader): the reader's index (owned by the reader). */
+/* ctf_reader_index(reader): the index of the reader's (first) data file (owned by the reader).
+ * A corpus has one index per file: ctf_reader_file_index. */
 const ctf_index *ctf_reader_index(const ctf_reader *reader);
+
+/* ctf_reader_num_files(reader): the files of the (primary) deserializer, after pattern
+ * expansion: 1 for a single path. ctf_minibatch_files() indexes this list. */
+size_t ctf_reader_num_files(const ctf_reader *reader);
+/* ctf_reader_file_path(reader, i), ctf_reader_file_index(reader, i): file i's path and index
+ * (owned by the reader), or NULL when i >= ctf_reader_num_files(). */
+const char *ctf_reader_file_path(const ctf_reader *reader, size_t i);
+const ctf_index *ctf_reader_file_index(const ctf_reader *reader, size_t i);
 
 /* ctf_reader_position(reader): the timeline position after the last delivered minibatch. */
 uint64_t ctf_reader_position(const ctf_reader *reader);
@@ -388,6 +409,10 @@ uint64_t ctf_minibatch_position(const ctf_minibatch *mb);     /* timeline positi
 uint64_t ctf_minibatch_sweep(const ctf_minibatch *mb);        /* sweep of its first sequence */
 const uint64_t *ctf_minibatch_keys(const ctf_minibatch *mb);  /* sequence keys */
 const uint64_t *ctf_minibatch_lines(const ctf_minibatch *mb); /* 1-based first line per sequence */
+/* Per sequence, its file: an index into the reader's file list (ctf_reader_file_path). A key
+ * identifies a sequence within its file; over a corpus (file, key) does, and (file, line)
+ * locates it. With joins the file is the primary deserializer's. */
+const uint32_t *ctf_minibatch_files(const ctf_minibatch *mb);
 
 /* ctf_minibatch_stream(mb, i, view): fills view for stream i (config order).
  * @return : 0, or CTF_EINVAL if i is out of range. */

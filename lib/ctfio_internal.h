@@ -3,7 +3,7 @@
  * macros, assertions and error helpers. Nothing here is part of the public API.
  *
  * Stages and the one-way dependencies between them (a stage calls only stages to its left):
- *   number -> parse -> index -> randomize -> pack -> prefetch -> reader
+ *   number -> parse -> index -> source/join -> randomize -> pack -> prefetch -> reader
  * config.c (BrainScript files) and error.c / platform.c are leaves used by everyone.
  */
 #ifndef CTFIO_INTERNAL_H
@@ -306,6 +306,9 @@ typedef struct ctf__chunk_data {
     size_t bytes;              /* memory held, for the residency counters */
     size_t elt;                /* bytes per value (the precision) */
     ctf__bufpool *pool;        /* a reference: the buffers go back there when freed */
+    /* Called first by ctf__chunk_data_free (a join releases the joined chunks it used). */
+    void (*on_free)(void *ctx, const struct ctf__chunk_data *cd);
+    void *on_free_ctx;
 } ctf__chunk_data;
 
 /* Limits on how many problems one chunk keeps in detail (counts are always exact). */
@@ -345,6 +348,7 @@ typedef struct ctf__pick {
     uint64_t samples;           /* index samples */
     uint32_t from;              /* first sample to deliver (truncated BPTT), else 0 */
     uint32_t count;             /* samples to deliver; UINT32_MAX = all */
+    uint32_t file;              /* the source's file it comes from */
 } ctf__pick;
 
 /* The minibatch-level facts the reader decides. */
@@ -352,6 +356,7 @@ typedef struct ctf__mb_info {
     uint64_t position;          /* timeline position after the global minibatch */
     uint64_t sweep;             /* sweep of its first sequence */
     bool end_of_sweep;          /* the global minibatch held the last sequence of a sweep */
+    bool corpus;                /* the source has several files: the JSON names each one */
 } ctf__mb_info;
 
 /* ctf__pack(pc, picks, n, info, out, err): copies the picked sequences' samples into one owned
@@ -361,16 +366,144 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
               const ctf__mb_info *info, ctf_minibatch **out, ctf_error *err);
 
 /*======================================================================
+ * Deserializers (source.c, join.c): the chunks and sequences the reader works on.
+ *
+ * The reader never sees a file. It sees a ctf__source: a table of chunks (what the randomizer
+ * shuffles), each chunk's sequence records (samples for the timeline, key and line for the
+ * minibatch), the file each chunk lives in, and a load function that reads and parses one
+ * chunk into a ctf__chunk_data holding every configured stream. A CTF file is the elementary
+ * deserializer (its ctf_index); a corpus of files puts their chunks one after another
+ * (source.c); a join by key wraps a primary corpus and looks its sequences up in further
+ * corpora (join.c). Randomization, the timeline, workers, packing, checkpoints and the
+ * memory bound are written once, in the reader, against this table.
+ *====================================================================*/
+
+/* A chunk read buffer kept from one load to the next (one per loading thread). */
+typedef struct ctf__readbuf {
+    char *p;
+    size_t cap;
+} ctf__readbuf;
+/* @return : rb's buffer with at least `need` bytes, or NULL (out of memory; rb is empty then). */
+char *ctf__readbuf_get(ctf__readbuf *rb, size_t need);
+
+typedef struct ctf__source ctf__source;
+
+/* One file of a source, with its own index (and index cache). */
+typedef struct ctf__source_file {
+    char *path;
+    ctf_index *idx;
+    ctf__parse_cfg pc;          /* the source's parse configuration with this file's path/mode */
+} ctf__source_file;
+
+struct ctf__source {
+    /* The chunk table: sequences numbered 0..num_seqs-1 chunk after chunk, file after file
+     * (chunks[c].first_seq); offset/size are within the chunk's file. */
+    const ctf__chunk *chunks;
+    size_t num_chunks;
+    size_t num_seqs;
+    uint64_t total_samples;
+    /* Per chunk, its sequence records in chunk order (samples, key, line, offset), for the
+     * sources' own use. The reader reaches them only through `seqs`. */
+    const ctf__seq *const *chunk_seqs;
+    const uint32_t *chunk_file;        /* per chunk: index into files */
+    const ctf__source_file *files;     /* the files that chunks and keys refer to */
+    size_t num_files;
+    /* Every file read, primary and joined (for checkpoints: each one's fingerprint). */
+    const ctf__source_file *fp_files;
+    size_t num_fp_files;
+    uint64_t total_bytes;              /* bytes over all files */
+    uint64_t hash;                     /* over every file's index (fingerprints) */
+    uint64_t warnings;                 /* warnings counted while opening */
+    uint64_t dropped_sequences;        /* sequences dropped while opening (missing keys) */
+    uint64_t keys_missing;             /* primary sequences a joined deserializer lacks */
+    uint64_t keys_unmatched;           /* joined sequences whose key the primary lacks */
+    /* Reads and parses chunk c into data holding every stream the source delivers, with
+     * cd->chunk == c. Thread-safe; rb is the calling thread's buffer, pool may be NULL. */
+    int (*load)(ctf__source *s, ctf__readbuf *rb, size_t c, ctf__bufpool *pool,
+                ctf__chunk_data **out, ctf_error *err);
+    /* Chunk c's sequence records, in chunk order. The records stay valid until the next call
+     * of `seqs` on this source, so a source may produce them on demand per chunk (read from an
+     * index cache, rescan the chunk) instead of holding every file's table: the reader asks for
+     * a chunk's records only while the chunk is at the cursor, in the look-ahead or in a seek,
+     * and uses them at once. Called from the reader's thread only. @return : 0, or an error
+     * (CTF_EIO, CTF_ECHANGED, CTF_ENOMEM) with err filled. */
+    int (*seqs)(ctf__source *s, size_t c, const ctf__seq **out, ctf_error *err);
+    /* Parsed data the source holds itself (a join's part chunks), for the residency counters;
+     * NULL when it holds none. Thread-safe. */
+    void (*held)(ctf__source *s, size_t *chunks, size_t *bytes);
+    void (*destroy)(ctf__source *s);
+};
+
+/* `seqs` for sources that hold chunk_seqs in memory. */
+int ctf__source_seqs_mem(ctf__source *s, size_t c, const ctf__seq **out, ctf_error *err);
+
+/* Sequence seq (numbered as in the chunk table) of chunk c, through s->seqs; valid until the
+ * next call on s. */
+static inline int ctf__source_seq(ctf__source *s, size_t c, size_t seq, const ctf__seq **out,
+                                  ctf_error *err)
+{
+    const ctf__seq *q;
+    int rc = s->seqs(s, c, &q, err);
+    if (!rc) *out = q + (seq - s->chunks[c].first_seq);
+    return rc;
+}
+
+/* Sequence seq of chunk c of a source holding chunk_seqs in memory (the sources' own use). */
+static inline const ctf__seq *ctf__source_seq_mem(const ctf__source *s, size_t c, size_t seq)
+{
+    return &s->chunk_seqs[c][seq - s->chunks[c].first_seq];
+}
+
+void ctf__source_free(ctf__source *s);
+
+/* ctf__source_open(cfg, pc, out, join_hash, err): the source a reader configuration describes:
+ * cfg->paths (or cfg->path) as a corpus, joined by key with cfg->joins. pc covers every stream,
+ * the primary's then each join's (its streams must outlive the source). *join_hash receives a
+ * fingerprint of the join settings (0 without joins). @return : 0 and *out, or an error. */
+int ctf__source_open(const ctf_config *cfg, const ctf__parse_cfg *pc, ctf__source **out,
+                     uint64_t *join_hash, ctf_error *err);
+/* Checks cfg->joins (paths, streams, names unique over all deserializers, at most one
+ * definesMBSize stream over all). @return : 0 or CTF_EINVAL naming the parameter. */
+int ctf__joins_validate(const ctf_config *cfg, ctf_error *err);
+
+/* ctf__corpus_open(cfg, paths, n, pc, max_errors, threads, out, err): a corpus of n files
+ * (already expanded) with cfg's stream and index settings; pc is the parse configuration of its
+ * streams (its path and line mode are set per file). @return : 0 and *out, or an error naming
+ * the file. */
+int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
+                     const ctf__parse_cfg *pc, uint64_t max_errors, size_t threads,
+                     ctf__source **out, ctf_error *err);
+
+/* ctf__expand_paths(patterns, n, out, num_out, err): the corpus's file list: each pattern holding
+ * '*', '?' or '[' is replaced by its matches in byte-wise sorted order (none is an error), other
+ * paths are kept. *out (strings and array) is freed with ctf__free_paths. */
+int ctf__expand_paths(const char *const *patterns, size_t n, char ***out, size_t *num_out,
+                      ctf_error *err);
+void ctf__free_paths(char **paths, size_t n);
+
+/* ctf__join_open(primary, parts, num_parts, mb_part, origins, streams, prim_ns, part_ns, ...):
+ * a source that reads primary's chunks and, for each sequence, the streams of every part (a
+ * corpus) found by key. streams: every stream, the primary's prim_ns first, then part_ns[j] for
+ * each part (they must outlive the source). Takes ownership of primary, parts and the parts
+ * array (also on failure). mb_part: the part (0 = primary, j + 1 = parts[j]) whose
+ * definesMBSize stream sets the sequence lengths, or -1 for the largest. Missing keys are
+ * warned through log. */
+int ctf__join_open(ctf__source *primary, ctf__source **parts, size_t num_parts, int mb_part,
+                   const char *const *origins, const ctf_stream_def *streams, size_t prim_ns,
+                   const size_t *part_ns, ctf_log_fn log, void *log_user, int trace_level,
+                   ctf__source **out, ctf_error *err);
+
+/*======================================================================
  * Prefetch (prefetch.c): chunk loading (read + parse) on background threads.
  *====================================================================*/
 
 typedef struct ctf__loader ctf__loader;
 
-/* ctf__loader_create(pc, idx, max_errors, threads, out, err): opens the data file and starts
- * `threads` workers (0: every load runs on the caller's thread). pc and idx must outlive it.
- * @return : 0, CTF_EIO or CTF_ENOMEM. */
-int ctf__loader_create(const ctf__parse_cfg *pc, const ctf_index *idx, uint64_t max_errors,
-                       size_t threads, ctf__loader **out, ctf_error *err);
+/* ctf__loader_create(pc, src, threads, out, err): starts `threads` workers (0: every load runs
+ * on the caller's thread) that load src's chunks. pc (all streams, for the buffer pool) and src
+ * must outlive it. @return : 0 or CTF_ENOMEM. */
+int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t threads,
+                       ctf__loader **out, ctf_error *err);
 /* Queues chunk c for a background load unless it is queued, loading or loaded already. */
 int ctf__loader_request(ctf__loader *l, size_t c);
 /* Hands over chunk c's parsed data, waiting for its load or loading it now. The caller owns

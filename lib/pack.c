@@ -45,6 +45,8 @@ struct ctf_minibatch {
     bool end_of_sweep;
     uint64_t *keys;        /* per sequence */
     uint64_t *lines;       /* per sequence, 1-based */
+    uint32_t *files;       /* per sequence: its file in the reader's file list */
+    bool corpus;           /* several files: the JSON names each sequence's file */
     mb_stream *streams;
 };
 
@@ -75,6 +77,7 @@ void ctf_minibatch_free(ctf_minibatch *mb)
     CTF_FREE(mb->streams);
     CTF_FREE(mb->keys);
     CTF_FREE(mb->lines);
+    CTF_FREE(mb->files);
     CTF_FREE(mb);
 }
 
@@ -107,11 +110,14 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
     mb->end_of_sweep = info->end_of_sweep;
     mb->keys = CTF_MALLOC((n ? n : 1) * sizeof *mb->keys);
     mb->lines = CTF_MALLOC((n ? n : 1) * sizeof *mb->lines);
+    mb->files = CTF_MALLOC((n ? n : 1) * sizeof *mb->files);
     mb->streams = CTF_CALLOC(ns, sizeof *mb->streams);
-    if (!mb->keys || !mb->lines || !mb->streams) goto oom;
+    mb->corpus = info->corpus;
+    if (!mb->keys || !mb->lines || !mb->files || !mb->streams) goto oom;
     for (size_t i = 0; i < n; i++) {
         mb->keys[i] = picks[i].key;
         mb->lines[i] = picks[i].line + 1;
+        mb->files[i] = picks[i].file;
         mb->num_samples += picks[i].samples;
     }
     /* In a randomized minibatch each sequence lies somewhere else in the window's chunks, and
@@ -251,6 +257,7 @@ uint64_t ctf_minibatch_position(const ctf_minibatch *mb) { return mb->position; 
 uint64_t ctf_minibatch_sweep(const ctf_minibatch *mb) { return mb->sweep; }
 const uint64_t *ctf_minibatch_keys(const ctf_minibatch *mb) { return mb->keys; }
 const uint64_t *ctf_minibatch_lines(const ctf_minibatch *mb) { return mb->lines; }
+const uint32_t *ctf_minibatch_files(const ctf_minibatch *mb) { return mb->files; }
 
 int ctf_minibatch_stream(const ctf_minibatch *mb, size_t i, ctf_stream_view *v)
 {
@@ -305,6 +312,7 @@ static void put_sequence(const ctf_minibatch *mb, size_t i, size_t *first, FILE 
                          bool with_line)
 {
     fprintf(out, "{\"key\": %llu, ", (unsigned long long)mb->keys[i]);
+    if (mb->corpus) fprintf(out, "\"file\": %lu, ", (unsigned long)mb->files[i]);
     if (with_line) fprintf(out, "\"line\": %llu, ", (unsigned long long)mb->lines[i]);
     fputs("\"streams\": {", out);
     for (size_t k = 0; k < mb->num_streams; k++) {

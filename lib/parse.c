@@ -933,6 +933,7 @@ static void pool_give(ctf__bufpool *p, void *buf, size_t bytes)
 void ctf__chunk_data_free(ctf__chunk_data *cd)
 {
     if (!cd) return;
+    if (cd->on_free) cd->on_free(cd->on_free_ctx, cd);
     if (cd->streams)
         for (size_t k = 0; k < cd->num_streams; k++) {
             ctf__stream_data *sd = &cd->streams[k];

@@ -1,18 +1,14 @@
 /*
  * prefetch.c -- the prefetch stage: loads chunks (pread + parse) on background threads ahead of
- * the consumer, so that parsing overlaps training and uses every core (SPEC 10).
+ * the consumer, so that parsing overlaps training and uses every core.
  *
  * The reader asks for chunks in the order the timeline will need them (ctf__loader_request) and
- * later takes them (ctf__loader_take). A load is a pure function of the chunk id: the bytes
- * come from the file at the chunk's offset, and the parser records problems in the result
+ * later takes them (ctf__loader_take). A load is a pure function of the chunk id: the source
+ * (source.c, join.c) reads the chunk's bytes and parses them, recording problems in the result
  * instead of reporting them. So the delivered data, the error budget and the log do not depend
  * on the number of threads or on how far ahead they run; threads only change when the work
- * happens.
- *
- * Each load checks that the data file still has the size and modification time it had when it
- * was indexed, and that the chunk's bytes still have every sequence start where the index put it
- * (check_chunk_bytes): a file changed under the reader is a fatal CTF_ECHANGED naming the file,
- * never garbage parsed at stale offsets (SPEC 2.4).
+ * happens. A load also checks that the chunk's file has not changed since it was indexed
+ * (CTF_ECHANGED naming the file).
  *
  * Locking: one mutex guards the per-chunk state table and the FIFO queue; workers drop it while
  * they read and parse. Errors of a background load travel with its result to the taker.
@@ -23,29 +19,6 @@
 
 enum { ST_NONE = 0, ST_QUEUED, ST_RUNNING, ST_DONE };
 
-/* A chunk read buffer kept from one load to the next, one per worker thread and one for loads on
- * the caller's thread: a fresh 32 MiB malloc per chunk is a fresh mmap, whose page faults cost
- * 7-19% of a load (BENCHMARKS.md). It only grows, to the largest chunk loaded so far. */
-typedef struct read_buf {
-    char *p;
-    size_t cap;
-} read_buf;
-
-/* @return : rb's buffer with at least `need` bytes, or NULL (out of memory; rb is empty then). */
-static char *read_buf_get(read_buf *rb, size_t need)
-{
-    if (need > rb->cap) {
-        /* Chunks differ in size by up to a sequence: growing to exactly `need` would free and
-         * map a new buffer for most chunks (a chunk-sized block is an mmap of its own), and the
-         * pread would fault in every page again. 1/8 more makes that rare. */
-        size_t cap = need + need / 8;
-        CTF_FREE(rb->p);
-        rb->p = CTF_MALLOC(cap);
-        rb->cap = rb->p ? cap : 0;
-    }
-    return rb->p;
-}
-
 typedef struct load_result {
     ctf__chunk_data *cd;    /* parsed data, or NULL on failure */
     int rc;                 /* status of the load */
@@ -53,11 +26,9 @@ typedef struct load_result {
 } load_result;
 
 struct ctf__loader {
-    const ctf__parse_cfg *pc;   /* &pcv */
     ctf__parse_cfg pcv;         /* the reader's, with this loader's buffer pool */
-    const ctf_index *idx;
-    uint64_t max_errors;
-    int fd;
+    ctf__source *src;           /* what is loaded */
+    bool sync_ok;               /* the mutex and conditions exist */
     pthread_mutex_t mu;
     pthread_cond_t work;    /* queue not empty, or stopping */
     pthread_cond_t done;    /* some load finished */
@@ -70,83 +41,26 @@ struct ctf__loader {
     size_t num_threads;
     bool stop;
     size_t held_chunks, held_bytes;
-    read_buf caller_buf;    /* for loads run by ctf__loader_take on the caller's thread */
+    ctf__readbuf caller_buf;    /* for loads run by ctf__loader_take on the caller's thread */
 };
 
-/* The cheap content check (SPEC 2.4): a rewrite that keeps the size and restores the mtime gets
- * past the stat, so the chunk's bytes must still look like what was indexed. `pre` is the byte
- * before the chunk (when pre_ok), buf its bytes. Every sequence must start a line, in id mode
- * with its key's digits, and a chunk that is not the file's last must end with '\n'.
- * O(sequences + key digits). @return : the offset of the first mismatch, or -1. */
-static int64_t check_chunk_bytes(const ctf_index *idx, const ctf__chunk *ch, char pre,
-                                 bool pre_ok, const char *buf)
-{
-    for (size_t i = ch->first_seq; i < ch->first_seq + ch->num_seqs; i++) {
-        const ctf__seq *s = &idx->seqs[i];
-        uint64_t rel = s->offset - ch->offset;
-        char before = rel ? buf[rel - 1] : pre;
-        if ((rel || pre_ok) && before != '\n') return (int64_t)s->offset;
-        if (idx->line_mode) continue;
-        uint64_t key = 0;
-        size_t digits = 0;
-        while (rel + digits < ch->size && buf[rel + digits] >= '0' && buf[rel + digits] <= '9' &&
-               digits < 20) {
-            unsigned d = (unsigned)(buf[rel + digits] - '0');
-            if (key > (UINT64_MAX - d) / 10) return (int64_t)s->offset;
-            key = key * 10 + d;
-            digits++;
-        }
-        if (!digits || key != s->key ||
-            (rel + digits < ch->size && buf[rel + digits] >= '0' && buf[rel + digits] <= '9'))
-            return (int64_t)s->offset;
-    }
-    if (ch->offset + ch->size < idx->file.size && ch->size && buf[ch->size - 1] != '\n')
-        return (int64_t)(ch->offset + ch->size - 1);
-    return -1;
-}
-
-/* Reads and parses chunk c; runs without the lock. */
-static int load_chunk(ctf__loader *l, read_buf *rb, size_t c, ctf__chunk_data **out,
+/* Reads and parses chunk c through the source; runs without the lock. */
+static int load_chunk(ctf__loader *l, ctf__readbuf *rb, size_t c, ctf__chunk_data **out,
                       ctf_error *err)
 {
-    const ctf__chunk *ch = &l->idx->chunks[c];
-    ctf__file_id now;
-    *out = NULL;
-    int rc = ctf__file_stat(l->idx->path, &now, err);
-    if (rc) return rc;
-    if (now.size != l->idx->file.size || now.mtime_ns != l->idx->file.mtime_ns)
-        return ctf__fail(err, CTF_ECHANGED, (ctf__where){l->idx->path, 0, 0, (int64_t)ch->offset},
-                         "the data file changed on disk since it was indexed (size %llu -> "
-                         "%llu bytes, or a new modification time); reopen the reader",
-                         (unsigned long long)l->idx->file.size, (unsigned long long)now.size);
-    /* One byte more in front, when there is one, for the line-start check of the first seq. */
-    const size_t pre = ch->offset > l->idx->data_start ? 1 : 0;
-    char *buf = read_buf_get(rb, (size_t)ch->size + pre + 1);
-    if (!buf)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu", c);
-    rc = ctf__file_pread(l->fd, l->idx->path, buf, (size_t)ch->size + pre, ch->offset - pre, err);
-    if (!rc) {
-        int64_t bad = check_chunk_bytes(l->idx, ch, pre ? buf[0] : 0, pre != 0, buf + pre);
-        if (bad >= 0)
-            rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){l->idx->path, 0, 0, bad},
-                           "the data file changed on disk since it was indexed (chunk %zu at "
-                           "byte %lld no longer matches the index); reopen the reader",
-                           c, (long long)bad);
-    }
-    if (!rc) rc = ctf__parse_chunk(l->pc, l->idx, c, buf + pre, l->max_errors, out, err);
-    return rc;
+    return l->src->load(l->src, rb, c, l->pcv.pool, out, err);
 }
 
 static void *worker_main(void *arg)
 {
     ctf__loader *l = arg;
-    read_buf rb = {0};
+    ctf__readbuf rb = {0};
     pthread_mutex_lock(&l->mu);
     for (;;) {
         while (!l->stop && l->q_len == 0) pthread_cond_wait(&l->work, &l->mu);
         if (l->stop) break;
         size_t c = l->queue[l->q_head];
-        l->q_head = (l->q_head + 1) % l->idx->num_chunks;
+        l->q_head = (l->q_head + 1) % l->src->num_chunks;
         l->q_len--;
         l->state[c] = ST_RUNNING;
         pthread_mutex_unlock(&l->mu);
@@ -182,23 +96,20 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-int ctf__loader_create(const ctf__parse_cfg *pc, const ctf_index *idx, uint64_t max_errors,
-                       size_t threads, ctf__loader **out, ctf_error *err)
+int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t threads,
+                       ctf__loader **out, ctf_error *err)
 {
     *out = NULL;
     ctf__loader *l = CTF_CALLOC(1, sizeof *l);
     if (!l) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
-    l->idx = idx;
-    l->max_errors = max_errors;
-    l->fd = -1;
+    l->src = src;
     l->pcv = *pc;
     l->pcv.pool = ctf__bufpool_for(pc, threads);
-    l->pc = &l->pcv;
     if (!l->pcv.pool) {
         ctf__loader_free(l);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     }
-    size_t n = idx->num_chunks;
+    size_t n = src->num_chunks ? src->num_chunks : 1;
     l->state = CTF_CALLOC(n, 1);
     l->discard = CTF_CALLOC(n, 1);
     l->res = CTF_CALLOC(n, sizeof *l->res);
@@ -207,12 +118,7 @@ int ctf__loader_create(const ctf__parse_cfg *pc, const ctf_index *idx, uint64_t 
         ctf__loader_free(l);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     }
-    int fd = ctf__file_open(idx->path, err);
-    if (fd < 0) {
-        ctf__loader_free(l);
-        return fd;
-    }
-    l->fd = fd;
+    l->sync_ok = true;
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->work, NULL);
     pthread_cond_init(&l->done, NULL);
@@ -240,7 +146,7 @@ int ctf__loader_request(ctf__loader *l, size_t c)
     if (!l->num_threads) return 0;
     pthread_mutex_lock(&l->mu);
     if (l->state[c] == ST_NONE) {
-        l->queue[(l->q_head + l->q_len) % l->idx->num_chunks] = c;
+        l->queue[(l->q_head + l->q_len) % l->src->num_chunks] = c;
         l->q_len++;
         l->state[c] = ST_QUEUED;
         pthread_cond_signal(&l->work);
@@ -253,7 +159,7 @@ int ctf__loader_request(ctf__loader *l, size_t c)
 
 static void queue_remove(ctf__loader *l, size_t c)
 {
-    size_t n = l->idx->num_chunks, w = 0;
+    size_t n = l->src->num_chunks, w = 0;
     for (size_t i = 0; i < l->q_len; i++) {
         size_t x = l->queue[(l->q_head + i) % n];
         if (x != c) l->queue[(l->q_head + w++) % n] = x;
@@ -301,9 +207,9 @@ void ctf__loader_drop_all(ctf__loader *l)
     if (!l->num_threads) return;
     pthread_mutex_lock(&l->mu);
     for (size_t i = 0; i < l->q_len; i++)
-        l->state[l->queue[(l->q_head + i) % l->idx->num_chunks]] = ST_NONE;
+        l->state[l->queue[(l->q_head + i) % l->src->num_chunks]] = ST_NONE;
     l->q_len = 0;
-    for (size_t c = 0; c < l->idx->num_chunks; c++) {
+    for (size_t c = 0; c < l->src->num_chunks; c++) {
         if (l->state[c] == ST_RUNNING) l->discard[c] = 1;
         if (l->state[c] == ST_DONE) {
             ctf__chunk_data_free(l->res[c].cd);
@@ -363,15 +269,14 @@ void ctf__loader_free(ctf__loader *l)
         for (size_t i = 0; i < l->num_threads; i++) pthread_join(l->threads[i], NULL);
     }
     if (l->res)
-        for (size_t c = 0; c < l->idx->num_chunks; c++) {
+        for (size_t c = 0; c < l->src->num_chunks; c++) {
             ctf__chunk_data_free(l->res[c].cd);
             CTF_FREE(l->res[c].err);
         }
-    if (l->fd >= 0) { /* the mutex and conditions exist once the file is open */
+    if (l->sync_ok) {
         pthread_mutex_destroy(&l->mu);
         pthread_cond_destroy(&l->work);
         pthread_cond_destroy(&l->done);
-        ctf__file_close(l->fd);
     }
     ctf__bufpool_unref(l->pcv.pool); /* chunks still held keep it alive */
     CTF_FREE(l->caller_buf.p);

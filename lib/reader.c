@@ -1,9 +1,10 @@
 /*
- * reader.c -- the reader: wires index -> randomize -> prefetch/parse -> pack into a ctf_reader,
- * and owns the timeline (SPEC 6), the worker split (SPEC 7), checkpoints (SPEC 8), the error
- * budget (SPEC 2.3) and the memory bound (SPEC 4.4).
+ * reader.c -- the reader: wires source -> randomize -> prefetch/parse -> pack into a ctf_reader,
+ * and owns the timeline, the worker split, the error budget and the memory bound; state.c holds
+ * its checkpoints (save, restore, fingerprint). It reads chunks and sequences through the
+ * deserializer seam (ctf__source: a file, a corpus, a join by key), never a file directly.
  *
- * The timeline: sweep k is the file's sequences in the order the sweep generator (randomize.c,
+ * The timeline: sweep k is the source's sequences in the order the sweep generator (randomize.c,
  * window by window) gives for k; positions count index samples from 0 over the endless
  * repetition of sweeps. The reader's state is (sweep, slot, position) plus, with truncated
  * BPTT, the slots' partly delivered sequences: a checkpoint is the position (and those slots),
@@ -26,81 +27,10 @@
  * reaches the chunk, in timeline order, and never again when the chunk is re-parsed in a later
  * sweep: the budget and the log do not depend on threads, prefetch depth or eviction.
  */
-#include "ctfio_internal.h"
+#include "reader.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
-
-/*======================================================================
- * The reader object
- *====================================================================*/
-
-struct ctf_reader {
-    ctf_config cfg;              /* deep copy: path and streams point into this object */
-    char *path;
-    ctf_stream_def *streams;
-    char **strings;              /* owned names and aliases */
-    ctf__parse_cfg pc;
-    ctf_index *idx;
-    ctf__loader *loader;
-    ctf_error err;               /* last error */
-    int dead;                    /* a fatal error happened: only free is allowed */
-
-    /* Timeline. */
-    bool randomized;             /* randomize and a non-zero window */
-    uint64_t sweep_samples;      /* index samples in one sweep */
-    uint64_t limit;              /* stop before a sequence at this position (UINT64_MAX: none) */
-    ctf__sweep_gen *gen;         /* the order of sweep cur_sweep, generated window by window */
-    const size_t *pos_of_chunk;  /* randomized position of each chunk in cur_sweep (gen's) */
-    uint64_t cur_sweep;
-    size_t cur_slot;
-    uint64_t position;
-    bool ended;
-    size_t num_workers, rank;
-
-    /* Per chunk. */
-    ctf__chunk_data **resident;  /* parsed chunks held, by chunk id */
-    size_t *resident_list;       /* ids of held chunks */
-    size_t num_resident;
-    size_t resident_bytes;
-    uint8_t *committed;          /* its problems were reported already */
-    uint32_t *consumed;          /* sequences of the chunk cut in the current sweep */
-    uint32_t *pins;              /* BPTT slots holding one of its sequences */
-
-    /* Prefetch look-ahead. */
-    uint8_t *requested;          /* asked for in the current sweep (1), then taken (2) */
-    size_t scan_slot;            /* next slot of gen to inspect */
-    size_t scan_limit;           /* how far the look-ahead may run past the cursor, in slots */
-    ctf__sweep_gen *gen_next;    /* the next sweep, opened early near the end of this one */
-    uint8_t *requested_next;     /* asked for the next sweep (1), then taken (2) */
-    size_t scan_next;            /* next slot of gen_next to inspect */
-    size_t outstanding;          /* requested, not yet taken */
-
-    /* Truncated BPTT (SPEC 6.6): parallel slots, each holding a sequence being delivered. */
-    struct bptt_slot *bp;
-    size_t num_bp, bp_cap;
-
-    ctf_stats stats;
-    uint64_t suppressed_warnings;
-
-    ctf__pick *picks;            /* scratch for next() */
-    size_t picks_cap;
-    struct cut_item { size_t seq, chunk; bool owned; } *cut;
-    size_t cut_cap;
-};
-
-/* One truncated-BPTT slot. */
-typedef struct bptt_slot {
-    bool busy;               /* holds a sequence with samples left */
-    size_t seq, chunk;       /* the sequence and its chunk */
-    uint64_t sweep;          /* timeline sweep and slot it was taken from (for checkpoints) */
-    size_t tslot;
-    uint64_t owner_pos;      /* chunk position (randomized) or sweep slot that decides its worker */
-    uint32_t offset;         /* samples delivered so far */
-    uint32_t length;         /* its index samples */
-    bool skip;               /* dropped (unequal stream lengths): advance without delivering */
-} bptt_slot;
 
 /*======================================================================
  * Configuration copy and logging
@@ -111,26 +41,46 @@ static void reader_log(const ctf_reader *r, ctf_severity sev, const ctf_error *e
     if (r->cfg.log) r->cfg.log(r->cfg.log_user, sev, e);
 }
 
+/* The stream i of all deserializers' streams (the primary's first, then each join's). */
+static const ctf_stream_def *any_stream(const ctf_config *cfg, size_t i)
+{
+    if (i < cfg->num_streams) return &cfg->streams[i];
+    i -= cfg->num_streams;
+    for (size_t j = 0;; j++) {
+        if (i < cfg->joins[j].num_streams) return &cfg->joins[j].streams[i];
+        i -= cfg->joins[j].num_streams;
+    }
+}
+
 static int copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err)
 {
     r->cfg = *cfg;
-    r->path = ctf__strdup(cfg->path);
-    r->streams = CTF_CALLOC(cfg->num_streams, sizeof *r->streams);
-    r->strings = CTF_CALLOC(cfg->num_streams * 2, sizeof *r->strings);
+    size_t ns = cfg->num_streams;
+    for (size_t j = 0; j < cfg->num_joins; j++) ns += cfg->joins[j].num_streams;
+    r->path = ctf__strdup(cfg->num_paths ? cfg->paths[0] : cfg->path);
+    r->streams = CTF_CALLOC(ns, sizeof *r->streams);
+    r->strings = CTF_CALLOC(ns * 2, sizeof *r->strings);
     if (!r->path || !r->streams || !r->strings) goto oom;
-    for (size_t i = 0; i < cfg->num_streams; i++) {
-        r->streams[i] = cfg->streams[i];
-        r->strings[2 * i] = ctf__strdup(cfg->streams[i].name);
+    r->cfg.num_streams = ns;
+    for (size_t i = 0; i < ns; i++) {
+        const ctf_stream_def *d = any_stream(cfg, i);
+        r->streams[i] = *d;
+        r->strings[2 * i] = ctf__strdup(d->name);
         if (!r->strings[2 * i]) goto oom;
         r->streams[i].name = r->strings[2 * i];
-        if (cfg->streams[i].alias && cfg->streams[i].alias[0]) {
-            r->strings[2 * i + 1] = ctf__strdup(cfg->streams[i].alias);
+        if (d->alias && d->alias[0]) {
+            r->strings[2 * i + 1] = ctf__strdup(d->alias);
             if (!r->strings[2 * i + 1]) goto oom;
         }
         r->streams[i].alias = r->strings[2 * i + 1];
     }
     r->cfg.path = r->path;
     r->cfg.streams = r->streams;
+    /* The file lists and joins are read while opening and not kept. */
+    r->cfg.paths = NULL;
+    r->cfg.num_paths = 0;
+    r->cfg.joins = NULL;
+    r->cfg.num_joins = 0;
     return 0;
 oom:
     return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory copying the configuration");
@@ -140,12 +90,12 @@ oom:
  * Sweeps and ownership
  *====================================================================*/
 
-static size_t chunk_of_seq(const ctf_index *idx, size_t seq)
+static size_t chunk_of_seq(const ctf__source *src, size_t seq)
 {
-    size_t lo = 0, hi = idx->num_chunks;
+    size_t lo = 0, hi = src->num_chunks;
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if (idx->chunks[mid].first_seq <= seq)
+        if (src->chunks[mid].first_seq <= seq)
             lo = mid;
         else
             hi = mid;
@@ -169,7 +119,7 @@ static bool chunk_owned(const ctf_reader *r, size_t c)
  * against prefetch_chunks forever. */
 static void cancel_untaken(ctf_reader *r, uint8_t *flags)
 {
-    for (size_t c = 0; c < r->idx->num_chunks; c++) {
+    for (size_t c = 0; c < r->src->num_chunks; c++) {
         if (flags[c] != 1) continue;
         ctf__loader_cancel(r->loader, c);
         r->outstanding--;
@@ -180,7 +130,7 @@ static void cancel_untaken(ctf_reader *r, uint8_t *flags)
 static int load_sweep(ctf_reader *r, uint64_t k)
 {
     if (r->gen && ctf__sweepgen_sweep(r->gen) == k) return 0;
-    const size_t nc = r->idx->num_chunks;
+    const size_t nc = r->src->num_chunks;
     if (r->loader) cancel_untaken(r, r->requested);
     if (r->gen_next && ctf__sweepgen_sweep(r->gen_next) == k) {
         /* The look-ahead already opened this sweep and asked for its first chunks. */
@@ -193,7 +143,7 @@ static int load_sweep(ctf_reader *r, uint64_t k)
         r->scan_slot = r->scan_next;
     } else {
         ctf__sweep_gen *g;
-        int rc = ctf__sweepgen_create(r->idx->chunks, nc, r->cfg.randomization_window,
+        int rc = ctf__sweepgen_create(r->src->chunks, nc, r->cfg.randomization_window,
                                       r->cfg.window_in_samples, r->cfg.randomization_seed, k,
                                       r->randomized, &g, &r->err);
         if (rc) return rc;
@@ -247,7 +197,7 @@ static void evict_passed(ctf_reader *r)
     for (size_t i = 0; i < r->num_resident;) {
         size_t c = r->resident_list[i];
         /* Open: some of its sequences were cut in this sweep and some were not. */
-        bool open = (r->consumed[c] > 0 && r->consumed[c] < r->idx->chunks[c].num_seqs) ||
+        bool open = (r->consumed[c] > 0 && r->consumed[c] < r->src->chunks[c].num_seqs) ||
                     r->pins[c] > 0;
         if (!open)
             evict(r, c); /* swaps the last entry into i */
@@ -262,6 +212,11 @@ static void update_memory_stats(ctf_reader *r)
     ctf__loader_held(r->loader, &held_chunks, &held_bytes);
     r->stats.chunks_resident = r->num_resident + held_chunks;
     r->stats.bytes_resident = r->resident_bytes + held_bytes;
+    if (r->src->held) { /* a join's part chunks */
+        r->src->held(r->src, &held_chunks, &held_bytes);
+        r->stats.chunks_resident += held_chunks;
+        r->stats.bytes_resident += held_bytes;
+    }
     if (r->stats.chunks_resident > r->stats.chunks_resident_peak)
         r->stats.chunks_resident_peak = r->stats.chunks_resident;
     if (r->stats.bytes_resident > r->stats.bytes_resident_peak)
@@ -303,7 +258,7 @@ static void schedule_prefetch(ctf_reader *r)
         }
         /* In file order a chunk's sequences are contiguous: jump to the next chunk. */
         if (!r->randomized)
-            r->scan_slot = r->idx->chunks[c].first_seq + r->idx->chunks[c].num_seqs;
+            r->scan_slot = r->src->chunks[c].first_seq + r->src->chunks[c].num_seqs;
         else
             r->scan_slot++;
     }
@@ -315,7 +270,7 @@ static void schedule_prefetch(ctf_reader *r)
         return;
     if (!r->gen_next) {
         ctf_error ignored;
-        if (ctf__sweepgen_create(r->idx->chunks, r->idx->num_chunks, r->cfg.randomization_window,
+        if (ctf__sweepgen_create(r->src->chunks, r->src->num_chunks, r->cfg.randomization_window,
                                  r->cfg.window_in_samples, r->cfg.randomization_seed,
                                  r->cur_sweep + 1, r->randomized, &r->gen_next, &ignored))
             return; /* load_sweep creates it when the sweep starts, and reports a failure */
@@ -337,10 +292,16 @@ static void schedule_prefetch(ctf_reader *r)
             r->outstanding++;
         }
         if (!r->randomized)
-            r->scan_next = r->idx->chunks[c].first_seq + r->idx->chunks[c].num_seqs;
+            r->scan_next = r->src->chunks[c].first_seq + r->src->chunks[c].num_seqs;
         else
             r->scan_next++;
     }
+}
+
+/* The file chunk c lives in. */
+static const char *chunk_path(const ctf_reader *r, size_t c)
+{
+    return r->src->files[r->src->chunk_file[c]].path;
 }
 
 /* Reports chunk problems once, in timeline order; counts errors against maxErrors. */
@@ -394,7 +355,7 @@ static int commit_chunk(ctf_reader *r, const ctf__chunk_data *cd)
                 ctf__fail(&r->err, CTF_EPARSE, w,
                           "%s; reached the maximum number of allowed errors (%" PRIu64
                           ") reading %s%s",
-                          last, r->cfg.max_errors, r->path, note);
+                          last, r->cfg.max_errors, chunk_path(r, cd->chunk), note);
             } else if (note[0]) {
                 size_t n = strlen(r->err.message);
                 snprintf(r->err.message + n, sizeof r->err.message - n, "%s", note);
@@ -407,7 +368,8 @@ static int commit_chunk(ctf_reader *r, const ctf__chunk_data *cd)
     if (cd->num_warnings > stored && r->cfg.trace_level >= 1) {
         ctf_error e;
         ctf__fail(&e, CTF_OK,
-                  (ctf__where){r->path, 0, 0, (int64_t)r->idx->chunks[cd->chunk].offset},
+                  (ctf__where){chunk_path(r, cd->chunk), 0, 0,
+                               (int64_t)r->src->chunks[cd->chunk].offset},
                   "%" PRIu64 " more warnings in this chunk were not shown", cd->num_warnings - stored);
         reader_log(r, CTF_SEV_WARNING, &e);
     }
@@ -447,8 +409,8 @@ void ctf_reader_free(ctf_reader *r)
 {
     if (!r) return;
     ctf__loader_free(r->loader);
-    if (r->resident && r->idx)
-        for (size_t c = 0; c < r->idx->num_chunks; c++) ctf__chunk_data_free(r->resident[c]);
+    if (r->resident && r->src)
+        for (size_t c = 0; c < r->src->num_chunks; c++) ctf__chunk_data_free(r->resident[c]);
     CTF_FREE(r->resident);
     CTF_FREE(r->resident_list);
     CTF_FREE(r->committed);
@@ -459,7 +421,7 @@ void ctf_reader_free(ctf_reader *r)
     CTF_FREE(r->pins);
     CTF_FREE(r->bp);
     ctf__sweepgen_free(r->gen);
-    ctf_index_free(r->idx);
+    ctf__source_free(r->src);
     if (r->strings)
         for (size_t i = 0; i < r->cfg.num_streams * 2; i++) CTF_FREE(r->strings[i]);
     CTF_FREE(r->strings);
@@ -484,31 +446,38 @@ static uint64_t compute_limit(const ctf_config *cfg, uint64_t sweep_samples)
 int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
 {
     *out = NULL;
-    int rc = ctf_config_validate(cfg, err);
+    /* A corpus names its files in paths: the rest of the configuration is checked as for its
+     * first file; the joins are checked by source.c. */
+    ctf_config vc = *cfg;
+    if (cfg->num_paths && cfg->paths) vc.path = cfg->paths[0];
+    int rc = ctf_config_validate(&vc, err);
+    if (!rc) rc = ctf__joins_validate(cfg, err);
     if (rc) return rc;
     ctf_reader *r = CTF_CALLOC(1, sizeof *r);
     if (!r) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     ctf__error_clear(&r->err);
     rc = copy_config(r, cfg, err);
     if (rc) goto fail;
-    rc = ctf_index_build(&r->cfg, &r->idx, err);
+    r->pc = (ctf__parse_cfg){.path = r->path, .streams = r->streams,
+                             .num_streams = r->cfg.num_streams, .precision = cfg->precision,
+                             .frame_mode = cfg->frame_mode, .trace_level = cfg->trace_level};
+    rc = ctf__source_open(cfg, &r->pc, &r->src, &r->join_hash, err);
     if (rc) goto fail;
-    if (r->idx->total_samples == 0) {
+    r->idx = r->src->files[0].idx;
+    r->pc.line_mode = r->idx->line_mode;
+    if (r->src->total_samples == 0) {
         rc = ctf__fail(err, CTF_EPARSE, (ctf__where){r->path, 0, 0, -1},
-                       "the file holds no samples of the definesMBSize stream, so minibatch "
-                       "sizes cannot be counted");
+                       "the %s no samples of the definesMBSize stream, so minibatch "
+                       "sizes cannot be counted",
+                       r->src->num_files > 1 || cfg->num_joins ? "data hold" : "file holds");
         goto fail;
     }
-    r->pc = (ctf__parse_cfg){.path = r->path, .streams = r->streams,
-                             .num_streams = cfg->num_streams, .precision = cfg->precision,
-                             .line_mode = r->idx->line_mode, .frame_mode = cfg->frame_mode,
-                             .trace_level = cfg->trace_level};
     r->randomized = cfg->randomize && cfg->randomization_window > 0;
-    r->sweep_samples = r->idx->total_samples;
+    r->sweep_samples = r->src->total_samples;
     r->limit = compute_limit(cfg, r->sweep_samples);
     r->num_workers = cfg->num_workers;
     r->rank = cfg->worker_rank;
-    const size_t nc = r->idx->num_chunks;
+    const size_t nc = r->src->num_chunks;
     r->resident = CTF_CALLOC(nc, sizeof *r->resident);
     r->resident_list = CTF_MALLOC(nc * sizeof *r->resident_list);
     r->committed = CTF_CALLOC(nc, 1);
@@ -521,12 +490,15 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
         rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
         goto fail;
     }
-    r->stats.num_streams = cfg->num_streams;
-    r->stats.warnings = r->idx->warnings; /* e.g. a repeated sequence id found while indexing */
+    r->stats.num_streams = r->cfg.num_streams;
+    r->stats.warnings = r->src->warnings; /* e.g. a repeated sequence id found while indexing */
+    r->stats.dropped_sequences = r->src->dropped_sequences; /* keys a join did not find */
+    r->stats.keys_missing = r->src->keys_missing;
+    r->stats.keys_unmatched = r->src->keys_unmatched;
     size_t widest = 1;
-    for (size_t c = 0; c < nc; c++) widest = CTF_MAX(widest, r->idx->chunks[c].num_seqs);
+    for (size_t c = 0; c < nc; c++) widest = CTF_MAX(widest, r->src->chunks[c].num_seqs);
     r->scan_limit = (cfg->prefetch_chunks + 2) * widest;
-    rc = ctf__loader_create(&r->pc, r->idx, cfg->max_errors, cfg->num_threads, &r->loader, err);
+    rc = ctf__loader_create(&r->pc, r->src, cfg->num_threads, &r->loader, err);
     if (rc) goto fail;
     rc = load_sweep(r, 0);
     if (rc) {
@@ -570,7 +542,7 @@ static int fail_dead(ctf_reader *r, int rc)
 static int finish_minibatch(ctf_reader *r, size_t np, uint64_t first_sweep, bool end_of_sweep,
                             ctf_minibatch **out)
 {
-    ctf__mb_info info = {r->position, first_sweep, end_of_sweep};
+    ctf__mb_info info = {r->position, first_sweep, end_of_sweep, r->src->num_files > 1};
     int rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
     if (rc) return fail_dead(r, rc);
     evict_passed(r);
@@ -620,7 +592,10 @@ static int bptt_fetch(ctf_reader *r, bptt_slot *s, bool *end_of_sweep)
     s->sweep = r->cur_sweep;
     s->tslot = r->cur_slot;
     s->offset = 0;
-    s->length = r->idx->seqs[seq].samples;
+    const ctf__seq *q;
+    rc = ctf__source_seq(r->src, chunk, seq, &q, &r->err);
+    if (rc) return rc;
+    s->length = q->samples;
     r->pins[s->chunk]++;
     r->consumed[s->chunk]++;
     r->position += s->length;
@@ -643,9 +618,12 @@ static int bptt_check(ctf_reader *r, bptt_slot *s, const ctf__chunk_data *cd, si
     const ctf__slice *sl = &cd->slices[local * ns];
     for (size_t k = 1; k < ns; k++) {
         if (sl[k].count == sl[0].count) continue;
-        const ctf__seq *q = &r->idx->seqs[s->seq];
+        const ctf__seq *q;
+        int rc = ctf__source_seq(r->src, s->chunk, s->seq, &q, &r->err);
+        if (rc) return rc;
         ctf_error e;
-        ctf__fail(&e, CTF_EPARSE, (ctf__where){r->path, q->line + 1, 1, (int64_t)q->offset},
+        ctf__fail(&e, CTF_EPARSE,
+                  (ctf__where){chunk_path(r, s->chunk), q->line + 1, 1, (int64_t)q->offset},
                   "truncation_length: sequence %llu has %u samples in stream '%s' but %u in "
                   "'%s' (truncated BPTT needs equal lengths); sequence dropped",
                   (unsigned long long)q->key, sl[0].count, r->streams[0].name, sl[k].count,
@@ -656,7 +634,7 @@ static int bptt_check(ctf_reader *r, bptt_slot *s, const ctf__chunk_data *cd, si
             return ctf__fail(&r->err, CTF_EPARSE, (ctf__where){e.path, e.line, e.column, e.offset},
                              "%s; reached the maximum number of allowed errors (%" PRIu64
                              ") reading %s",
-                             e.message, r->cfg.max_errors, r->path);
+                             e.message, r->cfg.max_errors, e.path);
         }
         reader_log(r, CTF_SEV_ERROR, &e);
         s->skip = true;
@@ -698,15 +676,18 @@ static int bptt_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
                 const ctf__chunk_data *cd;
                 rc = get_chunk(r, s->chunk, &cd);
                 if (rc) return fail_dead(r, rc);
-                size_t local = s->seq - r->idx->chunks[s->chunk].first_seq;
+                size_t local = s->seq - r->src->chunks[s->chunk].first_seq;
                 if (s->offset == 0 && !cd->dropped[local]) {
                     rc = bptt_check(r, s, cd, local);
                     if (rc) return fail_dead(r, rc);
                 }
                 if (!cd->dropped[local] && !s->skip) {
-                    const ctf__seq *q = &r->idx->seqs[s->seq];
+                    const ctf__seq *q;
+                    rc = ctf__source_seq(r->src, s->chunk, s->seq, &q, &r->err);
+                    if (rc) return fail_dead(r, rc);
                     rc = add_pick(r, np++, (ctf__pick){cd, local, q->key, q->line, cnt,
-                                                       s->offset, cnt});
+                                                       s->offset, cnt,
+                                                       r->src->chunk_file[s->chunk]});
                     if (rc) return fail_dead(r, rc);
                 }
             }
@@ -762,10 +743,17 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         if (r->randomized && r->cur_slot + 8 < ctf__sweepgen_num_slots(r->gen)) {
             size_t ahead;
             ctf_error ignored;
-            if (!ctf__sweepgen_get(r->gen, r->cur_slot + 8, &ahead, NULL, &ignored))
-                CTF_PREFETCH(&r->idx->seqs[ahead]);
+            size_t home;
+            const ctf__seq *aq;
+            if (!ctf__sweepgen_get(r->gen, r->cur_slot + 8, &ahead, &home, &ignored) &&
+                !ctf__source_seq(r->src, ctf__sweepgen_chunk_at(r->gen)[home], ahead, &aq,
+                                 &ignored))
+                CTF_PREFETCH(aq);
         }
-        uint64_t smp = r->idx->seqs[seq].samples;
+        const ctf__seq *q;
+        rc = ctf__source_seq(r->src, chunk, seq, &q, &r->err);
+        if (rc) return fail_dead(r, rc);
+        uint64_t smp = q->samples;
         if (n > 0 && total + smp > num_samples) break;
         if (n == r->cut_cap &&
             ctf__grow((void **)&r->cut, &r->cut_cap, n + 1, sizeof *r->cut))
@@ -803,10 +791,13 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         const ctf__chunk_data *cd;
         rc = get_chunk(r, r->cut[i].chunk, &cd);
         if (rc) return fail_dead(r, rc);
-        size_t local = r->cut[i].seq - r->idx->chunks[r->cut[i].chunk].first_seq;
+        size_t local = r->cut[i].seq - r->src->chunks[r->cut[i].chunk].first_seq;
         if (cd->dropped[local]) continue;
-        const ctf__seq *s = &r->idx->seqs[r->cut[i].seq];
-        rc = add_pick(r, np++, (ctf__pick){cd, local, s->key, s->line, s->samples, 0, UINT32_MAX});
+        const ctf__seq *s;
+        rc = ctf__source_seq(r->src, r->cut[i].chunk, r->cut[i].seq, &s, &r->err);
+        if (rc) return fail_dead(r, rc);
+        rc = add_pick(r, np++, (ctf__pick){cd, local, s->key, s->line, s->samples, 0, UINT32_MAX,
+                                           r->src->chunk_file[r->cut[i].chunk]});
         if (rc) return fail_dead(r, rc);
     }
 
@@ -845,7 +836,10 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     while (slot < n && acc < within) {
         rc = slot_seq(r, slot, &seq, &chunk);
         if (rc) return fail_dead(r, rc);
-        acc += r->idx->seqs[seq].samples;
+        const ctf__seq *q;
+        rc = ctf__source_seq(r->src, chunk, seq, &q, &r->err);
+        if (rc) return fail_dead(r, rc);
+        acc += q->samples;
         r->consumed[chunk]++;
         ctf__sweepgen_release(r->gen, ++slot);
     }
@@ -861,8 +855,8 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     r->position = k * r->sweep_samples + acc;
     r->ended = r->position >= r->limit;
     ctf__loader_drop_all(r->loader);
-    memset(r->requested, 0, r->idx->num_chunks);
-    memset(r->requested_next, 0, r->idx->num_chunks);
+    memset(r->requested, 0, r->src->num_chunks);
+    memset(r->requested_next, 0, r->src->num_chunks);
     r->outstanding = 0;
     r->scan_slot = slot;
     r->scan_next = 0;
@@ -874,6 +868,17 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
 uint64_t ctf_reader_position(const ctf_reader *r) { return r->position; }
 const ctf_error *ctf_reader_error(const ctf_reader *r) { return &r->err; }
 const ctf_index *ctf_reader_index(const ctf_reader *r) { return r->idx; }
+size_t ctf_reader_num_files(const ctf_reader *r) { return r->src->num_files; }
+
+const char *ctf_reader_file_path(const ctf_reader *r, size_t i)
+{
+    return i < r->src->num_files ? r->src->files[i].path : NULL;
+}
+
+const ctf_index *ctf_reader_file_index(const ctf_reader *r, size_t i)
+{
+    return i < r->src->num_files ? r->src->files[i].idx : NULL;
+}
 
 void ctf_reader_get_stats(const ctf_reader *r, ctf_stats *stats)
 {
@@ -890,8 +895,8 @@ int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
     r->num_workers = num_workers;
     r->rank = rank;
     ctf__loader_drop_all(r->loader);
-    memset(r->requested, 0, r->idx->num_chunks);
-    memset(r->requested_next, 0, r->idx->num_chunks);
+    memset(r->requested, 0, r->src->num_chunks);
+    memset(r->requested_next, 0, r->src->num_chunks);
     r->outstanding = 0;
     r->scan_slot = r->cur_slot;
     r->scan_next = 0;
@@ -899,374 +904,15 @@ int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
     return 0;
 }
 
-/* The configuration that shapes the timeline, hashed for the checkpoint fingerprint. */
-static uint64_t config_hash(const ctf_reader *r)
+/*======================================================================
+ * For the checkpoint code (state.c)
+ *====================================================================*/
+
+int ctf__reader_fail_dead(ctf_reader *r, int rc) { return fail_dead(r, rc); }
+void ctf__reader_evict_passed(ctf_reader *r) { evict_passed(r); }
+void ctf__reader_schedule_prefetch(ctf_reader *r) { schedule_prefetch(r); }
+void ctf__reader_bptt_release(ctf_reader *r, bptt_slot *s) { bptt_release(r, s); }
+size_t ctf__reader_chunk_of_seq(const ctf_reader *r, size_t seq)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-#define MIX(v)                                                                     \
-    do {                                                                           \
-        uint64_t v_ = (uint64_t)(v);                                               \
-        for (int b_ = 0; b_ < 8; b_++) h = (h ^ ((v_ >> (8 * b_)) & 0xff)) * 0x100000001b3ull; \
-    } while (0)
-    MIX(r->randomized);
-    MIX(r->cfg.randomization_seed);
-    MIX(r->cfg.randomization_window);
-    MIX(r->cfg.window_in_samples);
-    MIX(r->cfg.chunk_size_bytes);
-    MIX(r->cfg.skip_sequence_ids);
-    MIX(r->cfg.frame_mode);
-    MIX(r->cfg.num_streams);
-    for (size_t k = 0; k < r->cfg.num_streams; k++) {
-        const ctf_stream_def *s = &r->streams[k];
-        for (const char *p = s->name; *p; p++) MIX(*p);
-        const char *a = s->alias ? s->alias : "";
-        MIX(0);
-        for (const char *p = a; *p; p++) MIX(*p);
-        MIX(s->dim);
-        MIX(s->is_sparse);
-        MIX(s->defines_mb_size);
-    }
-#undef MIX
-    return h;
-}
-
-int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *len)
-{
-    char head[640];
-    int n = snprintf(head, sizeof head,
-                     "{\"version\": 1, \"minibatchSourcePosition\": %" PRIu64
-                     ", \"sweep\": %" PRIu64 ", \"file_size\": %" PRIu64
-                     ", \"sequences\": %zu, \"samples_per_sweep\": %" PRIu64
-                     ", \"index_hash\": \"%016" PRIx64 "\", \"config_hash\": \"%016" PRIx64
-                     "\", \"randomization_seed\": %" PRIu64 ", \"randomization_window\": %" PRIu64
-                     ", \"window_in_samples\": %d, \"chunk_size_bytes\": %" PRIu64
-                     ", \"mtime_ns\": %" PRId64,
-                     r->position, r->cur_sweep, r->idx->file.size, r->idx->num_seqs,
-                     r->sweep_samples, r->idx->hash, config_hash(r), r->cfg.randomization_seed,
-                     r->cfg.randomization_window, (int)r->cfg.window_in_samples,
-                     r->cfg.chunk_size_bytes, r->idx->file.mtime_ns);
-    if (n < 0 || (size_t)n >= sizeof head) return CTF_EINVAL;
-    /* Truncated BPTT: the slots' partly delivered sequences, as "sweep.slot.offset.owner" (or
-     * "-" for an idle slot), ';'-separated, so that a restore continues mid-sequence. */
-    size_t need = (size_t)n + 16 + r->num_bp * 84 + 3;
-    char *tmp = CTF_MALLOC(need);
-    if (!tmp) return CTF_ENOMEM;
-    size_t at = (size_t)n;
-    memcpy(tmp, head, at);
-    if (r->cfg.truncation_length) {
-        at += (size_t)snprintf(tmp + at, need - at, ", \"bptt\": \"");
-        for (size_t j = 0; j < r->num_bp; j++) {
-            const bptt_slot *sl = &r->bp[j];
-            if (j) tmp[at++] = ';';
-            if (!sl->busy)
-                tmp[at++] = '-';
-            else
-                at += (size_t)snprintf(tmp + at, need - at, "%" PRIu64 ".%zu.%u.%" PRIu64,
-                                       sl->sweep, sl->tslot, sl->offset, sl->owner_pos);
-        }
-        tmp[at++] = '"';
-    }
-    tmp[at++] = '}';
-    tmp[at] = 0;
-    *len = at;
-    int rc = 0;
-    if (cap != 0) {
-        if (at + 1 > cap)
-            rc = CTF_ELIMIT;
-        else
-            memcpy(buf, tmp, at + 1);
-    }
-    CTF_FREE(tmp);
-    return rc;
-}
-
-/* A flat JSON object reader for the state: string keys, number / string / bool values, kept as
- * spans of the input. It accepts nothing else, so arbitrary bytes fail cleanly (fuzzed). */
-typedef struct kv {
-    const char *key, *val;
-    size_t klen, vlen;
-} kv;
-
-static const char *json_ws(const char *p, const char *e)
-{
-    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
-    return p;
-}
-
-static const char *json_str(const char *p, const char *e, const char **out, size_t *len)
-{
-    if (p >= e || *p != '"') return NULL;
-    const char *b = ++p;
-    while (p < e && *p != '"') {
-        if (*p == '\\' || (unsigned char)*p < 32) return NULL;
-        p++;
-    }
-    if (p >= e) return NULL;
-    *out = b;
-    *len = (size_t)(p - b);
-    return p + 1;
-}
-
-static int json_flat(const char *s, size_t len, kv *kvs, size_t max, size_t *count)
-{
-    const char *p = s, *e = s + len;
-    *count = 0;
-    p = json_ws(p, e);
-    if (p >= e || *p++ != '{') return -1;
-    p = json_ws(p, e);
-    if (p < e && *p == '}') return json_ws(p + 1, e) == e ? 0 : -1;
-    for (;;) {
-        if (*count == max) return -1;
-        kv *x = &kvs[(*count)++];
-        p = json_str(json_ws(p, e), e, &x->key, &x->klen);
-        if (!p) return -1;
-        p = json_ws(p, e);
-        if (p >= e || *p++ != ':') return -1;
-        p = json_ws(p, e);
-        if (p < e && *p == '"') {
-            p = json_str(p, e, &x->val, &x->vlen);
-            if (!p) return -1;
-        } else {
-            x->val = p;
-            while (p < e && (isalnum((unsigned char)*p) || *p == '-' || *p == '+' || *p == '.'))
-                p++;
-            x->vlen = (size_t)(p - x->val);
-            if (!x->vlen) return -1;
-        }
-        p = json_ws(p, e);
-        if (p >= e) return -1;
-        if (*p == ',') {
-            p++;
-            continue;
-        }
-        if (*p++ != '}') return -1;
-        p = json_ws(p, e);
-        return p == e ? 0 : -1;
-    }
-}
-
-/* The value of `key` as a NUL-terminated string in buf (cut to cap), or NULL if absent. */
-static const char *kv_get(const kv *kvs, size_t n, const char *key, char *buf, size_t cap)
-{
-    size_t kl = strlen(key);
-    for (size_t i = 0; i < n; i++)
-        if (kvs[i].klen == kl && !memcmp(kvs[i].key, key, kl)) {
-            size_t m = CTF_MIN(kvs[i].vlen, cap - 1);
-            memcpy(buf, kvs[i].val, m);
-            buf[m] = 0;
-            return buf;
-        }
-    return NULL;
-}
-
-static const kv *kv_find(const kv *kvs, size_t n, const char *key)
-{
-    size_t kl = strlen(key);
-    for (size_t i = 0; i < n; i++)
-        if (kvs[i].klen == kl && !memcmp(kvs[i].key, key, kl)) return &kvs[i];
-    return NULL;
-}
-
-static bool parse_u64(const char *s, uint64_t *v)
-{
-    if (!s || !*s) return false;
-    uint64_t x = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9') return false;
-        unsigned d = (unsigned)(*s - '0');
-        if (x > (UINT64_MAX - d) / 10) return false;
-        x = x * 10 + d;
-    }
-    *v = x;
-    return true;
-}
-
-/* Parses "a.b.c.d" (four unsigned numbers) from [p, e). */
-static bool parse_quad(const char *p, const char *e, uint64_t q[4])
-{
-    for (int i = 0; i < 4; i++) {
-        if (p >= e || *p < '0' || *p > '9') return false;
-        uint64_t x = 0;
-        while (p < e && *p >= '0' && *p <= '9') {
-            unsigned d = (unsigned)(*p - '0');
-            if (x > (UINT64_MAX - d) / 10) return false;
-            x = x * 10 + d;
-            p++;
-        }
-        q[i] = x;
-        if (i < 3) {
-            if (p >= e || *p != '.') return false;
-            p++;
-        }
-    }
-    return p == e;
-}
-
-/* Rebuilds the BPTT slots from the state's "bptt" field (after the seek). The sequence of an
- * entry is found by running a temporary generator of its sweep up to its slot; entries are
- * visited in (sweep, slot) order so one pass per sweep suffices. */
-typedef struct bptt_entry {
-    uint64_t v[4];           /* sweep, slot, offset, owner */
-    size_t at;               /* index of the BPTT slot */
-} bptt_entry;
-
-static int cmp_entry(const void *a, const void *b)
-{
-    const bptt_entry *x = a, *y = b;
-    if (x->v[0] != y->v[0]) return x->v[0] < y->v[0] ? -1 : 1;
-    if (x->v[1] != y->v[1]) return x->v[1] < y->v[1] ? -1 : 1;
-    return 0;
-}
-
-static int restore_bptt(ctf_reader *r, const kv *field)
-{
-    for (size_t j = 0; j < r->num_bp; j++) bptt_release(r, &r->bp[j]);
-    r->num_bp = 0;
-    if (!field) return 0;
-    const char *p = field->val, *e = field->val + field->vlen;
-    bptt_entry *ents = NULL;
-    size_t nents = 0, cap = 0;
-    ctf__sweep_gen *g = NULL;
-    int rc = 0;
-    while (p < e) {
-        const char *q = memchr(p, ';', (size_t)(e - p));
-        if (!q) q = e;
-        if (ctf__grow((void **)&r->bp, &r->bp_cap, r->num_bp + 1, sizeof *r->bp)) goto oom;
-        memset(&r->bp[r->num_bp], 0, sizeof *r->bp);
-        if (!(q - p == 1 && *p == '-')) {
-            if (ctf__grow((void **)&ents, &cap, nents + 1, sizeof *ents)) goto oom;
-            if (!parse_quad(p, q, ents[nents].v)) goto bad;
-            ents[nents++].at = r->num_bp;
-        }
-        r->num_bp++;
-        p = q < e ? q + 1 : e;
-    }
-    if (nents) qsort(ents, nents, sizeof *ents, cmp_entry); /* ents is NULL when none */
-    size_t next_slot = 0;
-    for (size_t i = 0; i < nents; i++) {
-        const uint64_t *v = ents[i].v;
-        if (v[1] >= r->idx->num_seqs) goto bad;
-        if (!g || ctf__sweepgen_sweep(g) != v[0] || v[1] < next_slot) {
-            ctf__sweepgen_free(g);
-            g = NULL;
-            rc = ctf__sweepgen_create(r->idx->chunks, r->idx->num_chunks,
-                                      r->cfg.randomization_window, r->cfg.window_in_samples,
-                                      r->cfg.randomization_seed, v[0], r->randomized, &g, &r->err);
-            if (rc) goto fail;
-            next_slot = 0;
-        }
-        size_t seq, home;
-        for (; next_slot < v[1]; next_slot++) {
-            rc = ctf__sweepgen_get(g, next_slot, &seq, &home, &r->err);
-            if (rc) goto fail;
-            ctf__sweepgen_release(g, next_slot + 1);
-        }
-        rc = ctf__sweepgen_get(g, (size_t)v[1], &seq, &home, &r->err);
-        if (rc) goto fail;
-        bptt_slot *s = &r->bp[ents[i].at];
-        s->seq = seq;
-        s->chunk = chunk_of_seq(r->idx, seq);
-        s->length = r->idx->seqs[seq].samples;
-        if (v[2] >= s->length) goto bad;
-        s->busy = true;
-        s->sweep = v[0];
-        s->tslot = (size_t)v[1];
-        s->offset = (uint32_t)v[2];
-        s->owner_pos = v[3];
-        r->pins[s->chunk]++;
-    }
-    ctf__sweepgen_free(g);
-    CTF_FREE(ents);
-    return 0;
-oom:
-    rc = ctf__fail(&r->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
-    goto fail;
-bad:
-    rc = ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
-                   "checkpoint state: malformed \"bptt\" slot list");
-fail:
-    for (size_t j = 0; j < r->num_bp; j++) bptt_release(r, &r->bp[j]);
-    r->num_bp = 0;
-    ctf__sweepgen_free(g);
-    CTF_FREE(ents);
-    return rc;
-}
-
-int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
-{
-    if (r->dead) return r->err.code;
-    kv kvs[32];
-    size_t n;
-    char b1[72];
-    if (!state || json_flat(state, len, kvs, 32, &n) != 0)
-        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
-                         "checkpoint state: not a ctfio state (expected a flat JSON object)");
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = 0; j < i; j++)
-            if (kvs[i].klen == kvs[j].klen && !memcmp(kvs[i].key, kvs[j].key, kvs[i].klen))
-                return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
-                                 "checkpoint state: key \"%.*s\" appears twice",
-                                 (int)CTF_MIN(kvs[i].klen, (size_t)64), kvs[i].key);
-    uint64_t version, pos;
-    if (!parse_u64(kv_get(kvs, n, "version", b1, sizeof b1), &version) || version != 1)
-        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
-                         "checkpoint state: unsupported or missing version (this reader "
-                         "writes version 1)");
-    if (!parse_u64(kv_get(kvs, n, "minibatchSourcePosition", b1, sizeof b1), &pos) ||
-        pos > CTF_MAX_POSITION)
-        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
-                         "checkpoint state: missing or invalid minibatchSourcePosition (a "
-                         "number <= %" PRIu64 ")", (uint64_t)CTF_MAX_POSITION);
-    /* Field-by-field fingerprint check; mtime alone is not checked, so a checkpoint can move
-     * with an identical copy of the data. */
-    char diff[CTF_ERROR_MSG_MAX] = "";
-    size_t dl = 0;
-    uint64_t v;
-    char hex[32];
-#define CHECK_U64(name, mine)                                                               \
-    do {                                                                                    \
-        const char *s_ = kv_get(kvs, n, name, b1, sizeof b1);                               \
-        if (!parse_u64(s_, &v) || v != (uint64_t)(mine))                                    \
-            dl += (size_t)snprintf(diff + dl, dl < sizeof diff ? sizeof diff - dl : 0,      \
-                                   "%s%s: state has %s, reader has %" PRIu64, dl ? "; " : "", \
-                                   name, s_ ? s_ : "nothing", (uint64_t)(mine));            \
-    } while (0)
-#define CHECK_HEX(name, mine)                                                               \
-    do {                                                                                    \
-        const char *s_ = kv_get(kvs, n, name, b1, sizeof b1);                               \
-        snprintf(hex, sizeof hex, "%016" PRIx64, (uint64_t)(mine));                         \
-        if (!s_ || strcmp(s_, hex))                                                         \
-            dl += (size_t)snprintf(diff + dl, dl < sizeof diff ? sizeof diff - dl : 0,      \
-                                   "%s%s: state has %s, reader has %s", dl ? "; " : "", name, \
-                                   s_ ? s_ : "nothing", hex);                               \
-    } while (0)
-    CHECK_U64("file_size", r->idx->file.size);
-    CHECK_U64("sequences", r->idx->num_seqs);
-    CHECK_U64("samples_per_sweep", r->sweep_samples);
-    CHECK_HEX("index_hash", r->idx->hash);
-    CHECK_U64("randomization_seed", r->cfg.randomization_seed);
-    CHECK_U64("randomization_window", r->cfg.randomization_window);
-    CHECK_U64("window_in_samples", r->cfg.window_in_samples);
-    CHECK_U64("chunk_size_bytes", r->cfg.chunk_size_bytes);
-    CHECK_HEX("config_hash", config_hash(r));
-#undef CHECK_U64
-#undef CHECK_HEX
-    if (dl)
-        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
-                         "checkpoint state does not fit this reader's data or configuration: %s",
-                         diff);
-    const kv *bptt = kv_find(kvs, n, "bptt");
-    if (bptt && !r->cfg.truncation_length)
-        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
-                         "checkpoint state: saved with truncation_length but this reader has none");
-    int rc = ctf_reader_seek(r, pos);
-    if (rc) return rc;
-    if (r->cfg.truncation_length) {
-        rc = restore_bptt(r, bptt);
-        if (rc) return rc == CTF_ESTATE ? rc : fail_dead(r, rc);
-        r->ended = false;
-        evict_passed(r);
-        schedule_prefetch(r);
-    }
-    return 0;
+    return chunk_of_seq(r->src, seq);
 }

@@ -43,6 +43,9 @@ static const char usage_text[] =
     "      input.features.dim=10) and defines $KEY$ for substitution.\n"
     "or from flags:\n"
     "  --file PATH --input NAME:DIM:dense|sparse[:ALIAS] [--input ...]\n"
+    "      --file may be repeated, and PATH may be a pattern ('data/part-*.ctf', quoted):\n"
+    "      the files are read as one corpus, in the order given (a pattern's matches in\n"
+    "      byte-wise sorted order); stats and check report each file and the total.\n"
     "\n"
     "Reader parameters (override the configuration file):\n"
     "  --precision float|double      --randomize true|false      --seed N\n"
@@ -74,13 +77,15 @@ static void usage_error(const char *fmt, const char *arg)
  *====================================================================*/
 
 #define MAX_OVERRIDES 128
+#define MAX_FILE_ARGS 1024
 
 typedef struct opts {
     const char *command;
     const char *config_file, *section;
     const char *overrides[MAX_OVERRIDES];
     size_t num_overrides;
-    const char *file;
+    const char *files[MAX_FILE_ARGS]; /* --file, repeated */
+    size_t num_files;
     ctf_stream_def streams[CTF_MAX_STREAMS];
     char *stream_specs[CTF_MAX_STREAMS];
     size_t num_streams;
@@ -155,7 +160,10 @@ static void parse_args(opts *o, int argc, char **argv)
             exit(0);
         } else if (!strcmp(a, "--config")) o->config_file = NEXT();
         else if (!strcmp(a, "--section")) o->section = NEXT();
-        else if (!strcmp(a, "--file")) o->file = NEXT();
+        else if (!strcmp(a, "--file")) {
+            if (o->num_files == MAX_FILE_ARGS) usage_error("--file: too many (%s); use a pattern", a);
+            o->files[o->num_files++] = NEXT();
+        }
         else if (!strcmp(a, "--input")) parse_input_spec(o, NEXT());
         else if (!strcmp(a, "--precision")) o->precision = NEXT();
         else if (!strcmp(a, "--randomize")) o->randomize = NEXT();
@@ -233,7 +241,16 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
     } else if (o->num_overrides) {
         usage_error("KEY=VALUE overrides need --config (got '%s')", o->overrides[0]);
     }
-    if (o->file) cfg->path = o->file;
+    /* One plain path is the single-file reader as always; several, or a pattern, a corpus. */
+    if (o->num_files == 1 && !strpbrk(o->files[0], "*?[")) {
+        cfg->path = o->files[0];
+        cfg->paths = NULL;
+        cfg->num_paths = 0;
+    } else if (o->num_files) {
+        cfg->path = NULL;
+        cfg->paths = o->files;
+        cfg->num_paths = o->num_files;
+    }
     if (o->num_streams) {
         cfg->streams = o->streams;
         cfg->num_streams = o->num_streams;
@@ -283,9 +300,12 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
     if (o->rank) cfg->worker_rank = (size_t)parse_u64_arg("--rank", o->rank);
     cfg->log = cli_log;
     cfg->log_user = lc;
-    if (!cfg->path) usage_error("no data file: give --config FILE or --file PATH%s", "");
+    if (!cfg->path && !cfg->num_paths)
+        usage_error("no data file: give --config FILE or --file PATH%s", "");
     if (!cfg->num_streams) usage_error("no inputs: give --config FILE or --input NAME:DIM:FORMAT%s", "");
-    if (ctf_config_validate(cfg, &err)) return die_error(&err);
+    ctf_config vc = *cfg; /* a corpus is checked as its first file; the reader checks the rest */
+    if (!vc.path && vc.num_paths) vc.path = vc.paths[0];
+    if (ctf_config_validate(&vc, &err)) return die_error(&err);
     return 0;
 }
 
@@ -325,13 +345,44 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
     ctf_stats st;
     ctf_index_info info;
     ctf_reader_get_stats(r, &st);
-    ctf_index_get_info(ctf_reader_index(r), &info);
-    printf("file: %s\n", cfg->path);
-    printf("mode: %s\n", info.line_mode ? "line (one sequence per line)" : "sequence ids");
+    const size_t nf = ctf_reader_num_files(r);
+    if (nf == 1 && !cfg->num_joins) {
+        ctf_index_get_info(ctf_reader_index(r), &info);
+        printf("file: %s\n", ctf_reader_file_path(r, 0));
+        printf("mode: %s\n", info.line_mode ? "line (one sequence per line)" : "sequence ids");
+    } else {
+        /* A corpus: each file's index, then the totals. */
+        ctf_index_info sum = {0};
+        printf("files: %zu\n", nf);
+        for (size_t f = 0; f < nf; f++) {
+            ctf_index_get_info(ctf_reader_file_index(r, f), &info);
+            printf("file %zu: %s: %s, bytes %" PRIu64 ", lines %" PRIu64 ", sequences %" PRIu64
+                   ", index samples %" PRIu64 ", chunks %" PRIu64 "\n",
+                   f, ctf_reader_file_path(r, f), info.line_mode ? "line mode" : "sequence ids",
+                   info.file_size, info.lines, info.sequences, info.samples, info.chunks);
+            sum.file_size += info.file_size;
+            sum.lines += info.lines;
+            sum.sequences += info.sequences;
+            sum.samples += info.samples;
+            sum.chunks += info.chunks;
+        }
+        info = sum;
+        printf("total:\n");
+    }
     printf("bytes: %" PRIu64 "\nlines: %" PRIu64 "\nsequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nchunks: %" PRIu64 "\n",
            info.file_size, info.lines, info.sequences, info.samples, info.chunks);
-    for (size_t k = 0; k < cfg->num_streams; k++) {
+    /* Every deserializer's streams: the primary's, then each joined one's (stats order). */
+    size_t total = cfg->num_streams;
+    for (size_t j = 0; j < cfg->num_joins; j++) total += cfg->joins[j].num_streams;
+    for (size_t k = 0; k < total && k < CTF_MAX_STREAMS; k++) {
         const ctf_stream_def *d = &cfg->streams[k];
+        for (size_t j = 0, base = cfg->num_streams; k >= cfg->num_streams; j++) {
+            if (k < base + cfg->joins[j].num_streams) {
+                d = &cfg->joins[j].streams[k - base];
+                break;
+            }
+            base += cfg->joins[j].num_streams;
+        }
         printf("stream %s (%s, dim %zu, alias %s): samples %" PRIu64 ", non-zeros %" PRIu64
                ", dropped samples %" PRIu64 "\n",
                d->name, d->is_sparse ? "sparse" : "dense", d->dim,
@@ -341,6 +392,10 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
     printf("errors: %" PRIu64 " (maxErrors %" PRIu64 ")\nwarnings: %" PRIu64
            "\ndropped rows: %" PRIu64 "\ndropped sequences: %" PRIu64 "\n",
            st.errors, cfg->max_errors, st.warnings, st.dropped_rows, st.dropped_sequences);
+    if (cfg->num_joins)
+        printf("keys missing in a joined deserializer: %" PRIu64
+               "\nkeys only in joined deserializers: %" PRIu64 "\n",
+               st.keys_missing, st.keys_unmatched);
 }
 
 static int cmd_check(ctf_config *cfg)
@@ -356,19 +411,25 @@ static int cmd_check(ctf_config *cfg)
 }
 
 /* The distribution of sequence lengths (index samples) as a text histogram: power-of-two
- * buckets from the shortest to the longest sequence, a bar of up to 40 '#' each (at least one
+ * buckets from the shortest to the longest sequence of every file, a bar of up to 40 '#' each (at least one
  * for a non-empty bucket, so that no length present is hidden). */
-static void print_length_histogram(const ctf_index *idx, uint64_t sequences)
+static void print_length_histogram(const ctf_reader *r)
 {
-    uint64_t hist[65] = {0}, total = 0, lo = UINT64_MAX, hi = 0;
-    for (size_t i = 0; i < sequences; i++) {
-        uint64_t n = ctf_index_sequence_samples(idx, i);
-        int b = 0;
-        while (b < 64 && ((uint64_t)1 << b) <= n) b++;
-        hist[b]++;
-        total += n;
-        if (n < lo) lo = n;
-        if (n > hi) hi = n;
+    uint64_t hist[65] = {0}, total = 0, lo = UINT64_MAX, hi = 0, sequences = 0;
+    for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
+        const ctf_index *idx = ctf_reader_file_index(r, f);
+        ctf_index_info info;
+        ctf_index_get_info(idx, &info);
+        for (size_t i = 0; i < info.sequences; i++) {
+            uint64_t n = ctf_index_sequence_samples(idx, i);
+            int b = 0;
+            while (b < 64 && ((uint64_t)1 << b) <= n) b++;
+            hist[b]++;
+            total += n;
+            if (n < lo) lo = n;
+            if (n > hi) hi = n;
+        }
+        sequences += info.sequences;
     }
     if (!sequences) return;
     printf("sequence lengths (index samples): min %" PRIu64 ", mean %.2f, max %" PRIu64 "\n", lo,
@@ -402,11 +463,14 @@ static int cmd_stats(ctf_config *cfg)
         return rc;
     }
     print_summary(cfg, r);
-    const ctf_index *idx = ctf_reader_index(r);
     ctf_index_info info;
-    ctf_index_get_info(idx, &info);
-    print_length_histogram(idx, info.sequences);
-    printf("longest sequence: %" PRIu64 " samples\n", info.max_sequence_samples);
+    uint64_t longest = 0;
+    for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
+        ctf_index_get_info(ctf_reader_file_index(r, f), &info);
+        if (info.max_sequence_samples > longest) longest = info.max_sequence_samples;
+    }
+    print_length_histogram(r);
+    printf("longest sequence: %" PRIu64 " samples\n", longest);
     ctf_reader_free(r);
     return 0;
 }
@@ -417,6 +481,27 @@ static int cmd_index(ctf_config *cfg)
     ctf_index *idx;
     char cpath[1100];
     cfg->cache_index = true;
+    if (cfg->num_paths) {
+        /* A corpus: every file's cache, through a reader (which expands the patterns). */
+        ctf_reader *r;
+        if (ctf_reader_open(cfg, &r, &err)) return die_error(&err);
+        ctf_index_info info, sum = {0};
+        for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
+            ctf_index_get_info(ctf_reader_file_index(r, f), &info);
+            printf("index cache: %s (%s): sequences %" PRIu64 ", chunks %" PRIu64 "\n",
+                   ctf_index_cache_path(ctf_reader_file_path(r, f), cpath, sizeof cpath),
+                   info.from_cache ? "valid, loaded" : "built", info.sequences, info.chunks);
+            sum.sequences += info.sequences;
+            sum.samples += info.samples;
+            sum.lines += info.lines;
+            sum.chunks += info.chunks;
+        }
+        printf("files: %zu\nsequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nlines: %" PRIu64
+               "\nchunks: %" PRIu64 "\n", ctf_reader_num_files(r), sum.sequences, sum.samples,
+               sum.lines, sum.chunks);
+        ctf_reader_free(r);
+        return 0;
+    }
     if (ctf_index_build(cfg, &idx, &err)) return die_error(&err);
     ctf_index_info info;
     ctf_index_get_info(idx, &info);

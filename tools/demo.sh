@@ -1,6 +1,7 @@
 #!/bin/sh
 # make demo: generate a sample CTF file, check it, show its statistics, dump it in file order,
-# then read randomized minibatches, save a checkpoint and resume from it. Given a Python with
+# then read randomized minibatches, save a checkpoint and resume from it; read it split into a
+# corpus of shards by two workers, and (in Python) as a composite of two files joined by key. Given a Python with
 # the ctfio package installed (make passes .venv/bin/python), it then trains a model on
 # scikit-learn's digits through training_session (examples/train_digits.py).
 # Usage: demo.sh [CTFIO] [PYTHON]
@@ -36,6 +37,48 @@ if cmp -s $D/a.jsonl $D/b.jsonl; then
 else
     echo "MISMATCH between resumed and uninterrupted run" >&2
     exit 1
+fi
+
+echo
+echo "== a sharded corpus: sample.ctf split into 4 files, read as one data set by 2 workers"
+mkdir -p $D/shards
+python3 - $D <<'PY'
+import sys
+d = sys.argv[1]
+lines = open(d + "/sample.ctf").read().splitlines(True)
+keys = []
+for l in lines:
+    k = l.split(" ", 1)[0]
+    if not keys or keys[-1] != k:
+        keys.append(k)
+per = (len(keys) + 3) // 4
+outs = [open("%s/shards/part-%05d.ctf" % (d, i), "w") for i in range(4)]
+for l in lines:
+    outs[keys.index(l.split(" ", 1)[0]) // per].write(l)
+PY
+set -f # the pattern goes to ctfio, which expands it (byte-wise sorted)
+SHARDS="--file $D/shards/part-*.ctf --input features:4:dense --input labels:3:sparse"
+$CTFIO stats $SHARDS | sed -n '1,11p'
+for r in 0 1; do
+    $CTFIO dump $SHARDS --mb 32 --workers 2 --rank $r --seed 1 --window 4 --chunk-size 512 \
+        --max-sweeps 1 > $D/shards/rank$r.jsonl
+done
+echo "rank 0, first minibatch: $(head -n 1 $D/shards/rank0.jsonl | cut -c1-150)..."
+grep -o '"key": [0-9]*, "file": [0-9]*' $D/shards/rank0.jsonl $D/shards/rank1.jsonl |
+    cut -d: -f2- | sort > $D/shards/seen.txt
+total=$($CTFIO stats $SHARDS | sed -n 's/^sequences: //p')
+if [ "$(wc -l < $D/shards/seen.txt)" -eq "$total" ] && [ -z "$(uniq -d $D/shards/seen.txt)" ]; then
+    echo "one sweep over 2 workers delivered each of the $total sequences of the 4 files exactly once"
+else
+    echo "MISMATCH: the workers did not deliver every sequence exactly once" >&2
+    exit 1
+fi
+set +f
+
+if [ -n "$PY" ]; then
+    echo
+    echo "== Python: a composite source, features and labels in two files joined by key (examples/composite.py)"
+    "$PY" examples/composite.py $D
 fi
 
 if [ -n "$PY" ]; then

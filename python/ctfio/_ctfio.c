@@ -287,13 +287,33 @@ static int to_limit(PyObject *obj, const char *name, uint64_t full, uint64_t *ou
     return to_u64(obj, name, UINT64_MAX, out);
 }
 
-/* The parsed arguments of Reader(); the ctf_config points into these objects. */
+/* A path or a list of paths (a corpus), converted with PyUnicode_FSConverter. */
 typedef struct {
-    PyObject *path;              /* bytes (PyUnicode_FSConverter) */
+    PyObject *keep;              /* list of the bytes objects v points into */
+    const char **v;              /* PyMem */
+    size_t n;
+    bool list;                   /* given as a list (a corpus), not a single path */
+} path_list;
+
+static void path_list_clear(path_list *pl)
+{
+    Py_CLEAR(pl->keep);
+    PyMem_Free(pl->v);
+    pl->v = NULL;
+    pl->n = 0;
+}
+
+/* The parsed arguments of Reader(); the ctf_config points into these objects. */
+typedef struct reader_args {
+    PyObject *path;              /* bytes (PyUnicode_FSConverter): the first file */
     PyObject *keep;              /* tuple of the stream tuples whose strings defs point into */
     PyObject *names;             /* tuple of the stream names */
     PyObject *log;               /* borrowed; NULL for None */
     ctf_stream_def *defs;        /* PyMem */
+    path_list paths;             /* a corpus: path was a list */
+    struct reader_args *jargs;   /* per join: its streams and files (PyMem) */
+    ctf_join_def *joins;         /* PyMem */
+    size_t num_joins;
 } reader_args;
 
 static void reader_args_clear(reader_args *ra)
@@ -303,6 +323,106 @@ static void reader_args_clear(reader_args *ra)
     Py_CLEAR(ra->names);
     PyMem_Free(ra->defs);
     ra->defs = NULL;
+    path_list_clear(&ra->paths);
+    for (size_t j = 0; ra->jargs && j < ra->num_joins; j++) reader_args_clear(&ra->jargs[j]);
+    PyMem_Free(ra->jargs);
+    PyMem_Free(ra->joins);
+    ra->jargs = NULL;
+    ra->joins = NULL;
+    ra->num_joins = 0;
+}
+
+/* A str, bytes or os.PathLike is one path; any other sequence a list of them (a corpus; the
+ * library expands glob patterns in either). */
+static int parse_paths(PyObject *obj, const char *what, path_list *pl)
+{
+    PyObject *seq = NULL;
+    int status = -1;
+    pl->list = !(PyUnicode_Check(obj) || PyBytes_Check(obj) ||
+                 PyObject_HasAttrString(obj, "__fspath__"));
+    if (!pl->list) {
+        seq = PyTuple_Pack(1, obj);
+    } else {
+        seq = PySequence_Tuple(obj);
+        if (!seq) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s: must be a path or a list of paths (got %.100s)",
+                         what, Py_TYPE(obj)->tp_name);
+            return -1;
+        }
+    }
+    if (!seq) return -1;
+    const Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    if (n == 0) {
+        PyErr_Format(PyExc_ValueError, "%s: the list of files is empty", what);
+        goto error;
+    }
+    if (!(pl->keep = PyList_New(0))) goto error;
+    if (!(pl->v = PyMem_Calloc((size_t)n, sizeof *pl->v))) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = NULL;
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(seq, i), &b)) goto error;
+        int rc = PyList_Append(pl->keep, b);
+        Py_DECREF(b); /* the list holds it */
+        if (rc) goto error;
+        pl->v[pl->n++] = PyBytes_AS_STRING(b);
+    }
+    status = 0;
+error:
+    Py_XDECREF(seq);
+    return status;
+}
+
+static int parse_streams(PyObject *streams, ctf_config *cfg, reader_args *ra);
+
+/* joins: a sequence of (paths, streams, skip_sequence_ids) for the deserializers joined by key
+ * to the primary one (ctf_join_def). */
+static int parse_joins(PyObject *joins, ctf_config *cfg, reader_args *ra)
+{
+    PyObject *seq = PySequence_Fast(joins, "joins: must be a sequence of (paths, streams, "
+                                           "skip_sequence_ids) tuples");
+    if (!seq) return -1;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int status = -1;
+    ra->jargs = PyMem_Calloc((size_t)(n ? n : 1), sizeof *ra->jargs);
+    ra->joins = PyMem_Calloc((size_t)(n ? n : 1), sizeof *ra->joins);
+    if (!ra->jargs || !ra->joins) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    ra->num_joins = (size_t)n;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, j);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+            PyErr_Format(PyExc_TypeError, "joins[%zd]: must be a (paths, streams, "
+                         "skip_sequence_ids) tuple (got %R)", j, item);
+            goto error;
+        }
+        reader_args *ja = &ra->jargs[j];
+        ctf_config jc;
+        ctf_config_init(&jc);
+        if (parse_paths(PyTuple_GET_ITEM(item, 0), "joins[].paths", &ja->paths) < 0 ||
+            parse_streams(PyTuple_GET_ITEM(item, 1), &jc, ja) < 0)
+            goto error;
+        int skip = PyObject_IsTrue(PyTuple_GET_ITEM(item, 2));
+        if (skip < 0) goto error;
+        ra->joins[j] = (ctf_join_def){.paths = ja->paths.v, .num_paths = ja->paths.n,
+                                      .streams = jc.streams, .num_streams = jc.num_streams,
+                                      .skip_sequence_ids = skip};
+        /* Every stream's name, the primary's first, for stats(). */
+        PyObject *all = PySequence_Concat(ra->names, ja->names);
+        if (!all) goto error;
+        Py_SETREF(ra->names, all);
+    }
+    cfg->joins = ra->joins;
+    cfg->num_joins = ra->num_joins;
+    status = 0;
+error:
+    Py_DECREF(seq);
+    return status;
 }
 
 /* Fills cfg->streams from a sequence of (name, alias, dim, is_sparse, defines_mb_size). */
@@ -375,7 +495,8 @@ static int reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, 
                              "max_errors", "trace_level", "chunk_size_bytes",
                              "keep_data_in_memory", "frame_mode", "cache_index", "max_samples",
                              "max_sweeps", "truncation_length", "num_workers", "worker_rank",
-                             "num_threads", "prefetch_chunks", "log", NULL};
+                             "num_threads", "prefetch_chunks", "log", "joins", NULL};
+    PyObject *path, *joins = NULL;
     PyObject *streams, *seed = NULL, *window = NULL, *max_errors = NULL, *chunk = NULL;
     PyObject *max_samples = Py_None, *max_sweeps = Py_None, *trunc = NULL, *workers = NULL;
     PyObject *rank = NULL, *threads = NULL, *prefetch = NULL, *log = Py_None;
@@ -383,15 +504,24 @@ static int reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, 
     int randomize = cfg->randomize, in_samples = cfg->window_in_samples;
     int skip_ids = cfg->skip_sequence_ids, keep = cfg->keep_data_in_memory;
     int frame = cfg->frame_mode, cache = cfg->cache_index, trace = cfg->trace_level;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O|$spOOppOiOpppOOOOOOOO:Reader", kwlist,
-                                     PyUnicode_FSConverter, &ra->path, &streams, &precision,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$spOOppOiOpppOOOOOOOOO:Reader", kwlist,
+                                     &path, &streams, &precision,
                                      &randomize, &seed, &window, &in_samples, &skip_ids,
                                      &max_errors, &trace, &chunk, &keep, &frame, &cache,
                                      &max_samples, &max_sweeps, &trunc, &workers, &rank,
-                                     &threads, &prefetch, &log))
+                                     &threads, &prefetch, &log, &joins))
         return -1;
+    /* path: one file, or a list of files and patterns read as one corpus. */
+    if (parse_paths(path, "path", &ra->paths) < 0) return -1;
+    ra->path = Py_NewRef(PyList_GET_ITEM(ra->paths.keep, 0));
     cfg->path = PyBytes_AS_STRING(ra->path);
+    /* A pattern is a corpus even when given alone (as on the command line). */
+    if (ra->paths.list || strpbrk(cfg->path, "*?[")) {
+        cfg->paths = ra->paths.v;
+        cfg->num_paths = ra->paths.n;
+    }
     if (parse_streams(streams, cfg, ra) < 0) return -1;
+    if (joins && joins != Py_None && parse_joins(joins, cfg, ra) < 0) return -1;
     if (!strcmp(precision, "float") || !strcmp(precision, "float32"))
         cfg->precision = CTF_FLOAT32;
     else if (!strcmp(precision, "double") || !strcmp(precision, "float64"))
@@ -775,6 +905,12 @@ static PyObject *Minibatch_lines(MinibatchObject *self, void *Py_UNUSED(closure)
                       "Q", 8, ctf_minibatch_num_sequences(self->mb), -1);
 }
 
+static PyObject *Minibatch_files(MinibatchObject *self, void *Py_UNUSED(closure))
+{
+    return buffer_new(type_state(Py_TYPE(self)), (PyObject *)self, ctf_minibatch_files(self->mb),
+                      "I", 4, ctf_minibatch_num_sequences(self->mb), -1);
+}
+
 PyDoc_STRVAR(Minibatch_stream_doc,
 "stream(i) -> dict\n\n"
 "Stream i (config order): name, is_sparse, dim, num_samples, num_sequences, nnz, precision,\n"
@@ -843,6 +979,8 @@ static PyGetSetDef Minibatch_getset[] = {
     {"position", (getter)Minibatch_position, NULL, "Timeline position after it.", NULL},
     {"sweep", (getter)Minibatch_sweep, NULL, "Sweep of its first sequence.", NULL},
     {"keys", (getter)Minibatch_keys, NULL, "Sequence keys: Buffer of uint64.", NULL},
+    {"files", (getter)Minibatch_files, NULL,
+     "Per sequence, its file: index into Reader.files (Buffer of uint32).", NULL},
     {"lines", (getter)Minibatch_lines, NULL, "1-based first line per sequence: Buffer of uint64.",
      NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -1166,6 +1304,8 @@ static PyObject *Reader_stats(ReaderObject *self, PyObject *Py_UNUSED(ignored))
     PUT(d, "bytes_resident", PyLong_FromUnsignedLongLong(s.bytes_resident));
     PUT(d, "bytes_resident_peak", PyLong_FromUnsignedLongLong(s.bytes_resident_peak));
     PUT(d, "num_streams", PyLong_FromSize_t(s.num_streams));
+    PUT(d, "keys_missing", PyLong_FromUnsignedLongLong(s.keys_missing));
+    PUT(d, "keys_unmatched", PyLong_FromUnsignedLongLong(s.keys_unmatched));
     for (size_t k = 0; !rc && k < s.num_streams && k < CTF_MAX_STREAMS; k++) {
         PyObject *sd = PyDict_New();
         if (!sd) goto error;
@@ -1244,6 +1384,22 @@ static PyObject *Reader_closed(ReaderObject *self, void *Py_UNUSED(closure))
     return PyBool_FromLong(self->reader == NULL);
 }
 
+static PyObject *Reader_files(ReaderObject *self, void *Py_UNUSED(closure))
+{
+    if (reader_enter(self) < 0) return NULL;
+    const size_t n = ctf_reader_num_files(self->reader);
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l && i < n; i++) {
+        PyObject *p = PyUnicode_DecodeFSDefault(ctf_reader_file_path(self->reader, i));
+        if (!p) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, p);
+    }
+    return l;
+}
+
 static PyObject *Reader_path(ReaderObject *self, void *Py_UNUSED(closure))
 {
     return Py_NewRef(self->path ? self->path : Py_None);
@@ -1279,7 +1435,9 @@ static PyGetSetDef Reader_getset[] = {
     {"position", (getter)Reader_get_position, (setter)Reader_set_position,
      "Timeline position after the last delivered minibatch; assigning seeks.", NULL},
     {"closed", (getter)Reader_closed, NULL, "True after close().", NULL},
-    {"path", (getter)Reader_path, NULL, "The data file.", NULL},
+    {"path", (getter)Reader_path, NULL, "The (first) data file.", NULL},
+    {"files", (getter)Reader_files, NULL,
+     "The data files, patterns expanded (Minibatch.files indexes this list).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1289,8 +1447,10 @@ PyDoc_STRVAR(Reader_doc,
 "       max_errors=0, trace_level=1, chunk_size_bytes=33554432, keep_data_in_memory=False,\n"
 "       frame_mode=False, cache_index=False, max_samples=None, max_sweeps=None,\n"
 "       truncation_length=0, num_workers=1, worker_rank=0, num_threads=2,\n"
-"       prefetch_chunks=4, log=None)\n\n"
-"A CTF reader. streams: (name, alias, dim, is_sparse, defines_mb_size) tuples.\n"
+"       prefetch_chunks=4, log=None, joins=None)\n\n"
+"A CTF reader. path: a file, or a list of files and glob patterns read as one corpus.\n"
+"streams: (name, alias, dim, is_sparse, defines_mb_size) tuples. joins: (paths, streams,\n"
+"skip_sequence_ids) tuples, deserializers joined by sequence key to the primary one.\n"
 "max_samples: None or -1 no limit, -2 one sweep. log: None (stderr) or\n"
 "log(severity, text, path, line, column, offset).");
 

@@ -70,6 +70,8 @@ class Minibatch:
     def keys(self) -> Buffer: ...  # (num_sequences,) uint64
     @property
     def lines(self) -> Buffer: ...  # (num_sequences,) uint64, 1-based
+    @property
+    def files(self) -> Buffer: ...  # (num_sequences,) uint32, index into Reader.files
     def stream(self, i: int, /) -> StreamView: ...
 
 class Stats(TypedDict):
@@ -84,6 +86,8 @@ class Stats(TypedDict):
     bytes_resident: int
     bytes_resident_peak: int
     num_streams: int
+    keys_missing: int  # joins: primary sequences a joined deserializer lacks (dropped)
+    keys_unmatched: int  # joins: joined sequences whose key the primary lacks
     streams: List[Dict[str, Any]]  # {"name", "samples", "nonzeros", "dropped_samples"}
 
 class IndexInfo(TypedDict):
@@ -99,7 +103,7 @@ class IndexInfo(TypedDict):
 class Reader:
     def __new__(
         cls,
-        path: _Path,
+        path: Union[_Path, Sequence[_Path]],  # a list, or a pattern: a corpus
         streams: Sequence[StreamTuple],
         *,
         precision: Literal["float", "float32", "double", "float64"] = "float",
@@ -122,6 +126,8 @@ class Reader:
         num_threads: int = 2,
         prefetch_chunks: int = 4,
         log: Optional[LogCallback] = None,
+        # deserializers joined by key: (paths, streams, skip_sequence_ids)
+        joins: Optional[Sequence[Tuple[Sequence[_Path], Sequence[StreamTuple], bool]]] = None,
     ) -> "Reader": ...
     def next(
         self, num_samples: int, num_workers: Optional[int] = None,
@@ -137,6 +143,8 @@ class Reader:
     def closed(self) -> bool: ...
     @property
     def path(self) -> str: ...
+    @property
+    def files(self) -> List[str]: ...  # the data files, patterns expanded
     def stats(self) -> Stats: ...
     def index_info(self) -> IndexInfo: ...
     def close(self) -> None: ...

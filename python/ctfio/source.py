@@ -9,6 +9,7 @@ another worker count.
 """
 
 import json
+import os
 
 from . import _ctfio
 
@@ -87,10 +88,22 @@ _DESERIALIZER_OPTIONS = ("precision", "skip_sequence_ids", "max_errors", "trace_
 
 
 class CTFDeserializer(_Record):
-    """``CTFDeserializer(filename, streams, **reader_options)``: a CTF file and its streams."""
+    """``CTFDeserializer(filename, streams, **reader_options)``: CTF data and its streams.
+
+    ``filename`` is a file, a glob pattern (``"data/part-*.ctf"``, matches in byte-wise sorted
+    order) or a list of files and patterns: several files are read as one corpus, one timeline
+    over all of them in the order given. Several deserializers given to ``MinibatchSource``
+    are joined by sequence key: the first drives the order, the others add their streams."""
 
     def __init__(self, filename, streams, **options):
-        if not isinstance(filename, str) or not filename:
+        if isinstance(filename, (list, tuple)):
+            filename = [os.fspath(f) for f in filename]
+            if not filename or not all(isinstance(f, str) and f for f in filename):
+                raise ValueError("CTFDeserializer.filename: must be a non-empty list of "
+                                 "non-empty paths (got %r)" % (filename,))
+        elif isinstance(filename, os.PathLike):
+            filename = os.fspath(filename)
+        if not isinstance(filename, (str, list)) or not filename:
             raise ValueError("CTFDeserializer.filename: must be a non-empty path (got %r)"
                              % (filename,))
         if not streams:
@@ -240,6 +253,13 @@ class MinibatchData:
     def keys(self):
         """Sequence keys (ids, or line numbers in line mode) of the CTF reader's minibatch."""
         return _np().asarray(self._keys) if self._view is not None else None
+
+    @property
+    def files(self):
+        """Per sequence, its file: an index into the source's ``files`` (0 for a single file).
+        Over a corpus a key identifies a sequence within its file: (file, key) identifies it."""
+        files = getattr(self, "_files", None)
+        return _np().asarray(files) if files is not None else None
 
     def csr(self):
         """The samples as a SciPy CSR matrix (num_samples, dim); needs SciPy. No copy."""
@@ -463,8 +483,8 @@ class MinibatchSource:
         if isinstance(deserializers, CTFDeserializer):
             deserializers = [deserializers]
         deserializers = list(deserializers)
-        if len(deserializers) != 1 or not isinstance(deserializers[0], CTFDeserializer):
-            raise ValueError("MinibatchSource.deserializers: exactly one CTFDeserializer is "
+        if not deserializers or not all(isinstance(d, CTFDeserializer) for d in deserializers):
+            raise ValueError("MinibatchSource.deserializers: one or more CTFDeserializers are "
                              "supported (got %r)" % (deserializers,))
         if max_samples != INFINITELY_REPEAT and max_sweeps != INFINITELY_REPEAT:
             raise ValueError("MinibatchSource: max_samples and max_sweeps are mutually exclusive "
@@ -479,17 +499,28 @@ class MinibatchSource:
                     chunk_size_in_bytes=chunk_size_in_bytes,
                     keep_data_in_memory=keep_data_in_memory, cache_index=cache_index)
         opts.update(d["options"])
-        streams = []
         infos = []
         dtype = "float64" if opts["precision"] in ("double", "float64") else "float32"
-        for i, (name, sd) in enumerate(d["input"].items()):
-            if not isinstance(sd, StreamDef):
-                raise TypeError("CTFDeserializer.streams[%r]: must be a StreamDef (got %r)"
-                                % (name, sd))
-            streams.append((name, sd["field"], sd["shape"], sd["is_sparse"],
+
+        def stream_tuples(des):
+            out = []
+            for name, sd in des["input"].items():
+                if not isinstance(sd, StreamDef):
+                    raise TypeError("CTFDeserializer.streams[%r]: must be a StreamDef (got %r)"
+                                    % (name, sd))
+                out.append((name, sd["field"], sd["shape"], sd["is_sparse"],
                             sd["defines_mb_size"]))
-            infos.append(StreamInformation(name, i, "sparse" if sd["is_sparse"] else "dense",
-                                           dtype, (sd["shape"],), sd["defines_mb_size"]))
+                infos.append(StreamInformation(name, len(infos),
+                                               "sparse" if sd["is_sparse"] else "dense",
+                                               dtype, (sd["shape"],), sd["defines_mb_size"]))
+            return out
+
+        streams = stream_tuples(d)
+        # Further deserializers are joined by sequence key to the first (the primary); their
+        # streams follow the primary's in every minibatch.
+        joins = [(j["file"] if isinstance(j["file"], list) else [j["file"]], stream_tuples(j),
+                  bool(j["options"].get("skip_sequence_ids", skip_sequence_ids)))
+                 for j in deserializers[1:]]
         in_samples = bool(randomization_window_in_samples)
         window = randomization_window_in_samples if in_samples else randomization_window_in_chunks
         self._frame_mode = bool(frame_mode)
@@ -507,6 +538,8 @@ class MinibatchSource:
             truncation_length=int(truncation_length), num_threads=int(num_threads),
             prefetch_chunks=int(prefetch_chunks), log=log)
         self._path = d["file"]
+        if joins:
+            self._params["joins"] = joins
         self._reader = _ctfio.Reader(d["file"], streams, **self._params)
         self._infos = infos
         self.streams = _Record((si.name, si) for si in infos)
@@ -538,6 +571,7 @@ class MinibatchSource:
         for i, si in enumerate(self._infos):
             out[si] = MinibatchData._from_view(mb.stream(i), mb.end_of_sweep, self._frame_mode,
                                                keys)
+            out[si]._files = mb.files
         if input_map:
             return {var: out[_resolve(self, si)] for var, si in input_map.items()}
         return out
@@ -563,6 +597,12 @@ class MinibatchSource:
     def stats(self):
         """Counters: sequences, samples, errors, dropped samples/rows/sequences, residency."""
         return self._reader.stats()
+
+    @property
+    def files(self):
+        """The primary deserializer's files, patterns expanded: a minibatch's per-sequence file
+        indices (``MinibatchData.files``) index this list; (file, key) identifies a sequence."""
+        return self._reader.files
 
     def close(self):
         self._reader.close()

@@ -1,0 +1,86 @@
+/*
+ * reader.h -- the reader object, shared by reader.c (the timeline, workers, residency, next)
+ * and state.c (checkpoints: save, restore, the fingerprint). Private to lib/.
+ */
+#ifndef CTFIO_READER_H
+#define CTFIO_READER_H
+
+#include "ctfio_internal.h"
+
+struct ctf_reader {
+    ctf_config cfg;              /* deep copy: path and streams point into this object; every
+                                  * deserializer's streams, the primary's first */
+    char *path;                  /* the first data file (names the data in messages) */
+    ctf_stream_def *streams;
+    char **strings;              /* owned names and aliases */
+    ctf__parse_cfg pc;           /* every stream: what minibatches hold */
+    ctf__source *src;            /* the chunks and sequences read (source.c, join.c) */
+    const ctf_index *idx;        /* the first file's index (ctf_reader_index) */
+    uint64_t join_hash;          /* the joins' settings, for the configuration fingerprint */
+    ctf__loader *loader;
+    ctf_error err;               /* last error */
+    int dead;                    /* a fatal error happened: only free is allowed */
+
+    /* Timeline. */
+    bool randomized;             /* randomize and a non-zero window */
+    uint64_t sweep_samples;      /* index samples in one sweep */
+    uint64_t limit;              /* stop before a sequence at this position (UINT64_MAX: none) */
+    ctf__sweep_gen *gen;         /* the order of sweep cur_sweep, generated window by window */
+    const size_t *pos_of_chunk;  /* randomized position of each chunk in cur_sweep (gen's) */
+    uint64_t cur_sweep;
+    size_t cur_slot;
+    uint64_t position;
+    bool ended;
+    size_t num_workers, rank;
+
+    /* Per chunk. */
+    ctf__chunk_data **resident;  /* parsed chunks held, by chunk id */
+    size_t *resident_list;       /* ids of held chunks */
+    size_t num_resident;
+    size_t resident_bytes;
+    uint8_t *committed;          /* its problems were reported already */
+    uint32_t *consumed;          /* sequences of the chunk cut in the current sweep */
+    uint32_t *pins;              /* BPTT slots holding one of its sequences */
+
+    /* Prefetch look-ahead. */
+    uint8_t *requested;          /* asked for in the current sweep (1), then taken (2) */
+    size_t scan_slot;            /* next slot of gen to inspect */
+    size_t scan_limit;           /* how far the look-ahead may run past the cursor, in slots */
+    ctf__sweep_gen *gen_next;    /* the next sweep, opened early near the end of this one */
+    uint8_t *requested_next;     /* asked for the next sweep (1), then taken (2) */
+    size_t scan_next;            /* next slot of gen_next to inspect */
+    size_t outstanding;          /* requested, not yet taken */
+
+    /* Truncated BPTT: parallel slots, each holding a sequence being delivered. */
+    struct bptt_slot *bp;
+    size_t num_bp, bp_cap;
+
+    ctf_stats stats;
+    uint64_t suppressed_warnings;
+
+    ctf__pick *picks;            /* scratch for next() */
+    size_t picks_cap;
+    struct cut_item { size_t seq, chunk; bool owned; } *cut;
+    size_t cut_cap;
+};
+
+/* One truncated-BPTT slot. */
+typedef struct bptt_slot {
+    bool busy;               /* holds a sequence with samples left */
+    size_t seq, chunk;       /* the sequence and its chunk */
+    uint64_t sweep;          /* timeline sweep and slot it was taken from (for checkpoints) */
+    size_t tslot;
+    uint64_t owner_pos;      /* chunk position (randomized) or sweep slot that decides its worker */
+    uint32_t offset;         /* samples delivered so far */
+    uint32_t length;         /* its index samples */
+    bool skip;               /* dropped (unequal stream lengths): advance without delivering */
+} bptt_slot;
+
+/* reader.c's operations that state.c needs. */
+int ctf__reader_fail_dead(ctf_reader *r, int rc); /* not EINVAL: the reader can only be freed */
+void ctf__reader_evict_passed(ctf_reader *r);
+void ctf__reader_schedule_prefetch(ctf_reader *r);
+void ctf__reader_bptt_release(ctf_reader *r, bptt_slot *s);
+size_t ctf__reader_chunk_of_seq(const ctf_reader *r, size_t seq);
+
+#endif /* CTFIO_READER_H */

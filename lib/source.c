@@ -1,0 +1,564 @@
+/*
+ * source.c -- the CTF file deserializer and corpora of files: what a ctf__source is made of
+ * when the data are CTF files (the seam is described in ctfio_internal.h and docs/design.md).
+ *
+ * A corpus of n files is one chunk table: file 0's chunks, then file 1's, ...; a chunk never
+ * spans two files, and each file keeps its own ctf_index (with its own index cache). A corpus
+ * of one file has exactly that file's chunk table, so its order, minibatches and checkpoints
+ * are the file's own.
+ *
+ * Loading a chunk checks that its file still has the size and modification time it had when
+ * indexed, reads the chunk's bytes, checks that every sequence still starts where the index put
+ * it (a file changed under the reader is CTF_ECHANGED naming the file, never garbage), then
+ * parses it with the file's parse configuration (its path for messages, its line mode).
+ *
+ * Open descriptors are bounded: files are opened when a load needs them and kept in a small
+ * LRU table (a corpus of 100,000 files never holds 100,000 descriptors). The table's mutex is
+ * held while a descriptor is opened or closed, never during a read.
+ */
+#include "ctfio_internal.h"
+
+#include <glob.h>
+#include <pthread.h>
+
+char *ctf__readbuf_get(ctf__readbuf *rb, size_t need)
+{
+    if (need > rb->cap) {
+        /* Chunks differ in size by up to a sequence: growing to exactly `need` would free and
+         * map a new buffer for most chunks (a chunk-sized block is an mmap of its own), and the
+         * pread would fault in every page again. 1/8 more makes that rare. */
+        size_t cap = need + need / 8;
+        CTF_FREE(rb->p);
+        rb->p = CTF_MALLOC(cap);
+        rb->cap = rb->p ? cap : 0;
+    }
+    return rb->p;
+}
+
+int ctf__source_seqs_mem(ctf__source *s, size_t c, const ctf__seq **out, ctf_error *err)
+{
+    CTF_UNUSED(err);
+    *out = s->chunk_seqs[c];
+    return 0;
+}
+
+void ctf__source_free(ctf__source *s)
+{
+    if (s) s->destroy(s);
+}
+
+/*======================================================================
+ * File lists and glob patterns
+ *====================================================================*/
+
+void ctf__free_paths(char **paths, size_t n)
+{
+    if (!paths) return;
+    for (size_t i = 0; i < n; i++) CTF_FREE(paths[i]);
+    CTF_FREE(paths);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_pattern(const char *p)
+{
+    return strpbrk(p, "*?[") != NULL;
+}
+
+int ctf__expand_paths(const char *const *patterns, size_t n, char ***out, size_t *num_out,
+                      ctf_error *err)
+{
+    char **v = NULL;
+    size_t len = 0, cap = 0;
+    *out = NULL;
+    *num_out = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *p = patterns[i];
+        if (!p || !p[0]) {
+            ctf__free_paths(v, len);
+            return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                             "config.paths[%zu]: must be a non-empty path (got %s)", i,
+                             p ? "\"\"" : "NULL");
+        }
+        if (!is_pattern(p)) {
+            if (ctf__grow((void **)&v, &cap, len + 1, sizeof *v)) goto oom;
+            if (!(v[len] = ctf__strdup(p))) goto oom;
+            len++;
+            continue;
+        }
+        glob_t g;
+        int grc = glob(p, GLOB_NOSORT, NULL, &g);
+        if (grc == GLOB_NOMATCH || (grc == 0 && g.gl_pathc == 0)) {
+            if (grc == 0) globfree(&g);
+            ctf__free_paths(v, len);
+            return ctf__fail(err, CTF_EIO, (ctf__where){p, 0, 0, -1},
+                             "config.paths[%zu]: no file matches the pattern", i);
+        }
+        if (grc != 0) {
+            ctf__free_paths(v, len);
+            return ctf__fail(err, grc == GLOB_NOSPACE ? CTF_ENOMEM : CTF_EIO,
+                             (ctf__where){p, 0, 0, -1},
+                             "config.paths[%zu]: the pattern could not be expanded", i);
+        }
+        /* Byte-wise order, not the locale's: the corpus order must not depend on LC_COLLATE. */
+        qsort(g.gl_pathv, g.gl_pathc, sizeof *g.gl_pathv, cmp_str);
+        for (size_t j = 0; j < g.gl_pathc; j++) {
+            if (ctf__grow((void **)&v, &cap, len + 1, sizeof *v) ||
+                !(v[len] = ctf__strdup(g.gl_pathv[j]))) {
+                globfree(&g);
+                goto oom;
+            }
+            len++;
+        }
+        globfree(&g);
+    }
+    *out = v;
+    *num_out = len;
+    return 0;
+oom:
+    ctf__free_paths(v, len);
+    return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory expanding the file list");
+}
+
+/*======================================================================
+ * The corpus
+ *====================================================================*/
+
+typedef struct fd_slot {
+    int fd;              /* -1: free */
+    size_t file;
+    uint64_t used;       /* LRU clock */
+    unsigned busy;       /* reads in progress */
+} fd_slot;
+
+typedef struct corpus {
+    ctf__source src;     /* first: a corpus is a source */
+    ctf__source_file *files;
+    size_t num_files;
+    ctf__chunk *chunks;
+    const ctf__seq **chunk_seqs;
+    uint32_t *chunk_file;
+    size_t *chunk_local; /* the chunk's number in its file's index */
+    uint64_t max_errors;
+    pthread_mutex_t mu;
+    bool mu_ok;
+    fd_slot *fds;
+    size_t num_fds;
+    uint64_t tick;
+} corpus;
+
+/* A descriptor for file f: from the table, or opened into the least recently used idle slot.
+ * When every slot is busy (more loading threads than slots) the caller gets a private one
+ * (*slot = SIZE_MAX) to close itself. @return : fd >= 0, or CTF_EIO with err filled. */
+static int fd_acquire(corpus *k, size_t f, size_t *slot, ctf_error *err)
+{
+    pthread_mutex_lock(&k->mu);
+    size_t pick = SIZE_MAX;
+    for (size_t i = 0; i < k->num_fds; i++) {
+        fd_slot *s = &k->fds[i];
+        if (s->fd >= 0 && s->file == f) {
+            s->busy++;
+            s->used = ++k->tick;
+            pthread_mutex_unlock(&k->mu);
+            *slot = i;
+            return s->fd;
+        }
+        if (s->busy) continue;
+        /* A free slot first, else the least recently used idle one. */
+        if (s->fd < 0) {
+            if (pick == SIZE_MAX || k->fds[pick].fd >= 0) pick = i;
+        } else if (pick == SIZE_MAX || (k->fds[pick].fd >= 0 && s->used < k->fds[pick].used)) {
+            pick = i;
+        }
+    }
+    if (pick == SIZE_MAX) {
+        pthread_mutex_unlock(&k->mu);
+        *slot = SIZE_MAX;
+        return ctf__file_open(k->files[f].path, err);
+    }
+    fd_slot *s = &k->fds[pick];
+    if (s->fd >= 0) ctf__file_close(s->fd);
+    s->fd = ctf__file_open(k->files[f].path, err);
+    if (s->fd < 0) {
+        int rc = s->fd;
+        s->fd = -1;
+        pthread_mutex_unlock(&k->mu);
+        return rc;
+    }
+    s->file = f;
+    s->busy = 1;
+    s->used = ++k->tick;
+    pthread_mutex_unlock(&k->mu);
+    *slot = pick;
+    return s->fd;
+}
+
+static void fd_release(corpus *k, size_t slot, int fd)
+{
+    if (slot == SIZE_MAX) {
+        ctf__file_close(fd);
+        return;
+    }
+    pthread_mutex_lock(&k->mu);
+    k->fds[slot].busy--;
+    pthread_mutex_unlock(&k->mu);
+}
+
+/* The cheap content check: a rewrite that keeps the size and restores the mtime gets past the
+ * stat, so the chunk's bytes must still look like what was indexed. `pre` is the byte before
+ * the chunk (when pre_ok), buf its bytes. Every sequence must start a line, in id mode with its
+ * key's digits, and a chunk that is not the file's last must end with '\n'.
+ * O(sequences + key digits). @return : the offset of the first mismatch, or -1. */
+static int64_t check_chunk_bytes(const ctf_index *idx, const ctf__chunk *ch, char pre,
+                                 bool pre_ok, const char *buf)
+{
+    for (size_t i = ch->first_seq; i < ch->first_seq + ch->num_seqs; i++) {
+        const ctf__seq *s = &idx->seqs[i];
+        uint64_t rel = s->offset - ch->offset;
+        char before = rel ? buf[rel - 1] : pre;
+        if ((rel || pre_ok) && before != '\n') return (int64_t)s->offset;
+        if (idx->line_mode) continue;
+        uint64_t key = 0;
+        size_t digits = 0;
+        while (rel + digits < ch->size && buf[rel + digits] >= '0' && buf[rel + digits] <= '9' &&
+               digits < 20) {
+            unsigned d = (unsigned)(buf[rel + digits] - '0');
+            if (key > (UINT64_MAX - d) / 10) return (int64_t)s->offset;
+            key = key * 10 + d;
+            digits++;
+        }
+        if (!digits || key != s->key ||
+            (rel + digits < ch->size && buf[rel + digits] >= '0' && buf[rel + digits] <= '9'))
+            return (int64_t)s->offset;
+    }
+    if (ch->offset + ch->size < idx->file.size && ch->size && buf[ch->size - 1] != '\n')
+        return (int64_t)(ch->offset + ch->size - 1);
+    return -1;
+}
+
+static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpool *pool,
+                       ctf__chunk_data **out, ctf_error *err)
+{
+    corpus *k = (corpus *)src;
+    const size_t f = k->chunk_file[c];
+    const ctf__source_file *file = &k->files[f];
+    const ctf_index *idx = file->idx;
+    const size_t lc = k->chunk_local[c];
+    const ctf__chunk *ch = &idx->chunks[lc];
+    ctf__file_id now;
+    *out = NULL;
+    int rc = ctf__file_stat(idx->path, &now, err);
+    if (rc) return rc;
+    if (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns)
+        return ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, (int64_t)ch->offset},
+                         "the data file changed on disk since it was indexed (size %llu -> "
+                         "%llu bytes, or a new modification time); reopen the reader",
+                         (unsigned long long)idx->file.size, (unsigned long long)now.size);
+    /* One byte more in front, when there is one, for the line-start check of the first seq. */
+    const size_t pre = ch->offset > idx->data_start ? 1 : 0;
+    char *buf = ctf__readbuf_get(rb, (size_t)ch->size + pre + 1);
+    if (!buf)
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         lc, idx->path);
+    size_t slot;
+    int fd = fd_acquire(k, f, &slot, err);
+    if (fd < 0) return fd;
+    rc = ctf__file_pread(fd, idx->path, buf, (size_t)ch->size + pre, ch->offset - pre, err);
+    fd_release(k, slot, fd);
+    if (!rc) {
+        int64_t bad = check_chunk_bytes(idx, ch, pre ? buf[0] : 0, pre != 0, buf + pre);
+        if (bad >= 0)
+            rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, bad},
+                           "the data file changed on disk since it was indexed (chunk %zu at "
+                           "byte %lld no longer matches the index); reopen the reader",
+                           lc, (long long)bad);
+    }
+    if (rc) return rc;
+    ctf__parse_cfg pc = file->pc;
+    pc.pool = pool;
+    rc = ctf__parse_chunk(&pc, idx, lc, buf + pre, k->max_errors, out, err);
+    if (!rc) (*out)->chunk = c;
+    return rc;
+}
+
+static void corpus_destroy(ctf__source *src)
+{
+    corpus *k = (corpus *)src;
+    if (k->files)
+        for (size_t f = 0; f < k->num_files; f++) {
+            ctf_index_free(k->files[f].idx);
+            CTF_FREE(k->files[f].path);
+        }
+    if (k->fds)
+        for (size_t i = 0; i < k->num_fds; i++)
+            if (k->fds[i].fd >= 0) ctf__file_close(k->fds[i].fd);
+    if (k->mu_ok) pthread_mutex_destroy(&k->mu);
+    CTF_FREE(k->fds);
+    CTF_FREE(k->files);
+    CTF_FREE(k->chunks);
+    CTF_FREE(k->chunk_seqs);
+    CTF_FREE(k->chunk_file);
+    CTF_FREE(k->chunk_local);
+    CTF_FREE(k);
+}
+
+int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
+                     const ctf__parse_cfg *pc, uint64_t max_errors, size_t threads,
+                     ctf__source **out, ctf_error *err)
+{
+    *out = NULL;
+    if (n == 0)
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "config.paths: no data file given");
+    if (n > UINT32_MAX)
+        return ctf__fail(err, CTF_ELIMIT, CTF__NOWHERE,
+                         "config.paths: at most %u files in a corpus (got %zu)", UINT32_MAX, n);
+    corpus *k = CTF_CALLOC(1, sizeof *k);
+    if (!k) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    k->src.load = corpus_load;
+    k->src.seqs = ctf__source_seqs_mem;
+    k->src.destroy = corpus_destroy;
+    k->max_errors = max_errors;
+    k->files = CTF_CALLOC(n, sizeof *k->files);
+    k->num_fds = CTF_MAX(threads + 2, (size_t)8);
+    k->fds = CTF_MALLOC(k->num_fds * sizeof *k->fds);
+    if (!k->files || !k->fds) goto oom;
+    for (size_t i = 0; i < k->num_fds; i++) k->fds[i] = (fd_slot){-1, 0, 0, 0};
+    k->num_files = n;
+    int rc;
+    size_t nc = 0;
+    for (size_t f = 0; f < n; f++) {
+        ctf_config fc = *cfg;
+        fc.path = paths[f];
+        fc.num_paths = 0;
+        fc.paths = NULL;
+        fc.num_joins = 0;
+        fc.joins = NULL;
+        if (!(k->files[f].path = ctf__strdup(paths[f]))) goto oom;
+        rc = ctf_index_build(&fc, &k->files[f].idx, err);
+        if (rc) goto fail;
+        const ctf_index *idx = k->files[f].idx;
+        k->files[f].pc = *pc;
+        k->files[f].pc.path = k->files[f].path;
+        k->files[f].pc.line_mode = idx->line_mode;
+        k->files[f].pc.pool = NULL;
+        nc += idx->num_chunks;
+        k->src.num_seqs += idx->num_seqs;
+        k->src.total_samples += idx->total_samples;
+        k->src.total_bytes += idx->file.size;
+        k->src.warnings += idx->warnings;
+    }
+    k->chunks = CTF_MALLOC((nc ? nc : 1) * sizeof *k->chunks);
+    k->chunk_seqs = CTF_MALLOC((nc ? nc : 1) * sizeof *k->chunk_seqs);
+    k->chunk_file = CTF_MALLOC((nc ? nc : 1) * sizeof *k->chunk_file);
+    k->chunk_local = CTF_MALLOC((nc ? nc : 1) * sizeof *k->chunk_local);
+    if (!k->chunks || !k->chunk_seqs || !k->chunk_file || !k->chunk_local) goto oom;
+    size_t c = 0, seq_base = 0;
+    /* The fingerprint of a corpus of one file is the file's, so that its checkpoints are the
+     * file's; over several files it folds each file's size and index hash in order. */
+    uint64_t h = n == 1 ? k->files[0].idx->hash : 0x6a09e667f3bcc908ull;
+    for (size_t f = 0; f < n; f++) {
+        const ctf_index *idx = k->files[f].idx;
+        for (size_t lc = 0; lc < idx->num_chunks; lc++, c++) {
+            k->chunks[c] = idx->chunks[lc];
+            k->chunks[c].first_seq += seq_base;
+            k->chunk_seqs[c] = &idx->seqs[idx->chunks[lc].first_seq];
+            k->chunk_file[c] = (uint32_t)f;
+            k->chunk_local[c] = lc;
+        }
+        seq_base += idx->num_seqs;
+        if (n > 1) {
+            uint64_t w[2] = {idx->file.size, idx->hash};
+            h = ctf__hash_bytes(h, w, sizeof w);
+        }
+    }
+    k->src.chunks = k->chunks;
+    k->src.num_chunks = nc;
+    k->src.chunk_seqs = k->chunk_seqs;
+    k->src.chunk_file = k->chunk_file;
+    k->src.files = k->files;
+    k->src.num_files = n;
+    k->src.fp_files = k->files;
+    k->src.num_fp_files = n;
+    k->src.hash = h;
+    pthread_mutex_init(&k->mu, NULL);
+    k->mu_ok = true;
+    *out = &k->src;
+    return 0;
+oom:
+    rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory opening the corpus");
+fail:
+    corpus_destroy(&k->src);
+    return rc;
+}
+
+/*======================================================================
+ * The source a configuration describes
+ *====================================================================*/
+
+int ctf__joins_validate(const ctf_config *cfg, ctf_error *err)
+{
+    if (cfg->num_joins && !cfg->joins)
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                         "config.joins: NULL with num_joins %zu", cfg->num_joins);
+    size_t total = cfg->num_streams;
+    const char *mb = NULL;
+    for (size_t i = 0; i < cfg->num_streams; i++)
+        if (cfg->streams[i].defines_mb_size) mb = cfg->streams[i].name;
+    for (size_t j = 0; j < cfg->num_joins; j++) {
+        const ctf_join_def *J = &cfg->joins[j];
+        const char *where = J->origin ? J->origin : "";
+        if (!J->num_paths || !J->paths)
+            return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                             "config.joins[%zu].paths: a joined deserializer needs at least one "
+                             "file%s%s", j, where[0] ? ", at " : "", where);
+        if (!J->num_streams || !J->streams)
+            return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                             "config.joins[%zu].streams: a joined deserializer needs at least one "
+                             "stream%s%s", j, where[0] ? ", at " : "", where);
+        ctf_config jc = *cfg;
+        jc.path = J->paths[0];
+        jc.paths = NULL;
+        jc.num_paths = 0;
+        jc.streams = J->streams;
+        jc.num_streams = J->num_streams;
+        jc.skip_sequence_ids = J->skip_sequence_ids;
+        jc.joins = NULL;
+        jc.num_joins = 0;
+        ctf_error e;
+        if (ctf_config_validate(&jc, &e))
+            return ctf__fail(err, e.code, CTF__NOWHERE, "config.joins[%zu]%s%s: %s", j,
+                             where[0] ? " at " : "", where, e.message);
+        for (size_t i = 0; i < J->num_streams; i++) {
+            const ctf_stream_def *s = &J->streams[i];
+            for (size_t o = 0; o < total + i; o++) {
+                const ctf_stream_def *d =
+                    o < cfg->num_streams ? &cfg->streams[o] : NULL;
+                if (!d) {
+                    size_t x = o - cfg->num_streams;
+                    for (size_t jj = 0; jj <= j; jj++) {
+                        if (x < cfg->joins[jj].num_streams) {
+                            d = &cfg->joins[jj].streams[x];
+                            break;
+                        }
+                        x -= cfg->joins[jj].num_streams;
+                    }
+                }
+                if (d && strcmp(d->name, s->name) == 0)
+                    return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                                     "config.joins[%zu].streams[%zu].name: '%s' is already a "
+                                     "stream of another deserializer (stream names are unique "
+                                     "over all deserializers)", j, i, s->name);
+            }
+            if (s->defines_mb_size) {
+                if (mb)
+                    return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                                     "input.%s.definesMBSize: only one stream may define the "
+                                     "minibatch size (also set on input.%s)", s->name, mb);
+                mb = s->name;
+            }
+        }
+        total += J->num_streams;
+    }
+    if (total > CTF_MAX_STREAMS)
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                         "config.joins: at most %d streams over all deserializers (got %zu)",
+                         CTF_MAX_STREAMS, total);
+    return 0;
+}
+
+/* Opens one deserializer's corpus: its files (patterns expanded) with its streams. */
+static int open_part(const ctf_config *cfg, const char *const *paths, size_t n, bool expand,
+                     const ctf_stream_def *streams, size_t ns, bool skip_ids,
+                     const ctf__parse_cfg *pc, ctf__source **out, ctf_error *err)
+{
+    char **list = NULL;
+    size_t len = 0;
+    int rc;
+    if (expand) {
+        rc = ctf__expand_paths(paths, n, &list, &len, err);
+        if (rc) return rc;
+    }
+    ctf_config c = *cfg;
+    c.streams = streams;
+    c.num_streams = ns;
+    c.skip_sequence_ids = skip_ids;
+    ctf__parse_cfg p = *pc;
+    p.streams = streams;
+    p.num_streams = ns;
+    rc = ctf__corpus_open(&c, expand ? (const char *const *)list : paths, expand ? len : n, &p,
+                          cfg->max_errors, cfg->num_threads, out, err);
+    ctf__free_paths(list, len);
+    return rc;
+}
+
+int ctf__source_open(const ctf_config *cfg, const ctf__parse_cfg *pc, ctf__source **out,
+                     uint64_t *join_hash, ctf_error *err)
+{
+    *out = NULL;
+    *join_hash = 0;
+    ctf__source *prim = NULL, **parts = NULL;
+    const char **origins = NULL;
+    int rc;
+    /* A single `path` is taken literally (as it always was); `paths` may hold patterns. */
+    if (cfg->num_paths)
+        rc = open_part(cfg, cfg->paths, cfg->num_paths, true, pc->streams, cfg->num_streams,
+                       cfg->skip_sequence_ids, pc, &prim, err);
+    else
+        rc = open_part(cfg, &cfg->path, 1, false, pc->streams, cfg->num_streams,
+                       cfg->skip_sequence_ids, pc, &prim, err);
+    if (rc) return rc;
+    if (!cfg->num_joins) {
+        *out = prim;
+        return 0;
+    }
+    parts = CTF_CALLOC(cfg->num_joins, sizeof *parts);
+    origins = CTF_CALLOC(cfg->num_joins, sizeof *origins);
+    if (!parts || !origins) {
+        ctf__source_free(prim);
+        CTF_FREE(parts);
+        CTF_FREE(origins);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    }
+    size_t base = cfg->num_streams;
+    int mb_part = -1;
+    for (size_t i = 0; i < cfg->num_streams; i++)
+        if (pc->streams[i].defines_mb_size) mb_part = 0;
+    uint64_t h = 0x510e527fade682d1ull;
+    for (size_t j = 0; j < cfg->num_joins; j++) {
+        const ctf_join_def *J = &cfg->joins[j];
+        for (size_t i = 0; i < J->num_streams; i++)
+            if (pc->streams[base + i].defines_mb_size) mb_part = (int)j + 1;
+        rc = open_part(cfg, J->paths, J->num_paths, true, pc->streams + base, J->num_streams,
+                       J->skip_sequence_ids, pc, &parts[j], err);
+        if (rc) {
+            for (size_t x = 0; x < j; x++) ctf__source_free(parts[x]);
+            ctf__source_free(prim);
+            CTF_FREE(parts);
+            CTF_FREE(origins);
+            return rc;
+        }
+        origins[j] = J->origin;
+        uint64_t w[2] = {J->num_streams, J->skip_sequence_ids};
+        h = ctf__hash_bytes(h, w, sizeof w);
+        base += J->num_streams;
+    }
+    *join_hash = h | 1;
+    size_t *part_ns = CTF_MALLOC(cfg->num_joins * sizeof *part_ns);
+    if (!part_ns) {
+        for (size_t j = 0; j < cfg->num_joins; j++) ctf__source_free(parts[j]);
+        ctf__source_free(prim);
+        CTF_FREE(parts);
+        CTF_FREE(origins);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    }
+    for (size_t j = 0; j < cfg->num_joins; j++) part_ns[j] = cfg->joins[j].num_streams;
+    rc = ctf__join_open(prim, parts, cfg->num_joins, mb_part, origins, pc->streams,
+                        cfg->num_streams, part_ns, cfg->log, cfg->log_user, cfg->trace_level, out,
+                        err);
+    CTF_FREE(part_ns);
+    CTF_FREE(origins);
+    return rc;
+}
