@@ -149,6 +149,7 @@ typedef struct bs_eval_ctx {
     bs_arena *arena;
     ctf_error *err;
     int depth;
+    const bs_expr *active[BS_MAX_SUBST]; /* definitions being evaluated, outermost first */
 } bs_eval_ctx;
 
 /* Evaluates a member definition (its value in its own scope) into a value named after it. An

@@ -158,9 +158,15 @@ static int substitute(bs_eval_ctx *cx, const bs_expr *at, const char *name, size
     if (cx->depth >= BS_MAX_SUBST)
         return fail_at(cx, at, "'$%.*s$': substitutions nested more than %d deep (is there a "
                        "cycle?)", (int)n, name, BS_MAX_SUBST);
-    cx->depth++;
+    cx->active[cx->depth++] = def;
     int rc = bs_eval_def(cx, def, out);
     cx->depth--;
+    /* A single value is reported where it was substituted; a block keeps its own lines. */
+    if (!rc && (*out)->kind == N_SCALAR) {
+        (*out)->line = at->line;
+        (*out)->col = at->col;
+        (*out)->src = at->src ? at->src->name : NULL;
+    }
     return rc;
 }
 
@@ -293,15 +299,21 @@ static int eval(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const b
         return scalar(cx, e, b.p, b.n, e->kind == E_STR, out);
     case E_SUBST: return substitute(cx, e, e->s, e->n, scope, self, out);
     case E_ID: {
+        /* A name stands for a definition's value only where that is a plain value: in CNTK's
+         * older syntax, which reader sections use, `alias = y` or `file = train.ctf` are words
+         * even when a block y or train exists. A definition in progress (a cycle) is a word. */
         const bs_expr *def = bs_lookup(scope, e->s, e->n, false, self, NULL);
         if (!def) return BS_UNRESOLVED;
-        if (def->kids[0]->kind == E_LAMBDA)
-            return fail_at(cx, e, "'%.*s' is a function (line %u); a reader value must be data",
-                           (int)e->n, e->s, def->line);
+        bs_kind k = def->kids[0]->kind;
+        if (k == E_DICT || k == E_LAMBDA || k == E_NEW || k == E_CALL || k == E_SKIPPED ||
+            k == E_ARRAYFN || k == E_BADINC)
+            return BS_UNRESOLVED;
+        for (int i = 0; i < cx->depth; i++)
+            if (cx->active[i] == def) return BS_UNRESOLVED;
         if (cx->depth >= BS_MAX_SUBST)
-            return fail_at(cx, e, "'%.*s': definitions nested more than %d deep (is there a "
-                           "cycle?)", (int)e->n, e->s, BS_MAX_SUBST);
-        cx->depth++;
+            return fail_at(cx, e, "'%.*s': definitions nested more than %d deep",
+                           (int)e->n, e->s, BS_MAX_SUBST);
+        cx->active[cx->depth++] = def;
         int rc = bs_eval_def(cx, def, out);
         cx->depth--;
         return rc;

@@ -600,6 +600,10 @@ static int parse_member(parser *P, bs_expr *dict, const char *closer)
     if (bs_is_op(t, ";")) return advance(P);
     if (t->line_initial || t->kind == T_EOF || (closer && bs_is_op(t, closer))) return 0;
     if (bs_is_op(t, "]") || bs_is_op(t, "}") || bs_is_op(t, ")")) return 0; /* caller reports */
+    if (bs_is_op(t, "=") && value->kind == E_ID)
+        return bs_fail(P->err, value->src, value->line, value->col, "expected a value after "
+                       "'%.*s =', found the definition of '%.*s'", (int)CTF_MIN(name.n, 40),
+                       name.s, (int)CTF_MIN(value->n, 40), value->s);
     char what[96];
     snprintf(what, sizeof what, "';' or a line break after the value of '%.*s'",
              (int)CTF_MIN(name.n, 40), name.s);
