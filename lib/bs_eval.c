@@ -222,6 +222,8 @@ static int raw_value(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
 
 static int eval(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
                 cfg_node **out);
+static int eval_base(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
+                     const bs_expr *self, cfg_node **out);
 
 static int eval_item(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
                      const bs_expr *self, cfg_node **out)
@@ -282,6 +284,27 @@ compare:
     }
     return fail_at(cx, e, "'%s' cannot combine %s and %s", op, describe(l, g1, sizeof g1),
                    describe(r, g2, sizeof g2));
+}
+
+/* The left side of a.b or a[i]: there a name may stand for a block (BrainScript's records). */
+static int eval_base(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
+                     const bs_expr *self, cfg_node **out)
+{
+    if (e->kind == E_ID) {
+        const bs_expr *def = bs_lookup(scope, e->s, e->n, false, self, NULL);
+        if (def && def->kids[0]->kind == E_DICT) {
+            for (int i = 0; i < cx->depth; i++)
+                if (cx->active[i] == def) return BS_UNRESOLVED;
+            if (cx->depth >= BS_MAX_SUBST)
+                return fail_at(cx, e, "'%.*s': definitions nested more than %d deep", (int)e->n,
+                               e->s, BS_MAX_SUBST);
+            cx->active[cx->depth++] = def;
+            int rc = bs_eval_def(cx, def, out);
+            cx->depth--;
+            return rc;
+        }
+    }
+    return eval(cx, e, scope, self, out);
 }
 
 static int eval(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
@@ -371,7 +394,9 @@ static int eval(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const b
         return eval(cx, e->kids[t ? 1 : 2], scope, self, out);
     }
     case E_MEMBER:
-        TRY(eval(cx, e->kids[0], scope, self, &v));
+        TRY(eval_base(cx, e->kids[0], scope, self, &v));
+        if (v->kind == N_DICT && e->kids[0]->kind == E_ID && !cfg_find(v, e->s, e->n))
+            return BS_UNRESOLVED; /* `file = train.ctf` beside a block named train */
         if (v->kind != N_DICT)
             return fail_at(cx, e, "'.%.*s': %s has no members", (int)e->n, e->s,
                            describe(v, got, sizeof got));
@@ -381,7 +406,7 @@ static int eval(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const b
         return 0;
     case E_INDEX: {
         double d;
-        TRY(eval(cx, e->kids[0], scope, self, &v));
+        TRY(eval_base(cx, e->kids[0], scope, self, &v));
         TRY(eval(cx, e->kids[1], scope, self, &w));
         if (v->kind != N_ARRAY)
             return fail_at(cx, e, "indexing needs an array (got %s)", describe(v, got, sizeof got));

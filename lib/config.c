@@ -510,7 +510,7 @@ static int override_expr(ctf_bsconfig *doc, const ov_parts *o, const char *ov, b
         return 0;
     }
     size_t q = n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0];
-    bs_expr *s = bs_new(a, E_STR, NULL, 0, 0);
+    bs_expr *s = bs_new(a, q ? E_STR : E_RAW, NULL, 0, 0);
     if (!s || !(s->s = bs_strndup(a, v + q, n - 2 * q))) return oom(err);
     s->n = n - 2 * q;
     *out = s;
