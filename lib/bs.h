@@ -150,6 +150,8 @@ typedef struct bs_eval_ctx {
     ctf_error *err;
     int depth;
     const bs_expr *active[BS_MAX_SUBST]; /* definitions being evaluated, outermost first */
+    const char *const *block_keys; /* NULL-terminated: members whose bare names mean blocks */
+    bool want_block;               /* evaluating the value of such a member */
 } bs_eval_ctx;
 
 /* Evaluates a member definition (its value in its own scope) into a value named after it. An

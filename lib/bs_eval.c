@@ -328,6 +328,7 @@ static int eval(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const b
         const bs_expr *def = bs_lookup(scope, e->s, e->n, false, self, NULL);
         if (!def) return BS_UNRESOLVED;
         bs_kind k = def->kids[0]->kind;
+        if (k == E_DICT && cx->want_block) return eval_base(cx, e, scope, self, out);
         if (k == E_DICT || k == E_LAMBDA || k == E_NEW || k == E_CALL || k == E_SKIPPED ||
             k == E_ARRAYFN || k == E_BADINC)
             return BS_UNRESOLVED;
@@ -350,7 +351,7 @@ static int eval(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const b
             const bs_expr *m = e->kids[i];
             if (m->kind == E_BADINC)
                 return fail_at(cx, m, "%.*s", (int)m->n, m->s);
-            if (m->kids[0]->kind == E_LAMBDA) continue; /* functions are not data */
+            if (m->kids[0]->kind == E_LAMBDA && m->kids[0]->b) continue; /* not data */
             TRY(bs_eval_def(cx, m, &w));
             if (cfg_add(cx->arena, v, w)) return bs_oom(cx->err);
         }
@@ -432,7 +433,13 @@ int bs_eval_expr(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const 
 int bs_eval_def(bs_eval_ctx *cx, const bs_expr *def, cfg_node **out)
 {
     cfg_node *v = NULL;
-    TRY(eval_item(cx, def->kids[0], def->scope, def, &v));
+    bool outer = cx->want_block;
+    cx->want_block = false;
+    for (const char *const *k = cx->block_keys; k && *k; k++)
+        if (strlen(*k) == def->n && !strncasecmp(*k, def->s, def->n)) cx->want_block = true;
+    int rc = eval_item(cx, def->kids[0], def->scope, def, &v);
+    cx->want_block = outer;
+    if (rc) return rc;
     /* Every evaluation builds fresh nodes (a.b and a[i] pick from a fresh temporary), so the
      * value can take the definition's name without copying. */
     if (!(v->key = bs_strndup(cx->arena, def->s, def->n))) return bs_oom(cx->err);

@@ -584,6 +584,7 @@ static int parse_member(parser *P, bs_expr *dict, const char *closer)
         bs_expr *fn = node_at(P, E_LAMBDA, &name);
         if (!fn || bs_add_kid(P->a, fn, params) || bs_add_kid(P->a, fn, value))
             return bs_oom(P->err);
+        fn->b = true; /* written as f(x) = ...: a function definition, not a value */
         value = fn;
     }
     if (idx) {

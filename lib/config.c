@@ -557,7 +557,7 @@ static int set_path(ctf_bsconfig *doc, cfg_node *base, const ov_parts *o, size_t
     }
     size_t last = o->n - 1;
     bs_expr *e = NULL;
-    bs_eval_ctx cx = {a, err, 0};
+    bs_eval_ctx cx = {.arena = a, .err = err};
     TRY(override_expr(doc, o, ov, root, &e, err));
     int rc = bs_eval_expr(&cx, e, root, NULL, &v);
     if (rc) return rc;
@@ -669,7 +669,9 @@ int ctf_bsconfig_parse(const char *text, size_t len, const char *name, const cha
         }
     }
     if ((rc = select_reader(doc, root, section, &rdef, err))) goto fail;
-    bs_eval_ctx cx = {a, err, 0};
+    /* In these members a bare name may stand for a block (`input = commonInputs`). */
+    static const char *const block_keys[] = {"reader", "input", "deserializers", NULL};
+    bs_eval_ctx cx = {.arena = a, .err = err, .block_keys = block_keys};
     if ((rc = bs_eval_def(&cx, rdef, &doc->reader))) goto fail;
     if (doc->reader->kind != N_DICT) {
         char got[80];

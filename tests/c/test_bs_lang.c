@@ -393,3 +393,100 @@ TEST(bs_real_cntk_configs)
     ASSERT_STR_CONTAINS(err.message, "several blocks hold a 'reader' ('Train' (line 22), "
                                      "'Output' (line 138), 'Test' (line 185))");
 }
+
+static int load_own(const char *file, const char *section, ctf_bsconfig **doc, ctf_config *c,
+                    ctf_error *err)
+{
+    char path[300];
+    snprintf(path, sizeof path, "tests/configs/ctfio/%s", file);
+    const char *ov[] = {"DataDir=/data"};
+    ctf_config_init(c);
+    int rc = ctf_bsconfig_load(path, section, ov, 1, doc, err);
+    if (!rc) rc = ctf_bsconfig_apply(*doc, c, err);
+    return rc;
+}
+
+TEST(bs_own_cntk_style_configs)
+{
+    ctf_bsconfig *doc = NULL;
+    ctf_config c;
+    ctf_error err;
+    /* Inline NDL (with a construct BrainScript lacks), unquoted paths, randomize auto/none. */
+    ASSERT_OK(load_own("ndl_inline.cntk", "Train", &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "/data/Train-28x28.txt");
+    ASSERT(c.randomize);
+    ASSERT_EQ(c.num_streams, 2);
+    ASSERT_EQ(c.streams[0].dim, 784);
+    ctf_bsconfig_free(doc);
+    ASSERT_OK(load_own("ndl_inline.cntk", "test", &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "/data/Test-28x28.txt");
+    ASSERT(!c.randomize);
+    ctf_bsconfig_free(doc);
+    /* Include, a block named by its definition, a corpus and a joined deserializer. */
+    ASSERT_OK(load_own("composite.cntk", NULL, &doc, &c, &err), &err);
+    ASSERT_EQ(c.num_paths, 2);
+    ASSERT_STR_EQ(c.paths[0], "/data/features-a.ctf");
+    ASSERT_STR_EQ(c.paths[1], "/data/features-b.ctf");
+    ASSERT_EQ(c.num_streams, 1);
+    ASSERT_EQ(c.streams[0].dim, 8);
+    ASSERT_EQ(c.num_joins, 1);
+    ASSERT_STR_EQ(c.joins[0].paths[0], "/data/labels.ctf");
+    ASSERT_STR_EQ(c.joins[0].streams[0].alias, "l");
+    ASSERT_STR_CONTAINS(c.joins[0].origin, "composite.cntk:28:17");
+    ASSERT(!c.randomize);
+    ASSERT_EQ(c.trace_level, 0);
+    ctf_bsconfig_free(doc);
+    /* Values computed from definitions of enclosing blocks. */
+    ASSERT_OK(load_own("functions.cntk", NULL, &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "/data/sparse.ctf");
+    ASSERT_U64_EQ(c.max_errors, 2);
+    ASSERT_U64_EQ(c.chunk_size_bytes, 1048576);
+    ASSERT_EQ(c.streams[0].dim, 33);
+    ASSERT(c.streams[0].is_sparse);
+    ASSERT_STR_EQ(c.streams[1].alias, "T");
+    ctf_bsconfig_free(doc);
+    /* The same from the command line tool. */
+    const char *cli = getenv("CTFIO_CLI");
+    if (cli) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "%s stats --config tests/configs/ATIS.cntk DataDir=/nonexistent "
+                 "2>&1 | grep -q \"select one by its section name\"", cli);
+        ASSERT_EQ(system(cmd), 0);
+        snprintf(cmd, sizeof cmd, "%s stats --config tests/configs/ATIS.cntk --section Test "
+                 "DataDir=/nonexistent 2>&1 | grep -q \"/nonexistent/ATIS.test.cntk.sparse\"", cli);
+        ASSERT_EQ(system(cmd), 0);
+    }
+}
+
+TEST(bs_reader_by_reference_and_old_arrays)
+{
+    static const char text[] =
+        "common = [ file = c.ctf; input = [ x = [ dim = 1; format = dense ] ] ]\n"
+        "byName = [ reader = common ]\n"
+        "bySubst = [ reader = $common$ ]\n"
+        "list = [ reader = [ file = (;a.ctf;b.ctf;c.ctf)\n"
+        "  input = [ x = [ dim = 1; format = dense ] ] ] ]\n"
+        "lines = [ reader = [ file = (a.ctf\n  b.ctf ; c.ctf)\n"
+        "  input = [ x = [ dim = 1; format = dense ] ] ] ]\n";
+    ctf_bsconfig *doc = NULL;
+    ctf_config c;
+    ctf_error err;
+    ASSERT_OK(parse_apply(text, "byName", NULL, 0, &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "c.ctf");
+    ctf_bsconfig_free(doc);
+    ASSERT_OK(parse_apply(text, "bySubst", NULL, 0, &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "c.ctf");
+    ctf_bsconfig_free(doc);
+    for (int i = 0; i < 2; i++) {
+        ASSERT_OK(parse_apply(text, i ? "lines" : "list", NULL, 0, &doc, &c, &err), &err);
+        ASSERT_EQ(c.num_paths, 3);
+        ASSERT_STR_EQ(c.paths[0], "a.ctf");
+        ASSERT_STR_EQ(c.paths[2], "c.ctf");
+        ctf_bsconfig_free(doc);
+    }
+    /* A lambda or `new` in a reader is refused where it is written. */
+    ASSERT(fails_at("reader = [ file = x => x; input = [ x = [ dim = 1; format = dense ] ] ]\n",
+                    NULL, "a function cannot be evaluated in a reader section", 1, 19));
+    ASSERT(fails_at("reader = [ file = new X [ ]; input = [ x = [ dim = 1; format = dense ] ] ]\n",
+                    NULL, "a 'new' object cannot be evaluated in a reader section", 1, 19));
+}
