@@ -14,9 +14,10 @@
  * break or the closing bracket. Inside parentheses ';' and line breaks also separate array
  * items, and `(;a;b)` uses the separator written after '(' (CNTK's older array syntax).
  *
- * An NDLNetworkBuilder value (the older network description language) that does not parse is
- * skipped as balanced brackets instead: it is never evaluated, and NDL has forms BrainScript
- * lacks. Everything else must parse, whether or not it is evaluated later.
+ * The value of NDLNetworkBuilder or of any member whose name contains "ndl" (the older network
+ * description language) that does not parse is skipped as balanced brackets instead: it is
+ * never evaluated, and NDL has forms BrainScript lacks (`CE.tag = ...`, `F(x) { ... }`).
+ * Everything else must parse, whether or not it is evaluated later.
  */
 #include "bs.h"
 
@@ -522,8 +523,11 @@ static int skip_ndl(parser *P, const bs_lexer *at)
 
 static int parse_value(parser *P, const bs_tok *name, bs_expr **out)
 {
-    if (!(name->n == 17 && strncasecmp(name->s, "NDLNetworkBuilder", 17) == 0))
-        return parse_expr(P, 0, out);
+    /* NDLNetworkBuilder, and by CNTK's naming habit any block named ndl... (ndlMacroDefine,
+     * ndlFullModel), may hold NDL. */
+    bool ndl = false;
+    for (size_t i = 0; i + 3 <= name->n && !ndl; i++) ndl = strncasecmp(name->s + i, "ndl", 3) == 0;
+    if (!ndl) return parse_expr(P, 0, out);
     parser saved = *P;
     ctf_error tmp;
     P->err = P->lx.err = &tmp;

@@ -100,6 +100,16 @@ TEST(bs_syntax_errors_in_skipped_parts)
                     18));
     ASSERT(fails_at("net = { a = 1 b = 2 }\n" READER_X, NULL,
                     "expected ';' or a line break after the value of 'a', found 'b'", 1, 15));
+    /* NDL that BrainScript cannot parse is skipped where a name says NDL; elsewhere not. */
+    static const char ndl_macros[] =
+        "ndlMacroDefine = [\n  DNNLayer(inDim, outDim, x)\n  {\n    W = Parameter(outDim, inDim)\n"
+        "  }\n]\n" READER_X;
+    ctf_bsconfig *doc = NULL;
+    ctf_config c;
+    ctf_error err;
+    ASSERT_OK(parse_apply(ndl_macros, NULL, NULL, 0, &doc, &c, &err), &err);
+    ctf_bsconfig_free(doc);
+    ASSERT(fails_at(ndl_macros + 3, NULL, "expected '=' after 'DNNLayer', found '{'", 3, 3));
     /* An NDL section that does not parse is skipped, but unbalanced brackets are not. */
     ASSERT(fails_at("NDLNetworkBuilder = [ a = f(1\n" READER_X, NULL, "", 2, 0));
 }
