@@ -10,6 +10,8 @@
 #include "ctfio_internal.h"
 
 #define BS_MAX_DEPTH 64        /* nesting of blocks, parentheses and operators (recursion) */
+#define BS_MAX_CHAIN 500         /* operators in one chain (a + b + ...): the tree's depth */
+#define BS_MAX_EVAL 1000         /* evaluation recursion (bounds the stack) */
 #define BS_MAX_INCLUDE 16      /* include files open at once: deeper is taken as a cycle */
 #define BS_MAX_SUBST 16        /* $a$ -> $b$ -> ...: deeper is taken as a cycle */
 #define BS_MAX_VALUE 65536     /* bytes of one value after substitution */
@@ -83,6 +85,7 @@ typedef struct bs_src {
     const char *name;    /* path for messages and for resolving includes */
     const char *text;
     size_t len;
+    bool no_lines;       /* the command line: positions are reported as line 0 */
 } bs_src;
 
 int bs_read_file(bs_arena *a, const char *path, bs_src **out, ctf_error *err);
@@ -149,6 +152,7 @@ typedef struct bs_eval_ctx {
     bs_arena *arena;
     ctf_error *err;
     int depth;
+    int eval_depth;
     const bs_expr *active[BS_MAX_SUBST]; /* definitions being evaluated, outermost first */
     const char *const *block_keys; /* NULL-terminated: members whose bare names mean blocks */
     bool want_block;               /* evaluating the value of such a member */

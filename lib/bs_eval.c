@@ -307,8 +307,23 @@ static int eval_base(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
     return eval(cx, e, scope, self, out);
 }
 
+static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
+                     const bs_expr *self, cfg_node **out);
+
 static int eval(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
                 cfg_node **out)
+{
+    if (cx->eval_depth >= BS_MAX_EVAL)
+        return fail_at(cx, e, "expression nested too deeply to evaluate (more than %d levels)",
+                       BS_MAX_EVAL);
+    cx->eval_depth++;
+    int rc = eval_node(cx, e, scope, self, out);
+    cx->eval_depth--;
+    return rc;
+}
+
+static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
+                     const bs_expr *self, cfg_node **out)
 {
     cfg_node *v = NULL, *w = NULL;
     sbuf b = {0};

@@ -137,6 +137,7 @@ static bs_expr *node_at(parser *P, bs_kind kind, const bs_tok *t)
 {
     bs_expr *e = bs_new(P->a, kind, t->src, t->line, t->col);
     if (e) e->beg = t->beg;
+    if (e && t->src->no_lines) e->line = e->col = 0;
     return e;
 }
 
@@ -224,7 +225,9 @@ static int add_item(parser *P, bs_expr *arr, bs_expr *item)
 static int parse_paren(parser *P, bs_expr **out)
 {
     bs_tok open = P->lx.cur;
-    char sep = open.end[0] == ';' || open.end[0] == ',' ? open.end[0] : ';';
+    bool more = open.end < open.src->text + open.src->len;
+    char lead = more ? open.end[0] : 0;
+    char sep = lead == ';' || lead == ',' ? lead : ';';
     TRY(advance(P));
     bs_expr *arr = node_at(P, E_ARRAY, &open), *first = NULL;
     if (!arr) return bs_oom(P->err);
@@ -250,7 +253,7 @@ static int parse_paren(parser *P, bs_expr **out)
         return expected(P, what);
     }
     TRY(advance(P));
-    if (parts == 1 && open.end[0] != sep) {
+    if (parts == 1 && lead != sep) {
         *out = first; /* plain parentheses */
         return 0;
     }
@@ -407,10 +410,16 @@ static int parse_expr(parser *P, int min_prec, bs_expr **out)
     bs_expr *left = NULL;
     TRY(enter(P, &first));
     TRY(parse_operand(P, &left));
+    /* Each operator deepens the tree by one (a + b + c is (a + b) + c), and evaluation recurses
+     * on it: bound the chain, as nesting is bounded. ':' only appends. */
+    int chain = 0;
     for (;;) {
         bs_tok op = P->lx.cur;
         int prec = infix_prec(&op);
         if (prec < 0 || prec < min_prec) break;
+        if (!bs_is_op(&op, ":") && ++chain > BS_MAX_CHAIN)
+            return bs_fail(P->err, op.src, op.line, op.col, "more than %d operators in one "
+                           "expression", BS_MAX_CHAIN);
         bs_expr *e = node_at(P, E_BINARY, &first);
         if (!e) return bs_oom(P->err);
         e->beg = left->beg;

@@ -53,7 +53,7 @@ void ctf_config_init(ctf_config *cfg)
     cfg->max_samples = CTF_INFINITELY_REPEAT;
     cfg->max_sweeps = CTF_INFINITELY_REPEAT;
     cfg->num_workers = 1;
-    /* SPEC 10: as many parse threads as cores (at least one), a few chunks ahead each. */
+    /* As many parse threads as cores (at least one), a few chunks ahead each. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cfg->num_threads = cores > 0 ? (size_t)cores : 1;
     cfg->prefetch_chunks = 2 * cfg->num_threads + 2;
@@ -206,13 +206,6 @@ static void forget_lines(cfg_node *n)
 {
     n->line = n->col = n->key_line = n->key_col = 0;
     for (size_t i = 0; i < n->num_kids; i++) forget_lines(n->kids[i]);
-}
-
-static void forget_expr_lines(bs_expr *e)
-{
-    e->line = e->col = 0;
-    for (size_t i = 0; i < e->nkids; i++)
-        if (e->kids[i]) forget_expr_lines(e->kids[i]);
 }
 
 /*======================================================================
@@ -501,12 +494,12 @@ static int override_expr(ctf_bsconfig *doc, const ov_parts *o, const char *ov, b
         if (!src || !(src->text = bs_strndup(a, v, n))) return oom(err);
         src->name = doc->name;
         src->len = n;
+        src->no_lines = true;
         ctf_error e;
         int rc = bs_parse_value(a, src, scope, out, &e);
         if (rc == CTF_ENOMEM) return oom(err);
         if (rc)
             return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "override '%.200s': %s", ov, e.message);
-        forget_expr_lines(*out);
         return 0;
     }
     size_t q = n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0];

@@ -100,6 +100,15 @@ TEST(bs_syntax_errors_in_skipped_parts)
                     18));
     ASSERT(fails_at("net = { a = 1 b = 2 }\n" READER_X, NULL,
                     "expected ';' or a line break after the value of 'a', found 'b'", 1, 15));
+    /* Limits that keep the parser's and the evaluator's recursion bounded. */
+    char *chain = malloc(8000);
+    ASSERT(chain);
+    strcpy(chain, "net = { a = 1");
+    for (int i = 0; i < 600; i++) strcat(chain, " + 1");
+    strcat(chain, " }\n" READER_X);
+    bool chain_ok = fails_at(chain, NULL, "more than 500 operators in one expression", 1, 0);
+    free(chain);
+    ASSERT(chain_ok);
     /* NDL that BrainScript cannot parse is skipped where a name says NDL; elsewhere not. */
     static const char ndl_macros[] =
         "ndlMacroDefine = [\n  DNNLayer(inDim, outDim, x)\n  {\n    W = Parameter(outDim, inDim)\n"

@@ -1,7 +1,8 @@
 /*
- * test_config.c -- ctf_config defaults and validation, and the BrainScript reader: the seed's
- * three examples, the conformance corpus, $var$ substitution, overrides, sections, every
- * validation and parse error, and allocation failures at every point of a parse.
+ * test_config.c -- ctf_config defaults and validation, and the reader section of configuration
+ * files: the three reader forms of CNTK's documentation, the conformance corpus, $var$
+ * substitution, overrides, sections, every validation and parse error, and allocation failures
+ * at every point of a parse. The language as whole files use it is tested in test_bs_lang.c.
  */
 #include "ctfio_internal.h"
 #include "test.h"
@@ -72,7 +73,7 @@ TEST(config_init_defaults)
     ASSERT_EQ(c.num_workers, 1);
     ASSERT_EQ(c.worker_rank, 0);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    ASSERT_EQ(c.num_threads, cores > 0 ? cores : 1); /* SPEC 10: one parse thread per core */
+    ASSERT_EQ(c.num_threads, cores > 0 ? cores : 1); /* one parse thread per core */
     ASSERT_EQ(c.prefetch_chunks, 2 * c.num_threads + 2);
     ASSERT(c.log == NULL && c.log_user == NULL);
     ctf_config_init(NULL);
@@ -410,11 +411,10 @@ TEST(config_composite_errors)
 
 TEST(config_conformance_cases)
 {
-    static const char *const dirs[] = {"../shared/conformance/cases",
-                                       "/work/main/../shared/conformance/cases"};
+    static const char *const dirs[] = {"tests/conformance/cases"};
     glob_t g;
     size_t found = 0;
-    for (size_t d = 0; d < 2 && !found; d++) {
+    for (size_t d = 0; d < sizeof dirs / sizeof *dirs && !found; d++) {
         char pattern[300];
         snprintf(pattern, sizeof pattern, "%s/*.cntk", dirs[d]);
         if (glob(pattern, 0, NULL, &g) != 0) continue;
