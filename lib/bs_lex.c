@@ -456,53 +456,111 @@ static int include_path(bs_lexer *lx, const bs_tok *name, char *buf, size_t cap)
     return 0;
 }
 
-/* Relative paths resolve against the directory of the including file. */
+/* Reads an included file. A relative path is looked for next to the including file, then
+ * (as CNTK did) relative to the current directory. @return : 0 and *out, 1 with why filled
+ * (the file cannot be read), or an error. */
+static int open_include(bs_lexer *lx, const bs_tok *kw, const char *rel, bs_src **out,
+                        char *why, size_t cap)
+{
+    char path[2200];
+    const char *from = kw->src->name, *slash = strrchr(from, '/');
+    if (rel[0] != '/' && slash)
+        snprintf(path, sizeof path, "%.*s/%.1023s", (int)CTF_MIN(slash - from, 1024), from, rel);
+    else
+        snprintf(path, sizeof path, "%.1023s", rel);
+    if (lx->depth >= BS_MAX_INCLUDE)
+        return bs_fail(lx->err, kw->src, kw->line, kw->col, "include \"%s\": includes nested "
+                       "more than %d deep (does a file include itself?)", path, BS_MAX_INCLUDE);
+    ctf_error e;
+    int rc = bs_read_file(lx->arena, path, out, &e);
+    if (rc == CTF_EIO && strcmp(path, rel) != 0) rc = bs_read_file(lx->arena, rel, out, &e);
+    if (rc == CTF_ENOMEM) return bs_oom(lx->err);
+    if (!rc) return 0;
+    snprintf(why, cap, "include \"%.1000s\": %.400s", path, e.message);
+    return 1;
+}
+
+static void push_source(bs_lexer *lx, bs_src *src)
+{
+    bs_frame *f = &lx->stack[++lx->depth];
+    f->src = src;
+    f->p = f->line_start = src->text;
+    f->line = 1;
+    if (src->len >= 3 && memcmp(src->text, "\xEF\xBB\xBF", 3) == 0)
+        f->p = f->line_start = src->text + 3;
+}
+
+/* CNTK's older form, `include=a.cntk+b.cntk`: the rest of the line lists files joined by '+'. */
+static int old_include(bs_lexer *lx, const bs_tok *kw, char *why, size_t cap)
+{
+    bs_frame *f = &lx->stack[lx->depth];
+    const char *p = f->p, *end = f->src->text + f->src->len;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    p++; /* '=' */
+    const char *eol = p;
+    while (eol < end && *eol != '\n' && *eol != '#') eol++;
+    f->p = eol; /* the including file goes on at the line's end */
+    bs_src *srcs[BS_MAX_INCLUDE];
+    size_t n = 0;
+    for (const char *q = p; q < eol;) {
+        const char *plus = memchr(q, '+', (size_t)(eol - q));
+        const char *e = plus ? plus : eol, *b = q;
+        q = plus ? plus + 1 : eol;
+        while (b < e && (*b == ' ' || *b == '\t' || *b == '\r')) b++;
+        while (e > b && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) e--;
+        if (e - b >= 2 && (*b == '"' || *b == '\'') && e[-1] == *b) b++, e--;
+        if (b == e) continue;
+        char rel[1024];
+        snprintf(rel, sizeof rel, "%.*s", (int)CTF_MIN(e - b, 1023), b);
+        if (n == BS_MAX_INCLUDE || lx->depth + (int)n >= BS_MAX_INCLUDE)
+            return bs_fail(lx->err, kw->src, kw->line, kw->col, "include: more than %d files "
+                           "open at once", BS_MAX_INCLUDE);
+        int rc = open_include(lx, kw, rel, &srcs[n], why, cap);
+        if (rc) return rc;
+        n++;
+    }
+    if (!n) return bs_fail(lx->err, kw->src, kw->line, kw->col, "include=: no file named");
+    while (n-- > 0) push_source(lx, srcs[n]); /* the first file is read first */
+    return 0;
+}
+
 static int lex_include(bs_lexer *lx, bs_tok *t)
 {
     bs_tok kw = *t;
-    int rc = bs_lex_next(lx);
-    if (rc) return rc;
-    bs_tok name = lx->cur;
-    if (name.kind != T_STR)
-        return bs_fail(lx->err, name.src, name.line, name.col, "'include' must be followed by a "
-                       "quoted file name");
-    char path[2200], rel[1024], msg[2600];
-    const char *why = NULL;
-    if (include_path(lx, &name, rel, sizeof rel)) {
-        why = rel;
+    char rel[1024], why[1600];
+    int rc;
+    const char *p = lx->stack[lx->depth].p, *end = kw.src->text + kw.src->len;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    if (p < end && *p == '=') {
+        if ((rc = old_include(lx, &kw, why, sizeof why)) < 0) return rc;
+        kw.end = lx->stack[lx->depth].p;
     } else {
-        const char *from = kw.src->name, *slash = strrchr(from, '/');
-        if (rel[0] != '/' && slash)
-            snprintf(path, sizeof path, "%.*s/%.1023s", (int)CTF_MIN(slash - from, 1024), from, rel);
-        else
-            snprintf(path, sizeof path, "%.1023s", rel);
-        if (lx->depth >= BS_MAX_INCLUDE) {
-            snprintf(msg, sizeof msg, "include \"%s\": includes nested more than %d deep (does "
-                     "a file include itself?)", path, BS_MAX_INCLUDE);
-            return bs_fail(lx->err, kw.src, kw.line, kw.col, "%s", msg);
-        }
+        if ((rc = bs_lex_next(lx))) return rc;
+        bs_tok name = lx->cur;
+        if (name.kind != T_STR)
+            return bs_fail(lx->err, name.src, name.line, name.col, "'include' must be followed "
+                           "by a quoted file name");
+        kw.end = name.end;
         bs_src *src = NULL;
-        ctf_error e;
-        rc = bs_read_file(lx->arena, path, &src, &e);
-        if (rc == CTF_ENOMEM) return bs_oom(lx->err);
-        if (!rc) {
-            bs_frame *f = &lx->stack[++lx->depth];
-            f->src = src;
-            f->p = f->line_start = src->text;
-            f->line = 1;
-            lx->prev_operand = false;
-            rc = bs_lex_next(lx);
-            if (!rc) lx->cur.line_initial = true;
+        if (include_path(lx, &name, rel, sizeof rel)) {
+            snprintf(why, sizeof why, "%s", rel);
+            rc = 1;
+        } else if ((rc = open_include(lx, &kw, rel, &src, why, sizeof why)) < 0) {
             return rc;
+        } else if (!rc) {
+            push_source(lx, src);
         }
-        snprintf(msg, sizeof msg, "include \"%.2100s\": %.400s", path, e.message);
-        why = msg;
+    }
+    if (!rc) {
+        lx->prev_operand = false;
+        if ((rc = bs_lex_next(lx))) return rc;
+        lx->cur.line_initial = true;
+        return 0;
     }
     /* A file that cannot be included is an error only where its content is needed: the parser
      * keeps this token in the tree and evaluation reports it if it gets there. */
     *t = kw;
     t->kind = T_BADINC;
-    t->end = name.end;
     if (!(t->s = bs_strndup(lx->arena, why, strlen(why)))) return bs_oom(lx->err);
     t->n = strlen(why);
     lx->prev_operand = true;

@@ -224,6 +224,31 @@ TEST(bs_include_relative_to_the_including_file)
     ASSERT_OK(ctf_bsconfig_apply(doc, &c, &err), &err);
     ASSERT_EQ(c.streams[0].dim, 4);
     ctf_bsconfig_free(doc);
+    /* CNTK's older form: include=FILE+FILE on a line, found next to the including file. */
+    snprintf(p, sizeof p, "%s/a.cntk", sub);
+    f = fopen(p, "w");
+    ASSERT(f);
+    fputs("Dim = 5\n", f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/b.cntk", sub);
+    f = fopen(p, "w");
+    ASSERT(f);
+    fputs("Name = \"b\"\n", f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/old.cntk", sub);
+    f = fopen(p, "w");
+    ASSERT(f);
+    fputs("include=a.cntk+ b.cntk  # two files\n"
+          "reader = [ file = $Name$.ctf; input = [ x = [ dim = $Dim$; format = dense ] ] ]\n", f);
+    fclose(f);
+    ctf_config_init(&c);
+    ASSERT_OK(ctf_bsconfig_load(p, NULL, NULL, 0, &doc, &err), &err);
+    ASSERT_OK(ctf_bsconfig_apply(doc, &c, &err), &err);
+    ASSERT_EQ(c.streams[0].dim, 5);
+    ASSERT_STR_EQ(c.path, "b.ctf");
+    ctf_bsconfig_free(doc);
+    ASSERT(fails_at("include=/nonexistent/a.cntk\nreader = [ file = $Q$; input = [ x = [ dim = 1;"
+                    " format = dense ] ] ]\n", NULL, "could not be included", 2, 19));
     /* A missing include matters only where its content is needed. */
     ASSERT_OK(parse_apply("include \"/nonexistent/x.cntk\"\n" READER_X, NULL, NULL, 0, &doc, &c,
                           &err), &err);
