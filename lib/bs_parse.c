@@ -558,6 +558,19 @@ static int parse_value(parser *P, const bs_tok *name, bs_expr **out)
     return 0;
 }
 
+/* After `name =`: is the value missing? It is when the line ends there and the next line
+ * starts another definition (`x = ...`) or closes the block. A value may begin on the next
+ * line otherwise (`decoderParams =` then `if ... then ... else ...`). */
+static bool empty_value(const bs_tok *t, const char *closer)
+{
+    if (!t->line_initial && t->kind != T_EOF) return false;
+    if (t->kind == T_EOF || (closer && bs_is_op(t, closer))) return true;
+    if (t->kind != T_ID) return false;
+    const char *p = t->end, *end = t->src->text + t->src->len;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    return p < end && *p == '=' && !(p + 1 < end && (p[1] == '=' || p[1] == '>'));
+}
+
 static int parse_member(parser *P, bs_expr *dict, const char *closer)
 {
     bs_tok name = P->lx.cur;
@@ -591,8 +604,15 @@ static int parse_member(parser *P, bs_expr *dict, const char *closer)
         snprintf(what, sizeof what, "'=' after '%.*s'", (int)CTF_MIN(name.n, 40), name.s);
         return expected(P, what);
     }
+    bs_tok eq = P->lx.cur;
     TRY(advance(P));
-    TRY(parse_value(P, &name, &value));
+    if (empty_value(&P->lx.cur, closer)) {
+        /* CNTK's older syntax: `name =` with nothing after it on the line is the empty string. */
+        if (!(value = node_at(P, E_STR, &eq))) return bs_oom(P->err);
+        value->s = "";
+    } else {
+        TRY(parse_value(P, &name, &value));
+    }
     if (params) {
         bs_expr *fn = node_at(P, E_LAMBDA, &name);
         if (!fn || bs_add_kid(P->a, fn, params) || bs_add_kid(P->a, fn, value))

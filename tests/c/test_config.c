@@ -548,8 +548,10 @@ TEST(config_parse_errors)
                 "expected ')' to close the '(' opened on line 2, found ']'", 3);
     EXPECT_FAIL("reader = [\n  file = x y\n]\n",
                 "expected ';' or a line break after the value of 'file', found 'y'", 2);
-    EXPECT_FAIL("reader = [\n  file =\n  input = [ ]\n]\n",
-                "expected a value after 'file =', found the definition of 'input'", 3);
+    /* `name =` alone on its line is CNTK's empty value. */
+    EXPECT_FAIL("reader = [\n  file =\n  input = [ ]\n]\n", "file: must not be empty", 2);
+    EXPECT_FAIL("reader = [\n  file = x\n  b = c d = 3\n]\n",
+                "expected ';' or a line break after the value of 'b', found 'd'", 3);
     EXPECT_FAIL("reader = [\n  \"file\" = x\n]\n", "expected a name (letters, digits, '_'), "
                 "found a string", 2);
     EXPECT_FAIL("reader = [\n  file = ]\n", "expected a value, found ']'", 2);
