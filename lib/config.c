@@ -654,6 +654,7 @@ int ctf_bsconfig_parse(const char *text, size_t len, const char *name, const cha
     for (size_t i = 0; i < num_overrides; i++)
         if ((rc = override_define(doc, ovs, overrides[i], err))) goto fail;
     if ((rc = bs_parse_file(a, &src, ovs, &root, err))) goto fail;
+    ovs->scope = root; /* blocks inside override values see the file's definitions */
     for (size_t i = 0; i < ovs->nkids; i++) {
         ovs->kids[i]->scope = root;
         if (bs_add_kid(a, root, ovs->kids[i])) {

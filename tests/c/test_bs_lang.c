@@ -278,6 +278,11 @@ TEST(bs_sections)
     ASSERT_OK(parse_apply(text, "Train.cvreader", NULL, 0, &doc, &c, &err), &err);
     ASSERT_STR_EQ(c.path, "cv.ctf");
     ctf_bsconfig_free(doc);
+    const char *ovr[] = {"Dir=/d", "reader=[ file = \"$Dir$/r.ctf\"; input = [ x = [ dim = 1; "
+                         "format = dense ] ] ]"};
+    ASSERT_OK(parse_apply(text, NULL, ovr, 2, &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "/d/r.ctf");
+    ctf_bsconfig_free(doc);
     const char *ov[] = {"Test.reader.file=c.ctf"};
     ASSERT_OK(parse_apply(text, "Test", ov, 1, &doc, &c, &err), &err);
     ASSERT_STR_EQ(c.path, "c.ctf");
