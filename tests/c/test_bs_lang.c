@@ -168,6 +168,36 @@ TEST(bs_strings_and_substitution)
                     " }\n", NULL, "'&&' needs true or false on both sides", 1, 19));
 }
 
+TEST(bs_operators_evaluated)
+{
+    static const char text[] =
+        "n = 17; s = \"ab\"\n"
+        "reader = [ file = d.ctf\n"
+        "  maxErrors = n % 5 + 10 / 4 * 2 - 1        # 2 + 5 - 1\n"
+        "  randomize = !(n <= 3) && (s == \"ab\" || false) && n != 4 && 3 >= 3 && 2 < 3\n"
+        "  randomizationWindow = (if s != 'ab' then 1 else 2 ** 3) + +1\n"
+        "  keepDataInMemory = !true || 1 > 2\n"
+        "  input = [ x = [ dim = 1.5e1 * 2; format = dense ] ] ]\n";
+    ctf_bsconfig *doc = NULL;
+    ctf_config c;
+    ctf_error err;
+    ASSERT_OK(parse_apply(text, NULL, NULL, 0, &doc, &c, &err), &err);
+    ASSERT_U64_EQ(c.max_errors, 6);
+    ASSERT(c.randomize);
+    ASSERT_U64_EQ(c.randomization_window, 9);
+    ASSERT(!c.keep_data_in_memory);
+    ASSERT_EQ(c.streams[0].dim, 30);
+    ctf_bsconfig_free(doc);
+    ASSERT(fails_at("reader = [ file = d; maxErrors = 1 + [ a = 1 ]; input = [ x = [ dim = 1; "
+                    "format = dense ] ] ]\n", NULL, "'+' cannot combine \"1\" and a block", 1,
+                    34));
+    ASSERT(fails_at("reader = [ file = d; maxErrors = -\"a\"; input = [ x = [ dim = 1; "
+                    "format = dense ] ] ]\n", NULL, "'-' needs a number", 1, 34));
+    ASSERT(fails_at("reader = [ file = d; maxErrors = if 1 then 2 else 3; input = [ x = [ dim = "
+                    "1; format = dense ] ] ]\n", NULL, "the condition of 'if' must be true or "
+                    "false", 1, 37));
+}
+
 TEST(bs_member_access_and_indexing)
 {
     static const char text[] =
