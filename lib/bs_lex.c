@@ -343,7 +343,9 @@ int bs_lex_next(bs_lexer *lx)
                                    (path_char((unsigned char)q[1]) || c == '~'))) {
         const char *r = q;
         while (r < end && path_char((unsigned char)*r)) {
-            if (r[0] == '/' && r + 1 < end && (r[1] == '/' || r[1] == '*') && !path_start) break;
+            /* '//' ends the word (a comment); '/' '*' glued to a word is a path pattern
+             * (data/'*'.ctf), since a comment follows white space in practice. */
+            if (r > q && r[0] == '/' && r + 1 < end && r[1] == '/' && !path_start) break;
             r++;
         }
         /* An unquoted Windows drive (c:\data, c:/data) keeps its ':'. */

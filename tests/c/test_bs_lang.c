@@ -353,6 +353,12 @@ TEST(bs_composite_joins_and_corpora)
     ASSERT_STR_EQ(c.joins[0].origin, "x.cntk:9:5");
     ASSERT(!c.randomize);
     ctf_bsconfig_free(doc);
+    /* Unquoted patterns are words too. */
+    ASSERT_OK(parse_apply("reader = [ file = data/*.ctf /* a comment */; input = [ x = [ dim = 1;"
+                          " format = dense ] ] ]\n", NULL, NULL, 0, &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "data/*.ctf");
+    ASSERT_EQ(c.num_paths, 1);
+    ctf_bsconfig_free(doc);
     /* A glob alone is a one-entry corpus; an unsupported deserializer is named with its place. */
     ASSERT_OK(parse_apply("reader = [ file = \"part-*.ctf\"; input = [ x = [ dim = 1; format = "
                           "dense ] ] ]\n", NULL, NULL, 0, &doc, &c, &err), &err);
