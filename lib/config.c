@@ -934,8 +934,10 @@ static int apply_join(const ctf_bsconfig *doc, size_t i, const cfg_node *const *
     snprintf(name, sizeof name, "%s.file", where);
     TRY(apply_files(doc, v[K_FILE], name, slot->paths, &j->num_paths, err));
     j->paths = slot->paths;
-    if (v[K_SKIP_IDS]) TRY(get_bool(doc, v[K_SKIP_IDS], "skipSequenceIds", &j->skip_sequence_ids,
-                                    err));
+    /* As in CNTK, a parameter not given in the deserializer's block is looked for in the
+     * reader's (not in another deserializer's). */
+    const cfg_node *skip = v[K_SKIP_IDS] ? v[K_SKIP_IDS] : dict_find(doc->reader, "skipSequenceIds");
+    if (skip) TRY(get_bool(doc, skip, "skipSequenceIds", &j->skip_sequence_ids, err));
     TRY(apply_streams(doc, slot, where, &j->num_streams, err));
     j->streams = slot->streams;
     j->origin = slot->origin;

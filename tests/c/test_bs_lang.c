@@ -352,6 +352,22 @@ TEST(bs_composite_joins_and_corpora)
     ASSERT(c.joins[0].streams[0].is_sparse);
     ASSERT_STR_EQ(c.joins[0].origin, "x.cntk:9:5");
     ASSERT(!c.randomize);
+    ASSERT(!c.joins[0].skip_sequence_ids);
+    ctf_bsconfig_free(doc);
+    /* skipSequenceIds at the reader level applies to every deserializer that does not say. */
+    static const char lines[] =
+        "reader = { skipSequenceIds = true; deserializers = (\n"
+        "  { type = \"CNTKTextFormatDeserializer\"; file = a; input = { x = { dim = 1;"
+        " format = dense } } } :\n"
+        "  { type = \"CNTKTextFormatDeserializer\"; file = b; input = { y = { dim = 1;"
+        " format = dense } } } :\n"
+        "  { type = \"CNTKTextFormatDeserializer\"; file = c; skipSequenceIds = false\n"
+        "    input = { z = { dim = 1; format = dense } } } ) }\n";
+    ASSERT_OK(parse_apply(lines, NULL, NULL, 0, &doc, &c, &err), &err);
+    ASSERT(c.skip_sequence_ids);
+    ASSERT_EQ(c.num_joins, 2);
+    ASSERT(c.joins[0].skip_sequence_ids);
+    ASSERT(!c.joins[1].skip_sequence_ids);
     ctf_bsconfig_free(doc);
     /* Unquoted patterns are words too. */
     ASSERT_OK(parse_apply("reader = [ file = data/*.ctf /* a comment */; input = [ x = [ dim = 1;"
