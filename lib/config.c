@@ -527,6 +527,25 @@ static int override_define(ctf_bsconfig *doc, bs_expr *dict, const char *ov, ctf
     return 0;
 }
 
+/* Adds src's definitions to dst, after dst's own. As on CNTK's command line, a block assigned
+ * to the name of an existing block is merged into it (Train=[SGD=[maxEpochs=1]] changes one
+ * parameter of Train), recursively; anything else is a later definition, which wins. */
+static int merge_defs(bs_arena *a, bs_expr *dst, bs_expr *src, ctf_error *err)
+{
+    for (size_t i = 0; i < src->nkids; i++) {
+        bs_expr *m = src->kids[i];
+        bs_expr *old = m->kind == E_DEF ? bs_dict_find(dst, m->s, m->n, true) : NULL;
+        if (old && old->kids[0]->kind == E_DICT && m->kids[0]->kind == E_DICT) {
+            TRY(merge_defs(a, old->kids[0], m->kids[0], err));
+            continue;
+        }
+        m->scope = dst;
+        if (m->kind == E_DEF && m->kids[0]->kind == E_DICT) m->kids[0]->scope = dst;
+        if (bs_add_kid(a, dst, m)) return oom(err);
+    }
+    return 0;
+}
+
 /* Assigns the override's value at base.comp[first].comp[first+1]..., creating blocks. */
 static int set_path(ctf_bsconfig *doc, cfg_node *base, const ov_parts *o, size_t first,
                     const char *ov, bs_expr *root, ctf_error *err)
@@ -655,13 +674,7 @@ int ctf_bsconfig_parse(const char *text, size_t len, const char *name, const cha
         if ((rc = override_define(doc, ovs, overrides[i], err))) goto fail;
     if ((rc = bs_parse_file(a, &src, ovs, &root, err))) goto fail;
     ovs->scope = root; /* blocks inside override values see the file's definitions */
-    for (size_t i = 0; i < ovs->nkids; i++) {
-        ovs->kids[i]->scope = root;
-        if (bs_add_kid(a, root, ovs->kids[i])) {
-            rc = oom(err);
-            goto fail;
-        }
-    }
+    if ((rc = merge_defs(a, root, ovs, err))) goto fail;
     if ((rc = select_reader(doc, root, section, &rdef, err))) goto fail;
     /* In these members a bare name may stand for a block (`input = commonInputs`). */
     static const char *const block_keys[] = {"reader", "input", "deserializers", NULL};

@@ -313,6 +313,12 @@ TEST(bs_sections)
     ASSERT_OK(parse_apply(text, NULL, ovr, 2, &doc, &c, &err), &err);
     ASSERT_STR_EQ(c.path, "/d/r.ctf");
     ctf_bsconfig_free(doc);
+    /* A block on the command line is merged into the block of the same name. */
+    const char *merge[] = {"Test=[ reader = [ file = m.ctf ] ]"};
+    ASSERT_OK(parse_apply(text, "Test", merge, 1, &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "m.ctf");
+    ASSERT_EQ(c.num_streams, 1);
+    ctf_bsconfig_free(doc);
     const char *ov[] = {"Test.reader.file=c.ctf"};
     ASSERT_OK(parse_apply(text, "Test", ov, 1, &doc, &c, &err), &err);
     ASSERT_STR_EQ(c.path, "c.ctf");
