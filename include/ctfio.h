@@ -210,7 +210,7 @@ void ctf_config_init(ctf_config *cfg);
 int ctf_config_validate(const ctf_config *cfg, ctf_error *err);
 
 /*======================================================================
- * BrainScript configuration files (SPEC 3)
+ * CNTK configuration files (BrainScript; docs/config.md)
  *====================================================================*/
 
 /* A parsed BrainScript reader configuration. It owns every string a ctf_config filled from it
@@ -219,10 +219,13 @@ int ctf_config_validate(const ctf_config *cfg, ctf_error *err);
 typedef struct ctf_bsconfig ctf_bsconfig;
 
 /* ctf_bsconfig_load(path, section, overrides, num_overrides, out, err):
- * Reads a BrainScript configuration file and selects its reader: `section` names the block that
- * holds `reader` (NULL: the top-level `reader`, or the only block that has one). overrides are
- * "KEY=VALUE" strings from the command line: they define $KEY$ substitutions and override reader
- * parameters (a dotted KEY addresses a nested entry, e.g. "input.features.dim=10").
+ * Reads a whole CNTK configuration file (networks, SGD and NDL sections are parsed, never run;
+ * includes are followed) and evaluates its reader: `section` names the top-level block that
+ * holds `reader`, such as "Train", or a dotted path to a block ("train.cvreader"); NULL: the
+ * top-level `reader`, or that of the only block that has one. overrides are "KEY=VALUE"
+ * strings from the command line: they define $KEY$ substitutions and override reader
+ * parameters (a dotted KEY addresses a nested entry, e.g. "input.features.dim=10"). The
+ * composite form's first CTF deserializer fills path/paths/streams; the others become joins.
  * Relative data file paths are kept as written (they resolve against the current directory).
  * @return : 0 and *out set, or CTF_EINVAL / CTF_EIO / CTF_ENOMEM with err naming the config file
  *           and line. */

@@ -1,31 +1,33 @@
 /*
  * config.c -- the reader configuration: defaults and validation of struct ctf_config, and the
- * BrainScript configuration files of SPEC 3 (ctf_bsconfig_*).
+ * mapping of a CNTK configuration file's reader section onto it (ctf_bsconfig_*).
  *
- * ctf_bsconfig_parse reads a file in three steps:
- *   1. A tokenizer and a recursive-descent parser build a small tree of dictionaries ([ ] and
- *      { }), arrays (( ) or a:b:c) and scalars. Scalars keep their text, because CNTK's
- *      configuration language is untyped: whether "5" is a number is decided only when a
- *      parameter reads it. Every node remembers its line and column for messages.
- *   2. The reader is selected (the top-level `reader`, or that of a named block or of the only
- *      block that has one; in the composite form also its one CNTKTextFormatDeserializer), and
- *      the command-line overrides are grafted on as assignments written after the file.
- *   3. `$name$` references in the selected reader, and in a `precision` inherited from an
- *      enclosing block, are expanded in place. Nothing else is: a full CNTK configuration may
- *      use variables elsewhere (network, SGD) that only CNTK defines.
+ * ctf_bsconfig_parse works in four steps:
+ *   1. The whole file is parsed as CNTK's configuration language (bs_parse.c): every part,
+ *      networks and SGD blocks included, so that a syntax error anywhere is reported with its
+ *      file, line and column. Command-line overrides KEY=VALUE become top-level definitions
+ *      written after the file (the last definition wins), so $KEY$ sees them.
+ *   2. The reader is selected: the one in the named section (`Train`, or a dotted path such as
+ *      `train.cvreader`), else the top-level `reader`, else the one of the only top-level block
+ *      that holds one.
+ *   3. Only that reader definition is evaluated (bs_eval.c) into plain values, and its composite
+ *      form is split into deserializers: the first CNTKTextFormatDeserializer is the primary one,
+ *      the others are joined by key. Dotted overrides (input.x.dim=10, reader.file=...) are then
+ *      set on the evaluated reader.
+ *   4. Storage for the streams, file lists and joins is sized, so ctf_bsconfig_apply allocates
+ *      nothing and a failed apply leaves the caller's ctf_config untouched.
  * ctf_bsconfig_apply walks the reader's keys once, rejects unknown ones, type-checks each value
- * and fills a ctf_config. It allocates nothing (parse sized the stream array), so allocation
- * failures only matter in parse, and a failed apply leaves the caller's ctf_config untouched.
+ * and fills a ctf_config.
  *
  * Errors: syntax errors carry the file, line and column of the offending token, value errors
- * those of the value, unknown keys those of the key. Nodes from command-line overrides have
+ * those of the value, unknown keys those of the key. Values from command-line overrides have
  * line 0, and their messages say so.
  *
  * Adding a reader parameter: extend enum key_id and key_names[] together, read the value in
  * ctf_bsconfig_apply and add a row to the key table of docs/config.md (ctfio.h lists the other
  * places a new ctf_config field must reach).
  */
-#include "ctfio_internal.h"
+#include "bs.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -33,17 +35,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#define MAX_DEPTH 64            /* nesting of blocks and arrays: bounds the parser's recursion */
-#define MAX_SUBST_DEPTH 16      /* $a$ -> $b$ -> ...: deeper is treated as a cycle */
-#define MAX_VALUE_BYTES 65536   /* length of one value after substitution */
-#define MAX_FILE_BYTES (16u << 20) /* a larger "configuration" is almost surely the wrong file */
 #define MAX_OVERRIDE_PARTS 16   /* components of a dotted override key */
-
-#if defined(__GNUC__)
-#define PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
-#else
-#define PRINTF_LIKE(f, a)
-#endif
 
 /*======================================================================
  * ctf_config: defaults and validation
@@ -61,7 +53,7 @@ void ctf_config_init(ctf_config *cfg)
     cfg->max_samples = CTF_INFINITELY_REPEAT;
     cfg->max_sweeps = CTF_INFINITELY_REPEAT;
     cfg->num_workers = 1;
-    /* SPEC 10: as many parse threads as cores (at least one), a few chunks ahead each. */
+    /* As many parse threads as cores (at least one), a few chunks ahead each. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cfg->num_threads = cores > 0 ? (size_t)cores : 1;
     cfg->prefetch_chunks = 2 * cfg->num_threads + 2;
@@ -77,8 +69,15 @@ static const char *stream_alias(const ctf_stream_def *s)
 int ctf_config_validate(const ctf_config *cfg, ctf_error *err)
 {
     if (!cfg) return BAD("config: NULL configuration");
-    if (!cfg->path || !cfg->path[0])
+    if (cfg->num_paths) {
+        if (!cfg->paths) return BAD("config.paths: NULL with num_paths %zu", cfg->num_paths);
+        for (size_t i = 0; i < cfg->num_paths; i++)
+            if (!cfg->paths[i] || !cfg->paths[i][0])
+                return BAD("config.paths[%zu]: must be a non-empty path (got %s)", i,
+                           cfg->paths[i] ? "\"\"" : "NULL");
+    } else if (!cfg->path || !cfg->path[0]) {
         return BAD("config.path: the data file is required (got %s)", cfg->path ? "\"\"" : "NULL");
+    }
     if (cfg->num_streams == 0 || !cfg->streams)
         return BAD("config.streams: at least one input stream is required (got none)");
     if (cfg->num_streams > CTF_MAX_STREAMS)
@@ -136,77 +135,61 @@ int ctf_config_validate(const ctf_config *cfg, ctf_error *err)
 }
 
 /*======================================================================
- * The syntax tree
+ * The document
  *====================================================================*/
 
-typedef enum node_kind { N_SCALAR, N_DICT, N_ARRAY } node_kind;
-
-typedef struct node node;
-struct node {
-    node_kind kind;
-    bool quoted;             /* scalar written in quotes */
-    bool expanded;           /* $name$ references already substituted into text */
-    uint32_t line, col;      /* where the value starts, 1-based; 0 for command-line overrides */
-    uint32_t key_line, key_col; /* where this entry's key is */
-    char *key;               /* entry name in a dictionary; NULL for array items and the root */
-    char *text;              /* scalar text */
-    node *parent;            /* enclosing dictionary or array; NULL for the root */
-    node **kids;             /* dictionary entries or array items, in file order */
-    size_t num_kids, cap_kids;
-};
+/* One deserializer: the primary one (the reader itself in the plain form) or a joined one. */
+typedef struct deser_slot {
+    cfg_node *node;           /* its block */
+    cfg_node *input;          /* its input block (the reader's, for the plain form) */
+    ctf_stream_def *streams;  /* one per entry of input; ctf_bsconfig_apply fills them */
+    const char **paths;       /* one per file; ctf_bsconfig_apply fills them */
+    char *origin;             /* "file:line:col" */
+} deser_slot;
 
 struct ctf_bsconfig {
     char *name;               /* the path used in messages */
-    node *root;               /* the whole file plus the overrides */
-    node *section;            /* the top-level block holding the reader; NULL: top-level reader */
-    node *reader;             /* the selected reader block */
-    node *deser;              /* composite form: its CNTKTextFormatDeserializer block, else NULL */
-    node *input;              /* the input block that applies (deserializer's, else reader's) */
-    node *outer_precision;    /* `precision` inherited from an enclosing block, or NULL */
-    ctf_stream_def *streams;  /* one per entry of input; ctf_bsconfig_apply fills them */
+    bs_arena arena;           /* the syntax tree and every value */
+    const char *section;      /* the name of the section holding the reader, or NULL */
+    cfg_node *reader;         /* the evaluated reader block */
+    cfg_node *deser;          /* composite form: the primary deserializer block, else NULL */
+    cfg_node *outer_precision; /* `precision` inherited from an enclosing block, or NULL */
+    deser_slot *slots;        /* [0] primary, then the joined deserializers */
+    size_t num_slots;
+    ctf_join_def *joins;      /* num_slots - 1 of them */
 };
 
-static int oom(ctf_error *err)
+#define BAD(...) ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, __VA_ARGS__)
+
+#define TRY(x)                          \
+    do {                                \
+        int rc_ = (x);                  \
+        if (rc_) return rc_;            \
+    } while (0)
+
+static int oom(ctf_error *err) { return bs_oom(err); }
+
+BS_PRINTF(5, 6) static int doc_fail(const ctf_bsconfig *doc, const cfg_node *at, bool at_key,
+                                    ctf_error *err, const char *fmt, ...)
 {
-    return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading the configuration");
+    char msg[CTF_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    uint32_t line = at ? (at_key ? at->key_line : at->line) : 0;
+    uint32_t col = at ? (at_key ? at->key_col : at->col) : 0;
+    const char *path = at && at->src && line ? at->src : doc->name;
+    return ctf__fail(err, CTF_EINVAL, (ctf__where){path, line, col, -1}, "%s%s", msg,
+                     at && !line ? " (from a command-line override)" : "");
 }
 
-static void node_free(node *n)
+static const char *describe(const cfg_node *n, char *buf, size_t cap)
 {
-    if (!n) return;
-    for (size_t i = 0; i < n->num_kids; i++) node_free(n->kids[i]);
-    CTF_FREE(n->kids);
-    CTF_FREE(n->key);
-    CTF_FREE(n->text);
-    CTF_FREE(n);
-}
-
-/* Frees a node that could not be attached and reports the allocation failure. */
-static int free_oom(node *n, ctf_error *err)
-{
-    node_free(n);
-    return oom(err);
-}
-
-static node *node_new(node_kind kind, uint32_t line, uint32_t col)
-{
-    node *n = CTF_CALLOC(1, sizeof *n);
-    if (n) {
-        n->kind = kind;
-        n->line = line;
-        n->col = col;
-    }
-    return n;
-}
-
-static char *dup_n(const char *s, size_t n)
-{
-    char *d = CTF_MALLOC(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
+    if (n->kind == N_DICT) return "a block";
+    if (n->kind == N_ARRAY) return "an array";
+    snprintf(buf, cap, "\"%.60s%s\"", n->text, strlen(n->text) > 60 ? "..." : "");
+    return buf;
 }
 
 static bool name_eq(const char *a, const char *b, size_t bn)
@@ -219,94 +202,6 @@ static bool name_is(const char *a, const char *b, size_t bn)
     return strlen(a) == bn && memcmp(a, b, bn) == 0;
 }
 
-/* CNTK's configuration is case-insensitive, so lookups are too; the last definition wins. */
-static node *dict_find_n(const node *d, const char *key, size_t n, const node *skip)
-{
-    if (!d || d->kind != N_DICT) return NULL;
-    for (size_t i = d->num_kids; i-- > 0;)
-        if (d->kids[i] != skip && name_eq(d->kids[i]->key, key, n)) return d->kids[i];
-    return NULL;
-}
-
-static node *dict_find(const node *d, const char *key)
-{
-    return dict_find_n(d, key, strlen(key), NULL);
-}
-
-/* Appends child to d, taking ownership even on failure. In a dictionary a later assignment to
- * exactly the same name replaces the earlier one in place (CNTK: the last definition wins);
- * names that differ only in case stay apart because stream names are case-sensitive. */
-static int node_add(node *d, node *child)
-{
-    child->parent = d;
-    if (d->kind == N_DICT)
-        for (size_t i = 0; i < d->num_kids; i++)
-            if (strcmp(d->kids[i]->key, child->key) == 0) {
-                node_free(d->kids[i]);
-                d->kids[i] = child;
-                return 0;
-            }
-    void *p = d->kids;
-    if (ctf__grow(&p, &d->cap_kids, d->num_kids + 1, sizeof *d->kids)) {
-        node_free(child);
-        return CTF_ENOMEM;
-    }
-    d->kids = p;
-    d->kids[d->num_kids++] = child;
-    return 0;
-}
-
-static void node_forget_lines(node *n)
-{
-    n->line = n->col = n->key_line = n->key_col = 0;
-    for (size_t i = 0; i < n->num_kids; i++) node_forget_lines(n->kids[i]);
-}
-
-/* A short description of a value for "(got ...)". */
-static const char *describe(const node *n, char *buf, size_t cap)
-{
-    if (n->kind == N_DICT) return "a block";
-    if (n->kind == N_ARRAY) return "an array";
-    snprintf(buf, cap, "\"%.60s%s\"", n->text, strlen(n->text) > 60 ? "..." : "");
-    return buf;
-}
-
-/*======================================================================
- * Tokenizer
- *====================================================================*/
-
-typedef enum tok_kind {
-    T_EOF, T_NL, T_WORD, T_STRING, T_LBRACK, T_RBRACK, T_LBRACE, T_RBRACE, T_LPAREN, T_RPAREN,
-    T_EQ, T_SEMI, T_COLON
-} tok_kind;
-
-static const char punct_chars[] = "[]{}()=;:";
-static const tok_kind punct_kinds[] = {T_LBRACK, T_RBRACK, T_LBRACE, T_RBRACE, T_LPAREN,
-                                       T_RPAREN, T_EQ, T_SEMI, T_COLON};
-
-typedef struct tok {
-    tok_kind kind;
-    const char *s;          /* the token's text (a string's content, without quotes) */
-    size_t n;
-    uint32_t line, col;
-} tok;
-
-typedef struct lexer {
-    const char *p, *end, *line_start;
-    uint32_t line;
-    const char *name;       /* path for messages */
-    ctf_error *err;
-    tok cur;                /* the lookahead token */
-    int depth;              /* blocks open around the parser's position */
-} lexer;
-
-/* Bare words stop at white space, punctuation and '#': a path needs no quotes unless it holds
- * one of those. Bytes >= 0x80 are allowed so that UTF-8 names and paths pass through. */
-static bool is_word_byte(unsigned char c)
-{
-    return c > ' ' && c != 0x7f && !strchr(punct_chars, c) && c != '#';
-}
-
 static bool is_name(const char *s, size_t n)
 {
     if (n == 0) return false;
@@ -315,362 +210,15 @@ static bool is_name(const char *s, size_t n)
     return true;
 }
 
-PRINTF_LIKE(4, 5) static int lex_fail(lexer *lx, uint32_t line, uint32_t col, const char *fmt, ...)
+static cfg_node *dict_find(const cfg_node *d, const char *key)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = ctf__vfail(lx->err, CTF_EINVAL, (ctf__where){lx->name, line, col, -1}, fmt, ap);
-    va_end(ap);
-    return rc;
+    return cfg_find(d, key, strlen(key));
 }
 
-static int lex_next(lexer *lx)
+static void forget_lines(cfg_node *n)
 {
-    const char *p = lx->p, *end = lx->end;
-    for (;;) {
-        while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\f' || *p == '\v')) p++;
-        if (p == end || *p != '#') break;
-        while (p < end && *p != '\n') p++;
-    }
-    tok *t = &lx->cur;
-    t->s = p;
-    t->n = 1;
-    t->line = lx->line;
-    t->col = (uint32_t)(p - lx->line_start) + 1;
-    if (p == end) {
-        t->kind = T_EOF;
-        t->n = 0;
-        return 0;
-    }
-    unsigned char c = (unsigned char)*p;
-    const char *q = c ? strchr(punct_chars, c) : NULL;
-    if (c == '\n') {
-        t->kind = T_NL;
-        lx->line++;
-        lx->line_start = lx->p = p + 1;
-        return 0;
-    }
-    if (q) {
-        t->kind = punct_kinds[q - punct_chars];
-        lx->p = p + 1;
-        return 0;
-    }
-    if (c == '"' || c == '\'') {
-        /* No escapes: BrainScript strings hold Windows paths with backslashes verbatim. */
-        const char *s = ++p;
-        while (p < end && *p != (char)c && *p != '\n') p++;
-        if (p == end || *p != (char)c)
-            return lex_fail(lx, t->line, t->col,
-                            "unterminated string: expected the closing %c on the same line", c);
-        t->kind = T_STRING;
-        t->s = s;
-        t->n = (size_t)(p - s);
-        lx->p = p + 1;
-        return 0;
-    }
-    if (!is_word_byte(c))
-        return lex_fail(lx, t->line, t->col, "unexpected character (byte 0x%02x)", c);
-    const char *s = p;
-    while (p < end && is_word_byte((unsigned char)*p)) p++;
-    /* ':' separates array items, but an unquoted Windows drive (c:\data, c:/data) keeps it. */
-    if (p - s == 1 && isalpha(c) && end - p >= 2 && p[0] == ':' && (p[1] == '\\' || p[1] == '/')) {
-        p++;
-        while (p < end && is_word_byte((unsigned char)*p)) p++;
-    }
-    t->kind = T_WORD;
-    t->s = s;
-    t->n = (size_t)(p - s);
-    lx->p = p;
-    return 0;
-}
-
-static int expected(lexer *lx, const char *what)
-{
-    char found[80];
-    const tok *t = &lx->cur;
-    switch (t->kind) {
-    case T_EOF: snprintf(found, sizeof found, "the end of the file"); break;
-    case T_NL: snprintf(found, sizeof found, "a line break"); break;
-    case T_WORD: snprintf(found, sizeof found, "'%.*s'", (int)CTF_MIN(t->n, 40), t->s); break;
-    case T_STRING: snprintf(found, sizeof found, "a string"); break;
-    default: snprintf(found, sizeof found, "'%c'", *t->s); break;
-    }
-    return lex_fail(lx, t->line, t->col, "expected %s, found %s", what, found);
-}
-
-/*======================================================================
- * Parser: document := entries; entry := NAME '=' value; value := primary (':' primary)*;
- * primary := WORD | STRING | '[' entries ']' | '{' entries '}' | '(' items ')'
- *====================================================================*/
-
-#define TRY(x)                          \
-    do {                                \
-        int rc_ = (x);                  \
-        if (rc_) return rc_;            \
-    } while (0)
-
-static int parse_primary(lexer *lx, node **out);
-
-static char closer_char(tok_kind k)
-{
-    return k == T_RBRACK ? ']' : k == T_RBRACE ? '}' : ')';
-}
-
-static bool is_closer(tok_kind k) { return k == T_RBRACK || k == T_RBRACE || k == T_RPAREN; }
-
-static int unclosed(lexer *lx, const node *blk, tok_kind closer)
-{
-    const char *what = blk->kind == N_ARRAY ? "array" : "block";
-    if (lx->cur.kind == T_EOF)
-        return lex_fail(lx, lx->cur.line, lx->cur.col, "expected '%c' to close the %s opened on "
-                        "line %u, found the end of the file", closer_char(closer), what, blk->line);
-    return lex_fail(lx, lx->cur.line, lx->cur.col, "expected '%c' to close the %s opened on line "
-                    "%u, found '%c'", closer_char(closer), what, blk->line, *lx->cur.s);
-}
-
-static int parse_entries(lexer *lx, node *d, tok_kind closer)
-{
-    for (;;) {
-        while (lx->cur.kind == T_NL || lx->cur.kind == T_SEMI) TRY(lex_next(lx));
-        if (lx->cur.kind == closer) return 0;
-        if (lx->cur.kind == T_EOF || is_closer(lx->cur.kind)) {
-            if (closer == T_EOF) return expected(lx, "a name");
-            return unclosed(lx, d, closer);
-        }
-        if (lx->cur.kind != T_WORD || !is_name(lx->cur.s, lx->cur.n))
-            return expected(lx, "a name (letters, digits, '_')");
-        tok key = lx->cur;
-        TRY(lex_next(lx));
-        while (lx->cur.kind == T_NL) TRY(lex_next(lx));
-        char what[96];
-        if (lx->cur.kind != T_EQ) {
-            snprintf(what, sizeof what, "'=' after '%.*s'", (int)CTF_MIN(key.n, 40), key.s);
-            return expected(lx, what);
-        }
-        TRY(lex_next(lx));
-        /* CNTK writes `name =` and the block's opening bracket on the next line. */
-        if (lx->cur.kind == T_NL) {
-            while (lx->cur.kind == T_NL) TRY(lex_next(lx));
-            if (lx->cur.kind != T_LBRACK && lx->cur.kind != T_LBRACE && lx->cur.kind != T_LPAREN) {
-                snprintf(what, sizeof what, "a value after '%.*s =' (only a block may start on "
-                         "the next line)", (int)CTF_MIN(key.n, 40), key.s);
-                return expected(lx, what);
-            }
-        }
-        node *v = NULL;
-        TRY(parse_primary(lx, &v));
-        if (lx->cur.kind == T_COLON) {
-            node *arr = node_new(N_ARRAY, v->line, v->col);
-            if (!arr) return free_oom(v, lx->err);
-            int rc = node_add(arr, v) ? oom(lx->err) : 0;
-            while (!rc && lx->cur.kind == T_COLON) {
-                node *item = NULL;
-                if (!(rc = lex_next(lx)) && !(rc = parse_primary(lx, &item)))
-                    rc = node_add(arr, item) ? oom(lx->err) : 0;
-            }
-            if (rc) {
-                node_free(arr);
-                return rc;
-            }
-            v = arr;
-        }
-        v->key_line = key.line;
-        v->key_col = key.col;
-        if (!(v->key = dup_n(key.s, key.n))) return free_oom(v, lx->err);
-        if (node_add(d, v)) return oom(lx->err);
-        if (lx->cur.kind == T_NL || lx->cur.kind == T_SEMI || lx->cur.kind == closer) continue;
-        if (is_closer(lx->cur.kind) || lx->cur.kind == T_EOF) return unclosed(lx, d, closer);
-        snprintf(what, sizeof what, "';' or a line break after the value of '%.*s'",
-                 (int)CTF_MIN(key.n, 40), key.s);
-        return expected(lx, what);
-    }
-}
-
-/* Array items are separated by ':', ';' or line breaks, as CNTK allows all three. */
-static int parse_items(lexer *lx, node *arr)
-{
-    for (;;) {
-        while (lx->cur.kind == T_NL || lx->cur.kind == T_SEMI || lx->cur.kind == T_COLON)
-            TRY(lex_next(lx));
-        if (lx->cur.kind == T_RPAREN) return 0;
-        if (lx->cur.kind == T_EOF || is_closer(lx->cur.kind)) return unclosed(lx, arr, T_RPAREN);
-        node *item = NULL;
-        TRY(parse_primary(lx, &item));
-        if (node_add(arr, item)) return oom(lx->err);
-        tok_kind k = lx->cur.kind;
-        if (k != T_NL && k != T_SEMI && k != T_COLON && k != T_RPAREN)
-            return expected(lx, "':', ';', a line break or ')'");
-    }
-}
-
-static int parse_primary(lexer *lx, node **out)
-{
-    tok t = lx->cur;
-    node *n = NULL;
-    int rc;
-    switch (t.kind) {
-    case T_WORD:
-    case T_STRING:
-        n = node_new(N_SCALAR, t.line, t.col);
-        if (!n || !(n->text = dup_n(t.s, t.n))) return free_oom(n, lx->err);
-        n->quoted = t.kind == T_STRING;
-        rc = lex_next(lx);
-        break;
-    case T_LBRACK:
-    case T_LBRACE:
-    case T_LPAREN:
-        if (lx->depth >= MAX_DEPTH)
-            return lex_fail(lx, t.line, t.col, "blocks nested more than %d levels deep", MAX_DEPTH);
-        if (!(n = node_new(t.kind == T_LPAREN ? N_ARRAY : N_DICT, t.line, t.col)))
-            return oom(lx->err);
-        lx->depth++;
-        rc = lex_next(lx);
-        if (!rc && t.kind == T_LPAREN) rc = parse_items(lx, n);
-        else if (!rc) rc = parse_entries(lx, n, t.kind == T_LBRACK ? T_RBRACK : T_RBRACE);
-        if (!rc) rc = lex_next(lx); /* the closing bracket */
-        lx->depth--;
-        break;
-    default:
-        return expected(lx, "a value");
-    }
-    if (rc) {
-        node_free(n);
-        return rc;
-    }
-    *out = n;
-    return 0;
-}
-
-static void lexer_init(lexer *lx, const char *text, size_t len, const char *name, ctf_error *err)
-{
-    memset(lx, 0, sizeof *lx);
-    lx->p = lx->line_start = text;
-    lx->end = text + len;
-    lx->line = 1;
-    lx->name = name;
-    lx->err = err;
-    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) lx->p = lx->line_start = text + 3;
-}
-
-static int parse_text(const char *text, size_t len, const char *name, ctf_error *err, node **out)
-{
-    lexer lx;
-    lexer_init(&lx, text, len, name, err);
-    node *root = node_new(N_DICT, 1, 1);
-    if (!root) return oom(err);
-    int rc = lex_next(&lx);
-    if (!rc) rc = parse_entries(&lx, root, T_EOF);
-    if (rc) {
-        node_free(root);
-        return rc;
-    }
-    *out = root;
-    return 0;
-}
-
-/*======================================================================
- * Document-level errors and $name$ substitution
- *====================================================================*/
-
-PRINTF_LIKE(5, 6) static int doc_fail(const ctf_bsconfig *doc, const node *at, bool at_key,
-                                      ctf_error *err, const char *fmt, ...)
-{
-    char msg[CTF_ERROR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    uint32_t line = at ? (at_key ? at->key_line : at->line) : 0;
-    uint32_t col = at ? (at_key ? at->key_col : at->col) : 0;
-    return ctf__fail(err, CTF_EINVAL, (ctf__where){doc->name, line, col, -1}, "%s%s", msg,
-                     at && !line ? " (from a command-line override)" : "");
-}
-
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-} sbuf;
-
-static int sbuf_put(sbuf *b, const char *s, size_t n)
-{
-    void *p = b->p;
-    if (ctf__grow(&p, &b->cap, b->n + n + 1, 1)) return CTF_ENOMEM;
-    b->p = p;
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return 0;
-}
-
-/* Looks $name$ up in each enclosing dictionary from the inside out (arrays are not scopes).
- * The entry being expanded is skipped, so `dir = "$dir$/sub"` refines an outer dir. Overrides
- * live at the top level, which makes them the outermost scope. */
-static const node *lookup_var(const node *at, const char *name, size_t n)
-{
-    for (const node *d = at->parent; d; d = d->parent) {
-        const node *v = dict_find_n(d, name, n, at);
-        if (v) return v;
-    }
-    return NULL;
-}
-
-static int expand_text(const ctf_bsconfig *doc, const char *text, const node *at, int depth,
-                       sbuf *out, ctf_error *err)
-{
-    const char *p = text;
-    while (*p) {
-        const char *q = p + 1;
-        if (*p == '$')
-            while (isalnum((unsigned char)*q) || *q == '_') q++;
-        if (*p != '$' || q == p + 1 || *q != '$') {
-            /* A '$' that does not start a reference is kept literally. */
-            const char *e = strchr(p + 1, '$');
-            if (!e) e = p + strlen(p);
-            if (sbuf_put(out, p, (size_t)(e - p))) return oom(err);
-            p = e;
-        } else {
-            int n = (int)(q - p - 1);
-            const node *v = lookup_var(at, p + 1, (size_t)n);
-            if (!v)
-                return doc_fail(doc, at, false, err, "undefined variable '$%.*s$': not defined in "
-                                "an enclosing block or by a command-line override", n, p + 1);
-            if (v->kind != N_SCALAR)
-                return doc_fail(doc, at, false, err, "'$%.*s$' names a block (line %u); only "
-                                "single values can be substituted", n, p + 1, v->line);
-            if (depth >= MAX_SUBST_DEPTH)
-                return doc_fail(doc, at, false, err, "'$%.*s$': substitutions nested more than %d "
-                                "deep (is there a cycle?)", n, p + 1, MAX_SUBST_DEPTH);
-            if (v->expanded) {
-                if (sbuf_put(out, v->text, strlen(v->text))) return oom(err);
-            } else {
-                TRY(expand_text(doc, v->text, v, depth + 1, out, err));
-            }
-            p = q + 1;
-        }
-        if (out->n > MAX_VALUE_BYTES)
-            return doc_fail(doc, at, false, err, "value longer than %d bytes after substitution",
-                            MAX_VALUE_BYTES);
-    }
-    return 0;
-}
-
-static int expand_node(const ctf_bsconfig *doc, node *n, ctf_error *err)
-{
-    for (size_t i = 0; i < n->num_kids; i++) TRY(expand_node(doc, n->kids[i], err));
-    if (n->kind != N_SCALAR || n->expanded) return 0;
-    if (strchr(n->text, '$')) {
-        sbuf b = {0};
-        int rc = expand_text(doc, n->text, n, 0, &b, err);
-        if (!rc && !b.p && sbuf_put(&b, "", 0)) rc = oom(err);
-        if (rc) {
-            CTF_FREE(b.p);
-            return rc;
-        }
-        CTF_FREE(n->text);
-        n->text = b.p;
-    }
-    n->expanded = true;
-    return 0;
+    n->line = n->col = n->key_line = n->key_col = 0;
+    for (size_t i = 0; i < n->num_kids; i++) forget_lines(n->kids[i]);
 }
 
 /*======================================================================
@@ -680,7 +228,7 @@ static int expand_node(const ctf_bsconfig *doc, node *n, ctf_error *err)
 typedef enum key_id {
     K_FILE, K_INPUT, K_PRECISION, K_RANDOMIZE, K_SEED, K_WINDOW, K_SAMPLE_WINDOW, K_SKIP_IDS,
     K_MAX_ERRORS, K_TRACE, K_VERBOSITY, K_CHUNK, K_KEEP, K_FRAME, K_CACHE, K_MAX_SAMPLES,
-    K_MAX_SWEEPS, K_TRUNC, K_THREADS, K_PREFETCH,
+    K_MAX_SWEEPS, K_TRUNC, K_TRUNCATED, K_THREADS, K_PREFETCH, K_MT_DESER,
     /* Keys below are structure, not parameters: an undotted override never targets them. */
     K_READER_TYPE, K_TYPE, K_MODULE, K_DESERIALIZERS, K_COUNT
 } key_id;
@@ -689,8 +237,8 @@ static const char *const key_names[K_COUNT] = {
     "file", "input", "precision", "randomize", "randomizationSeed", "randomizationWindow",
     "sampleBasedRandomizationWindow", "skipSequenceIds", "maxErrors", "traceLevel", "verbosity",
     "chunkSizeInBytes", "keepDataInMemory", "frameMode", "cacheIndex", "maxSamples", "maxSweeps",
-    "truncationLength", "numThreads", "prefetchChunks", "readerType", "type", "module",
-    "deserializers",
+    "truncationLength", "truncated", "numThreads", "prefetchChunks",
+    "multiThreadedDeserialization", "readerType", "type", "module", "deserializers",
 };
 
 static int key_lookup(const char *s, size_t n)
@@ -736,7 +284,7 @@ static const char *suggest(const char *key, const char *const *names, size_t n)
     return best;
 }
 
-static int unknown_key(const ctf_bsconfig *doc, const node *e, const char *where,
+static int unknown_key(const ctf_bsconfig *doc, const cfg_node *e, const char *where,
                        const char *const *names, size_t n, ctf_error *err)
 {
     const char *s = suggest(e->key, names, n);
@@ -746,21 +294,39 @@ static int unknown_key(const ctf_bsconfig *doc, const node *e, const char *where
 }
 
 /*======================================================================
- * Selecting the reader and the deserializer
+ * Selecting the reader (on the syntax tree) and its deserializers
  *====================================================================*/
 
+static bool holds_reader(const bs_expr *def)
+{
+    const bs_expr *v = def->kind == E_DEF ? def->kids[0] : NULL;
+    return v && v->kind == E_DICT && bs_dict_find(v, "reader", 6, true);
+}
+
+/* A block that is itself a reader (for --section train.cvreader). */
+static bool looks_like_reader(const bs_expr *d)
+{
+    static const char *const keys[] = {"readerType", "deserializers", "file", "input"};
+    for (size_t i = 0; i < 4; i++)
+        if (bs_dict_find(d, keys[i], strlen(keys[i]), true)) return true;
+    return false;
+}
+
 /* Lists the top-level blocks (those holding a reader, if need_reader) for messages. */
-static size_t list_blocks(const node *root, bool need_reader, char *buf, size_t cap, node **only)
+static size_t list_blocks(const bs_expr *root, bool need_reader, char *buf, size_t cap,
+                          const bs_expr **only)
 {
     size_t count = 0, used = 0;
     buf[0] = 0;
-    for (size_t i = 0; i < root->num_kids; i++) {
-        node *b = root->kids[i];
-        if (b->kind != N_DICT || (need_reader && !dict_find(b, "reader"))) continue;
+    for (size_t i = 0; i < root->nkids; i++) {
+        const bs_expr *b = root->kids[i];
+        if (b->kind != E_DEF || b->kids[0]->kind != E_DICT || (need_reader && !holds_reader(b)))
+            continue;
+        if (bs_dict_find(root, b->s, b->n, true) != b) continue; /* redefined later */
         *only = b;
         if (used < cap) {
-            int k = snprintf(buf + used, cap - used, "%s'%.40s' (line %u)", count ? ", " : "",
-                             b->key, b->key_line);
+            int k = snprintf(buf + used, cap - used, "%s'%.*s' (line %u)", count ? ", " : "",
+                             (int)CTF_MIN(b->n, 40), b->s, b->line);
             if (k > 0) used += (size_t)k;
         }
         count++;
@@ -768,45 +334,89 @@ static size_t list_blocks(const node *root, bool need_reader, char *buf, size_t 
     return count;
 }
 
-static int select_reader(ctf_bsconfig *doc, const char *section, ctf_error *err)
+static int tree_fail(const ctf_bsconfig *doc, const bs_expr *at, ctf_error *err,
+                     const char *fmt, const char *a, const char *b)
 {
-    char list[256], got[80];
-    node *only = NULL, *r;
-    size_t count = list_blocks(doc->root, true, list, sizeof list, &only);
+    char msg[CTF_ERROR_MSG_MAX];
+    snprintf(msg, sizeof msg, fmt, a, b);
+    if (!at) return ctf__fail(err, CTF_EINVAL, (ctf__where){doc->name, 0, 0, -1}, "%s", msg);
+    return bs_fail(err, at->src, at->line, at->col, "%s", msg);
+}
+
+static const bs_expr *first_bad_include(const bs_expr *d)
+{
+    for (size_t i = 0; i < d->nkids; i++)
+        if (d->kids[i]->kind == E_BADINC) return d->kids[i];
+    return NULL;
+}
+
+static int bad_include(const bs_expr *b, ctf_error *err)
+{
+    return bs_fail(err, b->src, b->line, b->col, "%.*s", (int)b->n, b->s);
+}
+
+/* Finds the definition of the reader: see the file's top comment. */
+static int select_reader(ctf_bsconfig *doc, const bs_expr *root, const char *section,
+                         const bs_expr **out, ctf_error *err)
+{
+    char list[256];
+    const bs_expr *only = NULL, *r;
+    size_t count = list_blocks(root, true, list, sizeof list, &only);
     if (section) {
-        node *sec = dict_find(doc->root, section);
-        if (!sec || sec->kind != N_DICT)
-            return doc_fail(doc, NULL, false, err, "section '%s': no top-level block of that name "
-                            "(blocks with a reader: %s)", section, count ? list : "none");
-        if (!(r = dict_find(sec, "reader")))
-            return doc_fail(doc, sec, true, err, "section '%s' has no 'reader' block", section);
-        doc->section = sec;
-    } else if (!(r = dict_find(doc->root, "reader"))) {
+        const bs_expr *d = root, *sec = NULL;
+        const char *p = section;
+        for (;;) {
+            const char *dot = strchr(p, '.');
+            size_t n = dot ? (size_t)(dot - p) : strlen(p);
+            sec = bs_dict_find(d, p, n, true);
+            if (!sec && d == root && first_bad_include(root))
+                return bad_include(first_bad_include(root), err);
+            if (!sec)
+                return tree_fail(doc, NULL, err, "section '%s': no top-level block of that name "
+                                 "(blocks with a reader: %s)", section, count ? list : "none");
+            if (sec->kids[0]->kind != E_DICT)
+                return tree_fail(doc, sec, err, "section '%s' is not a block%s", section, "");
+            d = sec->kids[0];
+            if (!dot) break;
+            p = dot + 1;
+        }
+        r = bs_dict_find(d, "reader", 6, true);
+        if (!r && looks_like_reader(d)) r = sec;
+        if (!r && first_bad_include(d)) return bad_include(first_bad_include(d), err);
+        if (!r) return tree_fail(doc, sec, err, "section '%s' has no 'reader' block%s", section, "");
+        doc->section = section;
+    } else if (!(r = bs_dict_find(root, "reader", 6, true))) {
         if (count == 0) {
-            bool any = list_blocks(doc->root, false, list, sizeof list, &only) > 0;
-            return doc_fail(doc, NULL, false, err, "no reader: expected a top-level 'reader' block "
-                            "or a top-level block that holds one (top-level blocks: %s)",
-                            any ? list : "none");
+            if (first_bad_include(root)) return bad_include(first_bad_include(root), err);
+            bool any = list_blocks(root, false, list, sizeof list, &only) > 0;
+            return tree_fail(doc, NULL, err, "no reader: expected a top-level 'reader' block or a "
+                             "top-level block that holds one (top-level blocks: %s)%s",
+                             any ? list : "none", "");
         }
         if (count > 1)
-            return doc_fail(doc, NULL, false, err, "several blocks hold a 'reader' (%s): select "
-                            "one by its section name", list);
-        doc->section = only;
-        r = dict_find(only, "reader");
+            return tree_fail(doc, NULL, err, "several blocks hold a 'reader' (%s): select one by "
+                             "its section name%s", list, "");
+        r = bs_dict_find(only->kids[0], "reader", 6, true);
+        if (!(doc->section = bs_strndup(&doc->arena, only->s, only->n))) return oom(err);
     }
-    if (r->kind != N_DICT)
-        return doc_fail(doc, r, false, err, "reader: must be a block [ ... ] or { ... } (got %s)",
-                        describe(r, got, sizeof got));
-    doc->reader = r;
+    *out = r;
     return 0;
 }
 
-static int select_deserializer(ctf_bsconfig *doc, ctf_error *err)
+static bool is_ctf_type(const cfg_node *t)
+{
+    return t->kind == N_SCALAR && !strcasecmp(t->text, "CNTKTextFormatDeserializer");
+}
+
+/* The composite form: every item of deserializers must be a CNTKTextFormatDeserializer. */
+static int select_deserializers(ctf_bsconfig *doc, cfg_node ***items_out, size_t *n_out,
+                                ctf_error *err)
 {
     char got[80];
-    node *ds = dict_find(doc->reader, "deserializers");
+    cfg_node *ds = dict_find(doc->reader, "deserializers");
+    *n_out = 0;
     if (!ds) return 0;
-    node *const *items = &ds;
+    cfg_node **items = &doc->deser;
     size_t n = 1;
     if (ds->kind == N_ARRAY) {
         items = ds->kids;
@@ -814,29 +424,28 @@ static int select_deserializer(ctf_bsconfig *doc, ctf_error *err)
     } else if (ds->kind != N_DICT) {
         return doc_fail(doc, ds, false, err, "deserializers: must be an array of blocks "
                         "({ type = ...; ... }) (got %s)", describe(ds, got, sizeof got));
+    } else {
+        doc->deser = ds;
     }
     if (n == 0)
-        return doc_fail(doc, ds, false, err, "deserializers: empty; expected one "
+        return doc_fail(doc, ds, false, err, "deserializers: empty; expected at least one "
                         "CNTKTextFormatDeserializer block");
     for (size_t i = 0; i < n; i++) {
-        node *d = items[i], *t;
+        cfg_node *d = items[i], *t;
         if (d->kind != N_DICT)
             return doc_fail(doc, d, false, err, "deserializers[%zu]: must be a block "
                             "{ type = ...; ... } (got %s)", i, describe(d, got, sizeof got));
         if (!(t = dict_find(d, "type")))
-            return doc_fail(doc, d, false, err, "deserializers[%zu].type: missing; ctfio supports "
+            return doc_fail(doc, d, false, err, "deserializers[%zu].type: missing; ctfio reads "
                             "type = \"CNTKTextFormatDeserializer\"", i);
-        TRY(expand_node(doc, t, err));
-        if (t->kind != N_SCALAR || strcasecmp(t->text, "CNTKTextFormatDeserializer") != 0)
+        if (!is_ctf_type(t))
             return doc_fail(doc, t, false, err, "deserializers[%zu].type: %s is not supported; "
                             "ctfio reads only CNTKTextFormatDeserializer", i,
                             describe(t, got, sizeof got));
-        if (doc->deser)
-            return doc_fail(doc, d, false, err, "deserializers[%zu]: a second "
-                            "CNTKTextFormatDeserializer (the first is on line %u); ctfio supports "
-                            "exactly one", i, doc->deser->line);
-        doc->deser = d;
     }
+    doc->deser = items[0];
+    *items_out = items;
+    *n_out = n;
     return 0;
 }
 
@@ -887,93 +496,161 @@ static int split_override(const char *ov, ov_parts *o, ctf_error *err)
 
 /* A value that opens a bracket is parsed as configuration text; anything else is taken
  * literally (shells leave paths unquoted), minus one pair of surrounding quotes. */
-static int override_value(const ctf_bsconfig *doc, const ov_parts *o, const char *ov, node **out,
-                          ctf_error *err)
+static int override_expr(ctf_bsconfig *doc, const ov_parts *o, const char *ov, bs_expr *scope,
+                         bs_expr **out, ctf_error *err)
 {
     const char *v = o->value;
     size_t n = o->value_len;
-    node *val = NULL;
+    bs_arena *a = &doc->arena;
     if (n && strchr("[{(", v[0])) {
+        bs_src *src = bs_alloc(a, sizeof *src);
+        if (!src || !(src->text = bs_strndup(a, v, n))) return oom(err);
+        src->name = doc->name;
+        src->len = n;
+        src->no_lines = true;
         ctf_error e;
-        lexer lx;
-        lexer_init(&lx, v, n, doc->name, &e);
-        int rc = lex_next(&lx);
-        if (!rc) rc = parse_primary(&lx, &val);
-        if (!rc && lx.cur.kind != T_EOF) {
-            rc = expected(&lx, "the end of the value");
-            node_free(val);
-        }
+        int rc = bs_parse_value(a, src, scope, out, &e);
         if (rc == CTF_ENOMEM) return oom(err);
         if (rc)
             return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "override '%.200s': %s", ov, e.message);
-        node_forget_lines(val);
-    } else {
-        size_t q = n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0];
-        if (!(val = node_new(N_SCALAR, 0, 0)) || !(val->text = dup_n(v + q, n - 2 * q)))
-            return free_oom(val, err);
-        val->quoted = q;
+        return 0;
     }
-    *out = val;
+    size_t q = n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0];
+    bs_expr *s = bs_new(a, q ? E_STR : E_RAW, NULL, 0, 0);
+    if (!s || !(s->s = bs_strndup(a, v + q, n - 2 * q))) return oom(err);
+    s->n = n - 2 * q;
+    *out = s;
+    return 0;
+}
+
+/* Undotted KEY=VALUE: a top-level definition (a variable), after the file's own. */
+static int override_define(ctf_bsconfig *doc, bs_expr *dict, const char *ov, ctf_error *err)
+{
+    ov_parts o;
+    bs_expr *val = NULL, *def;
+    TRY(split_override(ov, &o, err));
+    if (o.n != 1) return 0;
+    TRY(override_expr(doc, &o, ov, dict, &val, err));
+    if (!(def = bs_new(&doc->arena, E_DEF, NULL, 0, 0)) ||
+        !(def->s = bs_strndup(&doc->arena, o.comp[0], o.len[0])))
+        return oom(err);
+    def->n = o.len[0];
+    def->scope = dict;
+    if (bs_add_kid(&doc->arena, def, val) || bs_add_kid(&doc->arena, dict, def)) return oom(err);
+    return 0;
+}
+
+/* Adds src's definitions to dst, after dst's own. As on CNTK's command line, a block assigned
+ * to the name of an existing block is merged into it (Train=[SGD=[maxEpochs=1]] changes one
+ * parameter of Train), recursively; anything else is a later definition, which wins. */
+static int merge_defs(bs_arena *a, bs_expr *dst, bs_expr *src, ctf_error *err)
+{
+    for (size_t i = 0; i < src->nkids; i++) {
+        bs_expr *m = src->kids[i];
+        bs_expr *old = m->kind == E_DEF ? bs_dict_find(dst, m->s, m->n, true) : NULL;
+        if (old && old->kids[0]->kind == E_DICT && m->kids[0]->kind == E_DICT) {
+            TRY(merge_defs(a, old->kids[0], m->kids[0], err));
+            continue;
+        }
+        m->scope = dst;
+        if (m->kind == E_DEF && m->kids[0]->kind == E_DICT) m->kids[0]->scope = dst;
+        if (bs_add_kid(a, dst, m)) return oom(err);
+    }
     return 0;
 }
 
 /* Assigns the override's value at base.comp[first].comp[first+1]..., creating blocks. */
-static int set_path(ctf_bsconfig *doc, node *base, const ov_parts *o, size_t first,
-                    const char *ov, ctf_error *err)
+static int set_path(ctf_bsconfig *doc, cfg_node *base, const ov_parts *o, size_t first,
+                    const char *ov, bs_expr *root, ctf_error *err)
 {
-    node *d = base, *v = NULL;
+    bs_arena *a = &doc->arena;
+    cfg_node *d = base, *v = NULL;
     for (size_t i = first; i + 1 < o->n; i++) {
-        node *c = NULL;
+        cfg_node *c = NULL;
         for (size_t k = 0; k < d->num_kids && !c; k++) /* exact first: stream names keep case */
             if (name_is(d->kids[k]->key, o->comp[i], o->len[i])) c = d->kids[k];
-        if (!c) c = dict_find_n(d, o->comp[i], o->len[i], NULL);
+        if (!c) c = cfg_find(d, o->comp[i], o->len[i]);
         if (!c) {
-            if (!(c = node_new(N_DICT, 0, 0)) || !(c->key = dup_n(o->comp[i], o->len[i])))
-                return free_oom(c, err);
-            if (node_add(d, c)) return oom(err);
+            if (!(c = cfg_new(a, N_DICT)) || !(c->key = bs_strndup(a, o->comp[i], o->len[i])) ||
+                cfg_add(a, d, c))
+                return oom(err);
+            c->src = doc->name;
         } else if (c->kind != N_DICT) {
             return ov_fail(err, ov, "the path goes through a value that is not a block");
         }
         d = c;
     }
     size_t last = o->n - 1;
-    /* Replacing the selected reader or a block around it would leave doc pointing at freed
-     * nodes; it is also never what the user meant once the reader is chosen. */
-    for (const node *a = doc->deser ? doc->deser : doc->reader; a; a = a->parent)
-        if (a->parent == d && name_is(a->key, o->comp[last], o->len[last]))
-            return ov_fail(err, ov, "cannot replace the block that holds the selected reader; "
-                           "set its parameters instead");
-    TRY(override_value(doc, o, ov, &v, err));
-    if (!(v->key = dup_n(o->comp[last], o->len[last]))) return free_oom(v, err);
-    return node_add(d, v) ? oom(err) : 0;
+    bs_expr *e = NULL;
+    bs_eval_ctx cx = {.arena = a, .err = err};
+    TRY(override_expr(doc, o, ov, root, &e, err));
+    int rc = bs_eval_expr(&cx, e, root, NULL, &v);
+    if (rc) return rc;
+    forget_lines(v);
+    if (!(v->key = bs_strndup(a, o->comp[last], o->len[last])) || cfg_add(a, d, v)) return oom(err);
+    return 0;
 }
 
-/* Before the reader is chosen: an undotted KEY is a top-level assignment (a variable). */
-static int override_top(ctf_bsconfig *doc, const char *ov, ctf_error *err)
+/* After the reader is evaluated: reader parameters go into the innermost block that applies
+ * (the primary deserializer wins); other dotted keys address things outside the reader. */
+static int override_reader(ctf_bsconfig *doc, bs_expr *root, const char *ov, ctf_error *err)
 {
     ov_parts o;
     TRY(split_override(ov, &o, err));
-    return o.n == 1 ? set_path(doc, doc->root, &o, 0, ov, err) : 0;
-}
-
-/* After: reader parameters go into the innermost block that applies (the deserializer wins). */
-static int override_reader(ctf_bsconfig *doc, const char *ov, ctf_error *err)
-{
-    ov_parts o;
-    TRY(split_override(ov, &o, err));
-    node *target = doc->deser ? doc->deser : doc->reader;
+    cfg_node *target = doc->deser ? doc->deser : doc->reader;
     bool param = is_param(key_lookup(o.comp[0], o.len[0]));
-    if (o.n == 1) return param ? set_path(doc, target, &o, 0, ov, err) : 0;
-    if (name_eq("reader", o.comp[0], o.len[0])) return set_path(doc, target, &o, 1, ov, err);
-    if (doc->section && o.n > 2 && name_eq(doc->section->key, o.comp[0], o.len[0]) &&
-        name_eq("reader", o.comp[1], o.len[1]))
-        return set_path(doc, target, &o, 2, ov, err);
-    return set_path(doc, param ? target : doc->root, &o, 0, ov, err);
+    size_t skip = 0;
+    if (o.n == 1) return param ? set_path(doc, target, &o, 0, ov, root, err) : 0;
+    if (name_eq("reader", o.comp[0], o.len[0])) skip = 1;
+    else if (doc->section && name_eq(doc->section, o.comp[0], o.len[0]) &&
+             name_eq("reader", o.comp[1], o.len[1]))
+        skip = 2;
+    else if (param) skip = 0;
+    else return 0;
+    if (skip == o.n)
+        return ov_fail(err, ov, "cannot replace the block that holds the selected reader; set "
+                       "its parameters instead");
+    if (skip && doc->deser && !is_param(key_lookup(o.comp[skip], o.len[skip])))
+        target = doc->reader; /* reader.deserializers..., reader.verbosity... */
+    return set_path(doc, target, &o, skip, ov, root, err);
 }
 
 /*======================================================================
  * ctf_bsconfig_parse / load / free
  *====================================================================*/
+
+static int count_files(const cfg_node *f)
+{
+    return f && f->kind == N_ARRAY ? (int)f->num_kids : 1;
+}
+
+/* Sizes the storage ctf_bsconfig_apply fills: streams and files of every deserializer. */
+static int prepare(ctf_bsconfig *doc, cfg_node **items, size_t n, ctf_error *err)
+{
+    bs_arena *a = &doc->arena;
+    doc->num_slots = n ? n : 1;
+    if (!(doc->slots = bs_alloc(a, doc->num_slots * sizeof *doc->slots))) return oom(err);
+    if (doc->num_slots > 1 &&
+        !(doc->joins = bs_alloc(a, (doc->num_slots - 1) * sizeof *doc->joins)))
+        return oom(err);
+    for (size_t i = 0; i < doc->num_slots; i++) {
+        deser_slot *s = &doc->slots[i];
+        s->node = n ? items[i] : doc->reader;
+        s->input = dict_find(s->node, "input");
+        if (!s->input && i == 0) s->input = dict_find(doc->reader, "input");
+        const cfg_node *f = dict_find(s->node, "file");
+        if (!f && i == 0) f = dict_find(doc->reader, "file");
+        size_t ns = s->input && s->input->kind == N_DICT ? s->input->num_kids : 0;
+        if ((ns && !(s->streams = bs_alloc(a, ns * sizeof *s->streams))) ||
+            !(s->paths = bs_alloc(a, (size_t)count_files(f) * sizeof *s->paths)))
+            return oom(err);
+        char origin[CTF_ERROR_PATH_MAX + 40];
+        snprintf(origin, sizeof origin, "%s:%u:%u", s->node->src ? s->node->src : doc->name,
+                 s->node->line, s->node->col);
+        if (!(s->origin = bs_strndup(a, origin, strlen(origin)))) return oom(err);
+    }
+    return 0;
+}
 
 int ctf_bsconfig_parse(const char *text, size_t len, const char *name, const char *section,
                        const char *const *overrides, size_t num_overrides, ctf_bsconfig **out,
@@ -984,32 +661,53 @@ int ctf_bsconfig_parse(const char *text, size_t len, const char *name, const cha
     if (!text && len) return BAD("ctf_bsconfig_parse: text is NULL");
     for (size_t i = 0; i < num_overrides; i++)
         if (!overrides || !overrides[i]) return BAD("ctf_bsconfig_parse: override %zu is NULL", i);
+    if (section && !section[0]) section = NULL;
     ctf_bsconfig *doc = CTF_CALLOC(1, sizeof *doc);
     if (!doc) return oom(err);
-    int rc;
+    int rc = 0;
+    bs_arena *a = &doc->arena;
+    bs_src src = {0};
+    bs_expr *root = NULL, *ovs = NULL;
+    const bs_expr *rdef = NULL;
+    cfg_node **items = NULL;
+    size_t n_items = 0;
     if (!(doc->name = ctf__strdup(name ? name : "<config>"))) {
         rc = oom(err);
         goto fail;
     }
-    if ((rc = parse_text(text ? text : "", len, doc->name, err, &doc->root))) goto fail;
-    for (size_t i = 0; i < num_overrides; i++)
-        if ((rc = override_top(doc, overrides[i], err))) goto fail;
-    if ((rc = select_reader(doc, section, err))) goto fail;
-    if ((rc = select_deserializer(doc, err))) goto fail;
-    for (size_t i = 0; i < num_overrides; i++)
-        if ((rc = override_reader(doc, overrides[i], err))) goto fail;
-    /* CNTK puts precision at the top level; the innermost enclosing definition applies. */
-    for (node *d = doc->reader->parent; d && !doc->outer_precision; d = d->parent)
-        doc->outer_precision = dict_find(d, "precision");
-    if ((rc = expand_node(doc, doc->reader, err))) goto fail;
-    if (doc->outer_precision && (rc = expand_node(doc, doc->outer_precision, err))) goto fail;
-    doc->input = doc->deser ? dict_find(doc->deser, "input") : NULL;
-    if (!doc->input) doc->input = dict_find(doc->reader, "input");
-    if (doc->input && doc->input->kind == N_DICT && doc->input->num_kids &&
-        !(doc->streams = CTF_CALLOC(doc->input->num_kids, sizeof *doc->streams))) {
+    src.name = doc->name;
+    src.text = text ? text : "";
+    src.len = text ? len : 0;
+    /* The overrides are parsed first so that $X$ in include paths can use them. */
+    if (!(ovs = bs_new(a, E_DICT, NULL, 0, 0))) {
         rc = oom(err);
         goto fail;
     }
+    for (size_t i = 0; i < num_overrides; i++)
+        if ((rc = override_define(doc, ovs, overrides[i], err))) goto fail;
+    if ((rc = bs_parse_file(a, &src, ovs, &root, err))) goto fail;
+    ovs->scope = root; /* blocks inside override values see the file's definitions */
+    if ((rc = merge_defs(a, root, ovs, err))) goto fail;
+    if ((rc = select_reader(doc, root, section, &rdef, err))) goto fail;
+    /* In these members a bare name may stand for a block (`input = commonInputs`). */
+    static const char *const block_keys[] = {"reader", "input", "deserializers", NULL};
+    bs_eval_ctx cx = {.arena = a, .err = err, .block_keys = block_keys};
+    if ((rc = bs_eval_def(&cx, rdef, &doc->reader))) goto fail;
+    if (doc->reader->kind != N_DICT) {
+        char got[80];
+        rc = doc_fail(doc, doc->reader, false, err, "reader: must be a block [ ... ] or { ... } "
+                      "(got %s)", describe(doc->reader, got, sizeof got));
+        goto fail;
+    }
+    if ((rc = select_deserializers(doc, &items, &n_items, err))) goto fail;
+    for (size_t i = 0; i < num_overrides; i++)
+        if ((rc = override_reader(doc, root, overrides[i], err))) goto fail;
+    /* CNTK puts precision at the top level; the innermost enclosing definition applies. */
+    if (!dict_find(doc->reader, "precision") && !(doc->deser && dict_find(doc->deser, "precision"))) {
+        const bs_expr *p = bs_lookup(rdef->scope, "precision", 9, true, rdef, NULL);
+        if (p && (rc = bs_eval_def(&cx, p, &doc->outer_precision))) goto fail;
+    }
+    if ((rc = prepare(doc, items, n_items, err))) goto fail;
     *out = doc;
     return 0;
 fail:
@@ -1022,46 +720,19 @@ int ctf_bsconfig_load(const char *path, const char *section, const char *const *
 {
     if (out) *out = NULL;
     if (!path || !path[0]) return BAD("ctf_bsconfig_load: no configuration file given");
-    const ctf__where w = {path, 0, 0, -1};
-    FILE *f = ctf__fopen_regular(path, false);
-    if (!f)
-        return ctf__fail(err, CTF_EIO, w, "cannot open the configuration file: %s",
-                         errno == EINVAL ? "not a regular file" : strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    int rc = 0;
-    for (;;) {
-        void *p = buf;
-        if (ctf__grow(&p, &cap, n + 4096, 1)) {
-            rc = oom(err);
-            break;
-        }
-        buf = p;
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f))
-                rc = ctf__fail(err, CTF_EIO, w, "cannot read the configuration file: %s",
-                               strerror(errno));
-            break;
-        }
-        if (n > MAX_FILE_BYTES) {
-            rc = ctf__fail(err, CTF_EINVAL, w, "larger than %u bytes: not a configuration file?",
-                           MAX_FILE_BYTES);
-            break;
-        }
-    }
-    fclose(f);
-    if (!rc) rc = ctf_bsconfig_parse(buf, n, path, section, overrides, num_overrides, out, err);
-    CTF_FREE(buf);
+    bs_arena a = {0};
+    bs_src *src = NULL;
+    int rc = bs_read_file(&a, path, &src, err);
+    if (!rc) rc = ctf_bsconfig_parse(src->text, src->len, path, section, overrides,
+                                     num_overrides, out, err);
+    bs_arena_free(&a);
     return rc;
 }
 
 void ctf_bsconfig_free(ctf_bsconfig *doc)
 {
     if (!doc) return;
-    node_free(doc->root);
-    CTF_FREE(doc->streams);
+    bs_arena_free(&doc->arena);
     CTF_FREE(doc->name);
     CTF_FREE(doc);
 }
@@ -1070,7 +741,7 @@ void ctf_bsconfig_free(ctf_bsconfig *doc)
  * ctf_bsconfig_apply: typed values
  *====================================================================*/
 
-static int get_uint(const ctf_bsconfig *doc, const node *n, const char *name, uint64_t min,
+static int get_uint(const ctf_bsconfig *doc, const cfg_node *n, const char *name, uint64_t min,
                     uint64_t max, uint64_t *out, ctf_error *err)
 {
     char got[80];
@@ -1095,7 +766,7 @@ static int get_uint(const ctf_bsconfig *doc, const node *n, const char *name, ui
     return 0;
 }
 
-static int get_size(const ctf_bsconfig *doc, const node *n, const char *name, size_t *out,
+static int get_size(const ctf_bsconfig *doc, const cfg_node *n, const char *name, size_t *out,
                     ctf_error *err)
 {
     uint64_t v;
@@ -1105,7 +776,7 @@ static int get_size(const ctf_bsconfig *doc, const node *n, const char *name, si
 }
 
 /* maxSamples / maxSweeps also accept "infinite" (CTF_INFINITELY_REPEAT). */
-static int get_limit(const ctf_bsconfig *doc, const node *n, const char *name, uint64_t *out,
+static int get_limit(const ctf_bsconfig *doc, const cfg_node *n, const char *name, uint64_t *out,
                      ctf_error *err)
 {
     if (n->kind == N_SCALAR && strcasecmp(n->text, "infinite") == 0) {
@@ -1115,7 +786,7 @@ static int get_limit(const ctf_bsconfig *doc, const node *n, const char *name, u
     return get_uint(doc, n, name, 0, UINT64_MAX, out, err);
 }
 
-static int get_bool(const ctf_bsconfig *doc, const node *n, const char *name, bool *out,
+static int get_bool(const ctf_bsconfig *doc, const cfg_node *n, const char *name, bool *out,
                     ctf_error *err)
 {
     char got[80];
@@ -1128,7 +799,7 @@ static int get_bool(const ctf_bsconfig *doc, const node *n, const char *name, bo
     return 0;
 }
 
-static int get_string(const ctf_bsconfig *doc, const node *n, const char *name, bool nonempty,
+static int get_string(const ctf_bsconfig *doc, const cfg_node *n, const char *name, bool nonempty,
                       const char **out, ctf_error *err)
 {
     char got[80];
@@ -1142,18 +813,18 @@ static int get_string(const ctf_bsconfig *doc, const node *n, const char *name, 
 }
 
 /* Picks one of several words (case-insensitive). @return : its index, or -1. */
-static int get_word(const node *n, const char *const *words, int count)
+static int get_word(const cfg_node *n, const char *const *words, int count)
 {
     for (int i = 0; n->kind == N_SCALAR && i < count; i++)
         if (!strcasecmp(n->text, words[i])) return i;
     return -1;
 }
 
-static int collect(const ctf_bsconfig *doc, const node *blk, bool is_reader, const node **v,
-                   ctf_error *err)
+static int collect(const ctf_bsconfig *doc, const cfg_node *blk, bool is_reader,
+                   const cfg_node **v, ctf_error *err)
 {
     for (size_t i = 0; i < blk->num_kids; i++) {
-        const node *e = blk->kids[i];
+        const cfg_node *e = blk->kids[i];
         int k = key_lookup(e->key, strlen(e->key));
         if (k < 0 || (k == K_DESERIALIZERS && !is_reader))
             return unknown_key(doc, e, is_reader ? "reader" : "deserializer", key_names,
@@ -1163,16 +834,42 @@ static int collect(const ctf_bsconfig *doc, const node *blk, bool is_reader, con
     return 0;
 }
 
-static int apply_streams(const ctf_bsconfig *doc, ctf_config *c, ctf_error *err)
+/* file: one path, or an array of them (a corpus). A pattern (* ? [) is one path to expand. */
+static int apply_files(const ctf_bsconfig *doc, const cfg_node *f, const char *where,
+                       const char **paths, size_t *n, ctf_error *err)
+{
+    char got[80];
+    const cfg_node *const *items = &f;
+    size_t count = 1;
+    if (f->kind == N_ARRAY) {
+        items = (const cfg_node *const *)f->kids;
+        count = f->num_kids;
+        if (!count) return doc_fail(doc, f, false, err, "%s: an empty list of files", where);
+    }
+    for (size_t i = 0; i < count; i++) {
+        const cfg_node *p = items[i];
+        if (p->kind != N_SCALAR)
+            return doc_fail(doc, p, false, err, "%s: must be a string or a list of strings (got "
+                            "%s)", where, describe(p, got, sizeof got));
+        if (!p->text[0]) return doc_fail(doc, p, false, err, "%s: must not be empty", where);
+        paths[i] = p->text;
+    }
+    *n = count;
+    return 0;
+}
+
+static bool has_pattern(const char *s) { return strpbrk(s, "*?[") != NULL; }
+
+static int apply_streams(const ctf_bsconfig *doc, const deser_slot *slot, const char *where,
+                         size_t *count, ctf_error *err)
 {
     static const char *const fields[4] = {"dim", "format", "alias", "definesMBSize"};
     static const char *const formats[2] = {"dense", "sparse"};
-    const node *in = doc->input, *mb = NULL;
+    const cfg_node *in = slot->input, *mb = NULL;
     char got[80], name[200];
     if (!in)
-        return doc_fail(doc, doc->deser ? doc->deser : doc->reader, false, err,
-                        "%s: missing the required parameter 'input'",
-                        doc->deser ? "deserializer" : "reader");
+        return doc_fail(doc, slot->node, false, err, "%s: missing the required parameter 'input'",
+                        where);
     if (in->kind != N_DICT)
         return doc_fail(doc, in, false, err, "input: must be a block of streams "
                         "[ NAME = [ dim = ...; format = ... ] ] (got %s)",
@@ -1181,14 +878,14 @@ static int apply_streams(const ctf_bsconfig *doc, ctf_config *c, ctf_error *err)
         return doc_fail(doc, in, false, err, "input: at least one stream is required (got an "
                         "empty block)");
     for (size_t i = 0; i < in->num_kids; i++) {
-        const node *s = in->kids[i], *f[4] = {0};
-        ctf_stream_def *d = &doc->streams[i];
+        const cfg_node *s = in->kids[i], *f[4] = {0};
+        ctf_stream_def *d = &slot->streams[i];
         uint64_t dim;
         if (s->kind != N_DICT)
             return doc_fail(doc, s, false, err, "input.%s: must be a block [ dim = ...; format = "
                             "... ] (got %s)", s->key, describe(s, got, sizeof got));
         for (size_t j = 0; j < s->num_kids; j++) {
-            const node *e = s->kids[j];
+            const cfg_node *e = s->kids[j];
             int k = 0;
             while (k < 4 && strcasecmp(fields[k], e->key)) k++;
             if (k == 4) {
@@ -1220,10 +917,10 @@ static int apply_streams(const ctf_bsconfig *doc, ctf_config *c, ctf_error *err)
         snprintf(name, sizeof name, "input.%.120s.definesMBSize", s->key);
         if (f[3]) TRY(get_bool(doc, f[3], name, &d->defines_mb_size, err));
         for (size_t j = 0; j < i; j++)
-            if (!strcmp(stream_alias(d), stream_alias(&doc->streams[j])))
+            if (!strcmp(stream_alias(d), stream_alias(&slot->streams[j])))
                 return doc_fail(doc, f[2] ? f[2] : s, !f[2], err, "input.%s.alias: duplicate "
                                 "alias '%s' (also used by input.%s)", s->key, stream_alias(d),
-                                doc->streams[j].name);
+                                slot->streams[j].name);
         if (d->defines_mb_size) {
             if (mb)
                 return doc_fail(doc, f[3], false, err, "input.%s.definesMBSize: only one stream "
@@ -1232,8 +929,44 @@ static int apply_streams(const ctf_bsconfig *doc, ctf_config *c, ctf_error *err)
             mb = s;
         }
     }
-    c->streams = doc->streams;
-    c->num_streams = in->num_kids;
+    *count = in->num_kids;
+    return 0;
+}
+
+/* A joined deserializer: its files, streams and line mode. Reader parameters apply once to the
+ * whole source, so one repeated here must say what the reader or first deserializer says. */
+static int apply_join(const ctf_bsconfig *doc, size_t i, const cfg_node *const *primary,
+                      ctf_join_def *j, ctf_error *err)
+{
+    const deser_slot *slot = &doc->slots[i];
+    const cfg_node *v[K_COUNT] = {0};
+    char where[48], got[80];
+    snprintf(where, sizeof where, "deserializers[%zu]", i);
+    TRY(collect(doc, slot->node, false, v, err));
+    for (int k = 0; k < K_READER_TYPE; k++) {
+        if (!v[k] || k == K_FILE || k == K_INPUT || k == K_SKIP_IDS) continue;
+        const cfg_node *p = primary[k];
+        if (!p || p->kind != N_SCALAR || v[k]->kind != N_SCALAR || strcasecmp(p->text, v[k]->text))
+            return doc_fail(doc, v[k], true, err, "%s.%s: reader parameters apply to all "
+                            "deserializers at once; set it on the reader or the first "
+                            "deserializer (got %s here)", where, key_names[k],
+                            describe(v[k], got, sizeof got));
+    }
+    memset(j, 0, sizeof *j);
+    if (!v[K_FILE])
+        return doc_fail(doc, slot->node, false, err, "%s: missing the required parameter 'file'",
+                        where);
+    char name[64];
+    snprintf(name, sizeof name, "%s.file", where);
+    TRY(apply_files(doc, v[K_FILE], name, slot->paths, &j->num_paths, err));
+    j->paths = slot->paths;
+    /* As in CNTK, a parameter not given in the deserializer's block is looked for in the
+     * reader's (not in another deserializer's). */
+    const cfg_node *skip = v[K_SKIP_IDS] ? v[K_SKIP_IDS] : dict_find(doc->reader, "skipSequenceIds");
+    if (skip) TRY(get_bool(doc, skip, "skipSequenceIds", &j->skip_sequence_ids, err));
+    TRY(apply_streams(doc, slot, where, &j->num_streams, err));
+    j->streams = slot->streams;
+    j->origin = slot->origin;
     return 0;
 }
 
@@ -1241,9 +974,10 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
 {
     static const char *const precisions[2] = {"float", "double"};
     static const char *const randomize_words[2] = {"none", "auto"};
-    const node *v[K_COUNT] = {0};
+    const cfg_node *v[K_COUNT] = {0};
     char got[80];
     uint64_t u;
+    bool truncated = true;
     if (!doc || !cfg) return BAD("ctf_bsconfig_apply: NULL argument");
     ctf_config c = *cfg;
     TRY(collect(doc, doc->reader, true, v, err));
@@ -1251,7 +985,7 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
     if (!v[K_PRECISION]) v[K_PRECISION] = doc->outer_precision;
 
     if (v[K_READER_TYPE]) {
-        const node *t = v[K_READER_TYPE];
+        const cfg_node *t = v[K_READER_TYPE];
         /* CNTK names the composite reader CompositeDataReader when it names it at all. */
         bool ok = t->kind == N_SCALAR &&
                   (!strcasecmp(t->text, "CNTKTextFormatReader") ||
@@ -1264,7 +998,15 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
         return doc_fail(doc, doc->deser ? doc->deser : doc->reader, false, err,
                         "%s: missing the required parameter 'file'",
                         doc->deser ? "deserializer" : "reader");
-    TRY(get_string(doc, v[K_FILE], "file", true, &c.path, err));
+    size_t np = 0;
+    TRY(apply_files(doc, v[K_FILE], "file", doc->slots[0].paths, &np, err));
+    c.path = doc->slots[0].paths[0];
+    c.paths = NULL;
+    c.num_paths = 0;
+    if (np > 1 || has_pattern(c.path)) {
+        c.paths = doc->slots[0].paths;
+        c.num_paths = np;
+    }
     if (v[K_PRECISION]) {
         int k = get_word(v[K_PRECISION], precisions, 2);
         if (k < 0)
@@ -1307,9 +1049,45 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
     if (v[K_MAX_SAMPLES]) TRY(get_limit(doc, v[K_MAX_SAMPLES], "maxSamples", &c.max_samples, err));
     if (v[K_MAX_SWEEPS]) TRY(get_limit(doc, v[K_MAX_SWEEPS], "maxSweeps", &c.max_sweeps, err));
     if (v[K_TRUNC]) TRY(get_size(doc, v[K_TRUNC], "truncationLength", &c.truncation_length, err));
+    /* CNTK's switch for truncated BPTT: false turns truncation off whatever the length says. */
+    if (v[K_TRUNCATED]) {
+        TRY(get_bool(doc, v[K_TRUNCATED], "truncated", &truncated, err));
+        if (!truncated) c.truncation_length = 0;
+        else if (!c.truncation_length)
+            return doc_fail(doc, v[K_TRUNCATED], false, err, "truncated: true needs "
+                            "truncationLength (the number of samples per piece)");
+    }
     if (v[K_THREADS]) TRY(get_size(doc, v[K_THREADS], "numThreads", &c.num_threads, err));
     if (v[K_PREFETCH]) TRY(get_size(doc, v[K_PREFETCH], "prefetchChunks", &c.prefetch_chunks, err));
-    TRY(apply_streams(doc, &c, err));
+    /* CNTK's multiThreadedDeserialization is accepted: ctfio parses in numThreads threads. */
+    bool mt;
+    if (v[K_MT_DESER]) TRY(get_bool(doc, v[K_MT_DESER], "multiThreadedDeserialization", &mt, err));
+    TRY(apply_streams(doc, &doc->slots[0], doc->deser ? "deserializer" : "reader", &c.num_streams,
+                      err));
+    c.streams = doc->slots[0].streams;
+    c.joins = NULL;
+    c.num_joins = 0;
+    for (size_t i = 1; i < doc->num_slots; i++)
+        TRY(apply_join(doc, i, v, &doc->joins[i - 1], err));
+    /* Stream names are unique over all deserializers (aliases only within one). */
+    for (size_t i = 1; i < doc->num_slots; i++)
+        for (size_t s = 0; s < doc->joins[i - 1].num_streams; s++) {
+            const char *nm = doc->joins[i - 1].streams[s].name;
+            for (size_t k = 0; k < i; k++) {
+                const ctf_stream_def *o = k ? doc->joins[k - 1].streams : c.streams;
+                size_t no = k ? doc->joins[k - 1].num_streams : c.num_streams;
+                for (size_t t = 0; t < no; t++)
+                    if (!strcmp(o[t].name, nm))
+                        return doc_fail(doc, doc->slots[i].input->kids[s], true, err,
+                                        "deserializers[%zu].input.%s: the stream name is also "
+                                        "used by deserializers[%zu]; names must be unique over "
+                                        "all deserializers", i, nm, k);
+            }
+        }
+    if (doc->num_slots > 1) {
+        c.joins = doc->joins;
+        c.num_joins = doc->num_slots - 1;
+    }
     /* The combinations (maxSamples with maxSweeps, frameMode with truncation, ...) are checked
      * once, by the same code that checks configurations built in C. */
     int rc = ctf_config_validate(&c, err);

@@ -446,11 +446,8 @@ static uint64_t compute_limit(const ctf_config *cfg, uint64_t sweep_samples)
 int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
 {
     *out = NULL;
-    /* A corpus names its files in paths: the rest of the configuration is checked as for its
-     * first file; the joins are checked by source.c. */
-    ctf_config vc = *cfg;
-    if (cfg->num_paths && cfg->paths) vc.path = cfg->paths[0];
-    int rc = ctf_config_validate(&vc, err);
+    /* The joins are checked by source.c, which knows their files. */
+    int rc = ctf_config_validate(cfg, err);
     if (!rc) rc = ctf__joins_validate(cfg, err);
     if (rc) return rc;
     ctf_reader *r = CTF_CALLOC(1, sizeof *r);

@@ -37,10 +37,12 @@ static const char usage_text[] =
     "  dump     sequences in file order as JSON lines; with --mb, minibatches\n"
     "  convert  LibSVM / CSV into CTF (run 'ctfio convert --help' for its options)\n"
     "\n"
-    "Input, from a BrainScript configuration:\n"
+    "Input, from a CNTK configuration file (the whole experiment file):\n"
     "  --config FILE [--section NAME] [KEY=VALUE ...]\n"
-    "      KEY=VALUE overrides a reader parameter (e.g. randomize=false,\n"
-    "      input.features.dim=10) and defines $KEY$ for substitution.\n"
+    "      --section picks the block whose reader is read (Train, trainNetwork,\n"
+    "      train.cvreader); needed when several blocks have one.\n"
+    "      KEY=VALUE defines $KEY$ (e.g. DataDir=/data) and overrides a reader\n"
+    "      parameter (e.g. randomize=false, input.features.dim=10).\n"
     "or from flags:\n"
     "  --file PATH --input NAME:DIM:dense|sparse[:ALIAS] [--input ...]\n"
     "      --file may be repeated, and PATH may be a pattern ('data/part-*.ctf', quoted):\n"
@@ -303,9 +305,7 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
     if (!cfg->path && !cfg->num_paths)
         usage_error("no data file: give --config FILE or --file PATH%s", "");
     if (!cfg->num_streams) usage_error("no inputs: give --config FILE or --input NAME:DIM:FORMAT%s", "");
-    ctf_config vc = *cfg; /* a corpus is checked as its first file; the reader checks the rest */
-    if (!vc.path && vc.num_paths) vc.path = vc.paths[0];
-    if (ctf_config_validate(&vc, &err)) return die_error(&err);
+    if (ctf_config_validate(cfg, &err)) return die_error(&err);
     return 0;
 }
 

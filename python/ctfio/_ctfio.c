@@ -584,22 +584,59 @@ static PyObject *limit_obj(uint64_t v)
 }
 
 /* A configuration as Reader keyword arguments plus "path" and "streams". */
-static PyObject *config_to_dict(const ctf_config *c)
+/* [(name, alias, dim, is_sparse, defines_mb_size), ...] */
+static PyObject *streams_list(const ctf_stream_def *defs, size_t n)
 {
-    PyObject *d = PyDict_New(), *streams = NULL;
-    if (!d) goto error;
-    if (!(streams = PyList_New((Py_ssize_t)c->num_streams))) goto error;
-    for (size_t i = 0; i < c->num_streams; i++) {
-        const ctf_stream_def *s = &c->streams[i];
+    PyObject *streams = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; streams && i < n; i++) {
+        const ctf_stream_def *s = &defs[i];
         PyObject *alias = s->alias && s->alias[0] ? text_obj(s->alias) : Py_NewRef(Py_None);
         PyObject *t = Py_BuildValue("(NNNNN)", text_obj(s->name), alias,
                                     PyLong_FromSize_t(s->dim), PyBool_FromLong(s->is_sparse),
                                     PyBool_FromLong(s->defines_mb_size));
-        if (!t) goto error;
-        PyList_SET_ITEM(streams, (Py_ssize_t)i, t);
+        if (!t) Py_CLEAR(streams);
+        else PyList_SET_ITEM(streams, (Py_ssize_t)i, t);
     }
+    return streams;
+}
+
+static PyObject *paths_list(const char *const *paths, size_t n)
+{
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l && i < n; i++) {
+        PyObject *p = opt_path(paths[i]);
+        if (!p) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, (Py_ssize_t)i, p);
+    }
+    return l;
+}
+
+/* The joined deserializers: [(paths, streams, skip_sequence_ids, origin), ...] */
+static PyObject *joins_list(const ctf_config *c)
+{
+    PyObject *l = PyList_New((Py_ssize_t)c->num_joins);
+    for (size_t i = 0; l && i < c->num_joins; i++) {
+        const ctf_join_def *j = &c->joins[i];
+        PyObject *t = Py_BuildValue("(NNNN)", paths_list(j->paths, j->num_paths),
+                                    streams_list(j->streams, j->num_streams),
+                                    PyBool_FromLong(j->skip_sequence_ids),
+                                    j->origin ? text_obj(j->origin) : Py_NewRef(Py_None));
+        if (!t) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, (Py_ssize_t)i, t);
+    }
+    return l;
+}
+
+static PyObject *config_to_dict(const ctf_config *c)
+{
+    PyObject *d = PyDict_New(), *streams = NULL;
+    if (!d) goto error;
+    if (!(streams = streams_list(c->streams, c->num_streams))) goto error;
     int rc = dict_put(d, "path", opt_path(c->path));
     rc = rc ? rc : PyDict_SetItemString(d, "streams", streams);
+    /* Only present when used, so that the dict stays Reader keyword arguments otherwise. */
+    if (c->num_paths) rc = rc ? rc : dict_put(d, "paths", paths_list(c->paths, c->num_paths));
+    if (c->num_joins) rc = rc ? rc : dict_put(d, "joins", joins_list(c));
 #define PUT(key, value) rc = rc ? rc : dict_put(d, key, value)
     PUT("precision", PyUnicode_FromString(c->precision == CTF_FLOAT64 ? "double" : "float"));
     PUT("randomize", PyBool_FromLong(c->randomize));
@@ -636,7 +673,9 @@ error:
 PyDoc_STRVAR(bsconfig_load_doc,
 "bsconfig_load(path, section=None, overrides=()) -> dict\n\n"
 "Reads a BrainScript reader configuration and returns Reader keyword arguments plus 'path'\n"
-"and 'streams'. Raises ValueError naming the file and line on invalid configurations.");
+"and 'streams'; a corpus adds 'paths' (its files and patterns), a composite reader 'joins'\n"
+"(paths, streams, skip_sequence_ids, origin) per joined deserializer. Raises ValueError\n"
+"naming the file and line on invalid configurations.");
 
 static PyObject *bsconfig_load(PyObject *module, PyObject *args, PyObject *kwargs)
 {

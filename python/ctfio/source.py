@@ -626,9 +626,18 @@ class MinibatchSource:
     def from_config(cls, path, section=None, overrides=(), **kwargs):
         """A source from a BrainScript reader configuration file (SPEC 3)."""
         c = _ctfio.bsconfig_load(path, section, tuple(overrides))
-        streams = {name: StreamDef(field=alias, shape=dim, is_sparse=sparse,
-                                   defines_mb_size=mbs)
-                   for name, alias, dim, sparse, mbs in c["streams"]}
+
+        def stream_defs(defs):
+            return {name: StreamDef(field=alias, shape=dim, is_sparse=sparse,
+                                    defines_mb_size=mbs)
+                    for name, alias, dim, sparse, mbs in defs}
+        streams = stream_defs(c["streams"])
+        # A corpus (several files or a pattern) and joined deserializers are passed on as
+        # written, so that nothing the configuration names is dropped on the way.
+        files = c["paths"] if len(c.get("paths", ())) > 1 else c["path"]
+        joined = [CTFDeserializer(j_paths if len(j_paths) > 1 else j_paths[0],
+                                  stream_defs(j_streams))
+                  for j_paths, j_streams, _skip, _origin in c.get("joins", ())]
         limit = {-1: INFINITELY_REPEAT, -2: FULL_DATA_SWEEP}
         args = dict(
             max_samples=limit.get(c["max_samples"], c["max_samples"]),
@@ -644,7 +653,8 @@ class MinibatchSource:
         else:
             args["randomization_window_in_chunks"] = c["randomization_window"]
         args.update(kwargs)
-        return cls(CTFDeserializer(c["path"], streams), **args)
+        primary = CTFDeserializer(files, streams)
+        return cls([primary] + joined if joined else primary, **args)
 
 
 def _resolve(source, si):
