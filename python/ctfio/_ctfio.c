@@ -58,6 +58,8 @@ typedef struct {
     PyObject *CTFError;          /* base of the library's exceptions */
     PyObject *ParseError;        /* malformed data, limits, changed files, bad index caches */
     PyObject *StateError;        /* checkpoint states that do not fit the reader */
+    PyObject *DataChangedError;  /* ParseError: the data file changed under the reader */
+    PyObject *logger;            /* logging.getLogger("ctfio"), fetched on first use */
     PyTypeObject *ReaderType;
     PyTypeObject *MinibatchType;
     PyTypeObject *BufferType;
@@ -79,19 +81,26 @@ typedef struct {
     ctf_reader *reader;          /* NULL once closed */
     PyObject *path;              /* str: the data file (repr) */
     PyObject *names;             /* tuple of the stream names, config order (stats) */
-    PyObject *log;               /* the log callable, or NULL for the library's stderr sink */
+    PyObject *log;               /* the log callable, or NULL for Python's logger "ctfio" */
     log_record *logs;            /* records waiting for delivery (PyMem_Raw*: filled without GIL) */
     size_t num_logs, logs_cap;   /* records held, capacity */
     size_t logs_lost;            /* records dropped because the buffer could not grow */
     size_t num_workers;          /* the current partition (next() keeps it unless given) */
     size_t worker_rank;
     int busy;                    /* a call is in progress (possibly without the GIL) */
+    uint64_t samples_per_sweep;  /* index samples in one sweep (the index's total) */
+    int bptt;                    /* truncation_length > 0: a position alone is not a state */
+    int undo_ok;                 /* the fields below can take back the last next() */
+    uint64_t undo_pos;           /* the position before it */
+    char *undo_state;            /* bptt: the state before it (PyMem) */
     pid_t pid;                   /* the process that opened it: a fork() copy has no threads */
 } ReaderObject;
 
 typedef struct {
     PyObject_HEAD
     ctf_minibatch *mb;           /* owned */
+    uint64_t global_samples;     /* index samples of the global minibatch (all workers) */
+    uint64_t samples_per_sweep;  /* index samples in one sweep */
 } MinibatchObject;
 
 
@@ -200,8 +209,8 @@ static PyObject *raise_error(modstate *st, const ctf_error *e)
         if (exc) PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
         goto error;
     case CTF_ESTATE: type = st->StateError; break;
+    case CTF_ECHANGED: type = st->DataChangedError; break;
     case CTF_EPARSE:
-    case CTF_ECHANGED:
     case CTF_ELIMIT:
     case CTF_EINDEX: type = st->ParseError; break;
     default: break;
@@ -257,7 +266,9 @@ static int to_u64(PyObject *obj, const char *name, uint64_t max, uint64_t *out)
     return 0;
 }
 
-/* max_samples / max_sweeps: None or -1 is no limit, -2 is one full sweep (`full`). */
+/* max_samples / max_sweeps: the library's values (CTF_INFINITELY_REPEAT, CTF_FULL_DATA_SWEEP,
+ * which ctfio.INFINITELY_REPEAT and ctfio.FULL_DATA_SWEEP are) pass through; None and -1 are
+ * also no limit, -2 also one full sweep (`full`). */
 static int to_limit(PyObject *obj, const char *name, uint64_t full, uint64_t *out)
 {
     if (obj == Py_None) {
@@ -435,13 +446,6 @@ static int reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, 
     return 0;
 }
 
-static PyObject *limit_obj(uint64_t v)
-{
-    if (v == CTF_INFINITELY_REPEAT) return PyLong_FromLong(-1);
-    if (v == CTF_FULL_DATA_SWEEP) return PyLong_FromLong(-2);
-    return PyLong_FromUnsignedLongLong(v);
-}
-
 /* A configuration as Reader keyword arguments plus "path" and "streams". */
 static PyObject *config_to_dict(const ctf_config *c)
 {
@@ -472,10 +476,8 @@ static PyObject *config_to_dict(const ctf_config *c)
     PUT("keep_data_in_memory", PyBool_FromLong(c->keep_data_in_memory));
     PUT("frame_mode", PyBool_FromLong(c->frame_mode));
     PUT("cache_index", PyBool_FromLong(c->cache_index));
-    PUT("max_samples", limit_obj(c->max_samples));
-    PUT("max_sweeps", c->max_sweeps == CTF_INFINITELY_REPEAT
-                          ? PyLong_FromLong(-1)
-                          : PyLong_FromUnsignedLongLong(c->max_sweeps));
+    PUT("max_samples", PyLong_FromUnsignedLongLong(c->max_samples));
+    PUT("max_sweeps", PyLong_FromUnsignedLongLong(c->max_sweeps));
     PUT("truncation_length", PyLong_FromSize_t(c->truncation_length));
     PUT("num_workers", PyLong_FromSize_t(c->num_workers));
     PUT("worker_rank", PyLong_FromSize_t(c->worker_rank));
@@ -616,6 +618,16 @@ static PyObject *Minibatch_sweep(MinibatchObject *self, void *Py_UNUSED(closure)
     return PyLong_FromUnsignedLongLong(ctf_minibatch_sweep(self->mb));
 }
 
+static PyObject *Minibatch_global_samples(MinibatchObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->global_samples);
+}
+
+static PyObject *Minibatch_samples_per_sweep(MinibatchObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->samples_per_sweep);
+}
+
 static PyObject *Minibatch_keys(MinibatchObject *self, void *Py_UNUSED(closure))
 {
     return buffer_new(type_state(Py_TYPE(self)), (PyObject *)self, ctf_minibatch_keys(self->mb),
@@ -695,6 +707,10 @@ static PyGetSetDef Minibatch_getset[] = {
      "The global minibatch held the last sequence of a sweep.", NULL},
     {"position", (getter)Minibatch_position, NULL, "Timeline position after it.", NULL},
     {"sweep", (getter)Minibatch_sweep, NULL, "Sweep of its first sequence.", NULL},
+    {"global_samples", (getter)Minibatch_global_samples, NULL,
+     "Index samples of the global minibatch: the advance of the position.", NULL},
+    {"samples_per_sweep", (getter)Minibatch_samples_per_sweep, NULL,
+     "Index samples in one sweep.", NULL},
     {"keys", (getter)Minibatch_keys, NULL, "Sequence keys: Buffer of uint64.", NULL},
     {"lines", (getter)Minibatch_lines, NULL, "1-based first line per sequence: Buffer of uint64.",
      NULL},
@@ -733,8 +749,9 @@ static PyObject *state_save(ReaderObject *self);
 static int state_restore(ReaderObject *self, PyObject *state);
 static int reader_seek(ReaderObject *self, PyObject *value);
 
-/* The library's log sink while a Python callable is set. Runs WITHOUT the GIL: it only appends
- * to a C array (PyMem_Raw* is safe without the GIL); reader_flush_logs delivers later. */
+/* The library's log sink, always installed (the library itself never writes to a terminal).
+ * Runs WITHOUT the GIL: it only appends to a C array (PyMem_Raw* is safe without the GIL);
+ * reader_flush_logs delivers later, to the log callable or to Python's logging module. */
 static void reader_log_cb(void *user, ctf_severity sev, const ctf_error *what)
 {
     ReaderObject *self = user;
@@ -753,25 +770,51 @@ static void reader_log_cb(void *user, ctf_severity sev, const ctf_error *what)
     self->num_logs++;
 }
 
-/* Calls the log callable for every buffered record, in order. If it raises, the rest are still
+/* Hands one record to logging.getLogger("ctfio") at the level of its severity; Python's
+ * logging prints warnings and errors to stderr when the application configured nothing.
+ * @return : 0, or -1 with an exception set. */
+static int log_to_logging(modstate *st, ctf_severity sev, const char *text)
+{
+    if (!st->logger) {
+        PyObject *logging = PyImport_ImportModule("logging");
+        if (!logging) return -1;
+        st->logger = PyObject_CallMethod(logging, "getLogger", "s", "ctfio");
+        Py_DECREF(logging);
+        if (!st->logger) return -1;
+    }
+    const int level = sev == CTF_SEV_ERROR ? 40 : sev == CTF_SEV_WARNING ? 30 : 20;
+    PyObject *res = PyObject_CallMethod(st->logger, "log", "isN", level, "%s", text_obj(text));
+    if (!res) return -1;
+    Py_DECREF(res);
+    return 0;
+}
+
+/* Calls the log callable (or the "ctfio" logger) for every buffered record, in order. If it raises, the rest are still
  * delivered (later exceptions go to sys.unraisablehook) and the first is re-raised.
  * @return : 0, or -1 with an exception set. */
 static int reader_flush_logs(ReaderObject *self)
 {
     char text[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
     PyObject *first = NULL;
-    for (size_t i = 0; i < self->num_logs && self->log; i++) {
+    for (size_t i = 0; i < self->num_logs; i++) {
         const log_record *rec = &self->logs[i];
         ctf_error_format(&rec->err, rec->sev, text, sizeof text);
-        PyObject *res = PyObject_CallFunction(
-            self->log, "iNNNNN", (int)rec->sev, text_obj(text), opt_path(rec->err.path),
-            opt_u64(rec->err.line), opt_u64(rec->err.column), opt_offset(rec->err.offset));
-        if (res)
-            Py_DECREF(res);
+        int ok;
+        if (self->log) {
+            PyObject *res = PyObject_CallFunction(
+                self->log, "iNNNNN", (int)rec->sev, text_obj(text), opt_path(rec->err.path),
+                opt_u64(rec->err.line), opt_u64(rec->err.column), opt_offset(rec->err.offset));
+            ok = res != NULL;
+            Py_XDECREF(res);
+        } else {
+            ok = log_to_logging(type_state(Py_TYPE(self)), rec->sev, text) == 0;
+        }
+        if (ok)
+            continue;
         else if (!first)
             first = exc_take();
         else
-            PyErr_WriteUnraisable(self->log);
+            PyErr_WriteUnraisable(self->log ? self->log : Py_None);
     }
     self->num_logs = 0;
     if (self->logs_cap > 256) { /* do not keep a burst's buffer for the reader's life */
@@ -862,9 +905,9 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     if (ra.log) {
         Py_INCREF(ra.log);
         self->log = ra.log;
-        cfg.log = reader_log_cb;
-        cfg.log_user = self;
     }
+    cfg.log = reader_log_cb;
+    cfg.log_user = self;
     self->num_workers = cfg.num_workers;
     self->worker_rank = cfg.worker_rank;
     self->busy = 1;
@@ -874,6 +917,10 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     Py_END_ALLOW_THREADS
     self->reader = reader;
     if (reader_finish(self, rc, &err) < 0) goto error;
+    ctf_index_info info;
+    ctf_index_get_info(ctf_reader_index(reader), &info);
+    self->samples_per_sweep = info.samples;
+    self->bptt = cfg.truncation_length > 0;
     self->busy = 0;
     reader_args_clear(&ra);
     return (PyObject *)self;
@@ -908,21 +955,72 @@ static void Reader_dealloc(ReaderObject *self)
     reader_free(self);
     Reader_clear(self);
     PyMem_RawFree(self->logs);
+    PyMem_Free(self->undo_state);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
+}
+
+/* Remembers where the reader is before a next(), so that an interrupt can take it back: the
+ * position, and with truncated BPTT (whose slots a position does not describe) the state.
+ * @return : 0, or -1 with an exception set. */
+static int undo_capture(ReaderObject *self)
+{
+    self->undo_ok = 0;
+    self->undo_pos = ctf_reader_position(self->reader);
+    if (self->bptt) {
+        PyMem_Free(self->undo_state);
+        self->undo_state = NULL;
+        size_t len = 0;
+        int rc = ctf_reader_save_state(self->reader, NULL, 0, &len);
+        if (!rc && !(self->undo_state = PyMem_Malloc(len + 1))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (!rc) rc = ctf_reader_save_state(self->reader, self->undo_state, len + 1, &len);
+        if (rc) {
+            raise_code(type_state(Py_TYPE(self)), rc, "next");
+            return -1;
+        }
+    }
+    self->undo_ok = 1;
+    return 0;
+}
+
+/* Takes back the last next(): the reader continues where it was before it.
+ * @return : 0, or -1 with an exception set. */
+static int undo_apply(ReaderObject *self)
+{
+    ctf_reader *r = self->reader;
+    int rc;
+    if (!self->undo_ok) {
+        PyErr_SetString(PyExc_RuntimeError, "undo: nothing to take back (one next() at most)");
+        return -1;
+    }
+    self->undo_ok = 0;
+    const char *state = self->bptt ? self->undo_state : NULL;
+    const uint64_t pos = self->undo_pos;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = state ? ctf_reader_restore_state(r, state, strlen(state)) : ctf_reader_seek(r, pos);
+    Py_END_ALLOW_THREADS
+    rc = reader_finish(self, rc, ctf_reader_error(r));
+    self->busy = 0;
+    return rc;
 }
 
 PyDoc_STRVAR(Reader_next_doc,
 "next(num_samples, num_workers=None, worker_rank=None) -> Minibatch | None\n\n"
 "Cuts the next global minibatch of num_samples index samples and returns this worker's share;\n"
-"None at the end of the data. Giving num_workers / worker_rank changes the partition first.");
+"None at the end of the data. Giving num_workers / worker_rank changes the partition first.\n"
+"A signal that arrives during the call (Ctrl-C) is handled when it returns: if its handler\n"
+"raises, the position is taken back to where it was and the exception propagates.");
 
 static PyObject *Reader_next(ReaderObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"num_samples", "num_workers", "worker_rank", NULL};
     PyObject *ns_obj, *nw_obj = Py_None, *rank_obj = Py_None, *result = NULL;
     ctf_minibatch *mb = NULL;
-    uint64_t num_samples, nw, rank;
+    uint64_t num_samples, nw, rank, before = 0;
     int rc = 0, wrc = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:next", kwlist, &ns_obj, &nw_obj,
                                      &rank_obj))
@@ -931,14 +1029,20 @@ static PyObject *Reader_next(ReaderObject *self, PyObject *args, PyObject *kwarg
     nw = self->num_workers;
     rank = nw_obj == Py_None ? self->worker_rank : 0;
     const bool set = nw_obj != Py_None || rank_obj != Py_None;
+    if (PyBool_Check(ns_obj)) {
+        PyErr_SetString(PyExc_TypeError, "num_samples: must be an int (got bool)");
+        return NULL;
+    }
     if (to_u64(ns_obj, "num_samples", UINT64_MAX, &num_samples) < 0 ||
         (nw_obj != Py_None && to_u64(nw_obj, "num_workers", SIZE_MAX, &nw) < 0) ||
         (rank_obj != Py_None && to_u64(rank_obj, "worker_rank", SIZE_MAX, &rank) < 0))
         return NULL;
+    if (undo_capture(self) < 0) return NULL;
     ctf_reader *r = self->reader;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     if (set) wrc = ctf_reader_set_worker(r, (size_t)nw, (size_t)rank);
+    before = ctf_reader_position(r);
     rc = wrc ? wrc : ctf_reader_next(r, num_samples, &mb);
     Py_END_ALLOW_THREADS
     if (set && !wrc) {
@@ -946,16 +1050,40 @@ static PyObject *Reader_next(ReaderObject *self, PyObject *args, PyObject *kwarg
         self->worker_rank = (size_t)rank;
     }
     if (reader_finish(self, rc, ctf_reader_error(r)) < 0) goto error;
+    self->busy = 0;
+    /* Ctrl-C during the call: its handler runs now. Rather than lose this minibatch on the way
+       back to the caller, the reader goes back to where it was. */
+    if (mb && PyErr_CheckSignals() < 0) {
+        PyObject *exc = exc_take();
+        if (undo_apply(self) < 0) {
+            PyObject *undo_exc = exc_take();
+            PyException_SetContext(undo_exc, exc);
+            exc = undo_exc;
+        }
+        exc_give(exc);
+        goto error;
+    }
     if (!mb) {
         result = Py_NewRef(Py_None);
     } else {
         result = minibatch_wrap(type_state(Py_TYPE(self)), mb);
         mb = NULL; /* owned by the Minibatch now, or freed */
+        if (result) {
+            MinibatchObject *m = (MinibatchObject *)result;
+            m->global_samples = ctf_minibatch_position(m->mb) - before;
+            m->samples_per_sweep = self->samples_per_sweep;
+        }
     }
 error:
     self->busy = 0;
     ctf_minibatch_free(mb);
     return result;
+}
+
+static PyObject *Reader_undo(ReaderObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (reader_enter(self) < 0 || undo_apply(self) < 0) return NULL;
+    Py_RETURN_NONE;
 }
 
 static PyObject *Reader_get_state(ReaderObject *self, PyObject *Py_UNUSED(ignored))
@@ -1103,6 +1231,9 @@ static PyObject *Reader_repr(ReaderObject *self)
 static PyMethodDef Reader_methods[] = {
     {"next", (PyCFunction)(void (*)(void))Reader_next, METH_VARARGS | METH_KEYWORDS,
      Reader_next_doc},
+    {"undo", (PyCFunction)(void (*)(void))Reader_undo, METH_NOARGS,
+     "undo()\n\nTakes back the last next() (once): the reader continues where it was before it.\n"
+     "For a caller interrupted before it could hand the minibatch on."},
     {"get_state", (PyCFunction)(void (*)(void))Reader_get_state, METH_NOARGS,
      "get_state() -> str\n\nThe checkpoint state: a small JSON text (SPEC 8)."},
     {"restore_state", (PyCFunction)(void (*)(void))Reader_restore_state, METH_O,
@@ -1130,10 +1261,12 @@ PyDoc_STRVAR(Reader_doc,
 "       randomization_window=128, window_in_samples=False, skip_sequence_ids=False,\n"
 "       max_errors=0, trace_level=1, chunk_size_bytes=33554432, keep_data_in_memory=False,\n"
 "       frame_mode=False, cache_index=False, max_samples=None, max_sweeps=None,\n"
-"       truncation_length=0, num_workers=1, worker_rank=0, num_threads=2,\n"
-"       prefetch_chunks=4, log=None)\n\n"
+"       truncation_length=0, num_workers=1, worker_rank=0, num_threads=None,\n"
+"       prefetch_chunks=None, log=None)\n\n"
 "A CTF reader. streams: (name, alias, dim, is_sparse, defines_mb_size) tuples.\n"
-"max_samples: None or -1 no limit, -2 one sweep. log: None (stderr) or\n"
+"max_samples / max_sweeps: None, -1 or 2**64-1 no limit; -2 or 2**64-2 one sweep.\n"
+"num_threads / prefetch_chunks: left out, the library's defaults (one thread per core,\n"
+"2 * threads + 2 chunks). log: None (Python's logging, logger 'ctfio') or\n"
 "log(severity, text, path, line, column, offset).");
 
 static PyType_Slot Reader_slots[] = {
@@ -1203,6 +1336,7 @@ static int state_restore(ReaderObject *self, PyObject *state)
         return -1;
     }
     ctf_reader *r = self->reader;
+    self->undo_ok = 0;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     rc = ctf_reader_restore_state(r, text, (size_t)len);
@@ -1219,6 +1353,7 @@ static int reader_seek(ReaderObject *self, PyObject *value)
     int rc;
     if (to_u64(value, "position", UINT64_MAX, &pos) < 0) return -1;
     ctf_reader *r = self->reader;
+    self->undo_ok = 0;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     rc = ctf_reader_seek(r, pos);
@@ -1277,6 +1412,11 @@ static int module_exec(PyObject *m)
         "ctfio._ctfio.StateError", "A checkpoint state that does not fit this reader.", bases,
         NULL);
     if (!st->StateError) goto error;
+    st->DataChangedError = PyErr_NewExceptionWithDoc(
+        "ctfio._ctfio.DataChangedError", "The data file changed after it was indexed (size, "
+        "modification time or content no longer match the index); a ParseError.",
+        st->ParseError, NULL);
+    if (!st->DataChangedError) goto error;
     if (!(st->BufferType = internal_type(m, &ctf_py_buffer_spec))) goto error;
     if (!(st->MinibatchType = internal_type(m, &Minibatch_spec))) goto error;
     st->ReaderType = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Reader_spec, NULL);
@@ -1284,6 +1424,7 @@ static int module_exec(PyObject *m)
     if (add_ref(m, "CTFError", st->CTFError) < 0 ||
         add_ref(m, "ParseError", st->ParseError) < 0 ||
         add_ref(m, "StateError", st->StateError) < 0 ||
+        add_ref(m, "DataChangedError", st->DataChangedError) < 0 ||
         PyModule_AddType(m, st->ReaderType) < 0 || PyModule_AddType(m, st->MinibatchType) < 0 ||
         PyModule_AddType(m, st->BufferType) < 0 ||
         PyModule_AddIntConstant(m, "INFINITELY_REPEAT", -1) < 0 ||
@@ -1303,6 +1444,8 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->CTFError);
     Py_VISIT(st->ParseError);
     Py_VISIT(st->StateError);
+    Py_VISIT(st->DataChangedError);
+    Py_VISIT(st->logger);
     Py_VISIT(st->ReaderType);
     Py_VISIT(st->MinibatchType);
     Py_VISIT(st->BufferType);
@@ -1315,6 +1458,8 @@ static int module_clear(PyObject *m)
     Py_CLEAR(st->CTFError);
     Py_CLEAR(st->ParseError);
     Py_CLEAR(st->StateError);
+    Py_CLEAR(st->DataChangedError);
+    Py_CLEAR(st->logger);
     Py_CLEAR(st->ReaderType);
     Py_CLEAR(st->MinibatchType);
     Py_CLEAR(st->BufferType);

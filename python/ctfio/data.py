@@ -33,8 +33,8 @@ import json
 from bisect import bisect_left, bisect_right
 
 from . import _ctfio
-from .source import (INFINITELY_REPEAT, MinibatchData, StreamInformation, UserMinibatchSource,
-                     Value, _limit, _np, _resolve)
+from .source import (FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchData, StreamInformation,
+                     UserMinibatchSource, Value, _count_arg, _limit, _np, _resolve)
 
 __all__ = ["MinibatchSourceFromData"]
 
@@ -183,7 +183,7 @@ class MinibatchSourceFromData(UserMinibatchSource):
         self._starts = [0] + np.cumsum(seq_len).tolist()
         self._sweep_samples = self._starts[-1]
         limit = _limit(max_samples, "MinibatchSourceFromData.max_samples")
-        self._limit = None if limit == -1 else self._sweep_samples if limit == -2 else limit
+        self._limit = self._sweep_samples if limit == FULL_DATA_SWEEP else limit
         self._pos = 0
 
     # -- cntk.io API --------------------------------------------------------------------------
@@ -202,29 +202,30 @@ class MinibatchSourceFromData(UserMinibatchSource):
             number_of_workers = num_data_partitions
         if partition_index is not None:
             worker_rank = partition_index
-        k, n, r = int(num_samples), int(number_of_workers), int(worker_rank)
+        k = _count_arg(num_samples, "next_minibatch: num_samples")
+        n, r = int(number_of_workers), int(worker_rank)
         if k < 1:
             raise ValueError("next_minibatch: num_samples must be > 0 (got %r)" % (num_samples,))
         if n < 1 or not 0 <= r < n:
             raise ValueError("next_minibatch: need number_of_workers >= 1 and 0 <= worker_rank "
                              "< number_of_workers (got %r, %r)" % (number_of_workers, worker_rank))
+        before = self._pos
         segments, end_of_sweep = self._cut(k)
         if not segments:
             return {}
+        first_sweep = before // self._sweep_samples
         np = _np()
         # Worker r owns the sequences whose index in the sweep is r mod n.
         mine = [np.arange(a + (r - a) % n, b, n, dtype=np.int64) for a, b in segments]
         idx = np.concatenate(mine)
         out = {}
         for si, s in zip(self._infos, self._streams):
+            # One gathered block per stream; MinibatchData cuts sequences from it as views.
             block, lengths = s.take(idx)
-            if s.sparse:
-                data = block
-            else:
-                bounds = np.cumsum(lengths, dtype=np.int64)[:-1]
-                data = np.split(block, bounds) if len(idx) else []
-            md = MinibatchData(data, len(idx), int(lengths.sum()), end_of_sweep)
+            md = MinibatchData(block, len(idx), int(lengths.sum()), end_of_sweep)
             md._user_layout = (lengths, s.dim, s.dtype)
+            md.position, md.sweep = self._pos, first_sweep
+            md.global_samples, md.samples_per_sweep = self._pos - before, self._sweep_samples
             out[si] = md
         if input_map:
             return {var: out[_resolve(self, si)] for var, si in input_map.items()}
@@ -270,6 +271,10 @@ class MinibatchSourceFromData(UserMinibatchSource):
         self._pos = self._boundary(pos)
 
     # -- the timeline -------------------------------------------------------------------------
+
+    def _timeline(self):
+        """(position, samples_per_sweep) now: where the next minibatch starts."""
+        return self._pos, self._sweep_samples
 
     def _boundary(self, pos):
         """The first sequence boundary at or after ``pos``."""

@@ -83,12 +83,9 @@ class ShuffledSource(UserMinibatchSource):
 
 
 def data_source(max_samples=INFINITELY_REPEAT):
-    data = pytest.importorskip("ctfio.data")
-    if not hasattr(ctfio, "MinibatchSourceFromData"):
-        pytest.skip("MinibatchSourceFromData is not exported yet")
     x = np.arange(N, dtype=np.float32).reshape(N, 1)
     y = np.eye(3, dtype=np.float32)[np.arange(N) % 3]
-    return data.MinibatchSourceFromData({"x": x, "y": y}, max_samples=max_samples)
+    return ctfio.MinibatchSourceFromData({"x": x, "y": y}, max_samples=max_samples)
 
 
 def x_of(data):
