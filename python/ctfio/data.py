@@ -276,6 +276,13 @@ class MinibatchSourceFromData(UserMinibatchSource):
         """(position, samples_per_sweep) now: where the next minibatch starts."""
         return self._pos, self._sweep_samples
 
+    _positional_state = True
+
+    def _state_at(self, position):
+        """The checkpoint state at an earlier ``position`` of the timeline."""
+        return dict(self.get_checkpoint_state(), position=position,
+                    minibatchSourcePosition=position)
+
     def _boundary(self, pos):
         """The first sequence boundary at or after ``pos``."""
         sweep, within = divmod(pos, self._sweep_samples)

@@ -592,6 +592,21 @@ class MinibatchSource:
         """(position, samples_per_sweep) now: where the next minibatch starts."""
         return self._reader.position, self._reader.index_info()["samples"]
 
+    @property
+    def _positional_state(self):
+        """A timeline position determines the checkpoint state (not with truncated BPTT,
+        whose state also holds the partly delivered sequences)."""
+        return not self._params.get("truncation_length")
+
+    def _state_at(self, position):
+        """The checkpoint state this reader had at an earlier ``position`` of its timeline
+        (``_positional_state`` readers only): the current state with that position."""
+        state = self.get_checkpoint_state()
+        state["minibatchSourcePosition"] = position
+        state["sweep"] = position // state["samples_per_sweep"] if state["samples_per_sweep"] \
+            else 0
+        return state
+
     def get_checkpoint_state(self):
         return json.loads(self._reader.get_state())
 
@@ -672,6 +687,11 @@ class UserMinibatchSource(MinibatchSource):
     ``next_minibatch(num_samples, number_of_workers, worker_rank, device=None)`` returning
     ``{StreamInformation: MinibatchData}``; optionally ``get_checkpoint_state()`` and
     ``restore_from_checkpoint(state)``. Accepted wherever a MinibatchSource is."""
+
+    # Unknown for user sources: drivers read the timeline from the checkpoint state (once) and
+    # the minibatches' attributes, and keep a checkpoint state per minibatch.
+    _timeline = None
+    _positional_state = False
 
     def __init__(self):
         self._frame_mode = False

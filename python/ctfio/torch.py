@@ -49,6 +49,7 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
     raise ImportError("ctfio.torch needs PyTorch (pip install torch==2.13.0, or ctfio[torch]); "
                       "the rest of ctfio works without it") from e
 
+from ._loop import count_local, end_of_sweep, epoch_ends, epoch_room, source_timeline, timeline
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT, _np
 
 __all__ = ["CTFIterableDataset", "detect_workers"]
@@ -269,23 +270,29 @@ class _Transfer:
 
 class _Fetched:
     """One minibatch read from the source: its tensors (on their way to the device), the source
-    state after it, and whether it ends the epoch."""
+    state after it (a dict, or an _At), its timeline position, and whether it ends the epoch."""
 
-    __slots__ = ("started", "state", "local_samples", "ends_epoch", "minibatch")
+    __slots__ = ("started", "state", "local_samples", "ends_epoch", "minibatch", "position")
 
-    def __init__(self, started, state, local_samples, ends_epoch, minibatch):
+    def __init__(self, started, state, local_samples, ends_epoch, minibatch, position):
         self.started, self.state, self.local_samples = started, state, local_samples
-        self.ends_epoch, self.minibatch = ends_epoch, minibatch
+        self.ends_epoch, self.minibatch, self.position = ends_epoch, minibatch, position
+
+
+class _At:
+    """The source's state at an earlier timeline position, made only when asked for
+    (``source._state_at``): for the sources whose state a position determines, the batch read
+    ahead costs no checkpoint state per minibatch."""
+
+    __slots__ = ("position",)
+
+    def __init__(self, position):
+        self.position = position
 
 
 def _position(state):
     pos = state.get("minibatchSourcePosition") if isinstance(state, dict) else None
     return pos if isinstance(pos, int) and not isinstance(pos, bool) else None
-
-
-def _per_sweep(state):
-    per = state.get("samples_per_sweep") if isinstance(state, dict) else None
-    return per if isinstance(per, int) and not isinstance(per, bool) and per > 0 else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,12 +399,20 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
             n, r = n * info.num_workers, r * info.num_workers + info.id
         return n, r
 
+    def _resolved(self, state):
+        """A state as a dict (an _At is turned into one by the source that made it)."""
+        if isinstance(state, _At):
+            return self.source._state_at(state.position)
+        return state
+
     def _sync_source(self):
         src = self.source
         if self._restore is not None:
+            self._restore = self._resolved(self._restore)
             src.restore_from_checkpoint(self._restore)
             self._state, self._restore, self._ahead = self._restore, None, False
         elif self._ahead:
+            self._state = self._resolved(self._state)
             src.restore_from_checkpoint(self._state)   # rewind the batch read ahead
             self._ahead = False
         return src
@@ -413,27 +428,27 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         n, r = self.workers()
         transfer = _Transfer(self.device)
         frame_mode = bool(getattr(src, "_frame_mode", False))
-        state = src.get_checkpoint_state()
         if self._state is None:
-            self._state = state
-        epoch_end = None
-        if self.epoch_size not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
-            pos = _position(state)
-            if pos is None:
-                pos = self._local_samples
-                if n > 1:
-                    warnings.warn("CTFIterableDataset: the source reports no timeline position "
-                                  "(minibatchSourcePosition); epochs count this worker's own "
-                                  "samples, so workers may disagree on epoch ends")
-            epoch_end = (pos // self.epoch_size + 1) * self.epoch_size
-        fetch = (src, n, r, epoch_end, frame_mode, transfer)
-        pending = self._fetch(state, self._local_samples, *fetch)
+            self._state = src.get_checkpoint_state()
+        pos, per = source_timeline(src, self._state)
+        if pos is None and n > 1 and self.epoch_size not in (FULL_DATA_SWEEP,
+                                                            INFINITELY_REPEAT):
+            warnings.warn("CTFIterableDataset: the source reports no timeline position "
+                          "(minibatchSourcePosition); epochs count this worker's own "
+                          "samples, so workers may disagree on epoch ends")
+        # Epochs count the timeline position (the same on every rank) where there is one.
+        counted = pos if pos is not None else self._local_samples
+        epoch_index = counted // self.epoch_size if self.epoch_size not in (
+            FULL_DATA_SWEEP, INFINITELY_REPEAT) else 0
+        lazy = pos is not None and bool(getattr(src, "_positional_state", False))
+        fetch = (src, n, r, epoch_index, per, lazy, frame_mode, transfer)
+        pending = self._fetch(pos, self._local_samples, *fetch)
         # Double buffering: batch t+1 is read (and its device copy issued) before batch t is
         # handed out, except after the batch that ends the epoch.
         while pending is not None:
             ahead = None
             if not pending.ends_epoch:
-                ahead = self._fetch(pending.state, pending.local_samples, *fetch)
+                ahead = self._fetch(pending.position, pending.local_samples, *fetch)
             batch = transfer.finish(pending.started)
             self._state, self._local_samples = pending.state, pending.local_samples
             self._ahead = ahead is not None
@@ -443,23 +458,21 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
             yield batch
             pending = ahead
 
-    def _fetch(self, state, local_before, src, n, r, epoch_end, frame_mode, transfer):
-        """Reads the minibatch after ``state`` and starts its device transfer; None at the
-        source's end (which every rank reaches at the same call)."""
-        pos = _position(state)
-        if pos is None:
-            pos = local_before
+    def _fetch(self, pos, local_before, src, n, r, epoch_index, per, lazy, frame_mode,
+               transfer):
+        """Reads the minibatch after position ``pos`` (None: unknown) and starts its device
+        transfer; None at the source's end (which every rank reaches at the same call)."""
         k = self.minibatch_size
-        if epoch_end is not None:
-            k = min(k, epoch_end - pos)
-        elif self.epoch_size == FULL_DATA_SWEEP:
-            per = _per_sweep(state)
-            if per is not None and _position(state) is not None:
-                k = min(k, per - pos % per)
+        room = epoch_room(self.epoch_size, epoch_index,
+                          pos if pos is not None else local_before, pos, per)
+        if room is not None:
+            k = min(k, room)
         data = src._next(max(1, k), n, r)
         if not data:
             return None
-        after = src.get_checkpoint_state()
+        pos_after, _, _ = timeline(data) if pos is not None else (None, None, None)
+        after = _At(pos_after) if lazy and pos_after is not None else \
+            src.get_checkpoint_state()
         by_name = {getattr(si, "name", si): md for si, md in data.items()}
         batch = {}
         for name in (self.streams if self.streams is not None else by_name):
@@ -472,25 +485,17 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
                 _sparse(md, name, frame_mode, batch)
             else:
                 _dense(md, name, self.layout, frame_mode, batch)
-        # Local samples as training_session counts them: the defining stream's, else the most.
-        local = max(md.num_samples for md in data.values())
-        for si, md in data.items():
-            if getattr(si, "defines_mb_size", False):
-                local = md.num_samples
-        local_after = local_before + local
-        end_of_sweep = any(getattr(md, "end_of_sweep", False) for md in data.values())
+        local_after = local_before + count_local(data)
         if self.with_keys:
             md = next(iter(data.values()))
             if getattr(md, "_view", None) is not None:
                 batch["_keys"] = torch.from_numpy(md.keys.astype(_np().int64))
-        if self.epoch_size == FULL_DATA_SWEEP:
-            ends = end_of_sweep
-        elif self.epoch_size == INFINITELY_REPEAT:
-            ends = False
-        else:
+        if pos is not None and pos_after is None:   # a source whose state tells, not its data
             pos_after = _position(after)
-            ends = (pos_after if pos_after is not None else local_after) >= epoch_end
-        return _Fetched(transfer.start(batch), after, local_after, ends, data)
+        ends = epoch_ends(self.epoch_size, epoch_index,
+                          pos_after if pos_after is not None else local_after,
+                          end_of_sweep(data))
+        return _Fetched(transfer.start(batch), after, local_after, ends, data, pos_after)
 
     # -- checkpoints (torchdata StatefulDataLoader convention) ---------------------------------
 
@@ -500,7 +505,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         data does not count); ``epoch`` and ``batches`` count the epochs completed and the
         batches handed out. The whole dict is the same on every
         rank; save it next to the model's and optimizer's. JSON-serialisable."""
-        state = self._restore if self._restore is not None else self._state
+        state = self._restore if self._restore is not None else self._resolved(self._state)
         if state is None:
             state = self.source.get_checkpoint_state()
         out = {"version": _STATE_VERSION, "source": state, "epoch": self._epochs,
@@ -552,7 +557,8 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         d = dict(self.__dict__)
         if self._factory is not None:
             d["_src"] = None
-            d["_restore"] = d["_restore"] if d["_restore"] is not None else d["_state"]
+            d["_restore"] = d["_restore"] if d["_restore"] is not None else (
+                self._resolved(d["_state"]) if self._src_pid == os.getpid() else d["_state"])
         d["last_minibatch"] = None
         return d
 
