@@ -1024,8 +1024,12 @@ class DataProvider(UserMinibatchSource):
             end = False
         b = Batch()
         b.size, b.num_samples, b.end_of_pass, b.pass_index = units, len(recs), end, p.index
+        whole = len(recs) if self.num_workers == 1 else None
         for name, t, arrays in zip(self.names, self.types, packed):
-            b[name] = ProviderData(name, t, arrays, len(recs), self.dtype, end)
+            d = b[name] = ProviderData(name, t, arrays, len(recs), self.dtype, end)
+            # The timeline as far as a provider knows it: the pass is the sweep; a pass's size
+            # is known only at its end, so there is no position or samples per sweep.
+            d.sweep, d.global_samples = p.index, whole
         return b
 
     def __iter__(self):
