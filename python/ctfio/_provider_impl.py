@@ -556,10 +556,12 @@ class _Job:
 
 
 def _units(calc, sample, path, n):
+    """The units of a sample. 0 counts as 1: a sample always takes room, or a pool (and a
+    batch) of zero-unit samples from an endless generator would never fill."""
     u = calc(sample)
     if not isinstance(u, int) or isinstance(u, bool) or u < 0:
         raise SampleError(path, n, "calc_batch_size must return an int >= 0 (got %r)" % (u,))
-    return u
+    return u or 1
 
 
 def _convert(feed, job, sample):
@@ -769,11 +771,12 @@ class _Pass:
                 feed = _Feed(i, dp.file_list[i], dp._job, readers)
                 readers.open(feed)
             self.active.append(feed)
-        if not self.active:
+        active = self.active      # close() on another thread may replace the list
+        if not active:
             return None
         if self.rng is None:
-            return self.active[0]
-        return self.active[self.rng.randrange(len(self.active))]
+            return active[0]
+        return active[self.rng.randrange(len(active))]
 
     def _fill(self):
         """Fills the pool up to target + _CHUNK - 1 units (never past pool_size) once it holds
@@ -795,7 +798,8 @@ class _Pass:
                     raise
                 return  # the pool's samples come first; the error is raised again when it is
             if got is None:
-                self.active.remove(feed)
+                if feed in self.active:   # not after a cancel() from another thread
+                    self.active.remove(feed)
                 continue
             if not got:
                 return  # full: draw first (never wait for room that only a draw can make)
@@ -840,7 +844,14 @@ class _Pass:
         recs, total = [], 0
         over = self.dp.options["can_over_batch_size"]
         while total < size:
-            item = self._draw()
+            try:
+                item = self._draw()
+            except Exception:
+                if not recs:
+                    raise
+                # The samples before a generator's error come first: this batch ends here, and
+                # the next draw raises the error again (the failed file keeps it).
+                break
             if item is None:
                 break
             if recs and total + item[1] > size and not over:
@@ -988,7 +999,9 @@ class DataProvider(UserMinibatchSource):
         self._next_pass = 0           # index of the next pass to start
 
     def _check_size(self, size, name):
-        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise TypeError("%s: must be an int (got %s)" % (name, type(size).__name__))
+        if size < 1:
             raise ValueError("%s: must be an int >= 1 (got %r)" % (name, size))
         pool = self.options["pool_size"]
         if pool != -1 and size > pool:
@@ -1102,6 +1115,9 @@ class DataProvider(UserMinibatchSource):
                     **{"pass": where[0], "samples": where[1]})
 
     def restore_from_checkpoint(self, state):
+        if not isinstance(state, dict):
+            raise TypeError("restore_from_checkpoint: the state must be the dict "
+                            "get_checkpoint_state() returned (got %s)" % type(state).__name__)
         mine = self.get_checkpoint_state()
         for key in ("version", "kind", "seed", "files", "workers"):
             if state.get(key) != mine[key]:
