@@ -79,6 +79,7 @@ def _quiet_once_warnings():
         a = np.zeros(1, np.float32)
         a.flags.writeable = False
         torch.frombuffer(a, dtype=torch.float32)
+        torch.from_numpy(a)
         parts = (torch.zeros(2, dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
                  torch.zeros(1))
         torch.sparse_csr_tensor(*parts, size=(1, 1), check_invariants=False)
@@ -152,30 +153,22 @@ class _CSR:
         return torch.sparse_csr_tensor(crow, col, values, size=self.size, check_invariants=False)
 
 
-def _torch_dtype(np_dtype):
-    return torch.from_numpy(_np().empty(0, np_dtype)).dtype
-
-
 def _tensor(arr):
-    """A tensor over a NumPy array's memory (no copy when it is C-contiguous). Read-only
-    exports (the C reader's buffers) go through torch.frombuffer, which keeps the buffer's owner
-    alive; an empty array becomes an empty tensor (frombuffer rejects zero-length buffers)."""
-    np = _np()
-    arr = np.ascontiguousarray(arr)
-    if arr.size == 0:
-        return torch.from_numpy(np.zeros(arr.shape, arr.dtype))
-    if arr.flags.writeable:
-        return torch.from_numpy(arr)
-    return torch.frombuffer(arr, dtype=_torch_dtype(arr.dtype)).view(arr.shape)
+    """A tensor over a NumPy array's memory: no copy when it is C-contiguous (the C reader's
+    buffers always are). The tensor holds the array, which holds the reader's buffer and so
+    the minibatch: the memory stays valid as long as the tensor lives."""
+    if not arr.flags.c_contiguous:
+        arr = _np().ascontiguousarray(arr)
+    return torch.from_numpy(arr)
 
 
 def _lengths(md):
-    return torch.from_numpy(_np().asarray(md.lengths, dtype=_np().int64))
+    """int64 lengths: a conversion (torch has no uint32 arithmetic), num_sequences values."""
+    return torch.from_numpy(_np().asarray(md.lengths).astype(_np().int64))
 
 
 def _dense(md, name, layout, frame_mode, out):
-    np = _np()
-    values = _tensor(np.asarray(md.values).reshape(-1, md.dim))
+    values = _tensor(_np().asarray(md.values).reshape(-1, md.dim))
     if frame_mode:
         out[name] = values
         return
@@ -188,7 +181,7 @@ def _dense(md, name, layout, frame_mode, out):
     width = int(lengths.max()) if n else 0
     mask = torch.arange(width)[None, :] < lengths[:, None]
     if n and bool((lengths == width).all()):
-        out[name] = values.view(n, width, md.dim)     # equal lengths: still a view
+        out[name] = values.view(n, width, md.dim)     # equal lengths: still a view (no copy)
     else:
         padded = values.new_zeros((n, width, md.dim))
         padded[mask] = values                         # row-major mask order = sequence order
@@ -198,7 +191,7 @@ def _dense(md, name, layout, frame_mode, out):
 
 def _sparse(md, name, frame_mode, out):
     np = _np()
-    values = _tensor(md.values)
+    values = _tensor(np.asarray(md.values))
     indices = np.asarray(md.indices)
     indptr = np.asarray(md.indptr)
     # torch needs one dtype for both index arrays: the reader's column indices are int32 and
