@@ -265,8 +265,9 @@ class MinibatchData:
 
     def csr(self):
         """The samples as a SciPy CSR matrix (num_samples, dim); needs SciPy. Sparse streams:
-        its data, indices and indptr are the reader's buffers (no copy; SciPy may convert
-        indptr to int32 on later operations). Dense streams: a copy (CSR is another layout)."""
+        its data and indices are the reader's buffers (no copy); indptr (num_samples + 1
+        entries, int64 in the reader) is converted to int32 by SciPy, which wants one index
+        type. Dense streams: a copy (CSR is another layout)."""
         import scipy.sparse
         if self._view is None:
             return self._user_csr()
