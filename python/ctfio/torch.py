@@ -49,6 +49,7 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
     raise ImportError("ctfio.torch needs PyTorch (pip install torch==2.13.0, or ctfio[torch]); "
                       "the rest of ctfio works without it") from e
 
+from . import _staging
 from ._loop import count_local, end_of_sweep, epoch_ends, epoch_room, source_timeline, timeline
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT, _np
 
@@ -211,54 +212,29 @@ def _sparse(md, name, frame_mode, out):
 # Device transfer (double buffering)
 # ---------------------------------------------------------------------------------------------
 
-def _map(batch, fn):
-    """Applies fn to every dense tensor of a batch, keeping _CSR parts together."""
-    out = {}
-    for k, v in batch.items():
-        out[k] = _CSR(*[fn(p) for p in v.parts()], v.size) if isinstance(v, _CSR) else fn(v)
-    return out
-
-
-def _assemble(batch):
-    return {k: v.build(*v.parts()) if isinstance(v, _CSR) else v for k, v in batch.items()}
-
-
 class _Transfer:
-    """Host -> device copies. ``start`` issues the copy of batch t+1 while the caller still
-    trains on batch t; ``finish`` makes the batch safe to use on the caller's stream.
-
-    CUDA: pin (one host copy into page-locked memory), then ``to(device, non_blocking=True)``
-    on a side stream and record an event there. ``finish``: the caller's current stream waits
-    for that event, and every device tensor is ``record_stream``-ed on the current stream so the
-    caching allocator does not reuse its memory while work queued there still reads it. The
-    pinned host tensors stay referenced until ``finish``. CPU: no copy, same calls."""
+    """Host -> device copies through ctfio/_staging.py (shared with the providers): ``start``
+    issues the copy of batch t+1 while the caller still trains on batch t; ``finish`` makes the
+    batch safe to use on the caller's stream and builds the sparse tensors. CPU: no copy."""
 
     def __init__(self, device):
-        self.device = torch.device(device)
-        self.cuda = self.device.type == "cuda"
-        self.stream = torch.cuda.Stream(device=self.device) if self.cuda else None
+        self.staging = _staging.Staging(device)
 
     def start(self, batch):
-        if self.device.type == "cpu":
-            return batch, None
-        if not self.cuda:
-            return _map(batch, lambda t: t.to(self.device)), None
-        with torch.cuda.stream(self.stream):
-            pinned = _map(batch, lambda t: t.pin_memory())
-            moved = _map(pinned, lambda t: t.to(self.device, non_blocking=True))
-            done = torch.cuda.Event()
-            done.record(self.stream)
-        return moved, (done, pinned)
+        flat = {}
+        for k, v in batch.items():
+            if isinstance(v, _CSR):
+                for i, part in enumerate(v.parts()):
+                    flat[(k, i)] = part
+            else:
+                flat[k] = v
+        return batch, self.staging.start(flat)
 
     def finish(self, started):
-        batch, sync = started
-        if sync is not None:
-            current = torch.cuda.current_stream(self.device)
-            current.wait_event(sync[0])
-            for v in batch.values():
-                for t in (v.parts() if isinstance(v, _CSR) else (v,)):
-                    t.record_stream(current)
-        return _assemble(batch)
+        batch, handle = started
+        moved = self.staging.finish(handle)
+        return {k: v.build(moved[(k, 0)], moved[(k, 1)], moved[(k, 2)]) if isinstance(v, _CSR)
+                else moved[k] for k, v in batch.items()}
 
 
 class _Fetched:
