@@ -219,8 +219,11 @@ class _Transfer:
 
     def __init__(self, device):
         self.staging = _staging.Staging(device)
+        self.passthrough = self.staging.device.type == "cpu"   # the tensors are the batch
 
     def start(self, batch):
+        if self.passthrough:
+            return batch, None
         flat = {}
         for k, v in batch.items():
             if isinstance(v, _CSR):
@@ -232,6 +235,9 @@ class _Transfer:
 
     def finish(self, started):
         batch, handle = started
+        if handle is None:
+            return {k: v.build(*v.parts()) if isinstance(v, _CSR) else v
+                    for k, v in batch.items()}
         moved = self.staging.finish(handle)
         return {k: v.build(moved[(k, 0)], moved[(k, 1)], moved[(k, 2)]) if isinstance(v, _CSR)
                 else moved[k] for k, v in batch.items()}

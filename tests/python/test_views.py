@@ -132,3 +132,32 @@ def test_provider_arrays_are_views_of_the_packed_batch():
     assert np.shares_memory(b["d"].asarray(), b["d"].value)        # frame layout: the block
     assert np.shares_memory(b["q"].asarray(), b["q"].value)        # equal lengths: a view
     assert np.shares_memory(b["s"].indices, b["s"].csr().indices)
+
+
+def test_torch_staged_path_equals_the_zero_copy_path(one_sample_file):
+    """The CUDA staging code (two host buffers, copies, CSR parts travelling apart) run on the
+    CPU: the batches equal the zero-copy ones, and the staging buffers alternate."""
+    torch = pytest.importorskip("torch")
+    ct = pytest.importorskip("ctfio.torch")
+    from ctfio import _staging
+    plain = [b for _, b in zip(range(4), ct.CTFIterableDataset(source(one_sample_file), 5))]
+    ds = ct.CTFIterableDataset(source(one_sample_file), 5)
+    tr = ct._Transfer("cpu")
+    tr.passthrough, tr.staging = False, _staging.Staging("cpu", copy_on_cpu=True)
+    addrs = []
+    for i, mb in zip(range(4), iter(lambda: ds.source.next_minibatch(5), None)):
+        batch = {}
+        for si, md in mb.items():
+            if md.is_sparse:
+                ct._sparse(md, si.name, False, batch)
+            else:
+                ct._dense(md, si.name, "packed", False, batch)
+        out = tr.finish(tr.start(batch))   # valid until the batch after next reuses its side
+        addrs.append(out["x"].data_ptr())
+        assert set(out) == set(plain[i])
+        for k, want in plain[i].items():
+            have = out[k]
+            if want.layout == torch.sparse_csr:
+                want, have = want.to_dense(), have.to_dense()
+            assert torch.equal(want, have), k
+    assert addrs[0] == addrs[2] and addrs[1] == addrs[3] and addrs[0] != addrs[1]
