@@ -19,10 +19,15 @@ Every stream must hold the same number of sequences. float32 and float64 data ke
 other numeric types become float32.
 
 The sequences are delivered in the given order in every sweep (no randomization, as in CNTK).
-A minibatch of K samples counts each sequence with the length of its longest stream; the first
-sequence is always taken, then sequences follow while the total stays <= K (no look-ahead), across
-sweep boundaries. With ``number_of_workers = N`` the global minibatch is cut as for one worker and
-worker r receives the sequences whose index in the sweep is r mod N. Differences from CNTK
+The minibatch rules are the file reader's with ``randomize=False`` (a test holds them to it): a
+minibatch of K samples counts each sequence with the length of its longest stream; the first
+sequence is always taken, then sequences follow while the total stays <= K (no look-ahead),
+across sweep boundaries. With ``number_of_workers = N`` the global minibatch is cut as for one
+worker and worker r receives the sequences whose index in the sweep is r mod N. Every
+``MinibatchData`` carries the timeline (``position``, ``sweep``, ``global_samples``,
+``samples_per_sweep``, ``end_of_sweep``) like the file reader's, and holds one gathered block
+per stream: ``values`` is that block, ``as_sequences()`` and (for sequences of one length)
+``asarray()`` are views of it. Differences from CNTK
 (SPEC 11, 13): a sequence longer than the request is returned alone (CNTK returned an empty
 minibatch forever), the counts of a worker's MinibatchData are its own (CNTK reported the global
 ones), minibatches cross sweep boundaries and workers share one position, so the checkpoint is

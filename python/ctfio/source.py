@@ -168,7 +168,7 @@ class MinibatchData:
         self.position = self.sweep = self.global_samples = self.samples_per_sweep = None
 
     @classmethod
-    def _from_view(cls, view, mb, frame_mode, keys):
+    def _from_view(cls, view, mb, frame_mode):
         self = cls.__new__(cls)
         self._view = view
         self.num_sequences = view["num_sequences"]
@@ -179,7 +179,7 @@ class MinibatchData:
         self.global_samples = mb.global_samples
         self.samples_per_sweep = mb.samples_per_sweep
         self._frame_mode = frame_mode
-        self._keys = keys
+        self._mb = mb             # the C minibatch: keys are made only when asked for
         self.data = None
         self._values = None
         return self
@@ -226,8 +226,13 @@ class MinibatchData:
     # -- zero-copy arrays of the C minibatch -------------------------------------------------
 
     def _arr(self, key):
-        buf = self._view[key]
-        return None if buf is None else _np().asarray(buf)
+        """The view's array ``key``: the C buffer wrapped once, then the same array."""
+        view = self._view
+        buf = view[key]
+        if buf is None or type(buf) is _np().ndarray:
+            return buf
+        arr = view[key] = _np().asarray(buf)
+        return arr
 
     @property
     def values(self):
@@ -261,7 +266,8 @@ class MinibatchData:
     @property
     def keys(self):
         """Sequence keys (ids, or line numbers in line mode) of the CTF reader's minibatch."""
-        return _np().asarray(self._keys) if self._view is not None else None
+        mb = getattr(self, "_mb", None)
+        return _np().asarray(mb.keys) if mb is not None else None
 
     def csr(self):
         """The samples as a SciPy CSR matrix (num_samples, dim); needs SciPy. Sparse streams:
@@ -576,10 +582,9 @@ class MinibatchSource:
         if mb is None:
             return {}
         try:
-            keys = mb.keys
             out = {}
             for i, si in enumerate(self._infos):
-                out[si] = MinibatchData._from_view(mb.stream(i), mb, self._frame_mode, keys)
+                out[si] = MinibatchData._from_view(mb.stream(i), mb, self._frame_mode)
             if input_map:
                 out = {var: out[_resolve(self, si)] for var, si in input_map.items()}
         except BaseException:

@@ -238,3 +238,38 @@ def test_few_chunks_warning_reaches_python_logging(seq_file, caplog):
         src.next_minibatch(5, number_of_workers=2, worker_rank=0)
     assert any("chunks for 2 workers" in a[1] for a in got)
     assert not [r for r in caplog.records if r.name == "ctfio"]
+
+
+# ---------------------------------------------------------------------------------------------
+# MinibatchSourceFromData follows the file reader's rules
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_in_memory_source_cuts_like_the_file_reader(tmp_path, workers):
+    """The same sequences in memory and in a file read in order: the same minibatches on every
+    worker (first sequence always taken, no look-ahead, across sweep ends, sequence i of a sweep
+    to worker i mod N), the same timeline, the same checkpoint position."""
+    rng = random.Random(11)
+    lengths = [rng.randint(1, 5) for _ in range(23)]
+    path = str(tmp_path / "same.ctf")
+    with open(path, "w") as f:
+        for i, n in enumerate(lengths):
+            for j in range(n):
+                f.write("%d |x %d %d\n" % (i, i, j))
+    mem_data = [np.array([[i, j] for j in range(n)], np.float32) for i, n in enumerate(lengths)]
+    for k in (1, 4, 7, 30):
+        for rank in range(workers):
+            ctf = ctf_source(path, randomize=False)
+            mem = ctfio.MinibatchSourceFromData(dict(x=mem_data))
+            for _ in range(25):
+                a = ctf.next_minibatch(k, number_of_workers=workers, worker_rank=rank)
+                b = mem.next_minibatch(k, number_of_workers=workers, worker_rank=rank)
+                ma, mb = a[ctf.streams.x], b[mem.streams.x]
+                assert [s[0, 0] for s in ma.as_sequences()] == \
+                    [s[0, 0] for s in mb.as_sequences()], (k, rank)
+                np.testing.assert_array_equal(ma.values, mb.values)
+                for attr in ("position", "sweep", "global_samples", "samples_per_sweep",
+                             "end_of_sweep", "num_samples", "num_sequences"):
+                    assert getattr(ma, attr) == getattr(mb, attr), (attr, k, rank)
+            assert ctf.get_checkpoint_state()["minibatchSourcePosition"] == \
+                mem.get_checkpoint_state()["position"]
