@@ -215,6 +215,13 @@ class MinibatchSourceFromData(UserMinibatchSource):
             raise ValueError("next_minibatch: need number_of_workers >= 1 and 0 <= worker_rank "
                              "< number_of_workers (got %r, %r)" % (number_of_workers, worker_rank))
         before = self._pos
+        try:
+            return self._minibatch(k, n, r, before, input_map)
+        except BaseException:
+            self._pos = before   # Ctrl-C or an error: the minibatch never reached the caller
+            raise
+
+    def _minibatch(self, k, n, r, before, input_map):
         segments, end_of_sweep = self._cut(k)
         if not segments:
             return {}

@@ -214,3 +214,19 @@ def test_ctrl_c_never_loses_a_minibatch(tmp_path):
         assert mb[src.streams.x].values[0, 0] == after
         src.close()
     assert outcomes - {"none"}, outcomes
+
+
+def test_in_memory_source_takes_back_an_interrupted_minibatch(monkeypatch):
+    from ctfio import data
+    src = ctfio.MinibatchSourceFromData(dict(x=np.arange(20, dtype=np.float32).reshape(10, 2)))
+    src.next_minibatch(3)
+    real = data._Stream.take
+
+    def interrupted(self, idx):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(data._Stream, "take", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        src.next_minibatch(4)
+    monkeypatch.setattr(data._Stream, "take", real)
+    assert src.get_checkpoint_state()["position"] == 3
+    assert src.next_minibatch(4)[src.streams.x].values[:, 0].tolist() == [6, 8, 10, 12]
