@@ -21,10 +21,9 @@ Memory: the pool holds at most ``pool_size`` units (``calc_batch_size`` units, 1
 default); a sample larger than the whole pool is admitted only into an empty pool and then
 delivered alone. Besides the pool, each open file has a read-ahead queue of at most
 ``max(readahead, 32)`` samples, and at most ``open_files`` generators are alive at once; a
-generator is
-dropped the moment it is exhausted (the seed's "generator memory" problem cannot occur: a
-reading thread always asks its generator for the next sample right away, so it learns that it
-is finished at once, not when a random pick reaches it again).
+generator is dropped the moment it is exhausted (it cannot keep its context alive until a random
+pick revisits it: a reading thread always asks its generator for the next sample right away, so
+it learns that it is finished at once, not when a random pick reaches it again).
 """
 
 import collections
@@ -69,7 +68,7 @@ class Batch(dict):
 
 
 class ProviderData(MinibatchData):
-    """One input of a provider batch, as NumPy arrays (SPEC 12), plus the MinibatchData API.
+    """One input of a provider batch, as NumPy arrays, plus the MinibatchData API.
 
     * ``value``: dense ``(num_samples, dim)``; integer ``(num_samples,)`` int64 (also ``ids``);
       sparse the non-zero values ``(nnz,)`` (ones for sparse_binary_vector), with ``indptr``
@@ -342,7 +341,7 @@ def _read_file_list(file_list):
 
 
 class DataProvider(UserMinibatchSource):
-    """Batches from a @provider generator over a list of files (SPEC 12).
+    """Batches from a @provider generator over a list of files.
 
     ``process(file_list, batch_size=128, is_train=True, seed=0, **user_args)`` where ``process``
     is the class ``@provider`` made, or ``DataProvider(file_list, process, ...)``.
@@ -354,7 +353,7 @@ class DataProvider(UserMinibatchSource):
     * ``is_train``: picks the shuffle default (``should_shuffle=None``) and is passed to
       init_hook; ``args`` (a dict) and any other keyword arguments go to init_hook as well.
     * ``seed``: shuffling is a pure function of (seed, pass); ``open_files`` files are open at
-      once (the pool mixes them; part of the order, like the seed), read by ``num_threads``
+      once (the pool mixes them; part of the order, like ``seed``), read by ``num_threads``
       threads (not part of the order), each at most ``readahead`` (at least 32) samples ahead.
     * ``dtype``: float32 or float64 for the values; ``device`` (e.g.
       ``torch.device('cuda')``) turns on double buffering for iteration; ``num_workers`` /
@@ -550,7 +549,7 @@ class DataProvider(UserMinibatchSource):
 
     def get_checkpoint_state(self):
         """{version, pass, samples}: the pass in progress and the samples it delivered (a pass
-        is a fixed sequence of samples, SPEC 12 determinism), plus what must match."""
+        is a fixed sequence of samples), plus what must match."""
         p = self._pass
         if p is None:
             where = (self._next_pass, 0)

@@ -18,7 +18,7 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------------
-# Input types (the seed's table; the numbers are the C section's, see _ctfio.c 7b)
+# Input types (PyDataProvider2's table; the numbers are those of the C encoder, _provider.c)
 # ---------------------------------------------------------------------------------------------
 
 class SequenceType:
@@ -133,7 +133,7 @@ integer_sequence = integer_value_sequence
 # Options, settings, errors
 # ---------------------------------------------------------------------------------------------
 
-# The @provider parameters with their defaults (SPEC 12), in the seed's order.
+# The @provider parameters with their defaults, in PaddlePaddle's order.
 OPTION_DEFAULTS = dict(input_types=None, should_shuffle=None, pool_size=-1, min_pool_size=-1,
                        can_over_batch_size=True, calc_batch_size=None,
                        cache=CacheType.NO_CACHE, check=False, check_fail_continue=False,
