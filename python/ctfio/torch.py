@@ -16,24 +16,28 @@ What it does, in order, for every step:
    (``detect_workers``). Inside a ``DataLoader`` worker process each loader worker is a worker
    of its own: ``rank * num_workers + id`` of ``world_size * num_workers``.
 2. **Cut.** ``source._next(K, N, r)``: K is the *global* minibatch size; every rank receives its
-   share of the same global minibatch and all ranks advance to the same position (SPEC 7), so
-   epochs end at the same step on every rank and a rank with no data gets empty tensors.
-3. **Tensors.** The minibatch buffers become tensors without copying (``torch.frombuffer`` over
-   the C reader's memory; the tensor keeps the minibatch alive). Dense streams are ``packed``
+   share of the same global minibatch and all ranks advance to the same position, so epochs
+   end at the same step on every rank and a rank with no data gets empty tensors. Requests are
+   cut at epoch ends by the rules of ctfio/_loop.py, which training_session follows too; the
+   position comes with every minibatch (``MinibatchData.position``).
+3. **Tensors.** The minibatch buffers become tensors without copying (``torch.from_numpy`` over
+   the C reader's memory; the tensor keeps the minibatch alive; the lengths and CSR row pointers
+   are converted, a copy of one number per sequence or sample). Dense streams are ``packed``
    (``(num_samples, dim)`` plus ``<name>_lengths``) or ``padded`` (``(num_sequences, max_len,
    dim)`` plus a boolean ``<name>_mask``; a view when all sequences have one length, else the
    one copy padding needs); sparse streams are ``torch.sparse_csr`` ``(num_samples, dim)`` whose
    values and column indices are the reader's memory, plus ``<name>_lengths``. In frame mode a
    stream is ``(num_sequences, dim)``.
 4. **Device.** The next minibatch is read one step ahead. With ``device="cuda"`` it is copied
-   from pinned host memory on a side stream while the caller trains on the current one (double
-   buffering); before a batch is handed out the current stream waits for its copy event and the
-   tensors are ``record_stream``-ed on it. With ``device="cpu"`` the same path runs without the
-   copy.
+   through pinned host buffers on a side stream while the caller trains on the current one
+   (double buffering, ctfio/_staging.py, shared with the providers); before a batch is handed
+   out the current stream waits for its copy event and the tensors are ``record_stream``-ed on
+   it. With ``device="cpu"`` the tensors are handed out as they are.
 5. **State.** ``state_dict()`` is the source's checkpoint state after the last batch handed out
-   (the batch read ahead does not count, SPEC 8.1); ``load_state_dict()`` restores it before the
-   next iteration (torchdata's ``StatefulDataLoader`` convention). The state is the same on every
-   rank, so it can be restored with another rank count (elastic, SPEC 7.6).
+   (the batch read ahead does not count); ``load_state_dict()`` restores it before the next
+   iteration (torchdata's ``StatefulDataLoader`` convention). The state is the same on every
+   rank, so it can be restored with another rank count (elastic). Where a position determines
+   the state it is built from the position when asked, not taken per minibatch.
 
 torch is imported by this module only: ``import ctfio`` never imports it, and ctfio works
 without PyTorch installed.

@@ -273,3 +273,22 @@ def test_in_memory_source_cuts_like_the_file_reader(tmp_path, workers):
                     assert getattr(ma, attr) == getattr(mb, attr), (attr, k, rank)
             assert ctf.get_checkpoint_state()["minibatchSourcePosition"] == \
                 mem.get_checkpoint_state()["position"]
+
+
+def test_torch_with_truncated_bptt_keeps_exact_states(seq_file):
+    """With truncated BPTT a position does not determine the state: the dataset then keeps the
+    source's state per minibatch, and a break + state_dict + resume continues exactly."""
+    ct = pytest.importorskip("ctfio.torch")
+
+    def make():
+        return ctf_source(seq_file, truncation_length=2)
+    ref = [b["x"].tolist() for _, b in zip(range(12), ct.CTFIterableDataset(
+        make(), 4, epoch_size=INFINITELY_REPEAT))]
+    assert not make()._positional_state
+    ds = ct.CTFIterableDataset(make(), 4, epoch_size=INFINITELY_REPEAT)
+    first = [b["x"].tolist() for _, b in zip(range(5), ds)]
+    state = ds.state_dict()
+    again = ct.CTFIterableDataset(make(), 4, epoch_size=INFINITELY_REPEAT)
+    again.load_state_dict(state)
+    rest = [b["x"].tolist() for _, b in zip(range(7), again)]
+    assert first + rest == ref
