@@ -9,6 +9,7 @@ another worker count.
 """
 
 import json
+import operator
 
 from . import _ctfio
 
@@ -481,10 +482,14 @@ def _limit(value, name):
 
 
 def _count_arg(value, name):
-    """A sample count argument: an int (not a bool, a float or a str), passed on unchanged."""
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError("%s: must be an int (got %s)" % (name, type(value).__name__))
-    return value
+    """A sample count argument as an int: ints and integer types with ``__index__`` (NumPy's),
+    never a bool, a float or a str (TypeError)."""
+    if isinstance(value, bool):
+        raise TypeError("%s: must be an int (got bool)" % name)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError("%s: must be an int (got %s)" % (name, type(value).__name__)) from None
 
 
 def _workers(num_data_partitions, partition_index, number_of_workers=None, worker_rank=None):

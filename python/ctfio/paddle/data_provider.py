@@ -34,7 +34,7 @@ import weakref
 
 from .. import _ctfio
 from .._staging import Staging
-from ..source import MinibatchData, StreamInformation, UserMinibatchSource, _np
+from ..source import MinibatchData, StreamInformation, UserMinibatchSource, _count_arg, _np
 from ._reading import _CHUNK, _Counters, _Feed, _Job, _Readers
 from .types import (OPTION_DEFAULTS, CacheType, DataType, SequenceType, Settings, _slots,
                     check_options)
@@ -446,8 +446,7 @@ class DataProvider(UserMinibatchSource):
         self._next_pass = 0           # index of the next pass to start
 
     def _check_size(self, size, name):
-        if not isinstance(size, int) or isinstance(size, bool):
-            raise TypeError("%s: must be an int (got %s)" % (name, type(size).__name__))
+        size = _count_arg(size, name)
         if size < 1:
             raise ValueError("%s: must be an int >= 1 (got %r)" % (name, size))
         pool = self.options["pool_size"]
