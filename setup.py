@@ -20,8 +20,10 @@ setup(
     ext_modules=[
         Extension(
             "ctfio._ctfio",
-            sources=["python/ctfio/_ctfio.c", "python/ctfio/_buffer.c", "python/ctfio/_provider.c"] + sorted(glob.glob("lib/*.c")),
-            depends=["include/ctfio.h", "python/ctfio/_buffer.h", "python/ctfio/_provider.h"] + sorted(glob.glob("lib/*.h")),
+            sources=["python/ctfio/_ctfio.c", "python/ctfio/_buffer.c", "python/ctfio/_stats.c",
+                     "python/ctfio/_provider.c"] + sorted(glob.glob("lib/*.c")),
+            depends=["include/ctfio.h", "python/ctfio/_buffer.h", "python/ctfio/_stats.h",
+                     "python/ctfio/_provider.h"] + sorted(glob.glob("lib/*.h")),
             include_dirs=["include", "lib"],
             extra_compile_args=args + ["-pthread"],
             extra_link_args=link,

@@ -10,12 +10,15 @@
  *               read-only). It holds a strong reference to its Minibatch, so NumPy arrays made
  *               from it keep the data alive after the Minibatch, later next() calls and even the
  *               Reader are gone. NumPy is never needed at build time.
- *   CTFError, ParseError(CTFError, ValueError), StateError(CTFError, ValueError), bsconfig_load.
+ *   CTFError, ParseError(CTFError, ValueError) and its subclass DataChangedError,
+ *               StateError(CTFError, ValueError), bsconfig_load.
+ *   The Buffer type lives in _buffer.c, the dicts of Reader.stats()/index_info() in _stats.c.
  *
  * Threads: the GIL is released around every call that may index, parse or join threads
  * (ctf_reader_open/next/seek/restore_state/free). The library may call the log callback inside
- * those calls, so the C callback only appends the record to a C array on the Reader; the records
- * are handed to the Python callable, in order, once the GIL is back. A Reader must be used by one
+ * those calls, so the C callback (always installed: the library itself prints nothing) only
+ * appends the record to a C array on the Reader; the records are handed to the Python callable,
+ * or to Python's logging (logger "ctfio") when there is none, in order, once the GIL is back. A Reader must be used by one
  * thread at a time (ctfio.h rule 6): a `busy` flag, read and written under the GIL, turns a
  * second concurrent call into RuntimeError instead of a data race.
  *
@@ -32,6 +35,7 @@
 
 #include "ctfio.h"
 #include "_buffer.h"   /* section 4, the Buffer type, lives in _buffer.c */
+#include "_stats.h"    /* stats() and index_info() as dicts, in _stats.c */
 #include "_provider.h" /* section 7b, provider batch assembly, lives in _provider.c */
 
 #include <errno.h>
@@ -1118,71 +1122,20 @@ PyDoc_STRVAR(Reader_stats_doc, "stats() -> dict\n\nCounters since open (ctf_stat
 
 static PyObject *Reader_stats(ReaderObject *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *d = NULL, *streams = NULL;
     ctf_stats s;
     if (reader_enter(self) < 0) return NULL;
     ctf_reader_get_stats(self->reader, &s);
-    if (!(d = PyDict_New()) || !(streams = PyList_New(0))) goto error;
-    int rc = 0;
-#define PUT(dict, key, value) rc = rc ? rc : dict_put(dict, key, value)
-    PUT(d, "sequences", PyLong_FromUnsignedLongLong(s.sequences));
-    PUT(d, "errors", PyLong_FromUnsignedLongLong(s.errors));
-    PUT(d, "warnings", PyLong_FromUnsignedLongLong(s.warnings));
-    PUT(d, "dropped_rows", PyLong_FromUnsignedLongLong(s.dropped_rows));
-    PUT(d, "dropped_sequences", PyLong_FromUnsignedLongLong(s.dropped_sequences));
-    PUT(d, "chunks_loaded", PyLong_FromUnsignedLongLong(s.chunks_loaded));
-    PUT(d, "chunks_resident", PyLong_FromUnsignedLongLong(s.chunks_resident));
-    PUT(d, "chunks_resident_peak", PyLong_FromUnsignedLongLong(s.chunks_resident_peak));
-    PUT(d, "bytes_resident", PyLong_FromUnsignedLongLong(s.bytes_resident));
-    PUT(d, "bytes_resident_peak", PyLong_FromUnsignedLongLong(s.bytes_resident_peak));
-    PUT(d, "num_streams", PyLong_FromSize_t(s.num_streams));
-    for (size_t k = 0; !rc && k < s.num_streams && k < CTF_MAX_STREAMS; k++) {
-        PyObject *sd = PyDict_New();
-        if (!sd) goto error;
-        rc = PyList_Append(streams, sd);
-        Py_DECREF(sd); /* the list holds it */
-        if (k < (size_t)PyTuple_GET_SIZE(self->names))
-            PUT(sd, "name", Py_NewRef(PyTuple_GET_ITEM(self->names, (Py_ssize_t)k)));
-        PUT(sd, "samples", PyLong_FromUnsignedLongLong(s.streams[k].samples));
-        PUT(sd, "nonzeros", PyLong_FromUnsignedLongLong(s.streams[k].nonzeros));
-        PUT(sd, "dropped_samples", PyLong_FromUnsignedLongLong(s.streams[k].dropped_samples));
-    }
-    rc = rc ? rc : PyDict_SetItemString(d, "streams", streams);
-#undef PUT
-    if (rc) goto error;
-    Py_DECREF(streams);
-    return d;
-error:
-    Py_XDECREF(streams);
-    Py_XDECREF(d);
-    return NULL;
+    return ctf_py_stats_dict(&s, self->names);
 }
 
 PyDoc_STRVAR(Reader_index_info_doc, "index_info() -> dict\n\nFacts about the index (ctf_index_info).");
 
 static PyObject *Reader_index_info(ReaderObject *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *d = NULL;
     ctf_index_info info;
     if (reader_enter(self) < 0) return NULL;
     ctf_index_get_info(ctf_reader_index(self->reader), &info);
-    if (!(d = PyDict_New())) goto error;
-    int rc = 0;
-#define PUT(key, value) rc = rc ? rc : dict_put(d, key, value)
-    PUT("file_size", PyLong_FromUnsignedLongLong(info.file_size));
-    PUT("sequences", PyLong_FromUnsignedLongLong(info.sequences));
-    PUT("samples", PyLong_FromUnsignedLongLong(info.samples));
-    PUT("lines", PyLong_FromUnsignedLongLong(info.lines));
-    PUT("chunks", PyLong_FromUnsignedLongLong(info.chunks));
-    PUT("max_sequence_samples", PyLong_FromUnsignedLongLong(info.max_sequence_samples));
-    PUT("line_mode", PyBool_FromLong(info.line_mode));
-    PUT("from_cache", PyBool_FromLong(info.from_cache));
-#undef PUT
-    if (rc) goto error;
-    return d;
-error:
-    Py_XDECREF(d);
-    return NULL;
+    return ctf_py_index_info_dict(&info);
 }
 
 static PyObject *Reader_close(ReaderObject *self, PyObject *Py_UNUSED(ignored))
