@@ -185,7 +185,8 @@ typedef struct ctf_config {
     bool frame_mode;                  /* every sequence must be one sample per stream */
     bool cache_index;                 /* write/load the index cache next to the file */
     uint64_t max_samples;             /* end after this many index samples (or special values) */
-    uint64_t max_sweeps;              /* end after this many sweeps; CTF_INFINITELY_REPEAT: none */
+    uint64_t max_sweeps;              /* end after this many sweeps; CTF_INFINITELY_REPEAT: none,
+                                       * CTF_FULL_DATA_SWEEP: one (as for max_samples) */
     size_t truncation_length;         /* truncated BPTT length in samples; 0 off (SPEC 6.6) */
     size_t num_workers;               /* number of workers sharing the data (>= 1) */
     size_t worker_rank;               /* this worker, < num_workers */
@@ -205,7 +206,7 @@ void ctf_config_init(ctf_config *cfg);
  * Checks a configuration without touching the file: missing path or streams, dim 0 or above
  * CTF_MAX_DENSE_DIM / CTF_MAX_SPARSE_DIM, duplicate names or aliases, two definesMBSize streams,
  * both max_samples and max_sweeps, frame mode with truncation, a rank outside the workers, more
- * than CTF_MAX_THREADS threads. Messages name the parameter.
+ * than CTF_MAX_THREADS threads, a chunk size of 0. Messages name the parameter.
  * @return : 0, or CTF_EINVAL with err filled. */
 int ctf_config_validate(const ctf_config *cfg, ctf_error *err);
 

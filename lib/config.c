@@ -119,6 +119,8 @@ int ctf_config_validate(const ctf_config *cfg, ctf_error *err)
     if (cfg->frame_mode && cfg->truncation_length > 0)
         return BAD("config.truncation_length: truncation cannot be combined with frame_mode "
                    "(got %zu)", cfg->truncation_length);
+    if (cfg->chunk_size_bytes == 0)
+        return BAD("config.chunk_size_bytes: must be >= 1 (got 0)");
     if (cfg->num_workers == 0) return BAD("config.num_workers: must be >= 1 (got 0)");
     if (cfg->worker_rank >= cfg->num_workers)
         return BAD("config.worker_rank: must be < num_workers (got rank %zu with %zu workers)",

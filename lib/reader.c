@@ -436,11 +436,31 @@ static uint64_t compute_limit(const ctf_config *cfg, uint64_t sweep_samples)
 {
     if (cfg->max_samples == CTF_FULL_DATA_SWEEP) return sweep_samples;
     if (cfg->max_samples != CTF_INFINITELY_REPEAT) return cfg->max_samples;
+    if (cfg->max_sweeps == CTF_FULL_DATA_SWEEP) return sweep_samples; /* one sweep, as above */
     if (cfg->max_sweeps != CTF_INFINITELY_REPEAT) {
         if (sweep_samples && cfg->max_sweeps > UINT64_MAX / sweep_samples) return UINT64_MAX;
         return cfg->max_sweeps * sweep_samples;
     }
     return UINT64_MAX;
+}
+
+/* Warns when the randomization window holds fewer chunks than there are workers: some workers
+ * then get no data for long stretches. Called at open and whenever the worker count changes. */
+static void warn_few_chunks(ctf_reader *r)
+{
+    const ctf_config *cfg = &r->cfg;
+    const size_t nc = r->idx->num_chunks;
+    if (!r->randomized || r->num_workers <= 1 || cfg->trace_level < 1) return;
+    const uint64_t window_chunks = cfg->window_in_samples ? nc : cfg->randomization_window;
+    if (CTF_MIN(window_chunks, (uint64_t)nc) >= r->num_workers) return;
+    ctf_error e;
+    ctf__fail(&e, CTF_OK, (ctf__where){r->path, 0, 0, -1},
+              "the randomization window holds %llu chunks for %zu workers: some workers will "
+              "get no data for long stretches; lower chunkSizeInBytes (now %llu) to get more "
+              "chunks",
+              (unsigned long long)CTF_MIN(window_chunks, (uint64_t)nc), r->num_workers,
+              (unsigned long long)cfg->chunk_size_bytes);
+    reader_log(r, CTF_SEV_WARNING, &e);
 }
 
 int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
@@ -502,19 +522,7 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
         if (err) *err = r->err;
         goto fail;
     }
-    if (r->randomized && r->num_workers > 1) {
-        uint64_t window_chunks = cfg->window_in_samples ? nc : cfg->randomization_window;
-        if (CTF_MIN(window_chunks, (uint64_t)nc) < r->num_workers && cfg->trace_level >= 1) {
-            ctf_error e;
-            ctf__fail(&e, CTF_OK, (ctf__where){r->path, 0, 0, -1},
-                      "the randomization window holds %llu chunks for %zu workers: some workers "
-                      "will get no data for long stretches; lower chunkSizeInBytes (now %llu) "
-                      "to get more chunks",
-                      (unsigned long long)CTF_MIN(window_chunks, (uint64_t)nc), r->num_workers,
-                      (unsigned long long)cfg->chunk_size_bytes);
-            reader_log(r, CTF_SEV_WARNING, &e);
-        }
-    }
+    warn_few_chunks(r);
     r->ended = r->position >= r->limit;
     schedule_prefetch(r);
     *out = r;
@@ -889,8 +897,10 @@ int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
                          "worker_rank: must be < num_workers (got rank %zu of %zu)", rank,
                          num_workers);
     if (num_workers == r->num_workers && rank == r->rank) return 0;
+    const bool changed = num_workers != r->num_workers;
     r->num_workers = num_workers;
     r->rank = rank;
+    if (changed) warn_few_chunks(r);
     ctf__loader_drop_all(r->loader);
     memset(r->requested, 0, r->src->num_chunks);
     memset(r->requested_next, 0, r->src->num_chunks);

@@ -9,7 +9,7 @@ NumPy is imported only when arrays are requested; ``import ctfio`` pulls in neit
 PyTorch.
 """
 
-from ._ctfio import CTFError, ParseError, StateError, __version__
+from ._ctfio import CTFError, DataChangedError, ParseError, StateError, __version__
 from .source import (
     DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS,
     FULL_DATA_SWEEP,
@@ -36,7 +36,7 @@ from .provider import (CacheType, DataProvider, SequenceType, dense_vector,
                        sparse_vector, sparse_vector_sequence, sparse_vector_sub_sequence)
 
 __all__ = [
-    "CTFError", "ParseError", "StateError", "__version__",
+    "CTFError", "ParseError", "DataChangedError", "StateError", "__version__",
     "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS", "FULL_DATA_SWEEP", "INFINITELY_REPEAT",
     "CTFDeserializer", "MinibatchData", "MinibatchSource", "StreamDef", "StreamDefs",
     "StreamInformation", "UserMinibatchSource", "Value",

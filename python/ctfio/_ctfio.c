@@ -10,12 +10,15 @@
  *               read-only). It holds a strong reference to its Minibatch, so NumPy arrays made
  *               from it keep the data alive after the Minibatch, later next() calls and even the
  *               Reader are gone. NumPy is never needed at build time.
- *   CTFError, ParseError(CTFError, ValueError), StateError(CTFError, ValueError), bsconfig_load.
+ *   CTFError, ParseError(CTFError, ValueError) and its subclass DataChangedError,
+ *               StateError(CTFError, ValueError), bsconfig_load.
+ *   The Buffer type lives in _buffer.c, the dicts of Reader.stats()/index_info() in _stats.c.
  *
  * Threads: the GIL is released around every call that may index, parse or join threads
  * (ctf_reader_open/next/seek/restore_state/free). The library may call the log callback inside
- * those calls, so the C callback only appends the record to a C array on the Reader; the records
- * are handed to the Python callable, in order, once the GIL is back. A Reader must be used by one
+ * those calls, so the C callback (always installed: the library itself prints nothing) only
+ * appends the record to a C array on the Reader; the records are handed to the Python callable,
+ * or to Python's logging (logger "ctfio") when there is none, in order, once the GIL is back. A Reader must be used by one
  * thread at a time (ctfio.h rule 6): a `busy` flag, read and written under the GIL, turns a
  * second concurrent call into RuntimeError instead of a data race.
  *
@@ -31,6 +34,8 @@
 #include <Python.h>
 
 #include "ctfio.h"
+#include "_buffer.h"   /* section 4, the Buffer type, lives in _buffer.c */
+#include "_stats.h"    /* stats() and index_info() as dicts, in _stats.c */
 #include "_provider.h" /* section 7b, provider batch assembly, lives in _provider.c */
 #include "_tools.h"    /* the command-line tool and converters, in _tools.c */
 
@@ -58,6 +63,8 @@ typedef struct {
     PyObject *CTFError;          /* base of the library's exceptions */
     PyObject *ParseError;        /* malformed data, limits, changed files, bad index caches */
     PyObject *StateError;        /* checkpoint states that do not fit the reader */
+    PyObject *DataChangedError;  /* ParseError: the data file changed under the reader */
+    PyObject *logger;            /* logging.getLogger("ctfio"), fetched on first use */
     PyTypeObject *ReaderType;
     PyTypeObject *MinibatchType;
     PyTypeObject *BufferType;
@@ -79,32 +86,28 @@ typedef struct {
     ctf_reader *reader;          /* NULL once closed */
     PyObject *path;              /* str: the data file (repr) */
     PyObject *names;             /* tuple of the stream names, config order (stats) */
-    PyObject *log;               /* the log callable, or NULL for the library's stderr sink */
+    PyObject *log;               /* the log callable, or NULL for Python's logger "ctfio" */
     log_record *logs;            /* records waiting for delivery (PyMem_Raw*: filled without GIL) */
     size_t num_logs, logs_cap;   /* records held, capacity */
     size_t logs_lost;            /* records dropped because the buffer could not grow */
     size_t num_workers;          /* the current partition (next() keeps it unless given) */
     size_t worker_rank;
     int busy;                    /* a call is in progress (possibly without the GIL) */
+    uint64_t samples_per_sweep;  /* index samples in one sweep (the index's total) */
+    int bptt;                    /* truncation_length > 0: a position alone is not a state */
+    int undo_ok;                 /* the fields below can take back the last next() */
+    uint64_t undo_pos;           /* the position before it */
+    char *undo_state;            /* bptt: the state before it (PyMem) */
     pid_t pid;                   /* the process that opened it: a fork() copy has no threads */
 } ReaderObject;
 
 typedef struct {
     PyObject_HEAD
     ctf_minibatch *mb;           /* owned */
+    uint64_t global_samples;     /* index samples of the global minibatch (all workers) */
+    uint64_t samples_per_sweep;  /* index samples in one sweep */
 } MinibatchObject;
 
-typedef struct {
-    PyObject_HEAD
-    PyObject *owner;             /* the Minibatch that owns the memory (strong reference) */
-    const void *ptr;             /* first element; never NULL */
-    const char *format;          /* struct-module format of one element (static string) */
-    Py_ssize_t itemsize;         /* bytes per element */
-    int ndim;                    /* 1, or 2 for dense values */
-    Py_ssize_t shape[2];         /* elements per dimension */
-    Py_ssize_t strides[2];       /* bytes, C order */
-    Py_ssize_t exports;          /* Py_buffers currently handed out */
-} BufferObject;
 
 /*======================================================================
  * 2. Exceptions and error mapping
@@ -211,8 +214,8 @@ static PyObject *raise_error(modstate *st, const ctf_error *e)
         if (exc) PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
         goto error;
     case CTF_ESTATE: type = st->StateError; break;
+    case CTF_ECHANGED: type = st->DataChangedError; break;
     case CTF_EPARSE:
-    case CTF_ECHANGED:
     case CTF_ELIMIT:
     case CTF_EINDEX: type = st->ParseError; break;
     default: break;
@@ -268,7 +271,9 @@ static int to_u64(PyObject *obj, const char *name, uint64_t max, uint64_t *out)
     return 0;
 }
 
-/* max_samples / max_sweeps: None or -1 is no limit, -2 is one full sweep (`full`). */
+/* max_samples / max_sweeps: the library's values (CTF_INFINITELY_REPEAT, CTF_FULL_DATA_SWEEP,
+ * which ctfio.INFINITELY_REPEAT and ctfio.FULL_DATA_SWEEP are) pass through; None and -1 are
+ * also no limit, -2 also one full sweep (`full`). */
 static int to_limit(PyObject *obj, const char *name, uint64_t full, uint64_t *out)
 {
     if (obj == Py_None) {
@@ -576,13 +581,6 @@ static int reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, 
     return 0;
 }
 
-static PyObject *limit_obj(uint64_t v)
-{
-    if (v == CTF_INFINITELY_REPEAT) return PyLong_FromLong(-1);
-    if (v == CTF_FULL_DATA_SWEEP) return PyLong_FromLong(-2);
-    return PyLong_FromUnsignedLongLong(v);
-}
-
 /* A configuration as Reader keyword arguments plus "path" and "streams". */
 /* [(name, alias, dim, is_sparse, defines_mb_size), ...] */
 static PyObject *streams_list(const ctf_stream_def *defs, size_t n)
@@ -650,10 +648,8 @@ static PyObject *config_to_dict(const ctf_config *c)
     PUT("keep_data_in_memory", PyBool_FromLong(c->keep_data_in_memory));
     PUT("frame_mode", PyBool_FromLong(c->frame_mode));
     PUT("cache_index", PyBool_FromLong(c->cache_index));
-    PUT("max_samples", limit_obj(c->max_samples));
-    PUT("max_sweeps", c->max_sweeps == CTF_INFINITELY_REPEAT
-                          ? PyLong_FromLong(-1)
-                          : PyLong_FromUnsignedLongLong(c->max_sweeps));
+    PUT("max_samples", PyLong_FromUnsignedLongLong(c->max_samples));
+    PUT("max_sweeps", PyLong_FromUnsignedLongLong(c->max_sweeps));
     PUT("truncation_length", PyLong_FromSize_t(c->truncation_length));
     PUT("num_workers", PyLong_FromSize_t(c->num_workers));
     PUT("worker_rank", PyLong_FromSize_t(c->worker_rank));
@@ -732,151 +728,15 @@ error:
 }
 
 /*======================================================================
- * 4. Buffer (buffer protocol over a Minibatch's memory)
+ * 4. Buffer (buffer protocol over a Minibatch's memory): _buffer.c
  *====================================================================*/
 
 /* A Buffer over n0 elements (1-D, n1 < 0) or n0 x n1 elements (2-D) at ptr, owned by owner. */
 static PyObject *buffer_new(modstate *st, PyObject *owner, const void *ptr, const char *format,
                             Py_ssize_t itemsize, size_t n0, Py_ssize_t n1)
 {
-    static const uint64_t empty[1];
-    BufferObject *self = (BufferObject *)st->BufferType->tp_alloc(st->BufferType, 0);
-    if (!self) return NULL;
-    Py_INCREF(owner);
-    self->owner = owner;
-    self->ptr = ptr ? ptr : (const void *)empty;
-    self->format = format;
-    self->itemsize = itemsize;
-    self->shape[0] = (Py_ssize_t)n0;
-    if (n1 < 0) {
-        self->ndim = 1;
-        self->strides[0] = itemsize;
-    } else {
-        self->ndim = 2;
-        self->shape[1] = n1;
-        self->strides[0] = n1 * itemsize;
-        self->strides[1] = itemsize;
-    }
-    return (PyObject *)self;
+    return ctf_py_buffer_new(st->BufferType, owner, ptr, format, itemsize, n0, n1);
 }
-
-static Py_ssize_t buffer_nbytes(const BufferObject *self)
-{
-    Py_ssize_t n = self->itemsize;
-    for (int i = 0; i < self->ndim; i++) n *= self->shape[i];
-    return n;
-}
-
-static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags)
-{
-    if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
-        PyErr_SetString(PyExc_BufferError, "ctfio minibatch buffers are read-only");
-        view->obj = NULL;
-        return -1;
-    }
-    if ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS && self->ndim == 2 &&
-        self->shape[0] > 1 && self->shape[1] > 1) {
-        PyErr_SetString(PyExc_BufferError, "ctfio minibatch buffers are C-contiguous only");
-        view->obj = NULL;
-        return -1;
-    }
-    Py_INCREF(self);
-    view->obj = (PyObject *)self;
-    view->buf = (void *)self->ptr;
-    view->len = buffer_nbytes(self);
-    view->readonly = 1;
-    view->itemsize = self->itemsize;
-    view->format = (flags & PyBUF_FORMAT) ? (char *)self->format : NULL;
-    view->ndim = self->ndim;
-    view->shape = (flags & PyBUF_ND) == PyBUF_ND ? self->shape : NULL;
-    view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? self->strides : NULL;
-    view->suboffsets = NULL;
-    view->internal = NULL;
-    self->exports++;
-    return 0;
-}
-
-static void Buffer_releasebuffer(BufferObject *self, Py_buffer *Py_UNUSED(view))
-{
-    self->exports--;
-}
-
-static void Buffer_dealloc(BufferObject *self)
-{
-    PyTypeObject *tp = Py_TYPE(self);
-    Py_CLEAR(self->owner);
-    tp->tp_free((PyObject *)self);
-    Py_DECREF(tp);
-}
-
-static Py_ssize_t Buffer_len(BufferObject *self) { return self->shape[0]; }
-
-static PyObject *Buffer_shape(BufferObject *self, void *Py_UNUSED(closure))
-{
-    if (self->ndim == 1) return Py_BuildValue("(n)", self->shape[0]);
-    return Py_BuildValue("(nn)", self->shape[0], self->shape[1]);
-}
-
-static PyObject *Buffer_format(BufferObject *self, void *Py_UNUSED(closure))
-{
-    return PyUnicode_FromString(self->format);
-}
-
-static PyObject *Buffer_itemsize(BufferObject *self, void *Py_UNUSED(closure))
-{
-    return PyLong_FromSsize_t(self->itemsize);
-}
-
-static PyObject *Buffer_nbytes(BufferObject *self, void *Py_UNUSED(closure))
-{
-    return PyLong_FromSsize_t(buffer_nbytes(self));
-}
-
-static PyObject *Buffer_obj(BufferObject *self, void *Py_UNUSED(closure))
-{
-    return Py_NewRef(self->owner);
-}
-
-static PyObject *Buffer_repr(BufferObject *self)
-{
-    PyObject *shape = Buffer_shape(self, NULL), *r = NULL;
-    if (!shape) return NULL;
-    r = PyUnicode_FromFormat("<ctfio._ctfio.Buffer format='%s' shape=%R>", self->format, shape);
-    Py_DECREF(shape);
-    return r;
-}
-
-static PyGetSetDef Buffer_getset[] = {
-    {"shape", (getter)Buffer_shape, NULL, "Elements per dimension.", NULL},
-    {"format", (getter)Buffer_format, NULL, "struct-module format of one element.", NULL},
-    {"itemsize", (getter)Buffer_itemsize, NULL, "Bytes per element.", NULL},
-    {"nbytes", (getter)Buffer_nbytes, NULL, "Bytes in all.", NULL},
-    {"obj", (getter)Buffer_obj, NULL, "The Minibatch that owns the memory.", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-PyDoc_STRVAR(Buffer_doc,
-"Read-only, zero-copy buffer over minibatch memory (numpy.asarray(buf) shares it).\n"
-"Keeps its Minibatch alive.");
-
-static PyType_Slot Buffer_slots[] = {
-    {Py_tp_doc, (void *)Buffer_doc},
-    {Py_tp_dealloc, (void *)Buffer_dealloc},
-    {Py_tp_repr, (void *)Buffer_repr},
-    {Py_tp_getset, Buffer_getset},
-    {Py_sq_length, (void *)Buffer_len},
-    {Py_bf_getbuffer, (void *)Buffer_getbuffer},
-    {Py_bf_releasebuffer, (void *)Buffer_releasebuffer},
-    {0, NULL},
-};
-
-static PyType_Spec Buffer_spec = {
-    .name = "ctfio._ctfio.Buffer",
-    .basicsize = sizeof(BufferObject),
-    .flags = Py_TPFLAGS_DEFAULT,
-    .slots = Buffer_slots,
-};
-
 /*======================================================================
  * 5. Minibatch
  *====================================================================*/
@@ -930,6 +790,16 @@ static PyObject *Minibatch_position(MinibatchObject *self, void *Py_UNUSED(closu
 static PyObject *Minibatch_sweep(MinibatchObject *self, void *Py_UNUSED(closure))
 {
     return PyLong_FromUnsignedLongLong(ctf_minibatch_sweep(self->mb));
+}
+
+static PyObject *Minibatch_global_samples(MinibatchObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->global_samples);
+}
+
+static PyObject *Minibatch_samples_per_sweep(MinibatchObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->samples_per_sweep);
 }
 
 static PyObject *Minibatch_keys(MinibatchObject *self, void *Py_UNUSED(closure))
@@ -1017,6 +887,10 @@ static PyGetSetDef Minibatch_getset[] = {
      "The global minibatch held the last sequence of a sweep.", NULL},
     {"position", (getter)Minibatch_position, NULL, "Timeline position after it.", NULL},
     {"sweep", (getter)Minibatch_sweep, NULL, "Sweep of its first sequence.", NULL},
+    {"global_samples", (getter)Minibatch_global_samples, NULL,
+     "Index samples of the global minibatch: the advance of the position.", NULL},
+    {"samples_per_sweep", (getter)Minibatch_samples_per_sweep, NULL,
+     "Index samples in one sweep.", NULL},
     {"keys", (getter)Minibatch_keys, NULL, "Sequence keys: Buffer of uint64.", NULL},
     {"files", (getter)Minibatch_files, NULL,
      "Per sequence, its file: index into Reader.files (Buffer of uint32).", NULL},
@@ -1057,17 +931,9 @@ static PyObject *state_save(ReaderObject *self);
 static int state_restore(ReaderObject *self, PyObject *state);
 static int reader_seek(ReaderObject *self, PyObject *value);
 
-/* The sink when log is None: the library itself logs nothing without a sink, and the package
- * keeps its documented default of ctf_error_format() lines on stderr. */
-static void reader_log_stderr(void *user, ctf_severity sev, const ctf_error *what)
-{
-    (void)user;
-    char line[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
-    fprintf(stderr, "%s\n", ctf_error_format(what, sev, line, sizeof line));
-}
-
-/* The library's log sink while a Python callable is set. Runs WITHOUT the GIL: it only appends
- * to a C array (PyMem_Raw* is safe without the GIL); reader_flush_logs delivers later. */
+/* The library's log sink, always installed (the library itself never writes to a terminal).
+ * Runs WITHOUT the GIL: it only appends to a C array (PyMem_Raw* is safe without the GIL);
+ * reader_flush_logs delivers later, to the log callable or to Python's logging module. */
 static void reader_log_cb(void *user, ctf_severity sev, const ctf_error *what)
 {
     ReaderObject *self = user;
@@ -1086,25 +952,51 @@ static void reader_log_cb(void *user, ctf_severity sev, const ctf_error *what)
     self->num_logs++;
 }
 
-/* Calls the log callable for every buffered record, in order. If it raises, the rest are still
+/* Hands one record to logging.getLogger("ctfio") at the level of its severity; Python's
+ * logging prints warnings and errors to stderr when the application configured nothing.
+ * @return : 0, or -1 with an exception set. */
+static int log_to_logging(modstate *st, ctf_severity sev, const char *text)
+{
+    if (!st->logger) {
+        PyObject *logging = PyImport_ImportModule("logging");
+        if (!logging) return -1;
+        st->logger = PyObject_CallMethod(logging, "getLogger", "s", "ctfio");
+        Py_DECREF(logging);
+        if (!st->logger) return -1;
+    }
+    const int level = sev == CTF_SEV_ERROR ? 40 : sev == CTF_SEV_WARNING ? 30 : 20;
+    PyObject *res = PyObject_CallMethod(st->logger, "log", "isN", level, "%s", text_obj(text));
+    if (!res) return -1;
+    Py_DECREF(res);
+    return 0;
+}
+
+/* Calls the log callable (or the "ctfio" logger) for every buffered record, in order. If it raises, the rest are still
  * delivered (later exceptions go to sys.unraisablehook) and the first is re-raised.
  * @return : 0, or -1 with an exception set. */
 static int reader_flush_logs(ReaderObject *self)
 {
     char text[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
     PyObject *first = NULL;
-    for (size_t i = 0; i < self->num_logs && self->log; i++) {
+    for (size_t i = 0; i < self->num_logs; i++) {
         const log_record *rec = &self->logs[i];
         ctf_error_format(&rec->err, rec->sev, text, sizeof text);
-        PyObject *res = PyObject_CallFunction(
-            self->log, "iNNNNN", (int)rec->sev, text_obj(text), opt_path(rec->err.path),
-            opt_u64(rec->err.line), opt_u64(rec->err.column), opt_offset(rec->err.offset));
-        if (res)
-            Py_DECREF(res);
+        int ok;
+        if (self->log) {
+            PyObject *res = PyObject_CallFunction(
+                self->log, "iNNNNN", (int)rec->sev, text_obj(text), opt_path(rec->err.path),
+                opt_u64(rec->err.line), opt_u64(rec->err.column), opt_offset(rec->err.offset));
+            ok = res != NULL;
+            Py_XDECREF(res);
+        } else {
+            ok = log_to_logging(type_state(Py_TYPE(self)), rec->sev, text) == 0;
+        }
+        if (ok)
+            continue;
         else if (!first)
             first = exc_take();
         else
-            PyErr_WriteUnraisable(self->log);
+            PyErr_WriteUnraisable(self->log ? self->log : Py_None);
     }
     self->num_logs = 0;
     if (self->logs_cap > 256) { /* do not keep a burst's buffer for the reader's life */
@@ -1195,11 +1087,9 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     if (ra.log) {
         Py_INCREF(ra.log);
         self->log = ra.log;
-        cfg.log = reader_log_cb;
-        cfg.log_user = self;
-    } else {
-        cfg.log = reader_log_stderr;
     }
+    cfg.log = reader_log_cb;
+    cfg.log_user = self;
     self->num_workers = cfg.num_workers;
     self->worker_rank = cfg.worker_rank;
     self->busy = 1;
@@ -1209,6 +1099,10 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     Py_END_ALLOW_THREADS
     self->reader = reader;
     if (reader_finish(self, rc, &err) < 0) goto error;
+    ctf_index_info info;
+    ctf_index_get_info(ctf_reader_index(reader), &info);
+    self->samples_per_sweep = info.samples;
+    self->bptt = cfg.truncation_length > 0;
     self->busy = 0;
     reader_args_clear(&ra);
     return (PyObject *)self;
@@ -1243,21 +1137,72 @@ static void Reader_dealloc(ReaderObject *self)
     reader_free(self);
     Reader_clear(self);
     PyMem_RawFree(self->logs);
+    PyMem_Free(self->undo_state);
     tp->tp_free((PyObject *)self);
     Py_DECREF(tp);
+}
+
+/* Remembers where the reader is before a next(), so that an interrupt can take it back: the
+ * position, and with truncated BPTT (whose slots a position does not describe) the state.
+ * @return : 0, or -1 with an exception set. */
+static int undo_capture(ReaderObject *self)
+{
+    self->undo_ok = 0;
+    self->undo_pos = ctf_reader_position(self->reader);
+    if (self->bptt) {
+        PyMem_Free(self->undo_state);
+        self->undo_state = NULL;
+        size_t len = 0;
+        int rc = ctf_reader_save_state(self->reader, NULL, 0, &len);
+        if (!rc && !(self->undo_state = PyMem_Malloc(len + 1))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (!rc) rc = ctf_reader_save_state(self->reader, self->undo_state, len + 1, &len);
+        if (rc) {
+            raise_code(type_state(Py_TYPE(self)), rc, "next");
+            return -1;
+        }
+    }
+    self->undo_ok = 1;
+    return 0;
+}
+
+/* Takes back the last next(): the reader continues where it was before it.
+ * @return : 0, or -1 with an exception set. */
+static int undo_apply(ReaderObject *self)
+{
+    ctf_reader *r = self->reader;
+    int rc;
+    if (!self->undo_ok) {
+        PyErr_SetString(PyExc_RuntimeError, "undo: nothing to take back (one next() at most)");
+        return -1;
+    }
+    self->undo_ok = 0;
+    const char *state = self->bptt ? self->undo_state : NULL;
+    const uint64_t pos = self->undo_pos;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = state ? ctf_reader_restore_state(r, state, strlen(state)) : ctf_reader_seek(r, pos);
+    Py_END_ALLOW_THREADS
+    rc = reader_finish(self, rc, ctf_reader_error(r));
+    self->busy = 0;
+    return rc;
 }
 
 PyDoc_STRVAR(Reader_next_doc,
 "next(num_samples, num_workers=None, worker_rank=None) -> Minibatch | None\n\n"
 "Cuts the next global minibatch of num_samples index samples and returns this worker's share;\n"
-"None at the end of the data. Giving num_workers / worker_rank changes the partition first.");
+"None at the end of the data. Giving num_workers / worker_rank changes the partition first.\n"
+"A signal that arrives during the call (Ctrl-C) is handled when it returns: if its handler\n"
+"raises, the position is taken back to where it was and the exception propagates.");
 
 static PyObject *Reader_next(ReaderObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"num_samples", "num_workers", "worker_rank", NULL};
     PyObject *ns_obj, *nw_obj = Py_None, *rank_obj = Py_None, *result = NULL;
     ctf_minibatch *mb = NULL;
-    uint64_t num_samples, nw, rank;
+    uint64_t num_samples, nw, rank, before = 0;
     int rc = 0, wrc = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:next", kwlist, &ns_obj, &nw_obj,
                                      &rank_obj))
@@ -1266,14 +1211,20 @@ static PyObject *Reader_next(ReaderObject *self, PyObject *args, PyObject *kwarg
     nw = self->num_workers;
     rank = nw_obj == Py_None ? self->worker_rank : 0;
     const bool set = nw_obj != Py_None || rank_obj != Py_None;
+    if (PyBool_Check(ns_obj)) {
+        PyErr_SetString(PyExc_TypeError, "num_samples: must be an int (got bool)");
+        return NULL;
+    }
     if (to_u64(ns_obj, "num_samples", UINT64_MAX, &num_samples) < 0 ||
         (nw_obj != Py_None && to_u64(nw_obj, "num_workers", SIZE_MAX, &nw) < 0) ||
         (rank_obj != Py_None && to_u64(rank_obj, "worker_rank", SIZE_MAX, &rank) < 0))
         return NULL;
+    if (undo_capture(self) < 0) return NULL;
     ctf_reader *r = self->reader;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     if (set) wrc = ctf_reader_set_worker(r, (size_t)nw, (size_t)rank);
+    before = ctf_reader_position(r);
     rc = wrc ? wrc : ctf_reader_next(r, num_samples, &mb);
     Py_END_ALLOW_THREADS
     if (set && !wrc) {
@@ -1281,16 +1232,40 @@ static PyObject *Reader_next(ReaderObject *self, PyObject *args, PyObject *kwarg
         self->worker_rank = (size_t)rank;
     }
     if (reader_finish(self, rc, ctf_reader_error(r)) < 0) goto error;
+    self->busy = 0;
+    /* Ctrl-C during the call: its handler runs now. Rather than lose this minibatch on the way
+       back to the caller, the reader goes back to where it was. */
+    if (mb && PyErr_CheckSignals() < 0) {
+        PyObject *exc = exc_take();
+        if (undo_apply(self) < 0) {
+            PyObject *undo_exc = exc_take();
+            PyException_SetContext(undo_exc, exc);
+            exc = undo_exc;
+        }
+        exc_give(exc);
+        goto error;
+    }
     if (!mb) {
         result = Py_NewRef(Py_None);
     } else {
         result = minibatch_wrap(type_state(Py_TYPE(self)), mb);
         mb = NULL; /* owned by the Minibatch now, or freed */
+        if (result) {
+            MinibatchObject *m = (MinibatchObject *)result;
+            m->global_samples = ctf_minibatch_position(m->mb) - before;
+            m->samples_per_sweep = self->samples_per_sweep;
+        }
     }
 error:
     self->busy = 0;
     ctf_minibatch_free(mb);
     return result;
+}
+
+static PyObject *Reader_undo(ReaderObject *self, PyObject *Py_UNUSED(ignored))
+{
+    if (reader_enter(self) < 0 || undo_apply(self) < 0) return NULL;
+    Py_RETURN_NONE;
 }
 
 static PyObject *Reader_get_state(ReaderObject *self, PyObject *Py_UNUSED(ignored))
@@ -1325,73 +1300,20 @@ PyDoc_STRVAR(Reader_stats_doc, "stats() -> dict\n\nCounters since open (ctf_stat
 
 static PyObject *Reader_stats(ReaderObject *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *d = NULL, *streams = NULL;
     ctf_stats s;
     if (reader_enter(self) < 0) return NULL;
     ctf_reader_get_stats(self->reader, &s);
-    if (!(d = PyDict_New()) || !(streams = PyList_New(0))) goto error;
-    int rc = 0;
-#define PUT(dict, key, value) rc = rc ? rc : dict_put(dict, key, value)
-    PUT(d, "sequences", PyLong_FromUnsignedLongLong(s.sequences));
-    PUT(d, "errors", PyLong_FromUnsignedLongLong(s.errors));
-    PUT(d, "warnings", PyLong_FromUnsignedLongLong(s.warnings));
-    PUT(d, "dropped_rows", PyLong_FromUnsignedLongLong(s.dropped_rows));
-    PUT(d, "dropped_sequences", PyLong_FromUnsignedLongLong(s.dropped_sequences));
-    PUT(d, "chunks_loaded", PyLong_FromUnsignedLongLong(s.chunks_loaded));
-    PUT(d, "chunks_resident", PyLong_FromUnsignedLongLong(s.chunks_resident));
-    PUT(d, "chunks_resident_peak", PyLong_FromUnsignedLongLong(s.chunks_resident_peak));
-    PUT(d, "bytes_resident", PyLong_FromUnsignedLongLong(s.bytes_resident));
-    PUT(d, "bytes_resident_peak", PyLong_FromUnsignedLongLong(s.bytes_resident_peak));
-    PUT(d, "num_streams", PyLong_FromSize_t(s.num_streams));
-    PUT(d, "keys_missing", PyLong_FromUnsignedLongLong(s.keys_missing));
-    PUT(d, "keys_unmatched", PyLong_FromUnsignedLongLong(s.keys_unmatched));
-    for (size_t k = 0; !rc && k < s.num_streams && k < CTF_MAX_STREAMS; k++) {
-        PyObject *sd = PyDict_New();
-        if (!sd) goto error;
-        rc = PyList_Append(streams, sd);
-        Py_DECREF(sd); /* the list holds it */
-        if (k < (size_t)PyTuple_GET_SIZE(self->names))
-            PUT(sd, "name", Py_NewRef(PyTuple_GET_ITEM(self->names, (Py_ssize_t)k)));
-        PUT(sd, "samples", PyLong_FromUnsignedLongLong(s.streams[k].samples));
-        PUT(sd, "nonzeros", PyLong_FromUnsignedLongLong(s.streams[k].nonzeros));
-        PUT(sd, "dropped_samples", PyLong_FromUnsignedLongLong(s.streams[k].dropped_samples));
-    }
-    rc = rc ? rc : PyDict_SetItemString(d, "streams", streams);
-#undef PUT
-    if (rc) goto error;
-    Py_DECREF(streams);
-    return d;
-error:
-    Py_XDECREF(streams);
-    Py_XDECREF(d);
-    return NULL;
+    return ctf_py_stats_dict(&s, self->names);
 }
 
 PyDoc_STRVAR(Reader_index_info_doc, "index_info() -> dict\n\nFacts about the index (ctf_index_info).");
 
 static PyObject *Reader_index_info(ReaderObject *self, PyObject *Py_UNUSED(ignored))
 {
-    PyObject *d = NULL;
     ctf_index_info info;
     if (reader_enter(self) < 0) return NULL;
     ctf_index_get_info(ctf_reader_index(self->reader), &info);
-    if (!(d = PyDict_New())) goto error;
-    int rc = 0;
-#define PUT(key, value) rc = rc ? rc : dict_put(d, key, value)
-    PUT("file_size", PyLong_FromUnsignedLongLong(info.file_size));
-    PUT("sequences", PyLong_FromUnsignedLongLong(info.sequences));
-    PUT("samples", PyLong_FromUnsignedLongLong(info.samples));
-    PUT("lines", PyLong_FromUnsignedLongLong(info.lines));
-    PUT("chunks", PyLong_FromUnsignedLongLong(info.chunks));
-    PUT("max_sequence_samples", PyLong_FromUnsignedLongLong(info.max_sequence_samples));
-    PUT("line_mode", PyBool_FromLong(info.line_mode));
-    PUT("from_cache", PyBool_FromLong(info.from_cache));
-#undef PUT
-    if (rc) goto error;
-    return d;
-error:
-    Py_XDECREF(d);
-    return NULL;
+    return ctf_py_index_info_dict(&info);
 }
 
 static PyObject *Reader_close(ReaderObject *self, PyObject *Py_UNUSED(ignored))
@@ -1456,6 +1378,9 @@ static PyObject *Reader_repr(ReaderObject *self)
 static PyMethodDef Reader_methods[] = {
     {"next", (PyCFunction)(void (*)(void))Reader_next, METH_VARARGS | METH_KEYWORDS,
      Reader_next_doc},
+    {"undo", (PyCFunction)(void (*)(void))Reader_undo, METH_NOARGS,
+     "undo()\n\nTakes back the last next() (once): the reader continues where it was before it.\n"
+     "For a caller interrupted before it could hand the minibatch on."},
     {"get_state", (PyCFunction)(void (*)(void))Reader_get_state, METH_NOARGS,
      "get_state() -> str\n\nThe checkpoint state: a small JSON text (SPEC 8)."},
     {"restore_state", (PyCFunction)(void (*)(void))Reader_restore_state, METH_O,
@@ -1485,12 +1410,14 @@ PyDoc_STRVAR(Reader_doc,
 "       randomization_window=128, window_in_samples=False, skip_sequence_ids=False,\n"
 "       max_errors=0, trace_level=1, chunk_size_bytes=33554432, keep_data_in_memory=False,\n"
 "       frame_mode=False, cache_index=False, max_samples=None, max_sweeps=None,\n"
-"       truncation_length=0, num_workers=1, worker_rank=0, num_threads=2,\n"
-"       prefetch_chunks=4, log=None, joins=None)\n\n"
+"       truncation_length=0, num_workers=1, worker_rank=0, num_threads=None,\n"
+"       prefetch_chunks=None, log=None, joins=None)\n\n"
 "A CTF reader. path: a file, or a list of files and glob patterns read as one corpus.\n"
 "streams: (name, alias, dim, is_sparse, defines_mb_size) tuples. joins: (paths, streams,\n"
 "skip_sequence_ids) tuples, deserializers joined by sequence key to the primary one.\n"
-"max_samples: None or -1 no limit, -2 one sweep. log: None (stderr) or\n"
+"max_samples / max_sweeps: None, -1 or 2**64-1 no limit; -2 or 2**64-2 one sweep.\n"
+"num_threads / prefetch_chunks: left out, the library's defaults (one thread per core,\n"
+"2 * threads + 2 chunks). log: None (Python's logging, logger 'ctfio') or\n"
 "log(severity, text, path, line, column, offset).");
 
 static PyType_Slot Reader_slots[] = {
@@ -1560,6 +1487,7 @@ static int state_restore(ReaderObject *self, PyObject *state)
         return -1;
     }
     ctf_reader *r = self->reader;
+    self->undo_ok = 0;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     rc = ctf_reader_restore_state(r, text, (size_t)len);
@@ -1576,6 +1504,7 @@ static int reader_seek(ReaderObject *self, PyObject *value)
     int rc;
     if (to_u64(value, "position", UINT64_MAX, &pos) < 0) return -1;
     ctf_reader *r = self->reader;
+    self->undo_ok = 0;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     rc = ctf_reader_seek(r, pos);
@@ -1634,13 +1563,19 @@ static int module_exec(PyObject *m)
         "ctfio._ctfio.StateError", "A checkpoint state that does not fit this reader.", bases,
         NULL);
     if (!st->StateError) goto error;
-    if (!(st->BufferType = internal_type(m, &Buffer_spec))) goto error;
+    st->DataChangedError = PyErr_NewExceptionWithDoc(
+        "ctfio._ctfio.DataChangedError", "The data file changed after it was indexed (size, "
+        "modification time or content no longer match the index); a ParseError.",
+        st->ParseError, NULL);
+    if (!st->DataChangedError) goto error;
+    if (!(st->BufferType = internal_type(m, &ctf_py_buffer_spec))) goto error;
     if (!(st->MinibatchType = internal_type(m, &Minibatch_spec))) goto error;
     st->ReaderType = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Reader_spec, NULL);
     if (!st->ReaderType) goto error;
     if (add_ref(m, "CTFError", st->CTFError) < 0 ||
         add_ref(m, "ParseError", st->ParseError) < 0 ||
         add_ref(m, "StateError", st->StateError) < 0 ||
+        add_ref(m, "DataChangedError", st->DataChangedError) < 0 ||
         PyModule_AddType(m, st->ReaderType) < 0 || PyModule_AddType(m, st->MinibatchType) < 0 ||
         PyModule_AddType(m, st->BufferType) < 0 ||
         PyModule_AddIntConstant(m, "INFINITELY_REPEAT", -1) < 0 ||
@@ -1660,6 +1595,8 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->CTFError);
     Py_VISIT(st->ParseError);
     Py_VISIT(st->StateError);
+    Py_VISIT(st->DataChangedError);
+    Py_VISIT(st->logger);
     Py_VISIT(st->ReaderType);
     Py_VISIT(st->MinibatchType);
     Py_VISIT(st->BufferType);
@@ -1672,6 +1609,8 @@ static int module_clear(PyObject *m)
     Py_CLEAR(st->CTFError);
     Py_CLEAR(st->ParseError);
     Py_CLEAR(st->StateError);
+    Py_CLEAR(st->DataChangedError);
+    Py_CLEAR(st->logger);
     Py_CLEAR(st->ReaderType);
     Py_CLEAR(st->MinibatchType);
     Py_CLEAR(st->BufferType);

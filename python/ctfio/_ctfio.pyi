@@ -23,6 +23,7 @@ class CTFError(Exception):
 
 class ParseError(CTFError, ValueError): ...
 class StateError(CTFError, ValueError): ...
+class DataChangedError(ParseError): ...  # CTF_ECHANGED: the file changed after indexing
 
 class Buffer:
     """Read-only, C-contiguous, zero-copy buffer over a Minibatch's memory (keeps it alive)."""
@@ -66,6 +67,10 @@ class Minibatch:
     def position(self) -> int: ...
     @property
     def sweep(self) -> int: ...
+    @property
+    def global_samples(self) -> int: ...  # index samples of the global minibatch
+    @property
+    def samples_per_sweep(self) -> int: ...
     @property
     def keys(self) -> Buffer: ...  # (num_sequences,) uint64
     @property
@@ -114,18 +119,18 @@ class Reader:
         skip_sequence_ids: bool = False,
         max_errors: int = 0,
         trace_level: int = 1,
-        chunk_size_bytes: int = 33554432,
+        chunk_size_bytes: Optional[int] = None,  # None: the library's default (32 MiB)
         keep_data_in_memory: bool = False,
         frame_mode: bool = False,
         cache_index: bool = False,
-        max_samples: Optional[int] = None,  # None / -1: no limit; -2: one full sweep
-        max_sweeps: Optional[int] = None,  # None / -1: no limit
+        max_samples: Optional[int] = None,  # None / -1 / 2**64-1: no limit; -2 / 2**64-2: a sweep
+        max_sweeps: Optional[int] = None,  # the same values
         truncation_length: int = 0,
         num_workers: int = 1,
         worker_rank: int = 0,
-        num_threads: int = 2,
-        prefetch_chunks: int = 4,
-        log: Optional[LogCallback] = None,
+        num_threads: Optional[int] = None,  # None: one per core
+        prefetch_chunks: Optional[int] = None,  # None: 2 * threads + 2
+        log: Optional[LogCallback] = None,  # None: logging.getLogger("ctfio")
         # deserializers joined by key: (paths, streams, skip_sequence_ids)
         joins: Optional[Sequence[Tuple[Sequence[_Path], Sequence[StreamTuple], bool]]] = None,
     ) -> "Reader": ...
@@ -133,6 +138,7 @@ class Reader:
         self, num_samples: int, num_workers: Optional[int] = None,
         worker_rank: Optional[int] = None,
     ) -> Optional[Minibatch]: ...
+    def undo(self) -> None: ...  # takes back the last next()
     def get_state(self) -> str: ...
     def restore_state(self, state: Union[str, bytes], /) -> None: ...
     @property
@@ -166,8 +172,8 @@ class ReaderArgs(TypedDict):
     keep_data_in_memory: bool
     frame_mode: bool
     cache_index: bool
-    max_samples: int  # -1 no limit, -2 one full sweep
-    max_sweeps: int  # -1 no limit
+    max_samples: int  # 2**64-1 no limit, 2**64-2 one full sweep
+    max_sweeps: int  # the same values
     truncation_length: int
     num_workers: int
     worker_rank: int

@@ -25,8 +25,9 @@
  *
  *   provider_encode(sample, slots, check, double) -> bytes
  *       Runs WITH the GIL (it reads Python objects): one pass over the sample converts every
- *       number into a C buffer, validating the layout of the seed's table (always) and, with
- *       check, the ranges (sparse index < dim, 0 <= integer < range, no empty sequence).
+ *       number into a C buffer, validating the layout of the input types (always), the sparse
+ *       indices (always: 0 <= index < dim) and, with check, the other ranges
+ *       (0 <= integer < range, no empty sequence).
  *       NumPy arrays and other buffers of dense vectors (1-D) or dense sequences (2-D) of
  *       float/double/integer items are copied without creating Python objects.
  *   provider_pack(records, slots, double) -> [(steps, data, indptr, indices, seq_starts,
@@ -389,13 +390,11 @@ static int pv_sparse_step(pv_buf *b, PyObject *obj, const pv_ctx *c, int check, 
         }
         int64_t k;
         if (pv_int(index, c, "a sparse index", &k) < 0) goto error;
-        if (check && (k < 0 || k >= c->slot->dim)) {
+        /* Always checked, whatever `check` says: an index outside [0, dim) in a CSR array
+           makes SciPy and torch read out of bounds. */
+        if (k < 0 || k >= c->slot->dim) {
             pv_fail(PyExc_ValueError, c, "index %lld out of range [0, %lld)", (long long)k,
                     (long long)c->slot->dim);
-            goto error;
-        }
-        if (k < INT32_MIN || k > INT32_MAX) {
-            pv_fail(PyExc_ValueError, c, "index %lld does not fit 32 bits", (long long)k);
             goto error;
         }
         const int32_t k32 = (int32_t)k;

@@ -19,10 +19,15 @@ Every stream must hold the same number of sequences. float32 and float64 data ke
 other numeric types become float32.
 
 The sequences are delivered in the given order in every sweep (no randomization, as in CNTK).
-A minibatch of K samples counts each sequence with the length of its longest stream; the first
-sequence is always taken, then sequences follow while the total stays <= K (no look-ahead), across
-sweep boundaries. With ``number_of_workers = N`` the global minibatch is cut as for one worker and
-worker r receives the sequences whose index in the sweep is r mod N. Differences from CNTK
+The minibatch rules are the file reader's with ``randomize=False`` (a test holds them to it): a
+minibatch of K samples counts each sequence with the length of its longest stream; the first
+sequence is always taken, then sequences follow while the total stays <= K (no look-ahead),
+across sweep boundaries. With ``number_of_workers = N`` the global minibatch is cut as for one
+worker and worker r receives the sequences whose index in the sweep is r mod N. Every
+``MinibatchData`` carries the timeline (``position``, ``sweep``, ``global_samples``,
+``samples_per_sweep``, ``end_of_sweep``) like the file reader's, and holds one gathered block
+per stream: ``values`` is that block, ``as_sequences()`` and (for sequences of one length)
+``asarray()`` are views of it. Differences from CNTK
 (SPEC 11, 13): a sequence longer than the request is returned alone (CNTK returned an empty
 minibatch forever), the counts of a worker's MinibatchData are its own (CNTK reported the global
 ones), minibatches cross sweep boundaries and workers share one position, so the checkpoint is
@@ -33,8 +38,8 @@ import json
 from bisect import bisect_left, bisect_right
 
 from . import _ctfio
-from .source import (INFINITELY_REPEAT, MinibatchData, StreamInformation, UserMinibatchSource,
-                     Value, _limit, _np, _resolve)
+from .source import (FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchData, StreamInformation,
+                     UserMinibatchSource, Value, _count_arg, _limit, _np, _resolve)
 
 __all__ = ["MinibatchSourceFromData"]
 
@@ -183,7 +188,7 @@ class MinibatchSourceFromData(UserMinibatchSource):
         self._starts = [0] + np.cumsum(seq_len).tolist()
         self._sweep_samples = self._starts[-1]
         limit = _limit(max_samples, "MinibatchSourceFromData.max_samples")
-        self._limit = None if limit == -1 else self._sweep_samples if limit == -2 else limit
+        self._limit = self._sweep_samples if limit == FULL_DATA_SWEEP else limit
         self._pos = 0
 
     # -- cntk.io API --------------------------------------------------------------------------
@@ -202,29 +207,37 @@ class MinibatchSourceFromData(UserMinibatchSource):
             number_of_workers = num_data_partitions
         if partition_index is not None:
             worker_rank = partition_index
-        k, n, r = int(num_samples), int(number_of_workers), int(worker_rank)
+        k = _count_arg(num_samples, "next_minibatch: num_samples")
+        n, r = int(number_of_workers), int(worker_rank)
         if k < 1:
             raise ValueError("next_minibatch: num_samples must be > 0 (got %r)" % (num_samples,))
         if n < 1 or not 0 <= r < n:
             raise ValueError("next_minibatch: need number_of_workers >= 1 and 0 <= worker_rank "
                              "< number_of_workers (got %r, %r)" % (number_of_workers, worker_rank))
+        before = self._pos
+        try:
+            return self._minibatch(k, n, r, before, input_map)
+        except BaseException:
+            self._pos = before   # Ctrl-C or an error: the minibatch never reached the caller
+            raise
+
+    def _minibatch(self, k, n, r, before, input_map):
         segments, end_of_sweep = self._cut(k)
         if not segments:
             return {}
+        first_sweep = before // self._sweep_samples
         np = _np()
         # Worker r owns the sequences whose index in the sweep is r mod n.
         mine = [np.arange(a + (r - a) % n, b, n, dtype=np.int64) for a, b in segments]
         idx = np.concatenate(mine)
         out = {}
         for si, s in zip(self._infos, self._streams):
+            # One gathered block per stream; MinibatchData cuts sequences from it as views.
             block, lengths = s.take(idx)
-            if s.sparse:
-                data = block
-            else:
-                bounds = np.cumsum(lengths, dtype=np.int64)[:-1]
-                data = np.split(block, bounds) if len(idx) else []
-            md = MinibatchData(data, len(idx), int(lengths.sum()), end_of_sweep)
+            md = MinibatchData(block, len(idx), int(lengths.sum()), end_of_sweep)
             md._user_layout = (lengths, s.dim, s.dtype)
+            md.position, md.sweep = self._pos, first_sweep
+            md.global_samples, md.samples_per_sweep = self._pos - before, self._sweep_samples
             out[si] = md
         if input_map:
             return {var: out[_resolve(self, si)] for var, si in input_map.items()}
@@ -270,6 +283,17 @@ class MinibatchSourceFromData(UserMinibatchSource):
         self._pos = self._boundary(pos)
 
     # -- the timeline -------------------------------------------------------------------------
+
+    def _timeline(self):
+        """(position, samples_per_sweep) now: where the next minibatch starts."""
+        return self._pos, self._sweep_samples
+
+    _positional_state = True
+
+    def _state_at(self, position):
+        """The checkpoint state at an earlier ``position`` of the timeline."""
+        return dict(self.get_checkpoint_state(), position=position,
+                    minibatchSourcePosition=position)
 
     def _boundary(self, pos):
         """The first sequence boundary at or after ``pos``."""

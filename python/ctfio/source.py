@@ -9,6 +9,7 @@ another worker count.
 """
 
 import json
+import operator
 import os
 
 from . import _ctfio
@@ -177,18 +178,35 @@ class MinibatchData:
         # (lengths, dim, dtype), set by ctfio's own in-memory sources (MinibatchSourceFromData):
         # the sequence layout of a flat block of samples, and the shape of an empty minibatch.
         self._user_layout = None
+        self._values = None
+        self.position = self.sweep = self.global_samples = self.samples_per_sweep = None
 
     @classmethod
-    def _from_view(cls, view, end_of_sweep, frame_mode, keys):
+    def _from_view(cls, view, mb, frame_mode):
         self = cls.__new__(cls)
         self._view = view
         self.num_sequences = view["num_sequences"]
         self.num_samples = view["num_samples"]
-        self.end_of_sweep = end_of_sweep
+        self.end_of_sweep = mb.end_of_sweep
+        self.position = mb.position
+        self.sweep = mb.sweep
+        self.global_samples = mb.global_samples
+        self.samples_per_sweep = mb.samples_per_sweep
         self._frame_mode = frame_mode
-        self._keys = keys
+        self._mb = mb             # the C minibatch: keys are made only when asked for
         self.data = None
+        self._values = None
         return self
+
+    # The timeline (the same on every stream of a minibatch and on every worker), for the
+    # sources that have one; None where a source does not say:
+    #   position          the timeline position after this minibatch (index samples since the
+    #                     start of sweep 0), what a checkpoint restores;
+    #   sweep             the sweep of its first sequence;
+    #   global_samples    index samples of the whole (global) minibatch, all workers together:
+    #                     the advance of the position;
+    #   samples_per_sweep index samples in one sweep;
+    #   end_of_sweep      the global minibatch holds the last sequence of a sweep.
 
     # CNTK spells it both ways.
     @property
@@ -222,14 +240,24 @@ class MinibatchData:
     # -- zero-copy arrays of the C minibatch -------------------------------------------------
 
     def _arr(self, key):
-        buf = self._view[key]
-        return None if buf is None else _np().asarray(buf)
+        """The view's array ``key``: the C buffer wrapped once, then the same array."""
+        view = self._view
+        buf = view[key]
+        if buf is None or type(buf) is _np().ndarray:
+            return buf
+        arr = view[key] = _np().asarray(buf)
+        return arr
 
     @property
     def values(self):
-        """Dense: (num_samples, dim) array; sparse: the non-zero values. No copy."""
+        """Dense: (num_samples, dim) array; sparse: the non-zero values. A view of the C
+        reader's buffer (no copy). For user data given as one block, that block; given as
+        per-sequence pieces, they are joined once, on the first access."""
         if self._view is None:
-            return self._user_csr().data if self.is_sparse else self._user_values()
+            if self._values is None:
+                self._values = (self._user_csr().data if self.is_sparse
+                                else self._user_values())
+            return self._values
         return self._arr("values")
 
     @property
@@ -252,17 +280,22 @@ class MinibatchData:
     @property
     def keys(self):
         """Sequence keys (ids, or line numbers in line mode) of the CTF reader's minibatch."""
-        return _np().asarray(self._keys) if self._view is not None else None
+        mb = getattr(self, "_mb", None)
+        return _np().asarray(mb.keys) if mb is not None else None
 
     @property
     def files(self):
         """Per sequence, its file: an index into the source's ``files`` (0 for a single file).
         Over a corpus a key identifies a sequence within its file: (file, key) identifies it."""
-        files = getattr(self, "_files", None)
+        mb = getattr(self, "_mb", None)
+        files = mb.files if mb is not None else getattr(self, "_files", None)
         return _np().asarray(files) if files is not None else None
 
     def csr(self):
-        """The samples as a SciPy CSR matrix (num_samples, dim); needs SciPy. No copy."""
+        """The samples as a SciPy CSR matrix (num_samples, dim); needs SciPy. Sparse streams:
+        its data and indices are the reader's buffers (no copy); indptr (num_samples + 1
+        entries, int64 in the reader) is converted to int32 by SciPy, which wants one index
+        type. Dense streams: a copy (CSR is another layout)."""
         import scipy.sparse
         if self._view is None:
             return self._user_csr()
@@ -310,11 +343,20 @@ class MinibatchData:
 
     def asarray(self):
         """Dense NumPy data: padded (num_sequences, max_length, dim) (see ``mask``); in frame
-        mode (num_sequences, dim), which for dense data is the minibatch buffer itself."""
+        mode (num_sequences, dim). For dense data whose sequences all have one length (frame
+        mode, one-sample sequences, fixed-length sequences) there is no padding and the result
+        is a view of ``values`` (no copy); otherwise, and for sparse data, a new array."""
         np = _np()
         if self._frame_mode:
-            return self._dense_samples() if self._view is not None else np.asarray(
-                [a[0] for a in self._user_arrays()])
+            if self._view is not None or self._user_layout is not None:
+                return self._dense_samples()
+            return np.asarray([a[0] for a in self._user_arrays()])
+        if not self.is_sparse and (self._view is not None or self._user_layout is not None):
+            lengths = self.lengths
+            n = len(lengths)
+            if n and int(lengths.min()) == int(lengths.max()):
+                vals = self.values
+                return vals.reshape(n, int(lengths[0]), vals.shape[-1])
         seqs = self.as_sequences()
         seqs = [s.toarray() if hasattr(s, "toarray") else np.asarray(s) for s in seqs]
         lengths = [len(s) for s in seqs]
@@ -359,6 +401,8 @@ class MinibatchData:
 
     def _user_values(self):
         np = _np()
+        if isinstance(self.data, np.ndarray) and self.data.ndim == 2:
+            return self.data                   # a flat (num_samples, dim) block: itself
         arrays = self._user_arrays()
         if arrays:
             return np.concatenate(arrays)
@@ -448,14 +492,25 @@ class Value:
 # ---------------------------------------------------------------------------------------------
 
 def _limit(value, name):
+    """A max_samples value for the in-memory sources: None (no limit), FULL_DATA_SWEEP or a
+    count. The file reader passes its limits to the C library unchanged, which checks them."""
     if value is None or value == INFINITELY_REPEAT:
-        return -1
-    if value == FULL_DATA_SWEEP:
-        return -2
+        return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError("%s: must be a non-negative int, INFINITELY_REPEAT or FULL_DATA_SWEEP "
                          "(got %r)" % (name, value))
     return value
+
+
+def _count_arg(value, name):
+    """A sample count argument as an int: ints and integer types with ``__index__`` (NumPy's),
+    never a bool, a float or a str (TypeError)."""
+    if isinstance(value, bool):
+        raise TypeError("%s: must be an int (got bool)" % name)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError("%s: must be an int (got %s)" % (name, type(value).__name__)) from None
 
 
 def _workers(num_data_partitions, partition_index, number_of_workers=None, worker_rank=None):
@@ -477,8 +532,8 @@ class MinibatchSource:
                  randomization_window_in_chunks=DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS,
                  randomization_window_in_samples=0, randomization_seed=0, trace_level=1,
                  multithreaded_deserializer=None, frame_mode=False, truncation_length=0,
-                 randomize=True, max_errors=0, *, num_threads=2, prefetch_chunks=4,
-                 keep_data_in_memory=False, cache_index=False, chunk_size_in_bytes=33554432,
+                 randomize=True, max_errors=0, *, num_threads=None, prefetch_chunks=None,
+                 keep_data_in_memory=False, cache_index=False, chunk_size_in_bytes=None,
                  precision="float", skip_sequence_ids=False, log=None):
         if isinstance(deserializers, CTFDeserializer):
             deserializers = [deserializers]
@@ -486,9 +541,6 @@ class MinibatchSource:
         if not deserializers or not all(isinstance(d, CTFDeserializer) for d in deserializers):
             raise ValueError("MinibatchSource.deserializers: one or more CTFDeserializers are "
                              "supported (got %r)" % (deserializers,))
-        if max_samples != INFINITELY_REPEAT and max_sweeps != INFINITELY_REPEAT:
-            raise ValueError("MinibatchSource: max_samples and max_sweeps are mutually exclusive "
-                             "(got %r and %r)" % (max_samples, max_sweeps))
         if randomization_window_in_samples and \
                 randomization_window_in_chunks not in (None, DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS):
             raise ValueError("MinibatchSource: randomization_window_in_chunks and "
@@ -524,19 +576,20 @@ class MinibatchSource:
         in_samples = bool(randomization_window_in_samples)
         window = randomization_window_in_samples if in_samples else randomization_window_in_chunks
         self._frame_mode = bool(frame_mode)
+        # Values go to the C library as given: it owns the defaults (None: left out), the
+        # validation and the encoding of the limits (INFINITELY_REPEAT, FULL_DATA_SWEEP).
         self._params = dict(
             precision=opts["precision"], randomize=bool(randomize),
-            randomization_seed=int(randomization_seed),
-            randomization_window=int(window if window is not None else 0),
+            randomization_seed=randomization_seed,
+            randomization_window=window if window is not None else 0,
             window_in_samples=in_samples, skip_sequence_ids=bool(opts["skip_sequence_ids"]),
-            max_errors=int(opts["max_errors"]), trace_level=int(opts["trace_level"]),
-            chunk_size_bytes=int(opts["chunk_size_in_bytes"]),
+            max_errors=opts["max_errors"], trace_level=int(opts["trace_level"]),
+            chunk_size_bytes=opts["chunk_size_in_bytes"],
             keep_data_in_memory=bool(opts["keep_data_in_memory"]), frame_mode=self._frame_mode,
-            cache_index=bool(opts["cache_index"]),
-            max_samples=_limit(max_samples, "max_samples"),
-            max_sweeps=_limit(max_sweeps, "max_sweeps"),
-            truncation_length=int(truncation_length), num_threads=int(num_threads),
-            prefetch_chunks=int(prefetch_chunks), log=log)
+            cache_index=bool(opts["cache_index"]), max_samples=max_samples,
+            max_sweeps=max_sweeps, truncation_length=truncation_length, num_threads=num_threads,
+            prefetch_chunks=prefetch_chunks, log=log)
+        self._params = {k: v for k, v in self._params.items() if v is not None or k == "log"}
         self._path = d["file"]
         if joins:
             self._params["joins"] = joins
@@ -563,25 +616,53 @@ class MinibatchSource:
         when given), or an empty dict at the end of the data. Workers: ``number_of_workers`` /
         ``worker_rank`` (SPEC 7.1) or CNTK's ``num_data_partitions`` / ``partition_index``."""
         n, r = _workers(num_data_partitions, partition_index, number_of_workers, worker_rank)
-        mb = self._reader.next(int(minibatch_size_in_samples), n, r)
+        reader = self._reader
+        mb = reader.next(minibatch_size_in_samples, n, r)
         if mb is None:
             return {}
-        keys = mb.keys
-        out = {}
-        for i, si in enumerate(self._infos):
-            out[si] = MinibatchData._from_view(mb.stream(i), mb.end_of_sweep, self._frame_mode,
-                                               keys)
-            out[si]._files = mb.files
-        if input_map:
-            return {var: out[_resolve(self, si)] for var, si in input_map.items()}
+        try:
+            out = {}
+            for i, si in enumerate(self._infos):
+                out[si] = MinibatchData._from_view(mb.stream(i), mb, self._frame_mode)
+            if input_map:
+                out = {var: out[_resolve(self, si)] for var, si in input_map.items()}
+        except BaseException:
+            # Ctrl-C (or any error) between the C call and the return: the minibatch never
+            # reaches the caller, so the reader goes back to where it was before it.
+            reader.undo()
+            raise
         return out
+
+    def _timeline(self):
+        """(position, samples_per_sweep) now: where the next minibatch starts."""
+        return self._reader.position, self._reader.index_info()["samples"]
+
+    @property
+    def _positional_state(self):
+        """A timeline position determines the checkpoint state (not with truncated BPTT,
+        whose state also holds the partly delivered sequences)."""
+        return not self._params.get("truncation_length")
+
+    def _state_at(self, position):
+        """The checkpoint state this reader had at an earlier ``position`` of its timeline
+        (``_positional_state`` readers only): the current state with that position."""
+        state = self.get_checkpoint_state()
+        state["minibatchSourcePosition"] = position
+        state["sweep"] = position // state["samples_per_sweep"] if state["samples_per_sweep"] \
+            else 0
+        return state
 
     def get_checkpoint_state(self):
         return json.loads(self._reader.get_state())
 
     def restore_from_checkpoint(self, state):
+        """Continue from a ``get_checkpoint_state()`` (a dict, or its JSON text)."""
         if isinstance(state, dict):
             state = json.dumps(state)
+        elif not isinstance(state, (str, bytes)):
+            raise TypeError("restore_from_checkpoint: the state must be the dict "
+                            "get_checkpoint_state() returned, or its JSON text (got %s)"
+                            % type(state).__name__)
         self._reader.restore_state(state)
 
     @property
@@ -638,16 +719,15 @@ class MinibatchSource:
         joined = [CTFDeserializer(j_paths if len(j_paths) > 1 else j_paths[0],
                                   stream_defs(j_streams))
                   for j_paths, j_streams, _skip, _origin in c.get("joins", ())]
-        limit = {-1: INFINITELY_REPEAT, -2: FULL_DATA_SWEEP}
         args = dict(
-            max_samples=limit.get(c["max_samples"], c["max_samples"]),
-            max_sweeps=limit.get(c["max_sweeps"], c["max_sweeps"]),
+            max_samples=c["max_samples"], max_sweeps=c["max_sweeps"],
             randomization_seed=c["randomization_seed"], trace_level=c["trace_level"],
             frame_mode=c["frame_mode"], truncation_length=c["truncation_length"],
             randomize=c["randomize"], max_errors=c["max_errors"],
             keep_data_in_memory=c["keep_data_in_memory"], cache_index=c["cache_index"],
             chunk_size_in_bytes=c["chunk_size_bytes"], precision=c["precision"],
-            skip_sequence_ids=c["skip_sequence_ids"])
+            skip_sequence_ids=c["skip_sequence_ids"], num_threads=c["num_threads"],
+            prefetch_chunks=c["prefetch_chunks"])
         if c["window_in_samples"]:
             args["randomization_window_in_samples"] = c["randomization_window"]
         else:
@@ -668,6 +748,11 @@ class UserMinibatchSource(MinibatchSource):
     ``next_minibatch(num_samples, number_of_workers, worker_rank, device=None)`` returning
     ``{StreamInformation: MinibatchData}``; optionally ``get_checkpoint_state()`` and
     ``restore_from_checkpoint(state)``. Accepted wherever a MinibatchSource is."""
+
+    # Unknown for user sources: drivers read the timeline from the checkpoint state (once) and
+    # the minibatches' attributes, and keep a checkpoint state per minibatch.
+    _timeline = None
+    _positional_state = False
 
     def __init__(self):
         self._frame_mode = False

@@ -16,24 +16,28 @@ What it does, in order, for every step:
    (``detect_workers``). Inside a ``DataLoader`` worker process each loader worker is a worker
    of its own: ``rank * num_workers + id`` of ``world_size * num_workers``.
 2. **Cut.** ``source._next(K, N, r)``: K is the *global* minibatch size; every rank receives its
-   share of the same global minibatch and all ranks advance to the same position (SPEC 7), so
-   epochs end at the same step on every rank and a rank with no data gets empty tensors.
-3. **Tensors.** The minibatch buffers become tensors without copying (``torch.frombuffer`` over
-   the C reader's memory; the tensor keeps the minibatch alive). Dense streams are ``packed``
+   share of the same global minibatch and all ranks advance to the same position, so epochs
+   end at the same step on every rank and a rank with no data gets empty tensors. Requests are
+   cut at epoch ends by the rules of ctfio/_loop.py, which training_session follows too; the
+   position comes with every minibatch (``MinibatchData.position``).
+3. **Tensors.** The minibatch buffers become tensors without copying (``torch.from_numpy`` over
+   the C reader's memory; the tensor keeps the minibatch alive; the lengths and CSR row pointers
+   are converted, a copy of one number per sequence or sample). Dense streams are ``packed``
    (``(num_samples, dim)`` plus ``<name>_lengths``) or ``padded`` (``(num_sequences, max_len,
    dim)`` plus a boolean ``<name>_mask``; a view when all sequences have one length, else the
    one copy padding needs); sparse streams are ``torch.sparse_csr`` ``(num_samples, dim)`` whose
    values and column indices are the reader's memory, plus ``<name>_lengths``. In frame mode a
    stream is ``(num_sequences, dim)``.
 4. **Device.** The next minibatch is read one step ahead. With ``device="cuda"`` it is copied
-   from pinned host memory on a side stream while the caller trains on the current one (double
-   buffering); before a batch is handed out the current stream waits for its copy event and the
-   tensors are ``record_stream``-ed on it. With ``device="cpu"`` the same path runs without the
-   copy.
+   through pinned host buffers on a side stream while the caller trains on the current one
+   (double buffering, ctfio/_staging.py, shared with the providers); before a batch is handed
+   out the current stream waits for its copy event and the tensors are ``record_stream``-ed on
+   it. With ``device="cpu"`` the tensors are handed out as they are.
 5. **State.** ``state_dict()`` is the source's checkpoint state after the last batch handed out
-   (the batch read ahead does not count, SPEC 8.1); ``load_state_dict()`` restores it before the
-   next iteration (torchdata's ``StatefulDataLoader`` convention). The state is the same on every
-   rank, so it can be restored with another rank count (elastic, SPEC 7.6).
+   (the batch read ahead does not count); ``load_state_dict()`` restores it before the next
+   iteration (torchdata's ``StatefulDataLoader`` convention). The state is the same on every
+   rank, so it can be restored with another rank count (elastic). Where a position determines
+   the state it is built from the position when asked, not taken per minibatch.
 
 torch is imported by this module only: ``import ctfio`` never imports it, and ctfio works
 without PyTorch installed.
@@ -49,6 +53,8 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
     raise ImportError("ctfio.torch needs PyTorch (pip install torch==2.13.0, or ctfio[torch]); "
                       "the rest of ctfio works without it") from e
 
+from . import _staging
+from ._loop import count_local, end_of_sweep, epoch_ends, epoch_room, source_timeline, timeline
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT, _np
 
 __all__ = ["CTFIterableDataset", "detect_workers"]
@@ -78,6 +84,7 @@ def _quiet_once_warnings():
         a = np.zeros(1, np.float32)
         a.flags.writeable = False
         torch.frombuffer(a, dtype=torch.float32)
+        torch.from_numpy(a)
         parts = (torch.zeros(2, dtype=torch.int32), torch.zeros(1, dtype=torch.int32),
                  torch.zeros(1))
         torch.sparse_csr_tensor(*parts, size=(1, 1), check_invariants=False)
@@ -151,30 +158,22 @@ class _CSR:
         return torch.sparse_csr_tensor(crow, col, values, size=self.size, check_invariants=False)
 
 
-def _torch_dtype(np_dtype):
-    return torch.from_numpy(_np().empty(0, np_dtype)).dtype
-
-
 def _tensor(arr):
-    """A tensor over a NumPy array's memory (no copy when it is C-contiguous). Read-only
-    exports (the C reader's buffers) go through torch.frombuffer, which keeps the buffer's owner
-    alive; an empty array becomes an empty tensor (frombuffer rejects zero-length buffers)."""
-    np = _np()
-    arr = np.ascontiguousarray(arr)
-    if arr.size == 0:
-        return torch.from_numpy(np.zeros(arr.shape, arr.dtype))
-    if arr.flags.writeable:
-        return torch.from_numpy(arr)
-    return torch.frombuffer(arr, dtype=_torch_dtype(arr.dtype)).view(arr.shape)
+    """A tensor over a NumPy array's memory: no copy when it is C-contiguous (the C reader's
+    buffers always are). The tensor holds the array, which holds the reader's buffer and so
+    the minibatch: the memory stays valid as long as the tensor lives."""
+    if not arr.flags.c_contiguous:
+        arr = _np().ascontiguousarray(arr)
+    return torch.from_numpy(arr)
 
 
 def _lengths(md):
-    return torch.from_numpy(_np().asarray(md.lengths, dtype=_np().int64))
+    """int64 lengths: a conversion (torch has no uint32 arithmetic), num_sequences values."""
+    return torch.from_numpy(_np().asarray(md.lengths).astype(_np().int64))
 
 
 def _dense(md, name, layout, frame_mode, out):
-    np = _np()
-    values = _tensor(np.asarray(md.values).reshape(-1, md.dim))
+    values = _tensor(_np().asarray(md.values).reshape(-1, md.dim))
     if frame_mode:
         out[name] = values
         return
@@ -187,7 +186,7 @@ def _dense(md, name, layout, frame_mode, out):
     width = int(lengths.max()) if n else 0
     mask = torch.arange(width)[None, :] < lengths[:, None]
     if n and bool((lengths == width).all()):
-        out[name] = values.view(n, width, md.dim)     # equal lengths: still a view
+        out[name] = values.view(n, width, md.dim)     # equal lengths: still a view (no copy)
     else:
         padded = values.new_zeros((n, width, md.dim))
         padded[mask] = values                         # row-major mask order = sequence order
@@ -197,7 +196,7 @@ def _dense(md, name, layout, frame_mode, out):
 
 def _sparse(md, name, frame_mode, out):
     np = _np()
-    values = _tensor(md.values)
+    values = _tensor(np.asarray(md.values))
     indices = np.asarray(md.indices)
     indptr = np.asarray(md.indptr)
     # torch needs one dtype for both index arrays: the reader's column indices are int32 and
@@ -217,75 +216,62 @@ def _sparse(md, name, frame_mode, out):
 # Device transfer (double buffering)
 # ---------------------------------------------------------------------------------------------
 
-def _map(batch, fn):
-    """Applies fn to every dense tensor of a batch, keeping _CSR parts together."""
-    out = {}
-    for k, v in batch.items():
-        out[k] = _CSR(*[fn(p) for p in v.parts()], v.size) if isinstance(v, _CSR) else fn(v)
-    return out
-
-
-def _assemble(batch):
-    return {k: v.build(*v.parts()) if isinstance(v, _CSR) else v for k, v in batch.items()}
-
-
 class _Transfer:
-    """Host -> device copies. ``start`` issues the copy of batch t+1 while the caller still
-    trains on batch t; ``finish`` makes the batch safe to use on the caller's stream.
-
-    CUDA: pin (one host copy into page-locked memory), then ``to(device, non_blocking=True)``
-    on a side stream and record an event there. ``finish``: the caller's current stream waits
-    for that event, and every device tensor is ``record_stream``-ed on the current stream so the
-    caching allocator does not reuse its memory while work queued there still reads it. The
-    pinned host tensors stay referenced until ``finish``. CPU: no copy, same calls."""
+    """Host -> device copies through ctfio/_staging.py (shared with the providers): ``start``
+    issues the copy of batch t+1 while the caller still trains on batch t; ``finish`` makes the
+    batch safe to use on the caller's stream and builds the sparse tensors. CPU: no copy."""
 
     def __init__(self, device):
-        self.device = torch.device(device)
-        self.cuda = self.device.type == "cuda"
-        self.stream = torch.cuda.Stream(device=self.device) if self.cuda else None
+        self.staging = _staging.Staging(device)
+        self.passthrough = self.staging.device.type == "cpu"   # the tensors are the batch
 
     def start(self, batch):
-        if self.device.type == "cpu":
+        if self.passthrough:
             return batch, None
-        if not self.cuda:
-            return _map(batch, lambda t: t.to(self.device)), None
-        with torch.cuda.stream(self.stream):
-            pinned = _map(batch, lambda t: t.pin_memory())
-            moved = _map(pinned, lambda t: t.to(self.device, non_blocking=True))
-            done = torch.cuda.Event()
-            done.record(self.stream)
-        return moved, (done, pinned)
+        flat = {}
+        for k, v in batch.items():
+            if isinstance(v, _CSR):
+                for i, part in enumerate(v.parts()):
+                    flat[(k, i)] = part
+            else:
+                flat[k] = v
+        return batch, self.staging.start(flat)
 
     def finish(self, started):
-        batch, sync = started
-        if sync is not None:
-            current = torch.cuda.current_stream(self.device)
-            current.wait_event(sync[0])
-            for v in batch.values():
-                for t in (v.parts() if isinstance(v, _CSR) else (v,)):
-                    t.record_stream(current)
-        return _assemble(batch)
+        batch, handle = started
+        if handle is None:
+            return {k: v.build(*v.parts()) if isinstance(v, _CSR) else v
+                    for k, v in batch.items()}
+        moved = self.staging.finish(handle)
+        return {k: v.build(moved[(k, 0)], moved[(k, 1)], moved[(k, 2)]) if isinstance(v, _CSR)
+                else moved[k] for k, v in batch.items()}
 
 
 class _Fetched:
     """One minibatch read from the source: its tensors (on their way to the device), the source
-    state after it, and whether it ends the epoch."""
+    state after it (a dict, or an _At), its timeline position, and whether it ends the epoch."""
 
-    __slots__ = ("started", "state", "local_samples", "ends_epoch", "minibatch")
+    __slots__ = ("started", "state", "local_samples", "ends_epoch", "minibatch", "position")
 
-    def __init__(self, started, state, local_samples, ends_epoch, minibatch):
+    def __init__(self, started, state, local_samples, ends_epoch, minibatch, position):
         self.started, self.state, self.local_samples = started, state, local_samples
-        self.ends_epoch, self.minibatch = ends_epoch, minibatch
+        self.ends_epoch, self.minibatch, self.position = ends_epoch, minibatch, position
+
+
+class _At:
+    """The source's state at an earlier timeline position, made only when asked for
+    (``source._state_at``): for the sources whose state a position determines, the batch read
+    ahead costs no checkpoint state per minibatch."""
+
+    __slots__ = ("position",)
+
+    def __init__(self, position):
+        self.position = position
 
 
 def _position(state):
     pos = state.get("minibatchSourcePosition") if isinstance(state, dict) else None
     return pos if isinstance(pos, int) and not isinstance(pos, bool) else None
-
-
-def _per_sweep(state):
-    per = state.get("samples_per_sweep") if isinstance(state, dict) else None
-    return per if isinstance(per, int) and not isinstance(per, bool) and per > 0 else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,12 +378,20 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
             n, r = n * info.num_workers, r * info.num_workers + info.id
         return n, r
 
+    def _resolved(self, state):
+        """A state as a dict (an _At is turned into one by the source that made it)."""
+        if isinstance(state, _At):
+            return self.source._state_at(state.position)
+        return state
+
     def _sync_source(self):
         src = self.source
         if self._restore is not None:
+            self._restore = self._resolved(self._restore)
             src.restore_from_checkpoint(self._restore)
             self._state, self._restore, self._ahead = self._restore, None, False
         elif self._ahead:
+            self._state = self._resolved(self._state)
             src.restore_from_checkpoint(self._state)   # rewind the batch read ahead
             self._ahead = False
         return src
@@ -413,27 +407,27 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         n, r = self.workers()
         transfer = _Transfer(self.device)
         frame_mode = bool(getattr(src, "_frame_mode", False))
-        state = src.get_checkpoint_state()
         if self._state is None:
-            self._state = state
-        epoch_end = None
-        if self.epoch_size not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
-            pos = _position(state)
-            if pos is None:
-                pos = self._local_samples
-                if n > 1:
-                    warnings.warn("CTFIterableDataset: the source reports no timeline position "
-                                  "(minibatchSourcePosition); epochs count this worker's own "
-                                  "samples, so workers may disagree on epoch ends")
-            epoch_end = (pos // self.epoch_size + 1) * self.epoch_size
-        fetch = (src, n, r, epoch_end, frame_mode, transfer)
-        pending = self._fetch(state, self._local_samples, *fetch)
+            self._state = src.get_checkpoint_state()
+        pos, per = source_timeline(src, self._state)
+        if pos is None and n > 1 and self.epoch_size not in (FULL_DATA_SWEEP,
+                                                            INFINITELY_REPEAT):
+            warnings.warn("CTFIterableDataset: the source reports no timeline position "
+                          "(minibatchSourcePosition); epochs count this worker's own "
+                          "samples, so workers may disagree on epoch ends")
+        # Epochs count the timeline position (the same on every rank) where there is one.
+        counted = pos if pos is not None else self._local_samples
+        epoch_index = counted // self.epoch_size if self.epoch_size not in (
+            FULL_DATA_SWEEP, INFINITELY_REPEAT) else 0
+        lazy = pos is not None and bool(getattr(src, "_positional_state", False))
+        fetch = (src, n, r, epoch_index, per, lazy, frame_mode, transfer)
+        pending = self._fetch(pos, self._local_samples, *fetch)
         # Double buffering: batch t+1 is read (and its device copy issued) before batch t is
         # handed out, except after the batch that ends the epoch.
         while pending is not None:
             ahead = None
             if not pending.ends_epoch:
-                ahead = self._fetch(pending.state, pending.local_samples, *fetch)
+                ahead = self._fetch(pending.position, pending.local_samples, *fetch)
             batch = transfer.finish(pending.started)
             self._state, self._local_samples = pending.state, pending.local_samples
             self._ahead = ahead is not None
@@ -443,23 +437,21 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
             yield batch
             pending = ahead
 
-    def _fetch(self, state, local_before, src, n, r, epoch_end, frame_mode, transfer):
-        """Reads the minibatch after ``state`` and starts its device transfer; None at the
-        source's end (which every rank reaches at the same call)."""
-        pos = _position(state)
-        if pos is None:
-            pos = local_before
+    def _fetch(self, pos, local_before, src, n, r, epoch_index, per, lazy, frame_mode,
+               transfer):
+        """Reads the minibatch after position ``pos`` (None: unknown) and starts its device
+        transfer; None at the source's end (which every rank reaches at the same call)."""
         k = self.minibatch_size
-        if epoch_end is not None:
-            k = min(k, epoch_end - pos)
-        elif self.epoch_size == FULL_DATA_SWEEP:
-            per = _per_sweep(state)
-            if per is not None and _position(state) is not None:
-                k = min(k, per - pos % per)
+        room = epoch_room(self.epoch_size, epoch_index,
+                          pos if pos is not None else local_before, pos, per)
+        if room is not None:
+            k = min(k, room)
         data = src._next(max(1, k), n, r)
         if not data:
             return None
-        after = src.get_checkpoint_state()
+        pos_after, _, _ = timeline(data) if pos is not None else (None, None, None)
+        after = _At(pos_after) if lazy and pos_after is not None else \
+            src.get_checkpoint_state()
         by_name = {getattr(si, "name", si): md for si, md in data.items()}
         batch = {}
         for name in (self.streams if self.streams is not None else by_name):
@@ -472,25 +464,17 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
                 _sparse(md, name, frame_mode, batch)
             else:
                 _dense(md, name, self.layout, frame_mode, batch)
-        # Local samples as training_session counts them: the defining stream's, else the most.
-        local = max(md.num_samples for md in data.values())
-        for si, md in data.items():
-            if getattr(si, "defines_mb_size", False):
-                local = md.num_samples
-        local_after = local_before + local
-        end_of_sweep = any(getattr(md, "end_of_sweep", False) for md in data.values())
+        local_after = local_before + count_local(data)
         if self.with_keys:
             md = next(iter(data.values()))
             if getattr(md, "_view", None) is not None:
                 batch["_keys"] = torch.from_numpy(md.keys.astype(_np().int64))
-        if self.epoch_size == FULL_DATA_SWEEP:
-            ends = end_of_sweep
-        elif self.epoch_size == INFINITELY_REPEAT:
-            ends = False
-        else:
+        if pos is not None and pos_after is None:   # a source whose state tells, not its data
             pos_after = _position(after)
-            ends = (pos_after if pos_after is not None else local_after) >= epoch_end
-        return _Fetched(transfer.start(batch), after, local_after, ends, data)
+        ends = epoch_ends(self.epoch_size, epoch_index,
+                          pos_after if pos_after is not None else local_after,
+                          end_of_sweep(data))
+        return _Fetched(transfer.start(batch), after, local_after, ends, data, pos_after)
 
     # -- checkpoints (torchdata StatefulDataLoader convention) ---------------------------------
 
@@ -500,7 +484,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         data does not count); ``epoch`` and ``batches`` count the epochs completed and the
         batches handed out. The whole dict is the same on every
         rank; save it next to the model's and optimizer's. JSON-serialisable."""
-        state = self._restore if self._restore is not None else self._state
+        state = self._restore if self._restore is not None else self._resolved(self._state)
         if state is None:
             state = self.source.get_checkpoint_state()
         out = {"version": _STATE_VERSION, "source": state, "epoch": self._epochs,
@@ -552,7 +536,8 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         d = dict(self.__dict__)
         if self._factory is not None:
             d["_src"] = None
-            d["_restore"] = d["_restore"] if d["_restore"] is not None else d["_state"]
+            d["_restore"] = d["_restore"] if d["_restore"] is not None else (
+                self._resolved(d["_state"]) if self._src_pid == os.getpid() else d["_state"])
         d["last_minibatch"] = None
         return d
 

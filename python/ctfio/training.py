@@ -20,18 +20,21 @@ model_inputs_to_streams={x: src.streams.features, y: src.streams.labels}, ...)``
 
 **Counting samples.** Sizes, epochs, limits and frequencies count samples as the source reports
 them: a minibatch counts the ``num_samples`` of the stream that ``defines_mb_size``, else the
-largest ``num_samples`` over its streams (CNTK's rule; for the CTF reader this is exactly the
-index samples of SPEC 6.1). With several workers every worker must take the same decisions, so
-a minibatch counts its *global* size: given by ``aggregate_samples`` (e.g. an MPI all-reduce of
-the local count, as CNTK's distributed trainer does) or, when not given, by the advance of the
-source's ``minibatchSourcePosition`` (the CTF reader's shared timeline, SPEC 7.2).
+largest ``num_samples`` over its streams (CNTK's rule). With several workers every worker must
+take the same decisions, so a minibatch counts its *global* size: given by ``aggregate_samples``
+(e.g. an MPI all-reduce of the local count, as CNTK's distributed trainer does) or, when not
+given, the minibatch's ``global_samples`` (the advance of the shared timeline, the same on
+every worker).
 
-**Epochs.** With an integer ``epoch_size`` epoch k ends once ``(k+1) * epoch_size`` samples were
-seen, and a request never crosses that boundary (nor ``max_samples``, nor a numeric checkpoint
-or cross-validation point), so epochs end exactly there unless one sequence is longer than what
-is left. With ``FULL_DATA_SWEEP`` an epoch ends with the minibatch that holds the end of a sweep
-(``end_of_sweep``). The minibatch size schedule moves to its next entry at epoch boundaries.
-Boundaries never change the order of the data (SPEC 6.8).
+**Epochs** follow the rules of ctfio/_loop.py, which ``ctfio.torch`` follows too: with an
+integer ``epoch_size`` epoch k ends once ``(k+1) * epoch_size`` samples were seen, and a request
+never crosses that boundary (nor ``max_samples``, nor a numeric checkpoint or cross-validation
+point), so epochs end exactly there unless one sequence is longer than what is left. With
+``FULL_DATA_SWEEP`` an epoch is one sweep: a request never crosses the end of a sweep when the
+source reports its position (the CTF reader and ``MinibatchSourceFromData`` do), and the epoch
+ends with the minibatch that holds the sweep's last sequence (``end_of_sweep``). The minibatch
+size schedule moves to its next entry at epoch boundaries. Boundaries never change the order of
+the data.
 
 **Checkpoints** are one JSON file (written to a temporary file, then renamed) with the source's
 ``get_checkpoint_state()``, the session's counters and the user's state; with ``restore=True``
@@ -45,6 +48,8 @@ import sys
 import time
 import warnings
 
+from ._loop import (SampleCounter, count_local, end_of_sweep, epoch_ends, epoch_room,
+                    source_timeline, timeline)
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT
 
 __all__ = ["training_session", "TrainingSession", "CheckpointConfig", "CrossValidationConfig",
@@ -258,18 +263,8 @@ def _schedule(mb_size):
     return (lambda epoch: size), size
 
 
-def _count_samples(data):
-    """The samples of a minibatch: the defining stream's, else the largest over the streams."""
-    best = 0
-    for key, md in data.items():
-        if getattr(key, "defines_mb_size", False):
-            return int(md.num_samples)
-        best = max(best, int(md.num_samples))
-    return best
-
-
-def _end_of_sweep(data):
-    return any(getattr(md, "end_of_sweep", False) for md in data.values())
+_count_samples = count_local
+_end_of_sweep = end_of_sweep
 
 
 def _resolve_mapping(source, mapping):
@@ -324,54 +319,29 @@ def _fmt_metrics(m):
     return "".join(", %s %.4g" % kv for kv in m.items())
 
 
-def _source_position(source):
-    try:
-        state = source.get_checkpoint_state()
-    except Exception:
-        return None
-    pos = state.get("minibatchSourcePosition") if isinstance(state, dict) else None
-    return pos if isinstance(pos, int) and not isinstance(pos, bool) else None
-
-
 def _rest_of_sweep(state):
     """Samples from a checkpoint state's position to its sweep's end, when the state tells
     (``minibatchSourcePosition`` and ``samples_per_sweep``); else None."""
-    if not isinstance(state, dict):
-        return None
-    pos, per = state.get("minibatchSourcePosition"), state.get("samples_per_sweep")
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (pos, per)) or per <= 0:
-        return None
-    return per - pos % per
+    pos, per = source_timeline(None, state) if isinstance(state, dict) else (None, None)
+    return epoch_room(FULL_DATA_SWEEP, 0, 0, pos, per)
 
 
 class _Counter:
-    """Turns a minibatch's local sample count into the count the session uses: the same with one
-    worker; with several, ``aggregate(local)`` or the advance of the source's timeline position
-    (the same on every worker)."""
+    """The session's count of one source's minibatches (_loop.SampleCounter), with the warning
+    for several workers over a source that reports no timeline."""
 
     def __init__(self, source, workers, aggregate, session):
-        self.source = source
-        self.aggregate = aggregate
-        self.session = session
-        self.use_position = workers > 1 and aggregate is None
-        self.last = _source_position(source) if self.use_position else None
-        if self.use_position and self.last is None and not session._warned_workers:
+        reports = source_timeline(source)[0] is not None
+        self.count = SampleCounter(workers, aggregate, reports)
+        if workers > 1 and aggregate is None and not reports and not session._warned_workers:
             session._warned_workers = True
             warnings.warn("training_session: %d workers, but the source reports no timeline "
                           "position (minibatchSourcePosition) and no aggregate_samples was "
                           "given; counting this worker's own samples, so workers may disagree "
                           "on epoch boundaries" % workers)
-            self.use_position = False
 
-    def __call__(self, local):
-        if self.aggregate is not None:
-            return int(self.aggregate(local))
-        if not self.use_position:
-            return local
-        pos = _source_position(self.source)
-        delta = pos - self.last
-        self.last = pos
-        return delta
+    def __call__(self, data, local):
+        return self.count(data, local)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -597,10 +567,11 @@ class TrainingSession:
             return None
         return (seen // freq + 1) * freq
 
-    def _request(self, size):
+    def _request(self, size, position=None, per_sweep=None):
         limits = [size]
-        if self.epoch_size not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
-            limits.append((self.epoch + 1) * self.epoch_size - self.samples_seen)
+        room = epoch_room(self.epoch_size, self.epoch, self.samples_seen, position, per_sweep)
+        if room is not None:
+            limits.append(room)
         if self.max_samples not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
             limits.append(self.max_samples - self.samples_seen)
         for cfg in (self.checkpoint_config, self.cv_config):
@@ -638,6 +609,7 @@ class TrainingSession:
         if self._progress_arg is True and self._out is not None and self._bar is None:
             self._open_bar()
         count = self._counter(self.source)
+        position, per_sweep = source_timeline(self.source)
         epoch_avg = _Averages()
         line_avg = _Averages()
         epoch_t0 = time.time()
@@ -645,12 +617,15 @@ class TrainingSession:
         ran = 0
         while not self._done():
             size = self._size_at(self.epoch)
-            request = self._request(size)
+            request = self._request(size, position, per_sweep)
             data = self._next_data(self.source, request)
             if not data:
                 break  # the source's own limit (max_samples / max_sweeps) ended the data
+            after, _, per = timeline(data)
+            if after is not None:
+                position, per_sweep = after, per or per_sweep
             local = _count_samples(data)
-            samples = count(local)
+            samples = count(data, local)
             sweep_end = _end_of_sweep(data)
             info = StepInfo(epoch=self.epoch, minibatch=self.minibatches,
                             epoch_minibatch=self.epoch_minibatches,
@@ -683,12 +658,7 @@ class TrainingSession:
                                _fmt_metrics(line_avg.result())))
                 line_avg = _Averages()
                 last_line = self.samples_seen
-            if self.epoch_size == FULL_DATA_SWEEP:
-                epoch_end = sweep_end
-            elif self.epoch_size == INFINITELY_REPEAT:
-                epoch_end = False
-            else:
-                epoch_end = self.samples_seen >= (self.epoch + 1) * self.epoch_size
+            epoch_end = epoch_ends(self.epoch_size, self.epoch, self.samples_seen, sweep_end)
             prev = self.samples_seen - samples
             if epoch_end:
                 self._end_epoch(epoch_avg, epoch_t0)
@@ -791,7 +761,7 @@ class TrainingSession:
             if not data:
                 break
             local = _count_samples(data)
-            n = count(local)
+            n = count(data, local)
             args = _remap(data, mapping)
             info = StepInfo(cv_index=index, minibatch=minibatches, samples_seen=samples,
                             num_samples=n, request=request, end_of_sweep=_end_of_sweep(data),

@@ -170,6 +170,9 @@ TEST(config_validate_errors)
     c.max_sweeps = 2;
     ASSERT(invalid(&c, "config.max_samples: cannot be combined with config.max_sweeps"));
     valid_config(&c, 1);
+    c.chunk_size_bytes = 0; /* refused here, so Python, the CLI and BrainScript agree */
+    ASSERT(invalid(&c, "config.chunk_size_bytes: must be >= 1 (got 0)"));
+    valid_config(&c, 1);
     c.frame_mode = true;
     c.truncation_length = 20;
     ASSERT(invalid(&c, "config.truncation_length: truncation cannot be combined with "

@@ -317,6 +317,53 @@ TEST(reader_max_samples_and_full_sweep)
     }
 }
 
+/* max_sweeps takes CTF_FULL_DATA_SWEEP too (one sweep), so that a binding can pass either limit
+ * through unchanged. */
+TEST(reader_max_sweeps_full_data_sweep_is_one_sweep)
+{
+    const char *path = line_file("four_sweeps.ctf", 4);
+    ctf_config c;
+    cfg_base(&c, path, X1, 1);
+    c.max_sweeps = CTF_FULL_DATA_SWEEP;
+    ctf_reader *r = open_or_null(&c);
+    ASSERT(r);
+    uint64_t total = 0;
+    ctf_minibatch *mb;
+    for (;;) {
+        ASSERT_OK(ctf_reader_next(r, 3, &mb), ctf_reader_error(r));
+        if (!mb) break;
+        total += ctf_minibatch_num_samples(mb);
+        ctf_minibatch_free(mb);
+    }
+    ASSERT_U64_EQ(total, 4);
+    ctf_reader_free(r);
+}
+
+static void count_log(void *user, ctf_severity sev, const ctf_error *what)
+{
+    if (sev == CTF_SEV_WARNING && strstr(what->message, "chunks for 2 workers")) ++*(int *)user;
+}
+
+/* The window-smaller-than-workers warning comes when the worker count changes after open too
+ * (bindings open with one worker and pass the partition with each call). */
+TEST(reader_set_worker_warns_about_few_chunks)
+{
+    const char *path = line_file("few_chunks.ctf", 8);
+    ctf_config c;
+    int warned = 0;
+    cfg_base(&c, path, X1, 1);
+    c.log = count_log;
+    c.log_user = &warned;
+    ctf_reader *r = open_or_null(&c);
+    ASSERT(r);
+    ASSERT(warned == 0);
+    ASSERT_OK(ctf_reader_set_worker(r, 2, 1), ctf_reader_error(r));
+    ASSERT(warned == 1);
+    ASSERT_OK(ctf_reader_set_worker(r, 2, 0), ctf_reader_error(r)); /* same count: no repeat */
+    ASSERT(warned == 1);
+    ctf_reader_free(r);
+}
+
 TEST(reader_request_spans_many_sweeps)
 {
     const char *path = test_write_str("seven.ctf", "5 |x 1\n5 |x 2\n5 |x 3\n5 |x 4\n5 |x 5\n"

@@ -614,14 +614,22 @@ def test_batches_with_another_size_and_iterating_needs_a_size():
 def test_without_check_ranges_pass_and_layout_errors_still_raise():
     @provider(input_types=TYPES)  # check=False (the default)
     def process(settings, filename):
-        yield {"x": [1.0, 2.0, 3.0], "y": 12, "s": [[7]]}
+        yield {"x": [1.0, 2.0, 3.0], "y": 12, "s": [[3]]}
         yield {"x": [1.0, 2.0], "y": 1, "s": [[0]]}
 
     it = iter(process(["f"], batch_size=1, is_train=False))
     b = next(it)
-    assert int(b["y"].ids[0]) == 12 and int(b["s"].indices[0]) == 7
+    assert int(b["y"].ids[0]) == 12 and int(b["s"].indices[0]) == 3
     with pytest.raises(SampleError, match="sample 1: .*expected 3 values"):
         next(it)
+    # a sparse index outside [0, dim) is refused whatever check says: it would reach the arrays
+
+    @provider(input_types=TYPES)
+    def bad_index(settings, filename):
+        yield {"x": [1.0, 2.0, 3.0], "y": 1, "s": [[7]]}
+
+    with pytest.raises(SampleError, match="sample 0: .*index 7 out of range"):
+        one_pass(bad_index(["f"], batch_size=1, is_train=False))
 
 
 def test_check_fail_continue_without_check_has_no_effect():

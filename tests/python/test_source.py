@@ -13,8 +13,9 @@ import time
 
 import pytest
 
-np = pytest.importorskip("numpy")
-ctfio = pytest.importorskip("ctfio")
+import numpy as np
+
+import ctfio
 
 from ctfio import (FULL_DATA_SWEEP, INFINITELY_REPEAT, CTFDeserializer,  # noqa: E402
                    MinibatchSource, StreamDef, StreamDefs)

@@ -83,12 +83,9 @@ class ShuffledSource(UserMinibatchSource):
 
 
 def data_source(max_samples=INFINITELY_REPEAT):
-    data = pytest.importorskip("ctfio.data")
-    if not hasattr(ctfio, "MinibatchSourceFromData"):
-        pytest.skip("MinibatchSourceFromData is not exported yet")
     x = np.arange(N, dtype=np.float32).reshape(N, 1)
     y = np.eye(3, dtype=np.float32)[np.arange(N) % 3]
-    return data.MinibatchSourceFromData({"x": x, "y": y}, max_samples=max_samples)
+    return ctfio.MinibatchSourceFromData({"x": x, "y": y}, max_samples=max_samples)
 
 
 def x_of(data):
@@ -175,15 +172,23 @@ def test_epoch_boundary_cuts_the_request(make_source):
 
 def test_full_data_sweep_epochs(make_source):
     rec = Recorder()
-    s = run(make_source(), rec, mb_size=6, epoch_size=FULL_DATA_SWEEP, max_epochs=3)
+    src = make_source()
+    s = run(src, rec, mb_size=6, epoch_size=FULL_DATA_SWEEP, max_epochs=3)
     assert s.epoch == 3 and s.sweeps == 3
-    # every epoch closes with the minibatch that holds a sweep end; sizes never change
-    assert all(c[3] == 6 and c[4] == 6 for c in rec.calls)
-    ends = [c[1] for c in rec.calls if (c[2] + len(c[5])) // N > c[2] // N]
-    last_of_epoch = [max(c[1] for c in rec.calls if c[0] == e) for e in range(3)]
-    assert last_of_epoch == ends[:3]
-    # minibatches cross the sweep boundary: every sequence seen once per sweep
     seen = [x for c in rec.calls for x in c[5]]
+    if isinstance(src, ShuffledSource):
+        # A source without a timeline: every epoch closes with the minibatch that holds a
+        # sweep end; sizes never change, minibatches cross the sweep boundary.
+        assert all(c[3] == 6 and c[4] == 6 for c in rec.calls)
+        ends = [c[1] for c in rec.calls if (c[2] + len(c[5])) // N > c[2] // N]
+        last_of_epoch = [max(c[1] for c in rec.calls if c[0] == e) for e in range(3)]
+        assert last_of_epoch == ends[:3]
+    else:
+        # The source reports its position: a request never crosses the sweep's end, so every
+        # epoch is exactly one sweep (40 = 6 * 6 + 4), as in ctfio.torch.
+        assert [c[4] for c in rec.calls] == [6] * 6 + [4] + [6] * 6 + [4] + [6] * 6 + [4]
+        assert [sum(len(c[5]) for c in rec.calls if c[0] == e) for e in range(3)] == [N] * 3
+    # every sequence seen once per sweep
     assert sorted(seen[:N]) == list(range(N))
     assert sorted(seen[N:2 * N]) == list(range(N))
 

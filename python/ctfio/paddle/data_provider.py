@@ -1,5 +1,6 @@
-"""The machinery behind ``ctfio.provider`` (PaddlePaddle's PyDataProvider2, SPEC 12): input types,
-``DataProvider`` with its reading threads, pool, cache and batching, and double buffering.
+"""``DataProvider``: the batches of a ``@provider`` generator over a list of files, with its
+pool, cache, batching and double buffering (ctfio/_staging.py), built on the reading threads of
+_reading.py and the C packer (provider_pack).
 
 How a pass runs::
 
@@ -20,240 +21,28 @@ Memory: the pool holds at most ``pool_size`` units (``calc_batch_size`` units, 1
 default); a sample larger than the whole pool is admitted only into an empty pool and then
 delivered alone. Besides the pool, each open file has a read-ahead queue of at most
 ``max(readahead, 32)`` samples, and at most ``open_files`` generators are alive at once; a
-generator is
-dropped the moment it is exhausted (the seed's "generator memory" problem cannot occur: a
-reading thread always asks its generator for the next sample right away, so it learns that it
-is finished at once, not when a random pick reaches it again).
+generator is dropped the moment it is exhausted (it cannot keep its context alive until a random
+pick revisits it: a reading thread always asks its generator for the next sample right away, so
+it learns that it is finished at once, not when a random pick reaches it again).
 """
 
 import collections
 import logging
 import os
-import queue
 import random
-import threading
 import weakref
 
-from . import _ctfio
-from .source import MinibatchData, StreamInformation, UserMinibatchSource, _np
+from .. import _ctfio
+from .._staging import Staging
+from ..source import MinibatchData, StreamInformation, UserMinibatchSource, _count_arg, _np
+from ._reading import _CHUNK, _Counters, _Feed, _Job, _Readers
+from .types import (OPTION_DEFAULTS, CacheType, DataType, SequenceType, Settings, _slots,
+                    check_options)
 
-__all__ = [
-    "SequenceType", "DataType", "CacheType", "InputType", "Settings", "SampleError",
-    "DataProvider", "ProviderData", "StagedData", "Batch",
-    "dense_slot", "sparse_non_value_slot", "sparse_value_slot", "index_slot",
-    "dense_vector", "sparse_binary_vector", "sparse_vector", "integer_value",
-    "dense_vector_sequence", "dense_vector_sub_sequence",
-    "sparse_binary_vector_sequence", "sparse_binary_vector_sub_sequence",
-    "sparse_vector_sequence", "sparse_vector_sub_sequence",
-    "integer_value_sequence", "integer_value_sub_sequence", "integer_sequence",
-]
+__all__ = ["DataProvider", "ProviderData", "StagedData", "Batch"]
 
 _STATE_VERSION = 1
 _UNBOUNDED = float("inf")
-
-
-# ---------------------------------------------------------------------------------------------
-# Input types (the seed's table; the numbers are the C section's, see _ctfio.c 7b)
-# ---------------------------------------------------------------------------------------------
-
-class SequenceType:
-    NO_SEQUENCE = 0
-    SEQUENCE = 1
-    SUB_SEQUENCE = 2
-
-
-class DataType:
-    Dense = 0
-    SparseNonValue = 1
-    SparseValue = 2
-    Index = 3
-
-
-class CacheType:
-    NO_CACHE = 0            # every pass calls the generators
-    CACHE_PASS_IN_MEM = 1   # later passes replay the converted samples of the first from memory
-
-
-_KIND_NAMES = ("dense_vector", "sparse_binary_vector", "sparse_vector", "integer_value")
-_SEQ_SUFFIX = ("", "_sequence", "_sub_sequence")
-
-
-class InputType:
-    """One input: ``dim`` (vector dimension, or the integer range), ``seq_type`` and ``type``."""
-
-    __slots__ = ("dim", "seq_type", "type")
-
-    def __init__(self, dim, seq_type, tp):
-        if not isinstance(dim, int) or isinstance(dim, bool) or not 1 <= dim < 2**31:
-            raise ValueError("InputType.dim: must be an int in [1, 2**31) (got %r)" % (dim,))
-        if seq_type not in (0, 1, 2):
-            raise ValueError("InputType.seq_type: must be a SequenceType (got %r)" % (seq_type,))
-        if tp not in (0, 1, 2, 3):
-            raise ValueError("InputType.type: must be a DataType (got %r)" % (tp,))
-        self.dim, self.seq_type, self.type = dim, seq_type, tp
-
-    @property
-    def is_sparse(self):
-        return self.type in (DataType.SparseNonValue, DataType.SparseValue)
-
-    def __eq__(self, other):
-        return isinstance(other, InputType) and (self.dim, self.seq_type, self.type) == (
-            other.dim, other.seq_type, other.type)
-
-    def __hash__(self):
-        return hash((self.dim, self.seq_type, self.type))
-
-    def __repr__(self):
-        return "%s%s(%d)" % (_KIND_NAMES[self.type], _SEQ_SUFFIX[self.seq_type], self.dim)
-
-
-def dense_slot(dim, seq_type=SequenceType.NO_SEQUENCE):
-    return InputType(dim, seq_type, DataType.Dense)
-
-
-def sparse_non_value_slot(dim, seq_type=SequenceType.NO_SEQUENCE):
-    return InputType(dim, seq_type, DataType.SparseNonValue)
-
-
-def sparse_value_slot(dim, seq_type=SequenceType.NO_SEQUENCE):
-    return InputType(dim, seq_type, DataType.SparseValue)
-
-
-def index_slot(value_range, seq_type=SequenceType.NO_SEQUENCE):
-    return InputType(value_range, seq_type, DataType.Index)
-
-
-dense_vector = dense_slot
-sparse_binary_vector = sparse_non_value_slot
-sparse_vector = sparse_value_slot
-integer_value = index_slot
-
-
-def dense_vector_sequence(dim):
-    return dense_vector(dim, seq_type=SequenceType.SEQUENCE)
-
-
-def dense_vector_sub_sequence(dim):
-    return dense_vector(dim, seq_type=SequenceType.SUB_SEQUENCE)
-
-
-def sparse_binary_vector_sequence(dim):
-    return sparse_binary_vector(dim, seq_type=SequenceType.SEQUENCE)
-
-
-def sparse_binary_vector_sub_sequence(dim):
-    return sparse_binary_vector(dim, seq_type=SequenceType.SUB_SEQUENCE)
-
-
-def sparse_vector_sequence(dim):
-    return sparse_vector(dim, seq_type=SequenceType.SEQUENCE)
-
-
-def sparse_vector_sub_sequence(dim):
-    return sparse_vector(dim, seq_type=SequenceType.SUB_SEQUENCE)
-
-
-def integer_value_sequence(value_range):
-    return integer_value(value_range, seq_type=SequenceType.SEQUENCE)
-
-
-def integer_value_sub_sequence(value_range):
-    return integer_value(value_range, seq_type=SequenceType.SUB_SEQUENCE)
-
-
-integer_sequence = integer_value_sequence
-
-
-# ---------------------------------------------------------------------------------------------
-# Options, settings, errors
-# ---------------------------------------------------------------------------------------------
-
-# The @provider parameters with their defaults (SPEC 12), in the seed's order.
-OPTION_DEFAULTS = dict(input_types=None, should_shuffle=None, pool_size=-1, min_pool_size=-1,
-                       can_over_batch_size=True, calc_batch_size=None,
-                       cache=CacheType.NO_CACHE, check=False, check_fail_continue=False,
-                       init_hook=None)
-
-
-def _count(value, name, zero_ok):
-    ok = isinstance(value, int) and not isinstance(value, bool) and (
-        value == -1 or value >= (0 if zero_ok else 1))
-    if not ok:
-        raise ValueError("%s: must be -1 (unbounded) or an int >= %d (got %r)"
-                         % (name, 0 if zero_ok else 1, value))
-    return value
-
-
-def check_options(opts, where="provider"):
-    """Validates the @provider options (input_types may still be None); returns them."""
-    unknown = set(opts) - set(OPTION_DEFAULTS)
-    if unknown:
-        raise TypeError("%s: unknown parameter(s) %s (known: %s)"
-                        % (where, ", ".join(sorted(unknown)), ", ".join(OPTION_DEFAULTS)))
-    o = dict(OPTION_DEFAULTS, **opts)
-    if o["input_types"] is not None:
-        _slots(o["input_types"], where)
-    if o["should_shuffle"] not in (None, True, False):
-        raise ValueError("%s.should_shuffle: must be None, True or False (got %r)"
-                         % (where, o["should_shuffle"]))
-    pool = _count(o["pool_size"], where + ".pool_size", False)
-    low = _count(o["min_pool_size"], where + ".min_pool_size", True)
-    if pool != -1 and low > pool:
-        raise ValueError("%s.min_pool_size: must be <= pool_size (got %d > %d)"
-                         % (where, low, pool))
-    for name in ("can_over_batch_size", "check", "check_fail_continue"):
-        if not isinstance(o[name], bool):
-            raise ValueError("%s.%s: must be True or False (got %r)" % (where, name, o[name]))
-    for name in ("calc_batch_size", "init_hook"):
-        if o[name] is not None and not callable(o[name]):
-            raise TypeError("%s.%s: must be callable or None (got %r)" % (where, name, o[name]))
-    if o["cache"] not in (CacheType.NO_CACHE, CacheType.CACHE_PASS_IN_MEM):
-        raise ValueError("%s.cache: must be CacheType.NO_CACHE or CacheType.CACHE_PASS_IN_MEM "
-                         "(got %r)" % (where, o["cache"]))
-    return o
-
-
-def _slots(input_types, where):
-    """(names, InputTypes) from a list (names input0, input1, ...) or a dict of InputTypes."""
-    if isinstance(input_types, dict):
-        names, types = list(input_types), list(input_types.values())
-    elif isinstance(input_types, (list, tuple)):
-        names, types = ["input%d" % i for i in range(len(input_types))], list(input_types)
-    else:
-        raise TypeError("%s.input_types: must be a list or a dict of input types such as "
-                        "dense_vector(784) (got %r)" % (where, input_types))
-    if not types:
-        raise ValueError("%s.input_types: at least one input is required" % where)
-    for name, t in zip(names, types):
-        if not isinstance(name, str) or not isinstance(t, InputType):
-            raise TypeError("%s.input_types[%r]: must be an input type such as dense_vector(784) "
-                            "under a str name (got %r)" % (where, name, t))
-    return names, types
-
-
-class Settings:
-    """The object passed to ``init_hook`` and, as its first argument, to every ``process`` call.
-    It carries ``input_types``, ``logger``, ``is_train``, ``file_list``, the @provider options
-    (an init_hook may change them, ``input_types`` in particular) and whatever the init_hook
-    stores. Reading threads share it: treat it as read-only inside ``process``."""
-
-    def __repr__(self):
-        return "Settings(%s)" % ", ".join("%s=%r" % kv for kv in sorted(vars(self).items())
-                                          if kv[0] not in ("file_list", "logger"))
-
-
-class SampleError(ValueError):
-    """A sample that does not match its input types: ``path`` (the file), ``sample`` (0-based
-    number of the sample in that file, as yielded) and the message of the check."""
-
-    def __init__(self, path, sample, message):
-        super().__init__("%s: sample %d: %s" % (path, sample, message))
-        self.path, self.sample, self.message = path, sample, message
-
-
-def _note(exc, text):
-    if hasattr(exc, "add_note"):  # Python 3.11+
-        exc.add_note(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,7 +68,7 @@ class Batch(dict):
 
 
 class ProviderData(MinibatchData):
-    """One input of a provider batch, as NumPy arrays (SPEC 12), plus the MinibatchData API.
+    """One input of a provider batch, as NumPy arrays, plus the MinibatchData API.
 
     * ``value``: dense ``(num_samples, dim)``; integer ``(num_samples,)`` int64 (also ``ids``);
       sparse the non-zero values ``(nnz,)`` (ones for sparse_binary_vector), with ``indptr``
@@ -346,377 +135,37 @@ _STAGED_FIELDS = ("value", "indptr", "indices", "seq_starts", "sub_seq_starts")
 
 
 class _Stager:
-    """Double buffering (SPEC 12): two host staging buffers per array, used alternately. Batch k
-    is copied into side k % 2 (pinned memory for a CUDA device) and sent to the device with a
-    non-blocking copy on a side stream, so that it travels while batch k - 1 is being used; the
-    consumer's stream waits for that copy when batch k is handed over, and side k % 2 is reused
-    (for batch k + 2) only once its copy has finished. On the CPU (or without PyTorch, where
-    only the CPU is possible) the same code runs with the device copy a no-op: the batch IS the
-    staging buffer, valid until the next batch is requested."""
+    """A provider's double buffering: the batch's arrays through ctfio/_staging.py (two staging
+    buffers per array, pinned for CUDA; on the CPU the batch is the staging buffer, valid until
+    the next batch is requested), handed over as StagedData."""
 
     def __init__(self, device):
-        try:
-            import torch
-        except ImportError:
-            torch = None
-        if torch is None:
-            if str(device) != "cpu":
-                raise ValueError("DataProvider.device: %r needs PyTorch; without it only 'cpu' "
-                                 "works" % (device,))
-            self.device, self.cuda = "cpu", False
-        else:
-            self.device = torch.device(device)
-            self.cuda = self.device.type == "cuda"
-        self.torch = torch
-        self.host = ({}, {})          # per side: (input name, field) -> flat host buffer
-        self.events = [None, None]    # per side: the CUDA event of the last copy out of it
-        self.turn = 0                 # batches staged so far
-        self.copy_stream = torch.cuda.Stream(self.device) if self.cuda else None
-
-    def _host(self, side, key, arr):
-        buf = self.host[side].get(key)
-        n = arr.size
-        if self.torch is None:
-            if buf is None or buf.dtype != arr.dtype or buf.size < n:
-                buf = _np().empty(max(n, int(1.5 * (0 if buf is None else buf.size)), 1),
-                                  arr.dtype)
-                self.host[side][key] = buf
-            view = buf[:n].reshape(arr.shape)
-            _np().copyto(view, arr)
-            return view
-        src = self.torch.from_numpy(arr)
-        if buf is None or buf.dtype != src.dtype or buf.numel() < n:
-            cap = max(n, int(1.5 * (0 if buf is None else buf.numel())), 1)
-            buf = self.torch.empty(cap, dtype=src.dtype, pin_memory=self.cuda)
-            self.host[side][key] = buf
-        view = buf[:n].view(tuple(arr.shape))
-        view.copy_(src)
-        return view
+        self.staging = Staging(device, copy_on_cpu=True)
 
     def stage(self, batch):
-        side = self.turn % 2
-        self.turn += 1
-        if self.events[side] is not None:
-            self.events[side].synchronize()  # the copy of batch turn - 2 has left this side
+        arrays = {}
+        for name, d in batch.items():
+            for field in _STAGED_FIELDS:
+                arr = getattr(d, field)
+                if arr is not None:
+                    arrays[(name, field)] = arr
+        return batch, self.staging.start(arrays)
+
+    def hand_over(self, staged):
+        batch, handle = staged
+        moved = self.staging.finish(handle)
         out = Batch()
         for attr in Batch.__slots__:
             setattr(out, attr, getattr(batch, attr))
-        tensors = []
         for name, d in batch.items():
             s = StagedData()
             s.name, s.input_type = d.name, d.input_type
             s.num_sequences, s.num_samples = d.num_sequences, d.num_samples
             for field in _STAGED_FIELDS:
-                arr = getattr(d, field)
-                if arr is None:
-                    setattr(s, field, None)
-                    continue
-                host = self._host(side, (name, field), arr)
-                if self.torch is not None:
-                    host = self._to_device(host)
-                    tensors.append(host)
-                setattr(s, field, host)
+                setattr(s, field, moved.get((name, field)))
             s.ids = s.value if d.ids is not None else None
             out[name] = s
-        ready = None
-        if self.cuda:
-            ready = self.torch.cuda.Event()
-            ready.record(self.copy_stream)
-            self.events[side] = ready
-        return out, ready, tensors
-
-    def _to_device(self, host):
-        if not self.cuda:
-            return host.to(self.device)  # the CPU: no copy
-        with self.torch.cuda.stream(self.copy_stream):
-            return host.to(self.device, non_blocking=True)
-
-    def hand_over(self, staged):
-        out, ready, tensors = staged
-        if ready is not None:
-            current = self.torch.cuda.current_stream(self.device)
-            current.wait_event(ready)
-            for t in tensors:
-                t.record_stream(current)  # the allocator must not reuse it before `current` ends
         return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading threads
-# ---------------------------------------------------------------------------------------------
-
-_IDLE, _QUEUED = 0, 1
-_CHUNK = 32  # samples: the consumer's wake-up granularity, and the least read-ahead per file
-_PUSH = 8    # samples a reading thread hands over at once
-
-
-class _Feed:
-    """The samples of one file, in file order, filled by the reading threads (or, for a cached
-    file, complete from the start) and taken by the pool; at most ``readahead`` samples wait.
-
-    Reading threads serve feeds cooperatively: a thread resumes a feed's generator until its
-    queue is full, then marks it idle and moves on, and the consumer queues it for service
-    again when it runs low. No thread ever blocks on a full queue, so any number of threads can
-    serve any number of open files, and the thread count cannot change the data."""
-
-    __slots__ = ("index", "path", "job", "readers", "cond", "items", "done", "error",
-                 "cancelled", "state", "it", "count", "kept", "want", "__weakref__")
-
-    def __init__(self, index, path, job=None, readers=None, replay=None):
-        self.index = index            # position in the provider's full file list
-        self.path = path
-        self.job, self.readers = job, readers
-        self.cond = threading.Condition(threading.Lock())
-        self.items = collections.deque(replay or ())  # (record bytes, units)
-        self.done = replay is not None
-        self.error = None             # raised to the consumer after the samples before it
-        self.cancelled = False
-        self.state = _IDLE            # _QUEUED: waiting for or being served by a thread
-        self.it = None                # the generator (iterator) while the file is open
-        self.count = 0                # samples the generator yielded so far
-        self.kept = [] if job is not None and job.cache is not None else None
-        self.want = 0                 # items the consumer waits for (0: it does not wait)
-
-    def _serve_locked(self):
-        """Queues the feed for a reading thread unless it is queued, finished or cancelled."""
-        if self.state == _IDLE and not self.done:
-            self.state = _QUEUED
-            self.readers.jobs.put(self)
-
-    def take(self, k, room, oversize_ok):
-        """Up to k (record, units) items in file order, fewer only where the file ends or the
-        next item's units would exceed ``room`` (unless ``oversize_ok`` and nothing was taken:
-        a sample larger than the pool enters an empty pool). @return : a list, [] when the
-        next item does not fit, None once the file is finished. Raises the reading thread's
-        error in place of the items after which it happened.
-
-        When fewer than k items are queued this waits for a whole chunk (_CHUNK), not for one
-        item, so a consumer that outpaces the reading threads wakes once per chunk. What is
-        taken depends only on k, room and the file: never on the timing."""
-        with self.cond:
-            items = self.items
-            if len(items) < k and not self.done:
-                self.want = max(k, _CHUNK)
-                while len(items) < self.want and not self.done:
-                    self._serve_locked()
-                    self.cond.wait()
-                self.want = 0
-            if not items:
-                if self.error is not None:
-                    raise self.error
-                return None if self.done else []
-            out = []
-            while items and len(out) < k:
-                u = items[0][1]
-                if u > room and not (oversize_ok and not out):
-                    break
-                out.append(items.popleft())
-                room -= u
-            if self.job is not None and len(items) * 2 <= self.job.readahead:
-                self._serve_locked()
-            return out
-
-    def cancel(self):
-        """Ends the feed; an open generator is closed by a reading thread."""
-        with self.cond:
-            self.cancelled = True
-            self.items.clear()
-            if self.it is not None:
-                self._serve_locked()
-            self.cond.notify_all()
-
-
-class _Counters:
-    """Counters shared by the reading threads and the consumer (under one lock)."""
-
-    FIELDS = ("generators_alive", "generators_alive_peak", "files_opened", "samples_read",
-              "samples_dropped", "cache_files", "cache_samples")
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        for f in self.FIELDS:
-            setattr(self, f, 0)
-        self.drops = []               # the first 100 (path, sample, message) dropped
-
-    def opened(self, delta):
-        with self.lock:
-            self.generators_alive += delta
-            if delta > 0:
-                self.files_opened += 1
-                self.generators_alive_peak = max(self.generators_alive_peak,
-                                                 self.generators_alive)
-
-
-class _Job:
-    """What the reading threads need to read a provider's files (no reference to the
-    DataProvider itself)."""
-
-    __slots__ = ("generator", "settings", "slots", "check", "fail_continue", "calc", "double",
-                 "readahead", "counters", "cache", "logger")
-
-
-def _units(calc, sample, path, n):
-    u = calc(sample)
-    if not isinstance(u, int) or isinstance(u, bool) or u < 0:
-        raise SampleError(path, n, "calc_batch_size must return an int >= 0 (got %r)" % (u,))
-    return u
-
-
-def _convert(feed, job, sample):
-    """(record, units) of one sample, or None when check_fail_continue drops it."""
-    n = feed.count
-    try:
-        rec = _ctfio.provider_encode(sample, job.slots, job.check, job.double)
-    except (TypeError, ValueError, OverflowError, RuntimeError) as e:
-        if not (job.check and job.fail_continue):
-            raise SampleError(feed.path, n, str(e)) from None
-        c = job.counters
-        with c.lock:
-            c.samples_dropped += 1
-            first = c.samples_dropped <= 10
-            if len(c.drops) < 100:
-                c.drops.append((feed.path, n, str(e)))
-        if first:
-            job.logger.warning("%s: sample %d dropped: %s", feed.path, n, e)
-        return None
-    return rec, 1 if job.calc is None else _units(job.calc, sample, feed.path, n)
-
-
-def _close(feed, job, error, complete):
-    """Releases the generator at once and finishes the feed (the cache keeps complete files)."""
-    it, feed.it = feed.it, None
-    if it is not None:
-        close = getattr(it, "close", None)
-        if close is not None and not complete:
-            try:
-                close()  # runs the generator's finally blocks here, in a reading thread
-            except Exception as e:  # noqa: BLE001 - reported like any reading error
-                error = error or e
-        del it
-        job.counters.opened(-1)
-    with job.counters.lock:
-        job.counters.samples_read += feed.count
-        if complete and error is None and feed.kept is not None and not feed.cancelled:
-            job.cache[feed.index] = feed.kept
-            job.counters.cache_files += 1
-            job.counters.cache_samples += len(feed.kept)
-    feed.kept = None
-    with feed.cond:
-        feed.done, feed.error = True, error
-        feed.cond.notify_all()
-
-
-def _push(feed, job, items):
-    """Hands a reading thread's local items to the consumer. @return : True when the queue is
-    full (the feed goes idle); raises _Stop when the feed was cancelled."""
-    with feed.cond:
-        if feed.cancelled:
-            raise _Stop
-        feed.items.extend(items)
-        if feed.want and len(feed.items) >= feed.want:
-            feed.cond.notify()
-        if len(feed.items) >= job.readahead:
-            feed.state = _IDLE
-            return True
-        return False
-
-
-def _serve(feed):
-    """One turn of a reading thread on a feed: resume its generator until the queue is full,
-    the file ends or the feed is cancelled. Items are handed over _PUSH at a time (at once
-    while the consumer waits), which keeps lock traffic low for small samples."""
-    job = feed.job
-    with feed.cond:
-        if feed.done:
-            return
-        if not feed.cancelled and len(feed.items) >= job.readahead:
-            feed.state = _IDLE
-            return
-    local = []
-    try:
-        if feed.cancelled:
-            raise _Stop
-        if feed.it is None:
-            feed.it = iter(job.generator(job.settings, feed.path))
-            job.counters.opened(+1)
-        it = feed.it
-        kept = feed.kept
-        while True:
-            try:
-                sample = next(it)
-            except StopIteration:
-                del it
-                if local:
-                    _push(feed, job, local)
-                _close(feed, job, None, True)
-                return
-            item = _convert(feed, job, sample)
-            feed.count += 1
-            if item is None:
-                continue
-            if kept is not None:
-                kept.append(item)
-            local.append(item)
-            if len(local) >= _PUSH or feed.want:
-                full = _push(feed, job, local)
-                local = []
-                if full:
-                    return
-    except _Stop:
-        _close(feed, job, None, False)
-    except BaseException as e:  # surfaces in the consumer, at this point of the file
-        if not isinstance(e, SampleError):
-            _note(e, "ctfio.provider: while reading %r (after %d samples)"
-                  % (feed.path, feed.count))
-        try:
-            if local:
-                _push(feed, job, local)  # the samples before the error come first
-        except _Stop:
-            pass
-        _close(feed, job, e, False)
-
-
-class _Stop(Exception):
-    """The feed was cancelled while a reading thread served it."""
-
-
-def _reader_main(jobs):
-    while True:
-        feed = jobs.get()
-        if feed is None:
-            return
-        _serve(feed)
-
-
-class _Readers:
-    """The reading threads of one provider. Holds no reference to the DataProvider, so that a
-    forgotten provider is collected and its threads stopped (weakref.finalize)."""
-
-    def __init__(self, count):
-        self.jobs = queue.SimpleQueue()
-        self.live = weakref.WeakSet()  # feeds that may still hold a generator
-        self.threads = []
-        for i in range(count):
-            t = threading.Thread(target=_reader_main, args=(self.jobs,),
-                                 name="ctfio-provider-%d" % i, daemon=True)
-            t.start()
-            self.threads.append(t)
-
-    def open(self, feed):
-        self.live.add(feed)
-        with feed.cond:
-            feed._serve_locked()  # start reading ahead at once
-
-    def shutdown(self):
-        for feed in list(self.live):
-            feed.cancel()  # queued before the stop markers: their generators get closed
-        for _ in self.threads:
-            self.jobs.put(None)
-        current = threading.current_thread()
-        for t in self.threads:
-            if t is not current:
-                t.join(timeout=5)
-        self.threads = []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -769,11 +218,12 @@ class _Pass:
                 feed = _Feed(i, dp.file_list[i], dp._job, readers)
                 readers.open(feed)
             self.active.append(feed)
-        if not self.active:
+        active = self.active      # close() on another thread may replace the list
+        if not active:
             return None
         if self.rng is None:
-            return self.active[0]
-        return self.active[self.rng.randrange(len(self.active))]
+            return active[0]
+        return active[self.rng.randrange(len(active))]
 
     def _fill(self):
         """Fills the pool up to target + _CHUNK - 1 units (never past pool_size) once it holds
@@ -795,7 +245,8 @@ class _Pass:
                     raise
                 return  # the pool's samples come first; the error is raised again when it is
             if got is None:
-                self.active.remove(feed)
+                if feed in self.active:   # not after a cancel() from another thread
+                    self.active.remove(feed)
                 continue
             if not got:
                 return  # full: draw first (never wait for room that only a draw can make)
@@ -840,7 +291,14 @@ class _Pass:
         recs, total = [], 0
         over = self.dp.options["can_over_batch_size"]
         while total < size:
-            item = self._draw()
+            try:
+                item = self._draw()
+            except Exception:
+                if not recs:
+                    raise
+                # The samples before a generator's error come first: this batch ends here, and
+                # the next draw raises the error again (the failed file keeps it).
+                break
             if item is None:
                 break
             if recs and total + item[1] > size and not over:
@@ -883,7 +341,7 @@ def _read_file_list(file_list):
 
 
 class DataProvider(UserMinibatchSource):
-    """Batches from a @provider generator over a list of files (SPEC 12).
+    """Batches from a @provider generator over a list of files.
 
     ``process(file_list, batch_size=128, is_train=True, seed=0, **user_args)`` where ``process``
     is the class ``@provider`` made, or ``DataProvider(file_list, process, ...)``.
@@ -895,7 +353,7 @@ class DataProvider(UserMinibatchSource):
     * ``is_train``: picks the shuffle default (``should_shuffle=None``) and is passed to
       init_hook; ``args`` (a dict) and any other keyword arguments go to init_hook as well.
     * ``seed``: shuffling is a pure function of (seed, pass); ``open_files`` files are open at
-      once (the pool mixes them; part of the order, like the seed), read by ``num_threads``
+      once (the pool mixes them; part of the order, like ``seed``), read by ``num_threads``
       threads (not part of the order), each at most ``readahead`` (at least 32) samples ahead.
     * ``dtype``: float32 or float64 for the values; ``device`` (e.g.
       ``torch.device('cuda')``) turns on double buffering for iteration; ``num_workers`` /
@@ -988,7 +446,8 @@ class DataProvider(UserMinibatchSource):
         self._next_pass = 0           # index of the next pass to start
 
     def _check_size(self, size, name):
-        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        size = _count_arg(size, name)
+        if size < 1:
             raise ValueError("%s: must be an int >= 1 (got %r)" % (name, size))
         pool = self.options["pool_size"]
         if pool != -1 and size > pool:
@@ -1024,8 +483,12 @@ class DataProvider(UserMinibatchSource):
             end = False
         b = Batch()
         b.size, b.num_samples, b.end_of_pass, b.pass_index = units, len(recs), end, p.index
+        whole = len(recs) if self.num_workers == 1 else None
         for name, t, arrays in zip(self.names, self.types, packed):
-            b[name] = ProviderData(name, t, arrays, len(recs), self.dtype, end)
+            d = b[name] = ProviderData(name, t, arrays, len(recs), self.dtype, end)
+            # The timeline as far as a provider knows it: the pass is the sweep; a pass's size
+            # is known only at its end, so there is no position or samples per sweep.
+            d.sweep, d.global_samples = p.index, whole
         return b
 
     def __iter__(self):
@@ -1085,7 +548,7 @@ class DataProvider(UserMinibatchSource):
 
     def get_checkpoint_state(self):
         """{version, pass, samples}: the pass in progress and the samples it delivered (a pass
-        is a fixed sequence of samples, SPEC 12 determinism), plus what must match."""
+        is a fixed sequence of samples), plus what must match."""
         p = self._pass
         if p is None:
             where = (self._next_pass, 0)
@@ -1098,6 +561,9 @@ class DataProvider(UserMinibatchSource):
                     **{"pass": where[0], "samples": where[1]})
 
     def restore_from_checkpoint(self, state):
+        if not isinstance(state, dict):
+            raise TypeError("restore_from_checkpoint: the state must be the dict "
+                            "get_checkpoint_state() returned (got %s)" % type(state).__name__)
         mine = self.get_checkpoint_state()
         for key in ("version", "kind", "seed", "files", "workers"):
             if state.get(key) != mine[key]:

@@ -1,0 +1,117 @@
+"""The rules of a training loop over a minibatch source, written once and used by both drivers,
+``training_session`` (training.py) and ``ctfio.torch.CTFIterableDataset`` (torch.py): how a
+minibatch counts, where a request is cut so that an epoch ends exactly at its boundary, when an
+epoch ends, and where the timeline of a source is read (docs/torch.md, "Epochs").
+
+The timeline comes from the minibatches themselves (``MinibatchData.position``,
+``global_samples``, ``samples_per_sweep``, ``end_of_sweep``); a source is asked for its position
+only before the first request (``_timeline()``, or once its checkpoint state for user sources).
+
+Epoch rules (both drivers):
+
+* ``FULL_DATA_SWEEP``: an epoch is one sweep. When the source reports its position and the
+  samples of a sweep, a request never crosses the end of the sweep, so every epoch holds
+  exactly one sweep's samples; otherwise the epoch ends with the minibatch that holds the
+  sweep's last sequence (``end_of_sweep``).
+* a number E of samples: epoch k ends once (k + 1) * E samples were counted, and a request
+  never crosses that point (an epoch is longer only when one sequence is longer than what is
+  left).
+* ``INFINITELY_REPEAT``: one epoch that never ends (the source's own limits end the data).
+
+Cutting a request never changes the order of the data, only where minibatches begin and end.
+"""
+
+from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT
+
+__all__ = ["count_local", "end_of_sweep", "timeline", "source_timeline", "epoch_room",
+           "epoch_ends", "SampleCounter"]
+
+
+def count_local(data):
+    """The samples of a minibatch as this worker sees them: the stream that
+    ``defines_mb_size``, else the largest ``num_samples`` over its streams (CNTK's rule)."""
+    best = 0
+    for key, md in data.items():
+        if getattr(key, "defines_mb_size", False):
+            return int(md.num_samples)
+        best = max(best, int(md.num_samples))
+    return best
+
+
+def end_of_sweep(data):
+    """The minibatch holds the last sequence of a sweep."""
+    return any(getattr(md, "end_of_sweep", False) for md in data.values())
+
+
+def _int_or_none(v):
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def timeline(data):
+    """(position after it, global samples, samples per sweep) of a minibatch; None for what
+    its source does not report."""
+    for md in data.values():
+        return (_int_or_none(getattr(md, "position", None)),
+                _int_or_none(getattr(md, "global_samples", None)),
+                _int_or_none(getattr(md, "samples_per_sweep", None)))
+    return None, None, None
+
+
+def source_timeline(source, state=None):
+    """(position, samples per sweep) where the source's next minibatch starts, or Nones: from
+    ``source._timeline()`` (ctfio's own sources), else from a checkpoint state (``state``, or
+    the source's own, read once) holding ``minibatchSourcePosition`` / ``samples_per_sweep``."""
+    fn = getattr(source, "_timeline", None)
+    if fn is not None:
+        return fn()
+    if state is None:
+        try:
+            state = source.get_checkpoint_state()
+        except Exception:  # noqa: BLE001 - a user source without a usable state
+            state = None
+    if not isinstance(state, dict):
+        return None, None
+    per = _int_or_none(state.get("samples_per_sweep"))
+    return _int_or_none(state.get("minibatchSourcePosition")), per if per and per > 0 else None
+
+
+def epoch_room(epoch_size, epoch_index, counted, position, per_sweep):
+    """The most samples the next request may take so that the current epoch ends exactly at
+    its boundary, or None for no bound. ``counted``: samples counted so far (by the driver's
+    count); ``position`` / ``per_sweep``: the timeline, or None when unknown."""
+    if epoch_size == INFINITELY_REPEAT:
+        return None
+    if epoch_size == FULL_DATA_SWEEP:
+        if position is None or not per_sweep:
+            return None
+        return per_sweep - position % per_sweep
+    return (epoch_index + 1) * epoch_size - counted
+
+
+def epoch_ends(epoch_size, epoch_index, counted, sweep_end):
+    """Whether the minibatch just counted ends the epoch (``counted`` includes it)."""
+    if epoch_size == FULL_DATA_SWEEP:
+        return bool(sweep_end)
+    if epoch_size == INFINITELY_REPEAT:
+        return False
+    return counted >= (epoch_index + 1) * epoch_size
+
+
+class SampleCounter:
+    """Turns a minibatch into the count a driver uses. One worker: its local count. Several:
+    ``aggregate(local)`` when given (e.g. an all-reduce), else the minibatch's
+    ``global_samples`` (the advance of the shared timeline, the same on every worker), else
+    the local count (``use_global`` False: workers may then disagree)."""
+
+    def __init__(self, workers, aggregate=None, reports_global=True):
+        self.aggregate = aggregate
+        self.use_global = workers > 1 and aggregate is None and reports_global
+
+    def __call__(self, data, local):
+        if self.aggregate is not None:
+            return int(self.aggregate(local))
+        if self.use_global:
+            g = timeline(data)[1]
+            if g is not None:
+                return g
+        return local

@@ -1,0 +1,83 @@
+/*
+ * _stats.c -- the reader's counters (ctf_stats) and index facts (ctf_index_info) as Python
+ * dicts: the bodies of Reader.stats() and Reader.index_info().
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "_stats.h"
+
+/* Sets d[key] = value and releases value. @return : 0, or -1 (also when value is NULL). */
+static int put(PyObject *d, const char *key, PyObject *value)
+{
+    if (!value) return -1;
+    int rc = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return rc;
+}
+
+PyObject *ctf_py_stats_dict(const ctf_stats *s, PyObject *names)
+{
+    PyObject *d = NULL, *streams = NULL;
+    if (!(d = PyDict_New()) || !(streams = PyList_New(0))) goto error;
+    int rc = 0;
+#define PUT(dict, key, value) rc = rc ? rc : put(dict, key, value)
+    PUT(d, "sequences", PyLong_FromUnsignedLongLong(s->sequences));
+    PUT(d, "errors", PyLong_FromUnsignedLongLong(s->errors));
+    PUT(d, "warnings", PyLong_FromUnsignedLongLong(s->warnings));
+    PUT(d, "dropped_rows", PyLong_FromUnsignedLongLong(s->dropped_rows));
+    PUT(d, "dropped_sequences", PyLong_FromUnsignedLongLong(s->dropped_sequences));
+    PUT(d, "chunks_loaded", PyLong_FromUnsignedLongLong(s->chunks_loaded));
+    PUT(d, "chunks_resident", PyLong_FromUnsignedLongLong(s->chunks_resident));
+    PUT(d, "chunks_resident_peak", PyLong_FromUnsignedLongLong(s->chunks_resident_peak));
+    PUT(d, "bytes_resident", PyLong_FromUnsignedLongLong(s->bytes_resident));
+    PUT(d, "bytes_resident_peak", PyLong_FromUnsignedLongLong(s->bytes_resident_peak));
+    PUT(d, "num_streams", PyLong_FromSize_t(s->num_streams));
+    PUT(d, "keys_missing", PyLong_FromUnsignedLongLong(s->keys_missing));
+    PUT(d, "keys_unmatched", PyLong_FromUnsignedLongLong(s->keys_unmatched));
+    for (size_t k = 0; !rc && k < s->num_streams && k < CTF_MAX_STREAMS; k++) {
+        PyObject *sd = PyDict_New();
+        if (!sd) goto error;
+        rc = PyList_Append(streams, sd);
+        Py_DECREF(sd); /* the list holds it */
+        if (k < (size_t)PyTuple_GET_SIZE(names)) {
+            PyObject *name = PyTuple_GET_ITEM(names, (Py_ssize_t)k);
+            Py_INCREF(name);
+            PUT(sd, "name", name);
+        }
+        PUT(sd, "samples", PyLong_FromUnsignedLongLong(s->streams[k].samples));
+        PUT(sd, "nonzeros", PyLong_FromUnsignedLongLong(s->streams[k].nonzeros));
+        PUT(sd, "dropped_samples", PyLong_FromUnsignedLongLong(s->streams[k].dropped_samples));
+    }
+    rc = rc ? rc : PyDict_SetItemString(d, "streams", streams);
+#undef PUT
+    if (rc) goto error;
+    Py_DECREF(streams);
+    return d;
+error:
+    Py_XDECREF(streams);
+    Py_XDECREF(d);
+    return NULL;
+}
+
+PyObject *ctf_py_index_info_dict(const ctf_index_info *info)
+{
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    int rc = 0;
+#define PUT(key, value) rc = rc ? rc : put(d, key, value)
+    PUT("file_size", PyLong_FromUnsignedLongLong(info->file_size));
+    PUT("sequences", PyLong_FromUnsignedLongLong(info->sequences));
+    PUT("samples", PyLong_FromUnsignedLongLong(info->samples));
+    PUT("lines", PyLong_FromUnsignedLongLong(info->lines));
+    PUT("chunks", PyLong_FromUnsignedLongLong(info->chunks));
+    PUT("max_sequence_samples", PyLong_FromUnsignedLongLong(info->max_sequence_samples));
+    PUT("line_mode", PyBool_FromLong(info->line_mode));
+    PUT("from_cache", PyBool_FromLong(info->from_cache));
+#undef PUT
+    if (rc) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
