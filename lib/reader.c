@@ -592,6 +592,7 @@ static int bptt_fetch(ctf_reader *r, bptt_slot *s, bool *end_of_sweep)
     if (rc) return rc;
     s->busy = true;
     s->skip = false;
+    s->recheck = false;
     s->seq = seq;
     s->chunk = chunk;
     s->sweep = r->cur_sweep;
@@ -616,13 +617,20 @@ static int bptt_fetch(ctf_reader *r, bptt_slot *s, bool *end_of_sweep)
     return 1;
 }
 
-/* Checks, once per sequence, that its streams have equal lengths (a BPTT requirement). */
-static int bptt_check(ctf_reader *r, bptt_slot *s, const ctf__chunk_data *cd, size_t local)
+/* Checks, once per sequence, that its streams have equal lengths (a BPTT requirement). A slot
+ * restored in the middle of a sequence (quiet) was checked, counted and reported before the
+ * checkpoint: only its verdict is wanted again. */
+static int bptt_check(ctf_reader *r, bptt_slot *s, const ctf__chunk_data *cd, size_t local,
+                      bool quiet)
 {
     const size_t ns = r->cfg.num_streams;
     const ctf__slice *sl = &cd->slices[local * ns];
     for (size_t k = 1; k < ns; k++) {
         if (sl[k].count == sl[0].count) continue;
+        if (quiet) {
+            s->skip = true;
+            return 0;
+        }
         const ctf__seq *q;
         int rc = ctf__source_seq(r->src, s->chunk, s->seq, &q, &r->err);
         if (rc) return rc;
@@ -682,10 +690,11 @@ static int bptt_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
                 rc = get_chunk(r, s->chunk, &cd);
                 if (rc) return fail_dead(r, rc);
                 size_t local = s->seq - r->src->chunks[s->chunk].first_seq;
-                if (s->offset == 0 && !cd->dropped[local]) {
-                    rc = bptt_check(r, s, cd, local);
+                if ((s->offset == 0 || s->recheck) && !cd->dropped[local]) {
+                    rc = bptt_check(r, s, cd, local, s->offset != 0);
                     if (rc) return fail_dead(r, rc);
                 }
+                s->recheck = false;
                 if (!cd->dropped[local] && !s->skip) {
                     const ctf__seq *q;
                     rc = ctf__source_seq(r->src, s->chunk, s->seq, &q, &r->err);

@@ -74,6 +74,7 @@ typedef struct bptt_slot {
     uint32_t offset;         /* samples delivered so far */
     uint32_t length;         /* its index samples */
     bool skip;               /* dropped (unequal stream lengths): advance without delivering */
+    bool recheck;            /* restored mid-sequence: redo the length check, quietly */
 } bptt_slot;
 
 /* reader.c's operations that state.c needs. */

@@ -296,6 +296,8 @@ static int restore_bptt(ctf_reader *r, const kv *field)
         s->length = q->samples;
         if (v[2] >= s->length) goto bad;
         s->busy = true;
+        s->skip = false;
+        s->recheck = true;
         s->sweep = v[0];
         s->tslot = (size_t)v[1];
         s->offset = (uint32_t)v[2];
