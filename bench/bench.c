@@ -10,7 +10,7 @@
  *                       [--window 4] [--no-reader] [--only cpu|scan|numbers|index|parse|reader]
  *   bench rss KIND FILE [--chunk-mb 4] [--window 4] [--threads 2] [--mb-samples K]
  *
- * KIND names the stream layout written by bench/gen.py: dense, mnist, sparse, seq.
+ * KIND names the stream layout written by bench/gen.py: dense, mnist, sparse, seq, features.
  *
  * `all` reads FILE once (warm page cache, and the in-memory copy used by the number kernels and
  * the parse-only run), then measures, each N times (median reported; the repetitions of numbers
@@ -161,6 +161,7 @@ static const ctf_stream_def MNIST[] = {{"labels", NULL, 10, false, false},
 static const ctf_stream_def SPARSE[] = {{"src", NULL, 50000, true, false},
                                         {"tgt", NULL, 50000, true, false}};
 static const ctf_stream_def SEQ[] = {{"x", NULL, 20, false, false}, {"y", NULL, 1000, true, false}};
+static const ctf_stream_def FEATURES[] = {{"features", NULL, 256, false, false}};
 
 static void layout(const char *kind, const ctf_stream_def **s, size_t *n)
 {
@@ -168,8 +169,9 @@ static void layout(const char *kind, const ctf_stream_def **s, size_t *n)
     else if (!strcmp(kind, "mnist")) *s = MNIST, *n = 2;
     else if (!strcmp(kind, "sparse")) *s = SPARSE, *n = 2;
     else if (!strcmp(kind, "seq")) *s = SEQ, *n = 2;
+    else if (!strcmp(kind, "features")) *s = FEATURES, *n = 1;
     else {
-        fprintf(stderr, "bench: unknown kind '%s' (dense, mnist, sparse, seq)\n", kind);
+        fprintf(stderr, "bench: unknown kind '%s' (dense, mnist, sparse, seq, features)\n", kind);
         exit(2);
     }
 }

@@ -7,6 +7,8 @@ Four kinds, each `--mb` MiB (default 256; `--quick`: 32), in bench/data/ (git-ig
   mnist   line mode, MNIST-like:       |labels <one-hot 10> |features <784 ints 0-255, ~80% zeros>
   sparse  line mode, DSSM-like:        |src i:v ... |tgt i:v ...   (dim 50000, 20-40 entries each,
                                        sorted indices, small integer counts)
+  features (only when named in --kinds; bench/peers.py --defaults writes it)
+          line mode, one dense stream of 256: |features v1 ... v256   (values as dense)
   seq     id mode, sequences of 5-50 lines: ID |x <20 x %.4g> and, on the first line only,
                                        |y i:1 (sparse label, dim 1000)
 
@@ -29,7 +31,7 @@ import sys
 import time
 
 KINDS = ("dense", "mnist", "sparse", "seq")
-SEEDS = {"dense": 1001, "mnist": 1002, "sparse": 1003, "seq": 1004, "big": 1005}
+SEEDS = {"features": 1006, "dense": 1001, "mnist": 1002, "sparse": 1003, "seq": 1004, "big": 1005}
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(HERE, "data")
 MiB = 1 << 20
@@ -48,6 +50,14 @@ def gen_dense(rng, dim=100):
     choices = rng.choices
     while True:
         yield "|x " + " ".join(choices(pool, k=dim)) + "\n"
+
+
+def gen_features(rng, dim=256):
+    """The default-settings benchmark's file: `|features` + 256 floats a line."""
+    pool = gauss_pool(rng)
+    choices = rng.choices
+    while True:
+        yield "|features " + " ".join(choices(pool, k=dim)) + "\n"
 
 
 def gen_mnist(rng):
@@ -92,7 +102,7 @@ def gen_seq(rng, dim=20, labels=1000):
         sid += 1
 
 
-GENS = {"dense": gen_dense, "mnist": gen_mnist, "sparse": gen_sparse, "seq": gen_seq}
+GENS = {"dense": gen_dense, "features": gen_features, "mnist": gen_mnist, "sparse": gen_sparse, "seq": gen_seq}
 
 
 def path_for(out, kind, mb):
@@ -136,7 +146,7 @@ def main(argv=None):
     os.makedirs(a.out, exist_ok=True)
     kinds = [k for k in a.kinds.split(",") if k]
     for k in kinds:
-        if k not in KINDS:
+        if k not in KINDS and k not in GENS:
             ap.error("unknown kind %r" % k)
     jobs = [(k, path_for(a.out, k, mb), mb, SEEDS[k]) for k in kinds]
     if a.big:

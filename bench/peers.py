@@ -26,8 +26,18 @@ ratios are also given in values per second, which does not depend on the `|x ` p
   .venv/bin/python bench/peers.py --mb 64 --reps 5
   .venv/bin/python bench/peers.py --no-cache-test --no-c
 
-pandas and pyarrow are benchmark-only dependencies: `.venv/bin/pip install pandas pyarrow`
-(the script installs them into its own interpreter's environment when missing).
+First, the default-settings table: a new user's code (`MinibatchSource(CTFDeserializer(f,
+StreamDefs(features=StreamDef(field='features', shape=256))), max_sweeps=1)`, next_minibatch(4096)
+to the end) on a `--mb-defaults` MiB file of `|features` + 256 floats a line, with `.asarray()`
+and `.values`, + 4 MiB chunks, + the index cache (second open), randomize=False, pinned to one
+core, a sparse file on two cores and on one, then polars / pyarrow / pandas (c engine, float32)
+reading the same numbers space-separated, and the parser alone (build/bench parse_only, from
+memory); printed as one table with the ratios:
+
+  .venv/bin/python bench/peers.py --defaults-only --reps 3
+
+pandas, pyarrow and polars are benchmark-only dependencies: `.venv/bin/pip install pandas pyarrow
+polars` (the script installs them into its own interpreter's environment when missing).
 """
 import argparse
 import datetime
@@ -198,8 +208,91 @@ def w_open(a):
             "stats": {k: st[k] for k in st if "cache" in k} if isinstance(st, dict) else None}
 
 
+# ---------------------------------------------------------------- the default-settings table
+# A new user's code on a `|features` + 256 floats file, and the dataframe readers on the same
+# numbers (the file without its `|features ` prefixes, space-separated).
+
+FEAT_DIM = 256
+
+
+def w_defaults(a):
+    """MinibatchSource with the defaults (only what the row names changed), next_minibatch(4096)
+    to the end, `.asarray()` or `.values` of every minibatch. Open (indexing) included."""
+    from ctfio import MinibatchSource, CTFDeserializer, StreamDefs, StreamDef
+    kw = {}
+    if not a.randomize:
+        kw["randomize"] = False
+    if a.chunk_mb:
+        kw["chunk_size_in_bytes"] = a.chunk_mb * MiB
+    if a.cache:
+        kw["cache_index"] = True
+    if a.threads:
+        kw["num_threads"] = a.threads
+    sparse = a.engine == "sparse"
+
+    def open_src():
+        if sparse:
+            defs = StreamDefs(src=StreamDef(field="src", shape=50000, is_sparse=True),
+                              tgt=StreamDef(field="tgt", shape=50000, is_sparse=True))
+        else:
+            defs = StreamDefs(features=StreamDef(field="features", shape=FEAT_DIM))
+        return MinibatchSource(CTFDeserializer(a.file, defs), max_sweeps=1, **kw)
+
+    if a.cache:  # the row measures the second open: the first one writes the cache
+        open_src().close()
+    t0 = time.perf_counter()
+    src = open_src()
+    n = 0
+    while True:
+        mb = src.next_minibatch(4096)
+        if not mb:
+            break
+        for d in mb.values():
+            x = d.asarray() if a.access == "asarray" else d.values
+            n += x.size if hasattr(x, "size") else x.nnz
+    secs = time.perf_counter() - t0
+    src.close()
+    return {"seconds": secs, "values": n, "checksum": 0.0}
+
+
+def w_polars(a):
+    import polars as pl
+    t0 = time.perf_counter()
+    df = pl.read_csv(a.file, has_header=False, separator=" ",
+                     schema={"c%d" % i: pl.Float32 for i in range(FEAT_DIM)})
+    x = df.to_numpy()
+    secs = time.perf_counter() - t0
+    return dict(seconds=secs, values=int(x.size), **_checksum(x))
+
+
+def w_pyarrow_sp(a):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    ro = pcsv.ReadOptions(autogenerate_column_names=True)
+    po = pcsv.ParseOptions(delimiter=" ")
+    co = pcsv.ConvertOptions(column_types={"f%d" % i: pa.float32() for i in range(FEAT_DIM)})
+    t0 = time.perf_counter()
+    tbl = pcsv.read_csv(a.file, read_options=ro, parse_options=po, convert_options=co)
+    x = np.column_stack([c.to_numpy() for c in tbl.columns])
+    secs = time.perf_counter() - t0
+    return dict(seconds=secs, values=int(x.size), **_checksum(x))
+
+
+def w_pandas_sp(a):
+    import numpy as np
+    import pandas as pd
+    t0 = time.perf_counter()
+    df = pd.read_csv(a.file, header=None, sep=" ", dtype=np.float32, engine="c")
+    x = df.to_numpy()
+    secs = time.perf_counter() - t0
+    return dict(seconds=secs, values=int(x.size), **_checksum(x))
+
+
 WORKERS = {"baseline": w_baseline, "ctfio": w_ctfio, "pandas": w_pandas, "pyarrow": w_pyarrow,
-           "loadtxt": w_loadtxt, "purepy": w_purepy, "sweeps": w_sweeps, "open": w_open}
+           "loadtxt": w_loadtxt, "purepy": w_purepy, "sweeps": w_sweeps, "open": w_open,
+           "defaults": w_defaults, "polars": w_polars, "pyarrow_sp": w_pyarrow_sp,
+           "pandas_sp": w_pandas_sp}
 
 
 def worker_main(argv):
@@ -216,6 +309,7 @@ def worker_main(argv):
     ap.add_argument("--sweeps", type=int, default=3)
     ap.add_argument("--cache", type=int, default=0)
     ap.add_argument("--cores", type=int, default=0, help="pin the process to the first N CPUs")
+    ap.add_argument("--access", default="values")
     a = ap.parse_args(argv)
     if a.cores:
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:a.cores])
@@ -285,9 +379,11 @@ def measure(tool, path, reps, **kw):
 def ensure_deps():
     try:
         import pandas  # noqa: F401
+        import polars  # noqa: F401
         import pyarrow  # noqa: F401
     except ImportError:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pandas", "pyarrow"], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pandas", "pyarrow", "polars"],
+                       check=True)
 
 
 def ctf_to_csv(src, dst, max_bytes=None):
@@ -334,6 +430,92 @@ def c_bench(path, reps, rebuild=False):
     return recs
 
 
+def defaults_table(a):
+    """The default-settings table: each row in its own child, the rows alternated `--reps` times
+    (best run of each), so that a change in the machine's load hits every row alike."""
+    gen = os.path.join(HERE, "gen.py")
+    subprocess.run([sys.executable, gen, "--mb", str(a.mb_defaults), "--kinds", "features"],
+                   check=True, cwd=ROOT)
+    subprocess.run([sys.executable, gen, "--mb", str(a.sparse_mb), "--kinds", "sparse"],
+                   check=True, cwd=ROOT)
+    ctf = os.path.join(DATA, "features_%dmb.ctf" % a.mb_defaults)
+    sparse = os.path.join(DATA, "sparse_%dmb.ctf" % a.sparse_mb)
+    txt = os.path.join(DATA, "features_%dmb.txt" % a.mb_defaults)
+    if not os.path.exists(txt) or os.path.getmtime(txt) < os.path.getmtime(ctf):
+        with open(ctf, "rb") as f, open(txt + ".tmp", "wb") as g:
+            for line in f:
+                g.write(line[len(b"|features "):])
+        os.replace(txt + ".tmp", txt)
+    for p in (ctf, txt, sparse):  # warm the page cache
+        with open(p, "rb") as f:
+            while f.read(16 * MiB):
+                pass
+    d = dict(threads=0, chunk_mb=0, randomize=1, cache=0, access="values", cores=0, engine="c")
+    rows = [
+        ("def_asarray", "defaults, `mb[s].asarray()`", "defaults", ctf, dict(d, access="asarray")),
+        ("def_values", "defaults, `mb[s].values`", "defaults", ctf, d),
+        ("def_4mib", "defaults + `chunk_size_in_bytes=4 MiB`, `.values`", "defaults", ctf,
+         dict(d, chunk_mb=4)),
+        ("def_cache", "defaults + `cache_index=True` (second open), `.values`", "defaults", ctf,
+         dict(d, cache=1)),
+        ("seq_values", "`randomize=False`, `.values`", "defaults", ctf, dict(d, randomize=0)),
+        ("seq_asarray", "`randomize=False`, `.asarray()`", "defaults", ctf,
+         dict(d, randomize=0, access="asarray")),
+        ("def_asarray_1c", "defaults, `.asarray()`, pinned to 1 core", "defaults", ctf,
+         dict(d, access="asarray", cores=1)),
+        ("sparse_2c", "sparse file (%d MiB), defaults, `.values`" % a.sparse_mb, "defaults",
+         sparse, dict(d, engine="sparse")),
+        ("sparse_1c", "sparse file, defaults, `.values`, pinned to 1 core", "defaults", sparse,
+         dict(d, engine="sparse", cores=1)),
+        ("polars", "polars.read_csv of the same numbers (space-separated, all cores)", "polars",
+         txt, {}),
+        ("pyarrow", "pyarrow.csv.read_csv (all cores)", "pyarrow_sp", txt, {}),
+        ("pandas", "pandas.read_csv (c engine, float32)", "pandas_sp", txt, {}),
+    ]
+    best = {}
+    for rep in range(a.reps):
+        for key, _, tool, path, kw in rows:
+            r = child(tool, path, **kw)
+            gbps = r["bytes"] / r["seconds"] / 1e9
+            print("  %-16s %.3f GB/s" % (key, gbps), file=sys.stderr)
+            best[key] = max(best.get(key, 0.0), gbps)
+    # The parser alone, from memory, on the same cores (build/bench's parse_only_2t).
+    sys.path.insert(0, HERE)
+    import run as runpy_mod  # bench/run.py
+    runpy_mod.build()
+    p = subprocess.run([runpy_mod.BENCH_BIN, "all", "features", ctf, "--only", "parse",
+                        "--chunks", "32", "--reps", str(a.reps)],
+                       cwd=ROOT, capture_output=True, text=True, check=True)
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            rec = json.loads(line)
+            if rec["bench"] in ("parse_only", "parse_only_2t"):
+                best[rec["bench"]] = max(rec["bytes"] / s / 1e9 for s in rec["seconds"])
+    out = ["Default settings (%s, %d cores, load %.1f; best of %d, rows alternated):" % (
+        datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), os.cpu_count(), os.getloadavg()[0],
+        a.reps), "", "| case | GB/s |", "|---|---|"]
+    for key, label, *_ in rows:
+        out.append("| %s | %.2f |" % (label, best[key]))
+    out.append("| parser alone, from memory, 32 MiB chunks, 1 thread / 2 threads | %.2f / %.2f |"
+               % (best.get("parse_only", 0), best.get("parse_only_2t", 0)))
+    ratio = lambda x, y: best[x] / best[y] if best.get(y) else float("nan")  # noqa: E731
+    out += ["", "| ratio | measured | target |", "|---|---|---|",
+            "| defaults randomized / `randomize=False` (`.values`) | %.2f | >= 0.9 |"
+            % ratio("def_values", "seq_values"),
+            "| ... (`.asarray()`) | %.2f | >= 0.9 |" % ratio("def_asarray", "seq_asarray"),
+            "| `asarray()` / `.values`, defaults | %.2f | >= 0.95 |"
+            % ratio("def_asarray", "def_values"),
+            "| defaults `asarray()` / polars | %.2f | >= 4 |" % ratio("def_asarray", "polars"),
+            "| defaults `asarray()` / pandas | %.2f | >= 6 |" % ratio("def_asarray", "pandas"),
+            "| two cores / one core, dense | %.2f | >= 1.8 |"
+            % ratio("def_asarray", "def_asarray_1c"),
+            "| two cores / one core, sparse | %.2f | >= 1.8 |" % ratio("sparse_2c", "sparse_1c"),
+            "| end to end (defaults `asarray()`) / parser alone on 2 threads | %.2f | >= 0.8 |"
+            % ratio("def_asarray", "parse_only_2t")]
+    print("\n".join(out))
+    return best
+
+
 def machine():
     info = {"model": platform.machine(), "cores": os.cpu_count()}
     out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
@@ -361,8 +543,18 @@ def main(argv=None):
     ap.add_argument("--no-cache-test", action="store_true")
     ap.add_argument("--cache-mb", type=int, default=1024, help="file size of the cache test")
     ap.add_argument("--json", default=os.path.join(DATA, "peers.json"))
+    ap.add_argument("--mb-defaults", type=int, default=256,
+                    help="size of the default-settings table's `|features` file in MiB")
+    ap.add_argument("--sparse-mb", type=int, default=64, help="its sparse file's size in MiB")
+    ap.add_argument("--defaults-only", action="store_true",
+                    help="print the default-settings table and stop")
+    ap.add_argument("--no-defaults", action="store_true", help="skip the default-settings table")
     a = ap.parse_args(argv)
     ensure_deps()
+    if not a.no_defaults:
+        defaults_table(a)
+        if a.defaults_only:
+            return 0
     cores = os.cpu_count()
     load0 = os.getloadavg()
     date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")

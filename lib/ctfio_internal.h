@@ -357,7 +357,15 @@ typedef struct ctf__mb_info {
     uint64_t sweep;             /* sweep of its first sequence */
     bool end_of_sweep;          /* the global minibatch held the last sequence of a sweep */
     bool corpus;                /* the source has several files: the JSON names each one */
+    /* Optional: runs fn(arg, 0), ..., fn(arg, parts - 1), possibly on several threads, and
+     * returns when all are done (NULL: the copies run on the caller's thread). */
+    void (*run_parts)(void *ctx, void (*fn)(void *arg, size_t part), void *arg, size_t parts);
+    void *run_ctx;
+    size_t max_parts;           /* at most this many parts (the threads that can help) */
 } ctf__mb_info;
+
+/* Each part of a parallel copy moves at least this much (smaller minibatches: one part). */
+#define CTF__PACK_PART_BYTES ((size_t)256 << 10)
 
 /* ctf__pack(pc, picks, n, info, out, err): copies the picked sequences' samples into one owned
  * minibatch, stream by stream, in pick order. Dropped sequences must not be passed.
@@ -513,6 +521,11 @@ int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error 
 void ctf__loader_drop_all(ctf__loader *l);
 /* Forgets the request for chunk c and its loaded data, if any (a request no longer needed). */
 void ctf__loader_cancel(ctf__loader *l, size_t c);
+/* Runs fn(arg, 0 .. parts - 1): idle threads take parts before any queued load, the caller runs
+ * every part nobody has started, then waits for the running ones. Without threads the caller
+ * runs them all. The signature of ctf__mb_info.run_parts (ctx: the loader). */
+void ctf__loader_run_parts(void *loader, void (*fn)(void *arg, size_t part), void *arg,
+                           size_t parts);
 /* Bytes held in loaded-but-untaken chunks, and their number. */
 void ctf__loader_held(ctf__loader *l, size_t *chunks, size_t *bytes);
 void ctf__loader_free(ctf__loader *l);

@@ -94,12 +94,67 @@ static void prefetch_range(const void *p, size_t n)
 #endif
 }
 
+/* One part of a minibatch's copies: picks [n * part / parts, n * (part + 1) / parts) of every
+ * stream, into the places the sizes pass computed. */
+typedef struct pack_job {
+    const ctf__parse_cfg *pc;
+    const ctf__pick *picks;
+    size_t n, parts;
+    ctf_minibatch *mb;
+    const size_t *offsets;  /* per stream: n + 1 sample offsets, then n + 1 entry offsets */
+} pack_job;
+
+static void copy_part(void *arg, size_t part)
+{
+    const pack_job *j = arg;
+    const size_t ns = j->pc->num_streams, elt = (size_t)j->pc->precision, n = j->n;
+    const size_t i0 = n * part / j->parts, i1 = n * (part + 1) / j->parts;
+    for (size_t k = 0; k < ns; k++) {
+        const ctf_stream_def *def = &j->pc->streams[k];
+        mb_stream *s = &j->mb->streams[k];
+        const size_t *rows = j->offsets + 2 * k * (n + 1), *nzs = rows + (n + 1);
+        for (size_t i = i0; i < i1; i++) {
+            const ctf__slice sl = pick_slice(&j->picks[i], ns, k);
+            if (!sl.count) continue;
+            const ctf__stream_data *sd = &j->picks[i].cd->streams[k];
+            if (!def->is_sparse) {
+                const size_t row_bytes = def->dim * elt;
+                char *dst = (char *)s->values + rows[i] * row_bytes;
+                if (!row_bytes) continue;
+                if (sd->dense_off) {
+                    /* Samples stored short (their zeros were not kept): zero-filled here. */
+                    for (uint32_t r = 0; r < sl.count; r++, dst += row_bytes) {
+                        const size_t a = sd->dense_off[sl.first + r];
+                        const size_t len = (sd->dense_off[sl.first + r + 1] - a) * elt;
+                        if (len) memcpy(dst, (const char *)sd->values + a * elt, len);
+                        memset(dst + len, 0, row_bytes - len);
+                    }
+                    continue;
+                }
+                memcpy(dst, (const char *)sd->values + (size_t)sl.first * row_bytes,
+                       (size_t)sl.count * row_bytes);
+            } else {
+                const int64_t b = sd->indptr[sl.first];
+                const size_t at = nzs[i], cnt = nzs[i + 1] - at;
+                if (cnt) { /* samples without entries: sd->values may still be NULL */
+                    memcpy((char *)s->values + at * elt,
+                           (const char *)sd->values + (size_t)b * elt, cnt * elt);
+                    memcpy(s->indices + at, sd->indices + b, cnt * sizeof *s->indices);
+                }
+                for (uint32_t r = 1; r <= sl.count; r++)
+                    s->indptr[rows[i] + r] = (int64_t)at + (sd->indptr[sl.first + r] - b);
+            }
+        }
+    }
+}
+
 int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
               const ctf__mb_info *info, ctf_minibatch **out, ctf_error *err)
 {
     const size_t ns = pc->num_streams;
     const size_t elt = (size_t)pc->precision;
     *out = NULL;
+    size_t *scratch = NULL;
     ctf_minibatch *mb = CTF_CALLOC(1, sizeof *mb);
     if (!mb) goto oom;
     mb->num_seqs = n;
@@ -136,9 +191,14 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
             if (sl.count) prefetch_range(&picks[i].cd->streams[k].indptr[sl.first], 1);
         }
     }
+    /* Prefix sums per stream: where each pick's samples (rows) and entries (nzs) start. */
+    scratch = CTF_MALLOC(2 * ns * (n + 1) * sizeof *scratch);
+    if (!scratch) goto oom;
+    size_t total_bytes = 0;
     for (size_t k = 0; k < ns; k++) {
         const ctf_stream_def *def = &pc->streams[k];
         mb_stream *s = &mb->streams[k];
+        size_t *rows = scratch + 2 * k * (n + 1), *nzs = rows + (n + 1);
         s->name = ctf__strdup(def->name);
         s->is_sparse = def->is_sparse;
         s->dim = def->dim;
@@ -146,11 +206,14 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
         if (!s->name || !s->lengths) goto oom;
         /* Sizes first, so each buffer is allocated once. The same pass prefetches what the
          * copies will read: in a randomized minibatch every sequence lies somewhere else in the
-         * window's chunks (megabytes), and the copies stalled on those misses one by one. */
+         * window's chunks (megabytes), and the copies stalled on those misses one by one. It
+         * also records the samples the end of the file cut short, in order. */
         size_t samples = 0, nnz = 0;
         for (size_t i = 0; i < n; i++) {
             const ctf__chunk_data *cd = picks[i].cd;
             const ctf__slice sl_ = pick_slice(&picks[i], ns, k), *sl = &sl_;
+            rows[i] = samples;
+            nzs[i] = nnz;
             s->lengths[i] = sl->count;
             samples += sl->count;
             if (!sl->count) continue;
@@ -169,8 +232,18 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
                                (ctf__dense_at(sd, def->dim, sl->first + sl->count - 1) +
                                 ctf__dense_len(sd, def->dim, sl->first + sl->count - 1) - a) *
                                    elt);
+                if (sd->short_sample >= (int64_t)sl->first &&
+                    sd->short_sample < (int64_t)sl->first + sl->count) {
+                    if (!s->shorts) s->shorts = CTF_MALLOC(2 * n * sizeof *s->shorts);
+                    if (!s->shorts) goto oom;
+                    s->shorts[2 * s->num_shorts] = rows[i] + (size_t)sd->short_sample - sl->first;
+                    s->shorts[2 * s->num_shorts + 1] = sd->short_count;
+                    s->num_shorts++;
+                }
             }
         }
+        rows[n] = samples;
+        nzs[n] = nnz;
         s->samples = samples;
         if (!def->is_sparse) {
             size_t vals = 1;
@@ -179,68 +252,30 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
                 goto oom;
             s->values = CTF_MALLOC(vals * elt);
             if (!s->values) goto oom;
-            char *dst = s->values;
-            size_t row = 0;
-            for (size_t i = 0; i < n; i++) {
-                const ctf__chunk_data *cd = picks[i].cd;
-                const ctf__slice sl_ = pick_slice(&picks[i], ns, k), *sl = &sl_;
-                size_t bytes = (size_t)sl->count * def->dim * elt;
-                const ctf__stream_data *sd = &cd->streams[k];
-                if (sd->short_sample >= (int64_t)sl->first &&
-                    sd->short_sample < (int64_t)sl->first + sl->count) {
-                    if (!s->shorts) s->shorts = CTF_MALLOC(2 * n * sizeof *s->shorts);
-                    if (!s->shorts) goto oom;
-                    s->shorts[2 * s->num_shorts] = row + (size_t)sd->short_sample - sl->first;
-                    s->shorts[2 * s->num_shorts + 1] = sd->short_count;
-                    s->num_shorts++;
-                }
-                row += sl->count;
-                if (!bytes) continue;
-                if (sd->dense_off) {
-                    /* Samples stored short (their zeros were not kept): zero-filled here. */
-                    const size_t row_bytes = def->dim * elt;
-                    for (uint32_t j = 0; j < sl->count; j++, dst += row_bytes) {
-                        const size_t a = sd->dense_off[sl->first + j];
-                        const size_t len = (sd->dense_off[sl->first + j + 1] - a) * elt;
-                        if (len) memcpy(dst, (const char *)sd->values + a * elt, len);
-                        memset(dst + len, 0, row_bytes - len);
-                    }
-                    continue;
-                }
-                memcpy(dst, (const char *)cd->streams[k].values + (size_t)sl->first * def->dim * elt,
-                       bytes);
-                dst += bytes;
-            }
+            total_bytes += vals * elt;
         } else {
             s->nnz = nnz;
             s->values = CTF_MALLOC((nnz ? nnz : 1) * elt);
             s->indices = CTF_MALLOC((nnz ? nnz : 1) * sizeof *s->indices);
             s->indptr = CTF_MALLOC((samples + 1) * sizeof *s->indptr);
             if (!s->values || !s->indices || !s->indptr) goto oom;
-            size_t at = 0, row = 0;
             s->indptr[0] = 0;
-            for (size_t i = 0; i < n; i++) {
-                const ctf__chunk_data *cd = picks[i].cd;
-                const ctf__slice sl_ = pick_slice(&picks[i], ns, k), *sl = &sl_;
-                if (!sl->count) continue;
-                const ctf__stream_data *sd = &cd->streams[k];
-                int64_t b = sd->indptr[sl->first], e = sd->indptr[sl->first + sl->count];
-                size_t cnt = (size_t)(e - b);
-                if (cnt) { /* samples without entries: sd->values may still be NULL */
-                    memcpy((char *)s->values + at * elt,
-                           (const char *)sd->values + (size_t)b * elt, cnt * elt);
-                    memcpy(s->indices + at, sd->indices + b, cnt * sizeof *s->indices);
-                }
-                for (uint32_t j = 1; j <= sl->count; j++)
-                    s->indptr[row + j] = (int64_t)at + (sd->indptr[sl->first + j] - b);
-                row += sl->count;
-                at += cnt;
-            }
+            total_bytes += nnz * (elt + sizeof *s->indices) + samples * sizeof *s->indptr;
         }
     }
+    /* The copies write disjoint ranges, so they can run on several threads with the same
+     * result; a small minibatch is copied here (handing it over costs more than it saves). */
+    size_t parts = 1;
+    if (info->run_parts && info->max_parts > 1 && n > 1)
+        parts = CTF_MIN(CTF_MIN(info->max_parts, n), total_bytes / CTF__PACK_PART_BYTES);
+    pack_job job = {pc, picks, n, parts ? parts : 1, mb, scratch};
+    if (job.parts > 1) info->run_parts(info->run_ctx, copy_part, &job, job.parts);
+    else copy_part(&job, 0);
+    CTF_FREE(scratch);
     *out = mb;
     return 0;
 oom:
+    CTF_FREE(scratch);
     ctf_minibatch_free(mb);
     return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory packing a minibatch");
 }

@@ -41,6 +41,10 @@ struct ctf__loader {
     size_t num_threads;
     bool stop;
     size_t held_chunks, held_bytes;
+    /* The parts of one ctf__loader_run_parts call (the caller's minibatch copies). */
+    void (*job_fn)(void *arg, size_t part);
+    void *job_arg;
+    size_t job_parts, job_next, job_running;
     ctf__readbuf caller_buf;    /* for loads run by ctf__loader_take on the caller's thread */
 };
 
@@ -57,8 +61,22 @@ static void *worker_main(void *arg)
     ctf__readbuf rb = {0};
     pthread_mutex_lock(&l->mu);
     for (;;) {
-        while (!l->stop && l->q_len == 0) pthread_cond_wait(&l->work, &l->mu);
+        while (!l->stop && l->q_len == 0 && l->job_next >= l->job_parts)
+            pthread_cond_wait(&l->work, &l->mu);
         if (l->stop) break;
+        if (l->job_next < l->job_parts) {
+            /* The caller is waiting for these copies now; a queued load is for later. */
+            size_t part = l->job_next++;
+            l->job_running++;
+            void (*fn)(void *, size_t) = l->job_fn;
+            void *jarg = l->job_arg;
+            pthread_mutex_unlock(&l->mu);
+            fn(jarg, part);
+            pthread_mutex_lock(&l->mu);
+            l->job_running--;
+            pthread_cond_broadcast(&l->done);
+            continue;
+        }
         size_t c = l->queue[l->q_head];
         l->q_head = (l->q_head + 1) % l->src->num_chunks;
         l->q_len--;
@@ -242,6 +260,34 @@ void ctf__loader_cancel(ctf__loader *l, size_t c)
         l->res[c] = (load_result){0};
         l->state[c] = ST_NONE;
     }
+    pthread_mutex_unlock(&l->mu);
+}
+
+void ctf__loader_run_parts(void *loader, void (*fn)(void *arg, size_t part), void *arg,
+                           size_t parts)
+{
+    ctf__loader *l = loader;
+    if (!l->num_threads) {
+        for (size_t i = 0; i < parts; i++) fn(arg, i);
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    l->job_fn = fn;
+    l->job_arg = arg;
+    l->job_next = 0;
+    l->job_parts = parts;
+    pthread_cond_broadcast(&l->work);
+    /* Never wait for a part nobody has started: a thread busy with a load takes none. */
+    while (l->job_next < l->job_parts) {
+        size_t part = l->job_next++;
+        pthread_mutex_unlock(&l->mu);
+        fn(arg, part);
+        pthread_mutex_lock(&l->mu);
+    }
+    while (l->job_running) pthread_cond_wait(&l->done, &l->mu);
+    l->job_fn = NULL;
+    l->job_arg = NULL;
+    l->job_parts = l->job_next = 0;
     pthread_mutex_unlock(&l->mu);
 }
 

@@ -547,13 +547,35 @@ static int fail_dead(ctf_reader *r, int rc)
 static int finish_minibatch(ctf_reader *r, size_t np, uint64_t first_sweep, bool end_of_sweep,
                             ctf_minibatch **out)
 {
-    ctf__mb_info info = {r->position, first_sweep, end_of_sweep, r->src->num_files > 1};
+    ctf__mb_info info = {r->position, first_sweep, end_of_sweep, r->src->num_files > 1,
+                         ctf__loader_run_parts, r->loader, r->cfg.num_threads + 1};
     int rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
     if (rc) return fail_dead(r, rc);
     evict_passed(r);
     schedule_prefetch(r);
     update_memory_stats(r);
     return 0;
+}
+
+/* Asks the threads for every chunk the cut needs that nobody is loading yet, before the first
+ * take. The look-ahead stops at prefetch_chunks, but a minibatch of a randomized sweep can need
+ * every chunk of its window (with the default window, every chunk of a small file): taken one
+ * after another, the chunks past the look-ahead would be parsed on the caller's thread alone
+ * while the threads sit idle. Requested here, they are parsed by the threads and the caller
+ * together (a take parses a still-queued chunk itself). These chunks are held for this
+ * minibatch anyway, so the memory bound is unchanged; only a cut within one sweep does it (at a
+ * sweep boundary the request flags already belong to the next sweep). */
+static void request_cut(ctf_reader *r, size_t n, uint64_t first_sweep)
+{
+    if (!r->cfg.num_threads || first_sweep != r->cur_sweep) return;
+    for (size_t i = 0; i < n; i++) {
+        size_t c = r->cut[i].chunk;
+        if (!r->cut[i].owned || r->resident[c] || r->requested[c] || r->requested_next[c] == 1)
+            continue;
+        r->requested[c] = 1;
+        ctf__loader_request(r->loader, c);
+        r->outstanding++;
+    }
 }
 
 static int add_pick(ctf_reader *r, size_t np, ctf__pick pick)
@@ -799,6 +821,7 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
     /* 2. Load this worker's chunks (in timeline order) and pick its sequences. */
     if (r->randomized)
         for (size_t i = 0; i < n; i++) r->cut[i].owned = chunk_owned(r, r->cut[i].chunk);
+    request_cut(r, n, first_sweep);
     size_t np = 0;
     for (size_t i = 0; i < n; i++) {
         if (!r->cut[i].owned) continue;
