@@ -1,0 +1,276 @@
+/*
+ * test_pack.c -- the packing stage (lib/pack.c) on its own: picked sequences of hand-built
+ * parsed chunks -> one owned minibatch. Dense and sparse CSR streams, per-sequence lengths,
+ * keys/lines/files, pick order, truncated-BPTT windows, samples stored short (zero-filled),
+ * samples cut short by the end of a file (the JSON prints only their values), the empty
+ * minibatch, and that the minibatch owns its memory (the chunks may go first).
+ */
+#include "ctfio_internal.h"
+#include "test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/*======================================================================
+ * Fixture: one chunk of three sequences, streams x (dense, dim 2) and y (sparse, dim 10)
+ *
+ *   seq 0: x [1 2] [3 4]            y {3:1}
+ *   seq 1: x [5 6]                  y {1:2 4:3} {}
+ *   seq 2: x [7 8] [9 10] [11 12]   y (no samples)
+ *====================================================================*/
+
+static const ctf_stream_def DEFS[2] = {
+    {.name = "x", .dim = 2, .is_sparse = false},
+    {.name = "y", .dim = 10, .is_sparse = true},
+};
+
+typedef struct fixture {
+    float xv[12];
+    float yv[3];
+    int32_t yi[3];
+    int64_t yp[5];
+    ctf__stream_data sd[2];
+    ctf__slice slices[6];
+    ctf__chunk_data cd;
+    ctf__parse_cfg pc;
+} fixture;
+
+static void fixture_init(fixture *f)
+{
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < 12; i++) f->xv[i] = (float)(i + 1);
+    const float yv[3] = {1, 2, 3};
+    const int32_t yi[3] = {3, 1, 4};
+    const int64_t yp[5] = {0, 1, 3, 3, 3};
+    memcpy(f->yv, yv, sizeof yv);
+    memcpy(f->yi, yi, sizeof yi);
+    memcpy(f->yp, yp, sizeof yp);
+    f->sd[0] = (ctf__stream_data){.values = f->xv, .samples = 6, .short_sample = -1};
+    f->sd[1] = (ctf__stream_data){.values = f->yv, .indices = f->yi, .indptr = f->yp,
+                                  .samples = 3, .nnz = 3, .short_sample = -1};
+    const ctf__slice sl[6] = {{0, 2}, {0, 1}, {2, 1}, {1, 2}, {3, 3}, {3, 0}};
+    memcpy(f->slices, sl, sizeof sl);
+    f->cd.num_seqs = 3;
+    f->cd.num_streams = 2;
+    f->cd.streams = f->sd;
+    f->cd.slices = f->slices;
+    f->cd.elt = sizeof(float);
+    f->pc = (ctf__parse_cfg){.path = "t.ctf", .streams = DEFS, .num_streams = 2,
+                             .precision = CTF_FLOAT32};
+}
+
+static ctf__pick pick_of(const fixture *f, size_t local, uint64_t samples)
+{
+    return (ctf__pick){.cd = &f->cd, .local = local, .key = 100 + local, .line = 10 * local,
+                       .samples = samples, .from = 0, .count = UINT32_MAX, .file = 0};
+}
+
+/* The minibatch's JSON lines (ctf_minibatch_print_json), in a static buffer. */
+static const char *json_of(const ctf_minibatch *mb, bool with_line)
+{
+    static char text[4096];
+    FILE *f = tmpfile();
+    if (!f) return "(tmpfile failed)";
+    if (ctf_minibatch_print_json(mb, f, with_line) != 0) {
+        fclose(f);
+        return "(print failed)";
+    }
+    rewind(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+/*======================================================================
+ * Tests
+ *====================================================================*/
+
+TEST(pack_dense_sparse_lengths_keys_in_pick_order)
+{
+    static fixture f;
+    fixture_init(&f);
+    /* Picked out of chunk order: the minibatch follows the picks. */
+    ctf__pick picks[3] = {pick_of(&f, 2, 3), pick_of(&f, 0, 2), pick_of(&f, 1, 2)};
+    picks[2].file = 4;
+    ctf__mb_info info = {.position = 77, .sweep = 2, .end_of_sweep = true};
+    ctf_minibatch *mb = NULL;
+    ctf_error err;
+    ASSERT_OK(ctf__pack(&f.pc, picks, 3, &info, &mb, &err), &err);
+    ASSERT_EQ(ctf_minibatch_num_sequences(mb), 3);
+    ASSERT_EQ(ctf_minibatch_num_streams(mb), 2);
+    ASSERT_U64_EQ(ctf_minibatch_num_samples(mb), 7);
+    ASSERT_U64_EQ(ctf_minibatch_position(mb), 77);
+    ASSERT_U64_EQ(ctf_minibatch_sweep(mb), 2);
+    ASSERT(ctf_minibatch_end_of_sweep(mb));
+    ASSERT_U64_EQ(ctf_minibatch_keys(mb)[0], 102);
+    ASSERT_U64_EQ(ctf_minibatch_keys(mb)[1], 100);
+    ASSERT_U64_EQ(ctf_minibatch_keys(mb)[2], 101);
+    ASSERT_U64_EQ(ctf_minibatch_lines(mb)[0], 21); /* 1-based */
+    ASSERT_U64_EQ(ctf_minibatch_lines(mb)[1], 1);
+    ASSERT_EQ(ctf_minibatch_files(mb)[2], 4);
+
+    ctf_stream_view x, y;
+    ASSERT_EQ(ctf_minibatch_stream(mb, 0, &x), 0);
+    ASSERT_EQ(ctf_minibatch_stream(mb, 1, &y), 0);
+    ASSERT_EQ(ctf_minibatch_stream(mb, 2, &y), CTF_EINVAL);
+    ASSERT_EQ(ctf_minibatch_stream(mb, 1, &y), 0);
+    ASSERT_STR_EQ(x.name, "x");
+    ASSERT(!x.is_sparse);
+    ASSERT_EQ(x.precision, CTF_FLOAT32);
+    ASSERT_EQ(x.dim, 2);
+    ASSERT_EQ(x.num_sequences, 3);
+    ASSERT_EQ(x.num_samples, 6);
+    const float xw[12] = {7, 8, 9, 10, 11, 12, 1, 2, 3, 4, 5, 6};
+    ASSERT_MEM_EQ(x.values, xw, sizeof xw);
+    ASSERT_EQ(x.lengths[0], 3);
+    ASSERT_EQ(x.lengths[1], 2);
+    ASSERT_EQ(x.lengths[2], 1);
+
+    ASSERT_STR_EQ(y.name, "y");
+    ASSERT(y.is_sparse);
+    ASSERT_EQ(y.dim, 10);
+    ASSERT_EQ(y.num_samples, 3);
+    ASSERT_EQ(y.nnz, 3);
+    ASSERT_EQ(y.lengths[0], 0);
+    ASSERT_EQ(y.lengths[1], 1);
+    ASSERT_EQ(y.lengths[2], 2);
+    const int64_t ip[4] = {0, 1, 3, 3};
+    const int32_t ix[3] = {3, 1, 4};
+    const float yv[3] = {1, 2, 3};
+    ASSERT_MEM_EQ(y.indptr, ip, sizeof ip);
+    ASSERT_MEM_EQ(y.indices, ix, sizeof ix);
+    ASSERT_MEM_EQ(y.values, yv, sizeof yv);
+
+    /* The minibatch owns its memory: the chunk's buffers may change or go away. */
+    memset(f.xv, 0, sizeof f.xv);
+    memset(f.yv, 0, sizeof f.yv);
+    ASSERT_MEM_EQ(x.values, xw, sizeof xw);
+    ASSERT_MEM_EQ(y.values, yv, sizeof yv);
+    ctf_minibatch_free(mb);
+}
+
+TEST(pack_json_lines_and_corpus_files)
+{
+    static fixture f;
+    fixture_init(&f);
+    ctf__pick picks[2] = {pick_of(&f, 1, 2), pick_of(&f, 0, 2)};
+    picks[0].file = 1;
+    ctf__mb_info info = {.position = 4, .corpus = false};
+    ctf_minibatch *mb = NULL;
+    ctf_error err;
+    ASSERT_OK(ctf__pack(&f.pc, picks, 2, &info, &mb, &err), &err);
+    ASSERT_STR_EQ(json_of(mb, true),
+                  "{\"key\": 101, \"line\": 11, \"streams\": {\"x\": [[5, 6]], "
+                  "\"y\": [[[1, 2], [4, 3]], []]}}\n"
+                  "{\"key\": 100, \"line\": 1, \"streams\": {\"x\": [[1, 2], [3, 4]], "
+                  "\"y\": [[[3, 1]]]}}\n");
+    ctf_minibatch_free(mb);
+    /* A corpus names each sequence's file. */
+    info.corpus = true;
+    ASSERT_OK(ctf__pack(&f.pc, picks, 2, &info, &mb, &err), &err);
+    ASSERT_STR_CONTAINS(json_of(mb, false), "{\"key\": 101, \"file\": 1, \"streams\"");
+    ASSERT_STR_CONTAINS(json_of(mb, false), "{\"key\": 100, \"file\": 0, \"streams\"");
+    ctf_minibatch_free(mb);
+}
+
+TEST(pack_truncated_bptt_windows)
+{
+    static fixture f;
+    fixture_init(&f);
+    /* Sequence 2, samples [1, 2) of x; y has no samples, so its window is empty. */
+    ctf__pick p = pick_of(&f, 2, 3);
+    p.from = 1;
+    p.count = 1;
+    /* Sequence 1 from sample 1 on: x has one sample only (window empty), y its second. */
+    ctf__pick q = pick_of(&f, 1, 2);
+    q.from = 1;
+    ctf__pick picks[2] = {p, q};
+    ctf__mb_info info = {0};
+    ctf_minibatch *mb = NULL;
+    ctf_error err;
+    ASSERT_OK(ctf__pack(&f.pc, picks, 2, &info, &mb, &err), &err);
+    ctf_stream_view x, y;
+    ASSERT_EQ(ctf_minibatch_stream(mb, 0, &x), 0);
+    ASSERT_EQ(ctf_minibatch_stream(mb, 1, &y), 0);
+    ASSERT_EQ(x.num_samples, 1);
+    ASSERT_EQ(x.lengths[0], 1);
+    ASSERT_EQ(x.lengths[1], 0);
+    const float xw[2] = {9, 10};
+    ASSERT_MEM_EQ(x.values, xw, sizeof xw);
+    ASSERT_EQ(y.num_samples, 1);
+    ASSERT_EQ(y.lengths[0], 0);
+    ASSERT_EQ(y.lengths[1], 1);
+    ASSERT_EQ(y.nnz, 0);
+    ASSERT_EQ(y.indptr[0], 0);
+    ASSERT_EQ(y.indptr[1], 0);
+    /* The window of a longer run: sequence 2's x from sample 1, as many as remain. */
+    picks[0].count = 100;
+    ctf_minibatch_free(mb);
+    ASSERT_OK(ctf__pack(&f.pc, picks, 1, &info, &mb, &err), &err);
+    ASSERT_EQ(ctf_minibatch_stream(mb, 0, &x), 0);
+    ASSERT_EQ(x.lengths[0], 2);
+    const float xw2[4] = {9, 10, 11, 12};
+    ASSERT_MEM_EQ(x.values, xw2, sizeof xw2);
+    ctf_minibatch_free(mb);
+}
+
+TEST(pack_short_dense_samples_zero_filled)
+{
+    /* One dense stream of dim 3 stored short: sample 0 has 3 values, sample 1 one (its zeros
+     * were not kept), sample 2 none. The end of the file cut sample 1 short. */
+    static const ctf_stream_def def = {.name = "d", .dim = 3};
+    double v[4] = {1, 2, 3, 4};
+    size_t off[4] = {0, 3, 4, 4};
+    ctf__stream_data sd = {.values = v, .samples = 3, .short_sample = 1, .short_count = 1,
+                           .dense_off = off};
+    ctf__slice sl[1] = {{0, 3}};
+    ctf__chunk_data cd = {.num_seqs = 1, .num_streams = 1, .streams = &sd, .slices = sl,
+                          .elt = sizeof(double)};
+    ctf__parse_cfg pc = {.path = "t.ctf", .streams = &def, .num_streams = 1,
+                         .precision = CTF_FLOAT64};
+    ctf__pick pick = {.cd = &cd, .local = 0, .key = 5, .samples = 3, .count = UINT32_MAX};
+    ctf__mb_info info = {0};
+    ctf_minibatch *mb = NULL;
+    ctf_error err;
+    ASSERT_OK(ctf__pack(&pc, &pick, 1, &info, &mb, &err), &err);
+    ctf_stream_view d;
+    ASSERT_EQ(ctf_minibatch_stream(mb, 0, &d), 0);
+    ASSERT_EQ(d.precision, CTF_FLOAT64);
+    ASSERT_EQ(d.num_samples, 3);
+    const double want[9] = {1, 2, 3, 4, 0, 0, 0, 0, 0};
+    ASSERT_MEM_EQ(d.values, want, sizeof want);
+    /* The JSON prints what the file held for the sample cut short, not the padding. */
+    ASSERT_STR_EQ(json_of(mb, false),
+                  "{\"key\": 5, \"streams\": {\"d\": [[1, 2, 3], [4], [0, 0, 0]]}}\n");
+    ctf_minibatch_free(mb);
+    /* A window that starts after the short sample records no short sample. */
+    pick.from = 2;
+    ASSERT_OK(ctf__pack(&pc, &pick, 1, &info, &mb, &err), &err);
+    ASSERT_STR_EQ(json_of(mb, false), "{\"key\": 5, \"streams\": {\"d\": [[0, 0, 0]]}}\n");
+    ctf_minibatch_free(mb);
+}
+
+TEST(pack_empty_minibatch)
+{
+    static fixture f;
+    fixture_init(&f);
+    ctf__mb_info info = {.position = 9, .sweep = 1};
+    ctf_minibatch *mb = NULL;
+    ctf_error err;
+    ASSERT_OK(ctf__pack(&f.pc, NULL, 0, &info, &mb, &err), &err);
+    ASSERT_EQ(ctf_minibatch_num_sequences(mb), 0);
+    ASSERT_U64_EQ(ctf_minibatch_num_samples(mb), 0);
+    ASSERT_U64_EQ(ctf_minibatch_position(mb), 9);
+    ctf_stream_view x, y;
+    ASSERT_EQ(ctf_minibatch_stream(mb, 0, &x), 0);
+    ASSERT_EQ(ctf_minibatch_stream(mb, 1, &y), 0);
+    ASSERT_EQ(x.num_samples, 0);
+    ASSERT_EQ(x.num_sequences, 0);
+    ASSERT_EQ(y.num_samples, 0);
+    ASSERT_EQ(y.nnz, 0);
+    ASSERT(y.indptr != NULL);
+    ASSERT_EQ(y.indptr[0], 0);
+    ASSERT_STR_EQ(json_of(mb, false), "");
+    ctf_minibatch_free(mb);
+}
