@@ -24,8 +24,8 @@
  * second concurrent call into RuntimeError instead of a data race.
  *
  * Layout (STYLE.md section 9): boxed sections in the order module state, exceptions and error
- * mapping, config from keyword arguments, Buffer (buffer protocol), Minibatch, Reader,
- * checkpoint helpers, module init. Types are heap types with module state (CPython's _csv.c);
+ * mapping, configuration (bsconfig_load; the argument parsing lives in _config.c), Buffer
+ * (_buffer.c), Minibatch, Reader, checkpoint helpers, module init. Types are heap types with module state (CPython's _csv.c);
  * every function that owns references has one `error` exit.
  *
  * Adding a ctf_config field: update ctf_py_reader_args_parse and ctf_py_config_dict (_config.c),
@@ -1138,6 +1138,8 @@ static int module_exec(PyObject *m)
         PyModule_AddType(m, st->BufferType) < 0 ||
         PyModule_AddIntConstant(m, "INFINITELY_REPEAT", -1) < 0 ||
         PyModule_AddIntConstant(m, "FULL_DATA_SWEEP", -2) < 0 ||
+        PyModule_AddIntConstant(m, "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS",
+                                CTF_DEFAULT_WINDOW_CHUNKS) < 0 ||
         PyModule_AddStringConstant(m, "__version__", ctf_version_string()) < 0)
         goto error;
     status = 0;

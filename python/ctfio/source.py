@@ -24,7 +24,8 @@ __all__ = [
 INFINITELY_REPEAT = 2**64 - 1
 #: ``max_samples`` / ``epoch_size``: exactly one sweep over the data.
 FULL_DATA_SWEEP = 2**64 - 2
-DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS = 128
+#: ``randomization_window_in_chunks`` when not given: the library's own default.
+DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS = _ctfio.DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS
 
 
 def _np():
