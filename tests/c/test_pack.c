@@ -3,7 +3,8 @@
  * parsed chunks -> one owned minibatch. Dense and sparse CSR streams, per-sequence lengths,
  * keys/lines/files, pick order, truncated-BPTT windows, samples stored short (zero-filled),
  * samples cut short by the end of a file (the JSON prints only their values), the empty
- * minibatch, and that the minibatch owns its memory (the chunks may go first).
+ * minibatch, that the minibatch owns its memory (the chunks may go first), and that every
+ * allocation failure is CTF_ENOMEM with nothing leaked.
  */
 #include "ctfio_internal.h"
 #include "test.h"
@@ -273,4 +274,33 @@ TEST(pack_empty_minibatch)
     ASSERT_EQ(y.indptr[0], 0);
     ASSERT_STR_EQ(json_of(mb, false), "");
     ctf_minibatch_free(mb);
+}
+
+TEST(pack_each_allocation_failure_is_enomem_without_leaks)
+{
+    static fixture f;
+    fixture_init(&f);
+    ctf__pick picks[3] = {pick_of(&f, 2, 3), pick_of(&f, 0, 2), pick_of(&f, 1, 2)};
+    ctf__mb_info info = {0};
+    ctf_minibatch *mb = NULL;
+    ctf_error err;
+    /* How many allocations a successful pack makes. */
+    const long live0 = atomic_load(&ctf__alloc.live);
+    atomic_store(&ctf__alloc.count, 0);
+    ASSERT_OK(ctf__pack(&f.pc, picks, 3, &info, &mb, &err), &err);
+    const long count = atomic_load(&ctf__alloc.count);
+    ctf_minibatch_free(mb);
+    ASSERT(count > 5);
+    ASSERT_EQ(atomic_load(&ctf__alloc.live), live0);
+    for (long k = 1; k <= count; k++) {
+        atomic_store(&ctf__alloc.count, 0);
+        ctf__alloc.fail_at = k;
+        mb = (ctf_minibatch *)&f; /* must be reset to NULL on failure */
+        int rc = ctf__pack(&f.pc, picks, 3, &info, &mb, &err);
+        ctf__alloc.fail_at = 0;
+        ASSERT_EQ(rc, CTF_ENOMEM);
+        ASSERT_EQ(err.code, CTF_ENOMEM);
+        ASSERT(mb == NULL);
+        ASSERT_EQ(atomic_load(&ctf__alloc.live), live0);
+    }
 }
