@@ -88,7 +88,7 @@ typedef struct {
     size_t num_workers;          /* the current partition (next() keeps it unless given) */
     size_t worker_rank;
     int busy;                    /* a call is in progress (possibly without the GIL) */
-    uint64_t samples_per_sweep;  /* index samples in one sweep (the index's total) */
+    uint64_t samples_per_sweep;  /* index samples in one sweep (every file, joined) */
     int bptt;                    /* truncation_length > 0: a position alone is not a state */
     int undo_ok;                 /* the fields below can take back the last next() */
     uint64_t undo_pos;           /* the position before it */
@@ -657,9 +657,7 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     Py_END_ALLOW_THREADS
     self->reader = reader;
     if (reader_finish(self, rc, &err) < 0) goto error;
-    ctf_index_info info;
-    ctf_index_get_info(ctf_reader_index(reader), &info);
-    self->samples_per_sweep = info.samples;
+    self->samples_per_sweep = ctf_reader_samples_per_sweep(reader);
     self->bptt = cfg.truncation_length > 0;
     self->busy = 0;
     ctf_py_reader_args_clear(&ra);
@@ -919,6 +917,11 @@ static PyObject *Reader_files(ReaderObject *self, void *Py_UNUSED(closure))
     return l;
 }
 
+static PyObject *Reader_samples_per_sweep(ReaderObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->samples_per_sweep);
+}
+
 static PyObject *Reader_path(ReaderObject *self, void *Py_UNUSED(closure))
 {
     return Py_NewRef(self->path ? self->path : Py_None);
@@ -958,6 +961,8 @@ static PyGetSetDef Reader_getset[] = {
      "Timeline position after the last delivered minibatch; assigning seeks.", NULL},
     {"closed", (getter)Reader_closed, NULL, "True after close().", NULL},
     {"path", (getter)Reader_path, NULL, "The (first) data file.", NULL},
+    {"samples_per_sweep", (getter)Reader_samples_per_sweep, NULL,
+     "Index samples in one sweep of all the data (every file; joined sequences).", NULL},
     {"files", (getter)Reader_files, NULL,
      "The data files, patterns expanded (Minibatch.files indexes this list).", NULL},
     {NULL, NULL, NULL, NULL, NULL},

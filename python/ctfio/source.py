@@ -636,7 +636,7 @@ class MinibatchSource:
 
     def _timeline(self):
         """(position, samples_per_sweep) now: where the next minibatch starts."""
-        return self._reader.position, self._reader.index_info()["samples"]
+        return self._reader.position, self._reader.samples_per_sweep
 
     @property
     def _positional_state(self):
