@@ -349,6 +349,11 @@ const ctf_error *ctf_reader_error(const ctf_reader *reader);
 /* ctf_reader_get_stats(reader, stats): counters since open. */
 void ctf_reader_get_stats(const ctf_reader *reader, ctf_stats *stats);
 
+/* ctf_reader_samples_per_sweep(reader): index samples in one sweep of all the data (every file
+ * of a corpus; for joined deserializers the joined sequences), the checkpoint's
+ * "samples_per_sweep": a minibatch's position divided by it is its sweep. */
+uint64_t ctf_reader_samples_per_sweep(const ctf_reader *reader);
+
 /* ctf_reader_index(reader): the index of the reader's (first) data file (owned by the reader).
  * A corpus has one index per file: ctf_reader_file_index. */
 const ctf_index *ctf_reader_index(const ctf_reader *reader);

@@ -22,49 +22,6 @@
 #define BS_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
 #define BS_PRINTF(f, a)
-/*---- Lexer (bs_lex.c), used by the parser ----*/
-
-typedef enum bs_tok_kind {
-    T_EOF, T_NUM, T_STR, T_ID, T_SUBST, T_RAW, T_PUNCT, T_BADINC
-} bs_tok_kind;
-
-typedef struct bs_tok {
-    bs_tok_kind kind;
-    const char *s;          /* text: identifier, string content, $X$ name, raw word, operator */
-    size_t n;
-    const char *beg, *end;  /* the token in its source */
-    const bs_src *src;
-    uint32_t line, col;
-    bool line_initial;      /* first token on its line */
-    double num;
-} bs_tok;
-
-typedef struct bs_frame {
-    const bs_src *src;
-    const char *p, *line_start;
-    uint32_t line;
-} bs_frame;
-
-/* Resolves $X$ in an include path: returns the value's text or NULL. */
-typedef const char *(*bs_resolve_fn)(void *ctx, const char *name, size_t n, size_t *len);
-
-typedef struct bs_lexer {
-    bs_frame stack[BS_MAX_INCLUDE + 1];
-    int depth;
-    bs_tok cur;
-    bool prev_operand;      /* the previous token ends an operand: '/' and '.' are operators */
-    bs_arena *arena;
-    ctf_error *err;
-    bs_resolve_fn resolve;
-    void *resolve_ctx;
-} bs_lexer;
-
-void bs_lex_init(bs_lexer *lx, bs_arena *a, const bs_src *src, ctf_error *err);
-int bs_lex_next(bs_lexer *lx);
-bool bs_is_op(const bs_tok *t, const char *op);
-bool bs_is_kw(const bs_tok *t, const char *kw);
-const char *bs_tok_desc(const bs_tok *t, char *buf, size_t cap);
-
 #endif
 
 /*---- Arena: every tree node and string of one document; freed at once ----*/

@@ -42,6 +42,8 @@ static uint64_t config_hash(const ctf_reader *r)
     return h;
 }
 
+uint64_t ctf_reader_samples_per_sweep(const ctf_reader *r) { return r->sweep_samples; }
+
 int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *len)
 {
     char head[640];

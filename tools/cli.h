@@ -8,4 +8,8 @@
 /* `ctfio convert FORMAT IN OUT [options]`: argv[0] is "convert". @return : the exit status. */
 int ctfio_cli_convert(int argc, char **argv);
 
+/* Prints "COMMAND: " + fmt (with arg) and where the usage is, on stderr. @return : 2, the exit
+ * status of a usage error. */
+int ctfio_cli_usage_error(const char *command, const char *fmt, const char *arg);
+
 #endif

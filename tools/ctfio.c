@@ -66,12 +66,17 @@ static const char usage_text[] =
     "  --restore STATE  start from a saved state (JSON text, or @FILE)\n"
     "  --line           add the first line number to each sequence (file-order dump)\n";
 
+int ctfio_cli_usage_error(const char *command, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "%s: ", command);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(run '%s --help' for usage)\n", command);
+    return 2;
+}
+
 static void usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "ctfio: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(run 'ctfio --help' for usage)\n");
-    exit(2);
+    exit(ctfio_cli_usage_error("ctfio", fmt, arg));
 }
 
 /*======================================================================

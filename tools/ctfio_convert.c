@@ -43,10 +43,7 @@ static const char convert_usage[] =
 
 static int convert_usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "ctfio convert: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(run 'ctfio convert --help' for usage)\n");
-    return 2;
+    return ctfio_cli_usage_error("ctfio convert", fmt, arg);
 }
 
 typedef struct progress_line {

@@ -12,7 +12,8 @@
  *               Reader are gone. NumPy is never needed at build time.
  *   CTFError, ParseError(CTFError, ValueError) and its subclass DataChangedError,
  *               StateError(CTFError, ValueError), bsconfig_load.
- *   The Buffer type lives in _buffer.c, the dicts of Reader.stats()/index_info() in _stats.c.
+ *   The Buffer type lives in _buffer.c, the dicts of Reader.stats()/index_info() in _stats.c,
+ *   Reader() argument parsing and the configuration dicts in _config.c.
  *
  * Threads: the GIL is released around every call that may index, parse or join threads
  * (ctf_reader_open/next/seek/restore_state/free). The library may call the log callback inside
@@ -23,18 +24,20 @@
  * second concurrent call into RuntimeError instead of a data race.
  *
  * Layout (STYLE.md section 9): boxed sections in the order module state, exceptions and error
- * mapping, config from keyword arguments, Buffer (buffer protocol), Minibatch, Reader,
- * checkpoint helpers, module init. Types are heap types with module state (CPython's _csv.c);
+ * mapping, configuration (bsconfig_load; the argument parsing lives in _config.c), Buffer
+ * (_buffer.c), Minibatch, Reader, checkpoint helpers, module init. Types are heap types with module state (CPython's _csv.c);
  * every function that owns references has one `error` exit.
  *
- * Adding a ctf_config field: update reader_args_parse (keyword list and format string),
- * config_to_dict, the Reader signature in _ctfio.pyi and ctfio/source.py.
+ * Adding a ctf_config field: update ctf_py_reader_args_parse and ctf_py_config_dict (_config.c),
+ * the Reader signature in _ctfio.pyi and ctfio/source.py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include "ctfio.h"
 #include "_buffer.h"   /* section 4, the Buffer type, lives in _buffer.c */
+#include "_config.h"   /* section 3, Reader() arguments and config dicts, in _config.c */
+#include "_pyutil.h"   /* text_obj, opt_path, dict_put */
 #include "_stats.h"    /* stats() and index_info() as dicts, in _stats.c */
 #include "_provider.h" /* section 7b, provider batch assembly, lives in _provider.c */
 #include "_tools.h"    /* the command-line tool and converters, in _tools.c */
@@ -46,14 +49,6 @@
 
 PyMODINIT_FUNC PyInit__ctfio(void);
 
-#if PY_VERSION_HEX < 0x030A0000
-static PyObject *Py_NewRef(PyObject *obj) /* Python 3.9 */
-{
-    Py_INCREF(obj);
-    return obj;
-}
-#define Py_NewRef(obj) Py_NewRef((PyObject *)(obj))
-#endif
 
 /*======================================================================
  * 1. Module state
@@ -93,7 +88,7 @@ typedef struct {
     size_t num_workers;          /* the current partition (next() keeps it unless given) */
     size_t worker_rank;
     int busy;                    /* a call is in progress (possibly without the GIL) */
-    uint64_t samples_per_sweep;  /* index samples in one sweep (the index's total) */
+    uint64_t samples_per_sweep;  /* index samples in one sweep (every file, joined) */
     int bptt;                    /* truncation_length > 0: a position alone is not a state */
     int undo_ok;                 /* the fields below can take back the last next() */
     uint64_t undo_pos;           /* the position before it */
@@ -141,15 +136,6 @@ static void exc_give(PyObject *exc)
 }
 #endif
 
-/* Library messages may quote bytes of the data file, which need not be UTF-8. */
-static PyObject *text_obj(const char *s) { return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace"); }
-
-static PyObject *opt_path(const char *p)
-{
-    if (!p || !p[0]) Py_RETURN_NONE;
-    return PyUnicode_DecodeFSDefault(p);
-}
-
 static PyObject *opt_u64(uint64_t v)
 {
     if (v == 0) Py_RETURN_NONE;
@@ -160,15 +146,6 @@ static PyObject *opt_offset(int64_t v)
 {
     if (v < 0) Py_RETURN_NONE;
     return PyLong_FromLongLong(v);
-}
-
-/* Sets d[key] = value and releases value. @return : 0, or -1 (also when value is NULL). */
-static int dict_put(PyObject *d, const char *key, PyObject *value)
-{
-    if (!value) return -1;
-    int rc = PyDict_SetItemString(d, key, value);
-    Py_DECREF(value);
-    return rc;
 }
 
 static int attr_put(PyObject *obj, const char *name, PyObject *value)
@@ -244,427 +221,8 @@ static PyObject *raise_code(modstate *st, int code, const char *what)
 }
 
 /*======================================================================
- * 3. Config from keyword arguments
+ * 3. Configuration: Reader() arguments and config dicts live in _config.c
  *====================================================================*/
-
-/* Converts an integer-like object to [0, max], naming the parameter in the message. */
-static int to_u64(PyObject *obj, const char *name, uint64_t max, uint64_t *out)
-{
-    PyObject *v = PyNumber_Index(obj);
-    if (!v) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "%s: must be an int (got %.100s)", name,
-                         Py_TYPE(obj)->tp_name);
-        }
-        return -1;
-    }
-    unsigned long long x = PyLong_AsUnsignedLongLong(v);
-    Py_DECREF(v);
-    if ((x == (unsigned long long)-1 && PyErr_Occurred()) || x > max) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "%s: must be an integer between 0 and %llu (got %R)", name,
-                     (unsigned long long)max, obj);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
-/* max_samples / max_sweeps: the library's values (CTF_INFINITELY_REPEAT, CTF_FULL_DATA_SWEEP,
- * which ctfio.INFINITELY_REPEAT and ctfio.FULL_DATA_SWEEP are) pass through; None and -1 are
- * also no limit, -2 also one full sweep (`full`). */
-static int to_limit(PyObject *obj, const char *name, uint64_t full, uint64_t *out)
-{
-    if (obj == Py_None) {
-        *out = CTF_INFINITELY_REPEAT;
-        return 0;
-    }
-    if (PyLong_Check(obj)) {
-        int overflow = 0;
-        long long s = PyLong_AsLongLongAndOverflow(obj, &overflow);
-        if (!overflow && (s == -1 || s == -2)) {
-            if (s == -1 && PyErr_Occurred()) return -1;
-            *out = s == -1 ? CTF_INFINITELY_REPEAT : full;
-            return 0;
-        }
-    }
-    return to_u64(obj, name, UINT64_MAX, out);
-}
-
-/* A path or a list of paths (a corpus), converted with PyUnicode_FSConverter. */
-typedef struct {
-    PyObject *keep;              /* list of the bytes objects v points into */
-    const char **v;              /* PyMem */
-    size_t n;
-    bool list;                   /* given as a list (a corpus), not a single path */
-} path_list;
-
-static void path_list_clear(path_list *pl)
-{
-    Py_CLEAR(pl->keep);
-    PyMem_Free(pl->v);
-    pl->v = NULL;
-    pl->n = 0;
-}
-
-/* The parsed arguments of Reader(); the ctf_config points into these objects. */
-typedef struct reader_args {
-    PyObject *path;              /* bytes (PyUnicode_FSConverter): the first file */
-    PyObject *keep;              /* tuple of the stream tuples whose strings defs point into */
-    PyObject *names;             /* tuple of the stream names */
-    PyObject *log;               /* borrowed; NULL for None */
-    ctf_stream_def *defs;        /* PyMem */
-    path_list paths;             /* a corpus: path was a list */
-    struct reader_args *jargs;   /* per join: its streams and files (PyMem) */
-    ctf_join_def *joins;         /* PyMem */
-    size_t num_joins;
-} reader_args;
-
-static void reader_args_clear(reader_args *ra)
-{
-    Py_CLEAR(ra->path);
-    Py_CLEAR(ra->keep);
-    Py_CLEAR(ra->names);
-    PyMem_Free(ra->defs);
-    ra->defs = NULL;
-    path_list_clear(&ra->paths);
-    for (size_t j = 0; ra->jargs && j < ra->num_joins; j++) reader_args_clear(&ra->jargs[j]);
-    PyMem_Free(ra->jargs);
-    PyMem_Free(ra->joins);
-    ra->jargs = NULL;
-    ra->joins = NULL;
-    ra->num_joins = 0;
-}
-
-/* A str, bytes or os.PathLike is one path; any other sequence a list of them (a corpus; the
- * library expands glob patterns in either). */
-static int parse_paths(PyObject *obj, const char *what, path_list *pl)
-{
-    PyObject *seq = NULL;
-    int status = -1;
-    pl->list = !(PyUnicode_Check(obj) || PyBytes_Check(obj) ||
-                 PyObject_HasAttrString(obj, "__fspath__"));
-    if (!pl->list) {
-        seq = PyTuple_Pack(1, obj);
-    } else {
-        seq = PySequence_Tuple(obj);
-        if (!seq) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "%s: must be a path or a list of paths (got %.100s)",
-                         what, Py_TYPE(obj)->tp_name);
-            return -1;
-        }
-    }
-    if (!seq) return -1;
-    const Py_ssize_t n = PyTuple_GET_SIZE(seq);
-    if (n == 0) {
-        PyErr_Format(PyExc_ValueError, "%s: the list of files is empty", what);
-        goto error;
-    }
-    if (!(pl->keep = PyList_New(0))) goto error;
-    if (!(pl->v = PyMem_Calloc((size_t)n, sizeof *pl->v))) {
-        PyErr_NoMemory();
-        goto error;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *b = NULL;
-        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(seq, i), &b)) goto error;
-        int rc = PyList_Append(pl->keep, b);
-        Py_DECREF(b); /* the list holds it */
-        if (rc) goto error;
-        pl->v[pl->n++] = PyBytes_AS_STRING(b);
-    }
-    status = 0;
-error:
-    Py_XDECREF(seq);
-    return status;
-}
-
-static int parse_streams(PyObject *streams, ctf_config *cfg, reader_args *ra);
-
-/* joins: a sequence of (paths, streams, skip_sequence_ids) for the deserializers joined by key
- * to the primary one (ctf_join_def). */
-static int parse_joins(PyObject *joins, ctf_config *cfg, reader_args *ra)
-{
-    PyObject *seq = PySequence_Fast(joins, "joins: must be a sequence of (paths, streams, "
-                                           "skip_sequence_ids) tuples");
-    if (!seq) return -1;
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    int status = -1;
-    ra->jargs = PyMem_Calloc((size_t)(n ? n : 1), sizeof *ra->jargs);
-    ra->joins = PyMem_Calloc((size_t)(n ? n : 1), sizeof *ra->joins);
-    if (!ra->jargs || !ra->joins) {
-        PyErr_NoMemory();
-        goto error;
-    }
-    ra->num_joins = (size_t)n;
-    for (Py_ssize_t j = 0; j < n; j++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, j);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
-            PyErr_Format(PyExc_TypeError, "joins[%zd]: must be a (paths, streams, "
-                         "skip_sequence_ids) tuple (got %R)", j, item);
-            goto error;
-        }
-        reader_args *ja = &ra->jargs[j];
-        ctf_config jc;
-        ctf_config_init(&jc);
-        if (parse_paths(PyTuple_GET_ITEM(item, 0), "joins[].paths", &ja->paths) < 0 ||
-            parse_streams(PyTuple_GET_ITEM(item, 1), &jc, ja) < 0)
-            goto error;
-        int skip = PyObject_IsTrue(PyTuple_GET_ITEM(item, 2));
-        if (skip < 0) goto error;
-        ra->joins[j] = (ctf_join_def){.paths = ja->paths.v, .num_paths = ja->paths.n,
-                                      .streams = jc.streams, .num_streams = jc.num_streams,
-                                      .skip_sequence_ids = skip};
-        /* Every stream's name, the primary's first, for stats(). */
-        PyObject *all = PySequence_Concat(ra->names, ja->names);
-        if (!all) goto error;
-        Py_SETREF(ra->names, all);
-    }
-    cfg->joins = ra->joins;
-    cfg->num_joins = ra->num_joins;
-    status = 0;
-error:
-    Py_DECREF(seq);
-    return status;
-}
-
-/* Fills cfg->streams from a sequence of (name, alias, dim, is_sparse, defines_mb_size). */
-static int parse_streams(PyObject *streams, ctf_config *cfg, reader_args *ra)
-{
-    PyObject *seq = NULL;
-    char name[64];
-    int status = -1;
-    if (PyUnicode_Check(streams) || PyBytes_Check(streams)) {
-        PyErr_SetString(PyExc_TypeError, "streams: must be a sequence of (name, alias, dim, "
-                                         "is_sparse, defines_mb_size) tuples (got a string)");
-        goto error;
-    }
-    seq = PySequence_Fast(streams, "streams: must be a sequence of (name, alias, dim, "
-                                   "is_sparse, defines_mb_size) tuples");
-    if (!seq) goto error;
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    ra->keep = PyTuple_New(n);
-    ra->names = PyTuple_New(n);
-    if (!ra->keep || !ra->names) goto error;
-    ra->defs = PyMem_Calloc((size_t)(n ? n : 1), sizeof *ra->defs);
-    if (!ra->defs) {
-        PyErr_NoMemory();
-        goto error;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
-        PyObject *t = PyTuple_Check(item) || PyList_Check(item) ? PySequence_Tuple(item) : NULL;
-        if (!t || PyTuple_GET_SIZE(t) != 5) {
-            Py_XDECREF(t);
-            PyErr_Format(PyExc_TypeError, "streams[%zd]: must be a (name, alias, dim, "
-                         "is_sparse, defines_mb_size) tuple (got %R)", i, item);
-            goto error;
-        }
-        PyTuple_SET_ITEM(ra->keep, i, t); /* steals: the strings below live as long as keep */
-        PyObject *nm = PyTuple_GET_ITEM(t, 0), *alias = PyTuple_GET_ITEM(t, 1);
-        if (!PyUnicode_Check(nm) || !(alias == Py_None || PyUnicode_Check(alias))) {
-            PyErr_Format(PyExc_TypeError, "streams[%zd]: name must be a str and alias a str or "
-                         "None (got %R)", i, t);
-            goto error;
-        }
-        ctf_stream_def *d = &ra->defs[i];
-        if (!(d->name = PyUnicode_AsUTF8(nm))) goto error;
-        if (alias != Py_None && !(d->alias = PyUnicode_AsUTF8(alias))) goto error;
-        Py_INCREF(nm);
-        PyTuple_SET_ITEM(ra->names, i, nm);
-        uint64_t dim;
-        snprintf(name, sizeof name, "streams[%zd].dim", i);
-        if (to_u64(PyTuple_GET_ITEM(t, 2), name, SIZE_MAX, &dim) < 0) goto error;
-        d->dim = (size_t)dim;
-        int sparse = PyObject_IsTrue(PyTuple_GET_ITEM(t, 3));
-        int mbs = PyObject_IsTrue(PyTuple_GET_ITEM(t, 4));
-        if (sparse < 0 || mbs < 0) goto error;
-        d->is_sparse = sparse;
-        d->defines_mb_size = mbs;
-    }
-    cfg->streams = ra->defs;
-    cfg->num_streams = (size_t)n;
-    status = 0;
-error:
-    Py_XDECREF(seq);
-    return status;
-}
-
-/* Parses Reader(path, streams, **options) into cfg (which ctf_config_init filled). */
-static int reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, reader_args *ra)
-{
-    static char *kwlist[] = {"path", "streams", "precision", "randomize", "randomization_seed",
-                             "randomization_window", "window_in_samples", "skip_sequence_ids",
-                             "max_errors", "trace_level", "chunk_size_bytes",
-                             "keep_data_in_memory", "frame_mode", "cache_index", "max_samples",
-                             "max_sweeps", "truncation_length", "num_workers", "worker_rank",
-                             "num_threads", "prefetch_chunks", "log", "joins", NULL};
-    PyObject *path, *joins = NULL;
-    PyObject *streams, *seed = NULL, *window = NULL, *max_errors = NULL, *chunk = NULL;
-    PyObject *max_samples = Py_None, *max_sweeps = Py_None, *trunc = NULL, *workers = NULL;
-    PyObject *rank = NULL, *threads = NULL, *prefetch = NULL, *log = Py_None;
-    const char *precision = "float";
-    int randomize = cfg->randomize, in_samples = cfg->window_in_samples;
-    int skip_ids = cfg->skip_sequence_ids, keep = cfg->keep_data_in_memory;
-    int frame = cfg->frame_mode, cache = cfg->cache_index, trace = cfg->trace_level;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$spOOppOiOpppOOOOOOOOO:Reader", kwlist,
-                                     &path, &streams, &precision,
-                                     &randomize, &seed, &window, &in_samples, &skip_ids,
-                                     &max_errors, &trace, &chunk, &keep, &frame, &cache,
-                                     &max_samples, &max_sweeps, &trunc, &workers, &rank,
-                                     &threads, &prefetch, &log, &joins))
-        return -1;
-    /* path: one file, or a list of files and patterns read as one corpus. */
-    if (parse_paths(path, "path", &ra->paths) < 0) return -1;
-    ra->path = Py_NewRef(PyList_GET_ITEM(ra->paths.keep, 0));
-    cfg->path = PyBytes_AS_STRING(ra->path);
-    /* A pattern is a corpus even when given alone (as on the command line). */
-    if (ra->paths.list || strpbrk(cfg->path, "*?[")) {
-        cfg->paths = ra->paths.v;
-        cfg->num_paths = ra->paths.n;
-    }
-    if (parse_streams(streams, cfg, ra) < 0) return -1;
-    if (joins && joins != Py_None && parse_joins(joins, cfg, ra) < 0) return -1;
-    if (!strcmp(precision, "float") || !strcmp(precision, "float32"))
-        cfg->precision = CTF_FLOAT32;
-    else if (!strcmp(precision, "double") || !strcmp(precision, "float64"))
-        cfg->precision = CTF_FLOAT64;
-    else {
-        PyErr_Format(PyExc_ValueError, "precision: must be 'float', 'float32', 'double' or "
-                     "'float64' (got '%s')", precision);
-        return -1;
-    }
-    cfg->randomize = randomize;
-    cfg->window_in_samples = in_samples;
-    cfg->skip_sequence_ids = skip_ids;
-    cfg->keep_data_in_memory = keep;
-    cfg->frame_mode = frame;
-    cfg->cache_index = cache;
-    cfg->trace_level = trace;
-    const struct {
-        PyObject *obj;
-        const char *name;
-        uint64_t *u64;           /* one of u64 / size is the destination */
-        size_t *size;
-    } ints[] = {
-        {seed, "randomization_seed", &cfg->randomization_seed, NULL},
-        {window, "randomization_window", &cfg->randomization_window, NULL},
-        {max_errors, "max_errors", &cfg->max_errors, NULL},
-        {chunk, "chunk_size_bytes", &cfg->chunk_size_bytes, NULL},
-        {trunc, "truncation_length", NULL, &cfg->truncation_length},
-        {workers, "num_workers", NULL, &cfg->num_workers},
-        {rank, "worker_rank", NULL, &cfg->worker_rank},
-        {threads, "num_threads", NULL, &cfg->num_threads},
-        {prefetch, "prefetch_chunks", NULL, &cfg->prefetch_chunks},
-    };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        uint64_t v;
-        if (!ints[i].obj) continue;
-        if (to_u64(ints[i].obj, ints[i].name, ints[i].size ? SIZE_MAX : UINT64_MAX, &v) < 0)
-            return -1;
-        if (ints[i].size)
-            *ints[i].size = (size_t)v;
-        else
-            *ints[i].u64 = v;
-    }
-    if (to_limit(max_samples, "max_samples", CTF_FULL_DATA_SWEEP, &cfg->max_samples) < 0 ||
-        to_limit(max_sweeps, "max_sweeps", 1, &cfg->max_sweeps) < 0)
-        return -1;
-    if (log != Py_None && !PyCallable_Check(log)) {
-        PyErr_Format(PyExc_TypeError, "log: must be callable or None (got %.100s)",
-                     Py_TYPE(log)->tp_name);
-        return -1;
-    }
-    ra->log = log == Py_None ? NULL : log;
-    return 0;
-}
-
-/* A configuration as Reader keyword arguments plus "path" and "streams". */
-/* [(name, alias, dim, is_sparse, defines_mb_size), ...] */
-static PyObject *streams_list(const ctf_stream_def *defs, size_t n)
-{
-    PyObject *streams = PyList_New((Py_ssize_t)n);
-    for (size_t i = 0; streams && i < n; i++) {
-        const ctf_stream_def *s = &defs[i];
-        PyObject *alias = s->alias && s->alias[0] ? text_obj(s->alias) : Py_NewRef(Py_None);
-        PyObject *t = Py_BuildValue("(NNNNN)", text_obj(s->name), alias,
-                                    PyLong_FromSize_t(s->dim), PyBool_FromLong(s->is_sparse),
-                                    PyBool_FromLong(s->defines_mb_size));
-        if (!t) Py_CLEAR(streams);
-        else PyList_SET_ITEM(streams, (Py_ssize_t)i, t);
-    }
-    return streams;
-}
-
-static PyObject *paths_list(const char *const *paths, size_t n)
-{
-    PyObject *l = PyList_New((Py_ssize_t)n);
-    for (size_t i = 0; l && i < n; i++) {
-        PyObject *p = opt_path(paths[i]);
-        if (!p) Py_CLEAR(l);
-        else PyList_SET_ITEM(l, (Py_ssize_t)i, p);
-    }
-    return l;
-}
-
-/* The joined deserializers: [(paths, streams, skip_sequence_ids, origin), ...] */
-static PyObject *joins_list(const ctf_config *c)
-{
-    PyObject *l = PyList_New((Py_ssize_t)c->num_joins);
-    for (size_t i = 0; l && i < c->num_joins; i++) {
-        const ctf_join_def *j = &c->joins[i];
-        PyObject *t = Py_BuildValue("(NNNN)", paths_list(j->paths, j->num_paths),
-                                    streams_list(j->streams, j->num_streams),
-                                    PyBool_FromLong(j->skip_sequence_ids),
-                                    j->origin ? text_obj(j->origin) : Py_NewRef(Py_None));
-        if (!t) Py_CLEAR(l);
-        else PyList_SET_ITEM(l, (Py_ssize_t)i, t);
-    }
-    return l;
-}
-
-static PyObject *config_to_dict(const ctf_config *c)
-{
-    PyObject *d = PyDict_New(), *streams = NULL;
-    if (!d) goto error;
-    if (!(streams = streams_list(c->streams, c->num_streams))) goto error;
-    int rc = dict_put(d, "path", opt_path(c->path));
-    rc = rc ? rc : PyDict_SetItemString(d, "streams", streams);
-    /* Only present when used, so that the dict stays Reader keyword arguments otherwise. */
-    if (c->num_paths) rc = rc ? rc : dict_put(d, "paths", paths_list(c->paths, c->num_paths));
-    if (c->num_joins) rc = rc ? rc : dict_put(d, "joins", joins_list(c));
-#define PUT(key, value) rc = rc ? rc : dict_put(d, key, value)
-    PUT("precision", PyUnicode_FromString(c->precision == CTF_FLOAT64 ? "double" : "float"));
-    PUT("randomize", PyBool_FromLong(c->randomize));
-    PUT("randomization_seed", PyLong_FromUnsignedLongLong(c->randomization_seed));
-    PUT("randomization_window", PyLong_FromUnsignedLongLong(c->randomization_window));
-    PUT("window_in_samples", PyBool_FromLong(c->window_in_samples));
-    PUT("skip_sequence_ids", PyBool_FromLong(c->skip_sequence_ids));
-    PUT("max_errors", PyLong_FromUnsignedLongLong(c->max_errors));
-    PUT("trace_level", PyLong_FromLong(c->trace_level));
-    PUT("chunk_size_bytes", PyLong_FromUnsignedLongLong(c->chunk_size_bytes));
-    PUT("keep_data_in_memory", PyBool_FromLong(c->keep_data_in_memory));
-    PUT("frame_mode", PyBool_FromLong(c->frame_mode));
-    PUT("cache_index", PyBool_FromLong(c->cache_index));
-    PUT("max_samples", PyLong_FromUnsignedLongLong(c->max_samples));
-    PUT("max_sweeps", PyLong_FromUnsignedLongLong(c->max_sweeps));
-    PUT("truncation_length", PyLong_FromSize_t(c->truncation_length));
-    PUT("num_workers", PyLong_FromSize_t(c->num_workers));
-    PUT("worker_rank", PyLong_FromSize_t(c->worker_rank));
-    PUT("num_threads", PyLong_FromSize_t(c->num_threads));
-    PUT("prefetch_chunks", PyLong_FromSize_t(c->prefetch_chunks));
-    PUT("log", Py_NewRef(Py_None));
-#undef PUT
-    if (rc) goto error;
-    Py_DECREF(streams);
-    return d;
-error:
-    Py_XDECREF(streams);
-    Py_XDECREF(d);
-    return NULL;
-}
 
 PyDoc_STRVAR(bsconfig_load_doc,
 "bsconfig_load(path, section=None, overrides=()) -> dict\n\n"
@@ -718,7 +276,7 @@ static PyObject *bsconfig_load(PyObject *module, PyObject *args, PyObject *kwarg
         raise_error(st, &err);
         goto error;
     }
-    result = config_to_dict(&cfg);
+    result = ctf_py_config_dict(&cfg);
 error:
     ctf_bsconfig_free(doc);
     PyMem_Free(ov);
@@ -1072,14 +630,14 @@ static void reader_free(ReaderObject *self)
 
 static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    reader_args ra = {0};
+    ctf_py_reader_args ra = {0};
     ReaderObject *self = NULL;
     ctf_reader *reader = NULL;
     ctf_config cfg;
     ctf_error err;
     int rc;
     ctf_config_init(&cfg);
-    if (reader_args_parse(args, kwargs, &cfg, &ra) < 0) goto error;
+    if (ctf_py_reader_args_parse(args, kwargs, &cfg, &ra) < 0) goto error;
     if (!(self = (ReaderObject *)type->tp_alloc(type, 0))) goto error;
     if (!(self->path = PyUnicode_DecodeFSDefault(cfg.path))) goto error;
     self->names = ra.names;
@@ -1099,16 +657,14 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     Py_END_ALLOW_THREADS
     self->reader = reader;
     if (reader_finish(self, rc, &err) < 0) goto error;
-    ctf_index_info info;
-    ctf_index_get_info(ctf_reader_index(reader), &info);
-    self->samples_per_sweep = info.samples;
+    self->samples_per_sweep = ctf_reader_samples_per_sweep(reader);
     self->bptt = cfg.truncation_length > 0;
     self->busy = 0;
-    reader_args_clear(&ra);
+    ctf_py_reader_args_clear(&ra);
     return (PyObject *)self;
 error:
     if (self) self->busy = 0;
-    reader_args_clear(&ra);
+    ctf_py_reader_args_clear(&ra);
     Py_XDECREF(self);
     return NULL;
 }
@@ -1215,9 +771,9 @@ static PyObject *Reader_next(ReaderObject *self, PyObject *args, PyObject *kwarg
         PyErr_SetString(PyExc_TypeError, "num_samples: must be an int (got bool)");
         return NULL;
     }
-    if (to_u64(ns_obj, "num_samples", UINT64_MAX, &num_samples) < 0 ||
-        (nw_obj != Py_None && to_u64(nw_obj, "num_workers", SIZE_MAX, &nw) < 0) ||
-        (rank_obj != Py_None && to_u64(rank_obj, "worker_rank", SIZE_MAX, &rank) < 0))
+    if (ctf_py_to_u64(ns_obj, "num_samples", UINT64_MAX, &num_samples) < 0 ||
+        (nw_obj != Py_None && ctf_py_to_u64(nw_obj, "num_workers", SIZE_MAX, &nw) < 0) ||
+        (rank_obj != Py_None && ctf_py_to_u64(rank_obj, "worker_rank", SIZE_MAX, &rank) < 0))
         return NULL;
     if (undo_capture(self) < 0) return NULL;
     ctf_reader *r = self->reader;
@@ -1361,6 +917,11 @@ static PyObject *Reader_files(ReaderObject *self, void *Py_UNUSED(closure))
     return l;
 }
 
+static PyObject *Reader_samples_per_sweep(ReaderObject *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromUnsignedLongLong(self->samples_per_sweep);
+}
+
 static PyObject *Reader_path(ReaderObject *self, void *Py_UNUSED(closure))
 {
     return Py_NewRef(self->path ? self->path : Py_None);
@@ -1400,6 +961,8 @@ static PyGetSetDef Reader_getset[] = {
      "Timeline position after the last delivered minibatch; assigning seeks.", NULL},
     {"closed", (getter)Reader_closed, NULL, "True after close().", NULL},
     {"path", (getter)Reader_path, NULL, "The (first) data file.", NULL},
+    {"samples_per_sweep", (getter)Reader_samples_per_sweep, NULL,
+     "Index samples in one sweep of all the data (every file; joined sequences).", NULL},
     {"files", (getter)Reader_files, NULL,
      "The data files, patterns expanded (Minibatch.files indexes this list).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -1502,7 +1065,7 @@ static int reader_seek(ReaderObject *self, PyObject *value)
 {
     uint64_t pos;
     int rc;
-    if (to_u64(value, "position", UINT64_MAX, &pos) < 0) return -1;
+    if (ctf_py_to_u64(value, "position", UINT64_MAX, &pos) < 0) return -1;
     ctf_reader *r = self->reader;
     self->undo_ok = 0;
     self->busy = 1;
@@ -1580,6 +1143,8 @@ static int module_exec(PyObject *m)
         PyModule_AddType(m, st->BufferType) < 0 ||
         PyModule_AddIntConstant(m, "INFINITELY_REPEAT", -1) < 0 ||
         PyModule_AddIntConstant(m, "FULL_DATA_SWEEP", -2) < 0 ||
+        PyModule_AddIntConstant(m, "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS",
+                                CTF_DEFAULT_WINDOW_CHUNKS) < 0 ||
         PyModule_AddStringConstant(m, "__version__", ctf_version_string()) < 0)
         goto error;
     status = 0;

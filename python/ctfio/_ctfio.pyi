@@ -6,6 +6,7 @@ from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple
 __version__: str
 INFINITELY_REPEAT: int  # -1 in this module's integer arguments
 FULL_DATA_SWEEP: int  # -2 in this module's integer arguments
+DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS: int  # the library's default randomization_window
 
 _Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 # (name, alias or None for the name, dim, is_sparse, defines_mb_size)
@@ -151,6 +152,8 @@ class Reader:
     def path(self) -> str: ...
     @property
     def files(self) -> List[str]: ...  # the data files, patterns expanded
+    @property
+    def samples_per_sweep(self) -> int: ...  # every file of a corpus; joined sequences
     def stats(self) -> Stats: ...
     def index_info(self) -> IndexInfo: ...
     def close(self) -> None: ...

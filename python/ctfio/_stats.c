@@ -6,22 +6,14 @@
 #include <Python.h>
 
 #include "_stats.h"
-
-/* Sets d[key] = value and releases value. @return : 0, or -1 (also when value is NULL). */
-static int put(PyObject *d, const char *key, PyObject *value)
-{
-    if (!value) return -1;
-    int rc = PyDict_SetItemString(d, key, value);
-    Py_DECREF(value);
-    return rc;
-}
+#include "_pyutil.h"
 
 PyObject *ctf_py_stats_dict(const ctf_stats *s, PyObject *names)
 {
     PyObject *d = NULL, *streams = NULL;
     if (!(d = PyDict_New()) || !(streams = PyList_New(0))) goto error;
     int rc = 0;
-#define PUT(dict, key, value) rc = rc ? rc : put(dict, key, value)
+#define PUT(dict, key, value) rc = rc ? rc : dict_put(dict, key, value)
     PUT(d, "sequences", PyLong_FromUnsignedLongLong(s->sequences));
     PUT(d, "errors", PyLong_FromUnsignedLongLong(s->errors));
     PUT(d, "warnings", PyLong_FromUnsignedLongLong(s->warnings));
@@ -65,7 +57,7 @@ PyObject *ctf_py_index_info_dict(const ctf_index_info *info)
     PyObject *d = PyDict_New();
     if (!d) return NULL;
     int rc = 0;
-#define PUT(key, value) rc = rc ? rc : put(d, key, value)
+#define PUT(key, value) rc = rc ? rc : dict_put(d, key, value)
     PUT("file_size", PyLong_FromUnsignedLongLong(info->file_size));
     PUT("sequences", PyLong_FromUnsignedLongLong(info->sequences));
     PUT("samples", PyLong_FromUnsignedLongLong(info->samples));

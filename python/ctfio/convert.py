@@ -183,24 +183,15 @@ def _one_hot(y, classes):
 
 def _write_blocks(dst, blocks, fname, lname, precision, classes):
     """Writes (X, y) blocks through write_ctf, one file, line mode; returns the row count."""
-    from .writer import write_ctf
+    from .writer import _replace_atomically, write_ctf
     path = os.fspath(dst)
-    tmp = "%s.part" % path
     rows = 0
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for X, y in blocks:
-                streams = {fname: X}
-                if y is not None:
-                    streams[lname] = _one_hot(y, classes) if classes else y
-                rows += write_ctf(f, streams, sequence_ids=False, precision=precision)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with _replace_atomically(path, tmp="%s.part" % path) as f:
+        for X, y in blocks:
+            streams = {fname: X}
+            if y is not None:
+                streams[lname] = _one_hot(y, classes) if classes else y
+            rows += write_ctf(f, streams, sequence_ids=False, precision=precision)
     return rows
 
 

@@ -24,7 +24,8 @@ __all__ = [
 INFINITELY_REPEAT = 2**64 - 1
 #: ``max_samples`` / ``epoch_size``: exactly one sweep over the data.
 FULL_DATA_SWEEP = 2**64 - 2
-DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS = 128
+#: ``randomization_window_in_chunks`` when not given: the library's own default.
+DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS = _ctfio.DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS
 
 
 def _np():
@@ -635,7 +636,7 @@ class MinibatchSource:
 
     def _timeline(self):
         """(position, samples_per_sweep) now: where the next minibatch starts."""
-        return self._reader.position, self._reader.index_info()["samples"]
+        return self._reader.position, self._reader.samples_per_sweep
 
     @property
     def _positional_state(self):

@@ -209,19 +209,9 @@ def _json_hook(d):
 
 
 def _write_json_atomic(path, obj):
-    tmp = "%s.tmp-%d" % (path, os.getpid())
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, default=_json_default)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from .writer import _replace_atomically
+    with _replace_atomically(path, fsync=True) as f:
+        json.dump(obj, f, default=_json_default)
 
 
 def _read_json(path):

@@ -9,6 +9,7 @@ precision (float32 for ``precision="float"``, float64 for ``"double"``); integra
 written without a fraction (``1``, not ``1.0``). Sparse zeros are not written.
 """
 
+import contextlib
 import os
 
 __all__ = ["sequence_to_cntk_text_format", "write_ctf"]
@@ -400,11 +401,23 @@ def write_ctf(path, streams, *, sequence_ids=True, precision="float"):
     if hasattr(path, "write"):
         write_all(path)
         return n
-    path = os.fspath(path)
-    tmp = "%s.tmp-%d" % (path, os.getpid())
+    with _replace_atomically(os.fspath(path)) as f:
+        write_all(f)
+    return n
+
+
+@contextlib.contextmanager
+def _replace_atomically(path, tmp=None, fsync=False):
+    """Yields a text file (UTF-8, '\\n' line ends) that replaces `path` only when the block
+    completes: on any exception `path` stays as it was and the temporary file (`tmp`, by default
+    PATH.tmp-PID) is removed. fsync: flushed to the disk before the rename (checkpoints)."""
+    tmp = tmp or "%s.tmp-%d" % (path, os.getpid())
     try:
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            write_all(f)
+            yield f
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -412,4 +425,3 @@ def write_ctf(path, streams, *, sequence_ids=True, precision="float"):
         except OSError:
             pass
         raise
-    return n

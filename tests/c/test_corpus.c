@@ -262,6 +262,13 @@ TEST(corpus_equals_concatenation_in_file_order)
             ctf_reader *ra = open_or_null(&a), *rb = open_or_null(&b);
             ASSERT(ra && rb);
             ASSERT_EQ(ctf_reader_num_files(ra), NF);
+            /* One sweep is every file's samples, as for the concatenation. */
+            ctf_index_info i0, iall;
+            ctf_index_get_info(ctf_reader_file_index(ra, 0), &i0);
+            ctf_index_get_info(ctf_reader_index(rb), &iall);
+            ASSERT_U64_EQ(ctf_reader_samples_per_sweep(ra), iall.samples);
+            ASSERT_U64_EQ(ctf_reader_samples_per_sweep(rb), iall.samples);
+            ASSERT(i0.samples < iall.samples);
             bytes x = {0}, y = {0};
             long ca = read_all(ra, sizes[si], &x, 100000), cb = read_all(rb, sizes[si], &y, 100000);
             ASSERT(ca > 0);

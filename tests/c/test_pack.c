@@ -1,153 +1,306 @@
 /*
- * test_pack.c -- the packing stage (lib/pack.c) through the reader: a minibatch large enough to
- * be copied in parts on the prefetch threads holds the same bytes as one copied on the caller's
- * thread alone, for dense and sparse streams, sequences of several samples, randomized with the
- * default window and in file order.
+ * test_pack.c -- the packing stage (lib/pack.c) on its own: picked sequences of hand-built
+ * parsed chunks -> one owned minibatch. Dense and sparse CSR streams, per-sequence lengths,
+ * keys/lines/files, pick order, truncated-BPTT windows, samples stored short (zero-filled),
+ * samples cut short by the end of a file (the JSON prints only their values), the empty
+ * minibatch, that the minibatch owns its memory (the chunks may go first), and that every
+ * allocation failure is CTF_ENOMEM with nothing leaked.
  */
 #include "ctfio_internal.h"
 #include "test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
-typedef struct bytes {
-    unsigned char *p;
-    size_t n, cap;
-} bytes;
+/*======================================================================
+ * Fixture: one chunk of three sequences, streams x (dense, dim 2) and y (sparse, dim 10)
+ *
+ *   seq 0: x [1 2] [3 4]            y {3:1}
+ *   seq 1: x [5 6]                  y {1:2 4:3} {}
+ *   seq 2: x [7 8] [9 10] [11 12]   y (no samples)
+ *====================================================================*/
 
-static void b_add(bytes *b, const void *d, size_t n)
+static const ctf_stream_def DEFS[2] = {
+    {.name = "x", .dim = 2, .is_sparse = false},
+    {.name = "y", .dim = 10, .is_sparse = true},
+};
+
+typedef struct fixture {
+    float xv[12];
+    float yv[3];
+    int32_t yi[3];
+    int64_t yp[5];
+    ctf__stream_data sd[2];
+    ctf__slice slices[6];
+    ctf__chunk_data cd;
+    ctf__parse_cfg pc;
+} fixture;
+
+static void fixture_init(fixture *f)
 {
-    if (b->n + n > b->cap) {
-        size_t c = b->cap ? b->cap : 4096;
-        while (c < b->n + n) c *= 2;
-        unsigned char *q = realloc(b->p, c);
-        if (!q) abort();
-        b->p = q;
-        b->cap = c;
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < 12; i++) f->xv[i] = (float)(i + 1);
+    const float yv[3] = {1, 2, 3};
+    const int32_t yi[3] = {3, 1, 4};
+    const int64_t yp[5] = {0, 1, 3, 3, 3};
+    memcpy(f->yv, yv, sizeof yv);
+    memcpy(f->yi, yi, sizeof yi);
+    memcpy(f->yp, yp, sizeof yp);
+    f->sd[0] = (ctf__stream_data){.values = f->xv, .samples = 6, .short_sample = -1};
+    f->sd[1] = (ctf__stream_data){.values = f->yv, .indices = f->yi, .indptr = f->yp,
+                                  .samples = 3, .nnz = 3, .short_sample = -1};
+    const ctf__slice sl[6] = {{0, 2}, {0, 1}, {2, 1}, {1, 2}, {3, 3}, {3, 0}};
+    memcpy(f->slices, sl, sizeof sl);
+    f->cd.num_seqs = 3;
+    f->cd.num_streams = 2;
+    f->cd.streams = f->sd;
+    f->cd.slices = f->slices;
+    f->cd.elt = sizeof(float);
+    f->pc = (ctf__parse_cfg){.path = "t.ctf", .streams = DEFS, .num_streams = 2,
+                             .precision = CTF_FLOAT32};
+}
+
+static ctf__pick pick_of(const fixture *f, size_t local, uint64_t samples)
+{
+    return (ctf__pick){.cd = &f->cd, .local = local, .key = 100 + local, .line = 10 * local,
+                       .samples = samples, .from = 0, .count = UINT32_MAX, .file = 0};
+}
+
+/* The minibatch's JSON lines (ctf_minibatch_print_json), in a static buffer. */
+static const char *json_of(const ctf_minibatch *mb, bool with_line)
+{
+    static char text[4096];
+    FILE *f = tmpfile();
+    if (!f) return "(tmpfile failed)";
+    if (ctf_minibatch_print_json(mb, f, with_line) != 0) {
+        fclose(f);
+        return "(print failed)";
     }
-    if (n) memcpy(b->p + b->n, d, n);
-    b->n += n;
+    rewind(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    return text;
 }
 
-/* The whole minibatch as the caller sees it: keys, and per stream lengths and buffers. */
-static void append_mb(bytes *b, const ctf_minibatch *mb)
+/*======================================================================
+ * Tests
+ *====================================================================*/
+
+TEST(pack_dense_sparse_lengths_keys_in_pick_order)
 {
-    size_t n = ctf_minibatch_num_sequences(mb);
-    b_add(b, ctf_minibatch_keys(mb), n * 8);
-    for (size_t k = 0; k < ctf_minibatch_num_streams(mb); k++) {
-        ctf_stream_view v;
-        if (ctf_minibatch_stream(mb, k, &v)) abort();
-        size_t elt = (size_t)v.precision;
-        b_add(b, v.lengths, n * sizeof *v.lengths);
-        if (!v.is_sparse) {
-            b_add(b, v.values, v.num_samples * v.dim * elt);
-            continue;
-        }
-        b_add(b, v.indptr, (v.num_samples + 1) * sizeof *v.indptr);
-        b_add(b, v.indices, v.nnz * sizeof *v.indices);
-        b_add(b, v.values, v.nnz * elt);
+    static fixture f;
+    fixture_init(&f);
+    /* Picked out of chunk order: the minibatch follows the picks. */
+    ctf__pick picks[3] = {pick_of(&f, 2, 3), pick_of(&f, 0, 2), pick_of(&f, 1, 2)};
+    picks[2].file = 4;
+    ctf__mb_info info = {.position = 77, .sweep = 2, .end_of_sweep = true};
+    ctf_minibatch *mb = NULL;
+    ctf_error err;
+    ASSERT_OK(ctf__pack(&f.pc, picks, 3, &info, &mb, &err), &err);
+    ASSERT_EQ(ctf_minibatch_num_sequences(mb), 3);
+    ASSERT_EQ(ctf_minibatch_num_streams(mb), 2);
+    ASSERT_U64_EQ(ctf_minibatch_num_samples(mb), 7);
+    ASSERT_U64_EQ(ctf_minibatch_position(mb), 77);
+    ASSERT_U64_EQ(ctf_minibatch_sweep(mb), 2);
+    ASSERT(ctf_minibatch_end_of_sweep(mb));
+    ASSERT_U64_EQ(ctf_minibatch_keys(mb)[0], 102);
+    ASSERT_U64_EQ(ctf_minibatch_keys(mb)[1], 100);
+    ASSERT_U64_EQ(ctf_minibatch_keys(mb)[2], 101);
+    ASSERT_U64_EQ(ctf_minibatch_lines(mb)[0], 21); /* 1-based */
+    ASSERT_U64_EQ(ctf_minibatch_lines(mb)[1], 1);
+    ASSERT_EQ(ctf_minibatch_files(mb)[2], 4);
+
+    ctf_stream_view x, y;
+    ASSERT_EQ(ctf_minibatch_stream(mb, 0, &x), 0);
+    ASSERT_EQ(ctf_minibatch_stream(mb, 1, &y), 0);
+    ASSERT_EQ(ctf_minibatch_stream(mb, 2, &y), CTF_EINVAL);
+    ASSERT_EQ(ctf_minibatch_stream(mb, 1, &y), 0);
+    ASSERT_STR_EQ(x.name, "x");
+    ASSERT(!x.is_sparse);
+    ASSERT_EQ(x.precision, CTF_FLOAT32);
+    ASSERT_EQ(x.dim, 2);
+    ASSERT_EQ(x.num_sequences, 3);
+    ASSERT_EQ(x.num_samples, 6);
+    const float xw[12] = {7, 8, 9, 10, 11, 12, 1, 2, 3, 4, 5, 6};
+    ASSERT_MEM_EQ(x.values, xw, sizeof xw);
+    ASSERT_EQ(x.lengths[0], 3);
+    ASSERT_EQ(x.lengths[1], 2);
+    ASSERT_EQ(x.lengths[2], 1);
+
+    ASSERT_STR_EQ(y.name, "y");
+    ASSERT(y.is_sparse);
+    ASSERT_EQ(y.dim, 10);
+    ASSERT_EQ(y.num_samples, 3);
+    ASSERT_EQ(y.nnz, 3);
+    ASSERT_EQ(y.lengths[0], 0);
+    ASSERT_EQ(y.lengths[1], 1);
+    ASSERT_EQ(y.lengths[2], 2);
+    const int64_t ip[4] = {0, 1, 3, 3};
+    const int32_t ix[3] = {3, 1, 4};
+    const float yv[3] = {1, 2, 3};
+    ASSERT_MEM_EQ(y.indptr, ip, sizeof ip);
+    ASSERT_MEM_EQ(y.indices, ix, sizeof ix);
+    ASSERT_MEM_EQ(y.values, yv, sizeof yv);
+
+    /* The minibatch owns its memory: the chunk's buffers may change or go away. */
+    memset(f.xv, 0, sizeof f.xv);
+    memset(f.yv, 0, sizeof f.yv);
+    ASSERT_MEM_EQ(x.values, xw, sizeof xw);
+    ASSERT_MEM_EQ(y.values, yv, sizeof yv);
+    ctf_minibatch_free(mb);
+}
+
+TEST(pack_json_lines_and_corpus_files)
+{
+    static fixture f;
+    fixture_init(&f);
+    ctf__pick picks[2] = {pick_of(&f, 1, 2), pick_of(&f, 0, 2)};
+    picks[0].file = 1;
+    ctf__mb_info info = {.position = 4, .corpus = false};
+    ctf_minibatch *mb = NULL;
+    ctf_error err;
+    ASSERT_OK(ctf__pack(&f.pc, picks, 2, &info, &mb, &err), &err);
+    ASSERT_STR_EQ(json_of(mb, true),
+                  "{\"key\": 101, \"line\": 11, \"streams\": {\"x\": [[5, 6]], "
+                  "\"y\": [[[1, 2], [4, 3]], []]}}\n"
+                  "{\"key\": 100, \"line\": 1, \"streams\": {\"x\": [[1, 2], [3, 4]], "
+                  "\"y\": [[[3, 1]]]}}\n");
+    ctf_minibatch_free(mb);
+    /* A corpus names each sequence's file. */
+    info.corpus = true;
+    ASSERT_OK(ctf__pack(&f.pc, picks, 2, &info, &mb, &err), &err);
+    ASSERT_STR_CONTAINS(json_of(mb, false), "{\"key\": 101, \"file\": 1, \"streams\"");
+    ASSERT_STR_CONTAINS(json_of(mb, false), "{\"key\": 100, \"file\": 0, \"streams\"");
+    ctf_minibatch_free(mb);
+}
+
+TEST(pack_truncated_bptt_windows)
+{
+    static fixture f;
+    fixture_init(&f);
+    /* Sequence 2, samples [1, 2) of x; y has no samples, so its window is empty. */
+    ctf__pick p = pick_of(&f, 2, 3);
+    p.from = 1;
+    p.count = 1;
+    /* Sequence 1 from sample 1 on: x has one sample only (window empty), y its second. */
+    ctf__pick q = pick_of(&f, 1, 2);
+    q.from = 1;
+    ctf__pick picks[2] = {p, q};
+    ctf__mb_info info = {0};
+    ctf_minibatch *mb = NULL;
+    ctf_error err;
+    ASSERT_OK(ctf__pack(&f.pc, picks, 2, &info, &mb, &err), &err);
+    ctf_stream_view x, y;
+    ASSERT_EQ(ctf_minibatch_stream(mb, 0, &x), 0);
+    ASSERT_EQ(ctf_minibatch_stream(mb, 1, &y), 0);
+    ASSERT_EQ(x.num_samples, 1);
+    ASSERT_EQ(x.lengths[0], 1);
+    ASSERT_EQ(x.lengths[1], 0);
+    const float xw[2] = {9, 10};
+    ASSERT_MEM_EQ(x.values, xw, sizeof xw);
+    ASSERT_EQ(y.num_samples, 1);
+    ASSERT_EQ(y.lengths[0], 0);
+    ASSERT_EQ(y.lengths[1], 1);
+    ASSERT_EQ(y.nnz, 0);
+    ASSERT_EQ(y.indptr[0], 0);
+    ASSERT_EQ(y.indptr[1], 0);
+    /* The window of a longer run: sequence 2's x from sample 1, as many as remain. */
+    picks[0].count = 100;
+    ctf_minibatch_free(mb);
+    ASSERT_OK(ctf__pack(&f.pc, picks, 1, &info, &mb, &err), &err);
+    ASSERT_EQ(ctf_minibatch_stream(mb, 0, &x), 0);
+    ASSERT_EQ(x.lengths[0], 2);
+    const float xw2[4] = {9, 10, 11, 12};
+    ASSERT_MEM_EQ(x.values, xw2, sizeof xw2);
+    ctf_minibatch_free(mb);
+}
+
+TEST(pack_short_dense_samples_zero_filled)
+{
+    /* One dense stream of dim 3 stored short: sample 0 has 3 values, sample 1 one (its zeros
+     * were not kept), sample 2 none. The end of the file cut sample 1 short. */
+    static const ctf_stream_def def = {.name = "d", .dim = 3};
+    double v[4] = {1, 2, 3, 4};
+    size_t off[4] = {0, 3, 4, 4};
+    ctf__stream_data sd = {.values = v, .samples = 3, .short_sample = 1, .short_count = 1,
+                           .dense_off = off};
+    ctf__slice sl[1] = {{0, 3}};
+    ctf__chunk_data cd = {.num_seqs = 1, .num_streams = 1, .streams = &sd, .slices = sl,
+                          .elt = sizeof(double)};
+    ctf__parse_cfg pc = {.path = "t.ctf", .streams = &def, .num_streams = 1,
+                         .precision = CTF_FLOAT64};
+    ctf__pick pick = {.cd = &cd, .local = 0, .key = 5, .samples = 3, .count = UINT32_MAX};
+    ctf__mb_info info = {0};
+    ctf_minibatch *mb = NULL;
+    ctf_error err;
+    ASSERT_OK(ctf__pack(&pc, &pick, 1, &info, &mb, &err), &err);
+    ctf_stream_view d;
+    ASSERT_EQ(ctf_minibatch_stream(mb, 0, &d), 0);
+    ASSERT_EQ(d.precision, CTF_FLOAT64);
+    ASSERT_EQ(d.num_samples, 3);
+    const double want[9] = {1, 2, 3, 4, 0, 0, 0, 0, 0};
+    ASSERT_MEM_EQ(d.values, want, sizeof want);
+    /* The JSON prints what the file held for the sample cut short, not the padding. */
+    ASSERT_STR_EQ(json_of(mb, false),
+                  "{\"key\": 5, \"streams\": {\"d\": [[1, 2, 3], [4], [0, 0, 0]]}}\n");
+    ctf_minibatch_free(mb);
+    /* A window that starts after the short sample records no short sample. */
+    pick.from = 2;
+    ASSERT_OK(ctf__pack(&pc, &pick, 1, &info, &mb, &err), &err);
+    ASSERT_STR_EQ(json_of(mb, false), "{\"key\": 5, \"streams\": {\"d\": [[0, 0, 0]]}}\n");
+    ctf_minibatch_free(mb);
+}
+
+TEST(pack_empty_minibatch)
+{
+    static fixture f;
+    fixture_init(&f);
+    ctf__mb_info info = {.position = 9, .sweep = 1};
+    ctf_minibatch *mb = NULL;
+    ctf_error err;
+    ASSERT_OK(ctf__pack(&f.pc, NULL, 0, &info, &mb, &err), &err);
+    ASSERT_EQ(ctf_minibatch_num_sequences(mb), 0);
+    ASSERT_U64_EQ(ctf_minibatch_num_samples(mb), 0);
+    ASSERT_U64_EQ(ctf_minibatch_position(mb), 9);
+    ctf_stream_view x, y;
+    ASSERT_EQ(ctf_minibatch_stream(mb, 0, &x), 0);
+    ASSERT_EQ(ctf_minibatch_stream(mb, 1, &y), 0);
+    ASSERT_EQ(x.num_samples, 0);
+    ASSERT_EQ(x.num_sequences, 0);
+    ASSERT_EQ(y.num_samples, 0);
+    ASSERT_EQ(y.nnz, 0);
+    ASSERT(y.indptr != NULL);
+    ASSERT_EQ(y.indptr[0], 0);
+    ASSERT_STR_EQ(json_of(mb, false), "");
+    ctf_minibatch_free(mb);
+}
+
+TEST(pack_each_allocation_failure_is_enomem_without_leaks)
+{
+    static fixture f;
+    fixture_init(&f);
+    ctf__pick picks[3] = {pick_of(&f, 2, 3), pick_of(&f, 0, 2), pick_of(&f, 1, 2)};
+    ctf__mb_info info = {0};
+    ctf_minibatch *mb = NULL;
+    ctf_error err;
+    /* How many allocations a successful pack makes. */
+    const long live0 = atomic_load(&ctf__alloc.live);
+    atomic_store(&ctf__alloc.count, 0);
+    ASSERT_OK(ctf__pack(&f.pc, picks, 3, &info, &mb, &err), &err);
+    const long count = atomic_load(&ctf__alloc.count);
+    ctf_minibatch_free(mb);
+    ASSERT(count > 5);
+    ASSERT_EQ(atomic_load(&ctf__alloc.live), live0);
+    for (long k = 1; k <= count; k++) {
+        atomic_store(&ctf__alloc.count, 0);
+        ctf__alloc.fail_at = k;
+        mb = (ctf_minibatch *)&f; /* must be reset to NULL on failure */
+        int rc = ctf__pack(&f.pc, picks, 3, &info, &mb, &err);
+        ctf__alloc.fail_at = 0;
+        ASSERT_EQ(rc, CTF_ENOMEM);
+        ASSERT_EQ(err.code, CTF_ENOMEM);
+        ASSERT(mb == NULL);
+        ASSERT_EQ(atomic_load(&ctf__alloc.live), live0);
     }
-}
-
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-#define DIM 200
-
-/* nseq sequences of 1-4 lines: a dense x of DIM on every line, a sparse y on the first line
- * of each and on some others. */
-static const char *big_file(size_t nseq)
-{
-    size_t cap = nseq * 4 * (DIM * 4 + 64) + 1, n = 0;
-    char *t = malloc(cap);
-    uint64_t s = 7;
-    for (size_t q = 0; q < nseq; q++) {
-        int lines = 1 + (int)(splitmix(&s) % 4);
-        for (int l = 0; l < lines; l++) {
-            n += (size_t)snprintf(t + n, cap - n, "%zu |x", q);
-            for (int d = 0; d < DIM; d++)
-                n += (size_t)snprintf(t + n, cap - n, " %d", (int)(splitmix(&s) % 100));
-            if (l == 0 || splitmix(&s) % 3)
-                n += (size_t)snprintf(t + n, cap - n, " |y %d:1 %d:2",
-                                      (int)(splitmix(&s) % 50), 50 + (int)(splitmix(&s) % 50));
-            n += (size_t)snprintf(t + n, cap - n, "\n");
-        }
-    }
-    const char *p = test_write_str("pack_big.ctf", t);
-    free(t);
-    return p;
-}
-
-static const ctf_stream_def XY[] = {{.name = "x", .dim = DIM},
-                                    {.name = "y", .dim = 100, .is_sparse = true}};
-
-static void quiet(void *user, ctf_severity sev, const ctf_error *what)
-{
-    (void)user;
-    (void)sev;
-    (void)what;
-}
-
-static bool read_all(const char *path, bool randomize, size_t threads, uint64_t k, bytes *out)
-{
-    ctf_config c;
-    ctf_config_init(&c);
-    c.path = path;
-    c.streams = XY;
-    c.num_streams = 2;
-    c.log = quiet;
-    c.randomize = randomize;
-    c.max_sweeps = 2;
-    c.chunk_size_bytes = 64 << 10; /* many chunks, all in the default window */
-    c.num_threads = threads;
-    ctf_reader *r = NULL;
-    ctf_error e;
-    if (ctf_reader_open(&c, &r, &e)) {
-        fprintf(stderr, "open: %s\n", e.message);
-        return false;
-    }
-    for (;;) {
-        ctf_minibatch *mb;
-        if (ctf_reader_next(r, k, &mb)) {
-            fprintf(stderr, "next: %s\n", ctf_reader_error(r)->message);
-            ctf_reader_free(r);
-            return false;
-        }
-        if (!mb) break;
-        append_mb(out, mb);
-        ctf_minibatch_free(mb);
-    }
-    ctf_reader_free(r);
-    return true;
-}
-
-TEST(pack_parallel_copies_match_one_thread)
-{
-    const char *path = big_file(2000);
-    ASSERT(path);
-    /* 2000 samples of DIM floats: 1.6 MB a minibatch, copied in parts with threads. */
-    const uint64_t sizes[] = {2000, 1};
-    for (int rnd = 0; rnd < 2; rnd++)
-        for (size_t si = 0; si < 2; si++) {
-            bytes ref = {0};
-            ASSERT(read_all(path, rnd, 0, sizes[si], &ref));
-            ASSERT(ref.n > 0);
-            const size_t threads[] = {2, 5};
-            for (size_t ti = 0; ti < 2; ti++) {
-                bytes got = {0};
-                bool ok = read_all(path, rnd, threads[ti], sizes[si], &got);
-                bool same = ok && got.n == ref.n && memcmp(got.p, ref.p, ref.n) == 0;
-                free(got.p);
-                if (!same)
-                    fprintf(stderr, "randomize %d, minibatch %llu, %zu threads differ\n", rnd,
-                            (unsigned long long)sizes[si], threads[ti]);
-                if (!same) free(ref.p);
-                ASSERT(same);
-            }
-            free(ref.p);
-        }
 }

@@ -245,6 +245,37 @@ def test_composite_missing_keys_dropped_and_counted(tmp_path, composite):
     assert any("sequence key 14 has no match" in str(a) for a in logs)
 
 
+def _sweep_facts(src):
+    """(samples_per_sweep of the first minibatch, of the checkpoint, of the source's timeline,
+    the position at the first end of sweep)."""
+    first = ends = None
+    while ends is None:
+        mb = src.next_minibatch(1)  # one sequence each: a sweep ends at its exact total
+        md = next(iter(mb.values()))
+        first = md.samples_per_sweep if first is None else first
+        if md.end_of_sweep:
+            ends = md.position
+    return first, src.get_checkpoint_state()["samples_per_sweep"], src._timeline()[1], ends
+
+
+def test_samples_per_sweep_counts_every_file_and_only_joined_sequences(tmp_path, corpus,
+                                                                       composite):
+    # The drivers cut epochs (FULL_DATA_SWEEP) with samples_per_sweep: it is the whole
+    # corpus's, not its first file's, and a join's after the sequences without a match.
+    paths, whole, _ = corpus
+    one = _sweep_facts(source(ctfio.CTFDeserializer(whole, XY), randomize=False))
+    many = _sweep_facts(source(ctfio.CTFDeserializer(paths, XY), randomize=False))
+    assert many == one and len(set(many)) == 1
+    first_file = source(ctfio.CTFDeserializer(paths[0], XY))._timeline()[1]
+    assert many[0] > first_file
+    _, xs, _, seqs = composite
+    ys = write(tmp_path / "y-some.ctf", render([s for s in seqs if s[0] % 7], wx=False))
+    joined = _sweep_facts(source([ctfio.CTFDeserializer(xs, X), ctfio.CTFDeserializer(ys, Y)],
+                                 randomize=False))
+    assert len(set(joined)) == 1
+    assert joined[0] == sum(max(len(xs_), len(ys_)) for k, xs_, ys_ in seqs if k % 7)
+
+
 def test_composite_torch_and_training_session(composite):
     torch = pytest.importorskip("torch")
     import ctfio.torch as ct

@@ -1,0 +1,412 @@
+/*
+ * _config.c -- Reader() arguments (path or corpus, streams, joins, keyword options) to a
+ * ctf_config, and a ctf_config back to Reader keyword arguments (what bsconfig_load returns).
+ *
+ * Adding a ctf_config field: update ctf_py_reader_args_parse (keyword list and format string),
+ * ctf_py_config_dict, the Reader signature in _ctfio.pyi and ctfio/source.py.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "_config.h"
+#include "_pyutil.h"
+
+#include <string.h>
+
+/* Converts an integer-like object to [0, max], naming the parameter in the message. */
+int ctf_py_to_u64(PyObject *obj, const char *name, uint64_t max, uint64_t *out)
+{
+    PyObject *v = PyNumber_Index(obj);
+    if (!v) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s: must be an int (got %.100s)", name,
+                         Py_TYPE(obj)->tp_name);
+        }
+        return -1;
+    }
+    unsigned long long x = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    if ((x == (unsigned long long)-1 && PyErr_Occurred()) || x > max) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s: must be an integer between 0 and %llu (got %R)", name,
+                     (unsigned long long)max, obj);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* max_samples / max_sweeps: the library's values (CTF_INFINITELY_REPEAT, CTF_FULL_DATA_SWEEP,
+ * which ctfio.INFINITELY_REPEAT and ctfio.FULL_DATA_SWEEP are) pass through; None and -1 are
+ * also no limit, -2 also one full sweep (`full`). */
+static int to_limit(PyObject *obj, const char *name, uint64_t full, uint64_t *out)
+{
+    if (obj == Py_None) {
+        *out = CTF_INFINITELY_REPEAT;
+        return 0;
+    }
+    if (PyLong_Check(obj)) {
+        int overflow = 0;
+        long long s = PyLong_AsLongLongAndOverflow(obj, &overflow);
+        if (!overflow && (s == -1 || s == -2)) {
+            if (s == -1 && PyErr_Occurred()) return -1;
+            *out = s == -1 ? CTF_INFINITELY_REPEAT : full;
+            return 0;
+        }
+    }
+    return ctf_py_to_u64(obj, name, UINT64_MAX, out);
+}
+
+static void path_list_clear(path_list *pl)
+{
+    Py_CLEAR(pl->keep);
+    PyMem_Free(pl->v);
+    pl->v = NULL;
+    pl->n = 0;
+}
+
+void ctf_py_reader_args_clear(ctf_py_reader_args *ra)
+{
+    Py_CLEAR(ra->path);
+    Py_CLEAR(ra->keep);
+    Py_CLEAR(ra->names);
+    PyMem_Free(ra->defs);
+    ra->defs = NULL;
+    path_list_clear(&ra->paths);
+    for (size_t j = 0; ra->jargs && j < ra->num_joins; j++) ctf_py_reader_args_clear(&ra->jargs[j]);
+    PyMem_Free(ra->jargs);
+    PyMem_Free(ra->joins);
+    ra->jargs = NULL;
+    ra->joins = NULL;
+    ra->num_joins = 0;
+}
+
+/* A str, bytes or os.PathLike is one path; any other sequence a list of them (a corpus; the
+ * library expands glob patterns in either). */
+static int parse_paths(PyObject *obj, const char *what, path_list *pl)
+{
+    PyObject *seq = NULL;
+    int status = -1;
+    pl->list = !(PyUnicode_Check(obj) || PyBytes_Check(obj) ||
+                 PyObject_HasAttrString(obj, "__fspath__"));
+    if (!pl->list) {
+        seq = PyTuple_Pack(1, obj);
+    } else {
+        seq = PySequence_Tuple(obj);
+        if (!seq) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s: must be a path or a list of paths (got %.100s)",
+                         what, Py_TYPE(obj)->tp_name);
+            return -1;
+        }
+    }
+    if (!seq) return -1;
+    const Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    if (n == 0) {
+        PyErr_Format(PyExc_ValueError, "%s: the list of files is empty", what);
+        goto error;
+    }
+    if (!(pl->keep = PyList_New(0))) goto error;
+    if (!(pl->v = PyMem_Calloc((size_t)n, sizeof *pl->v))) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = NULL;
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(seq, i), &b)) goto error;
+        int rc = PyList_Append(pl->keep, b);
+        Py_DECREF(b); /* the list holds it */
+        if (rc) goto error;
+        pl->v[pl->n++] = PyBytes_AS_STRING(b);
+    }
+    status = 0;
+error:
+    Py_XDECREF(seq);
+    return status;
+}
+
+static int parse_streams(PyObject *streams, ctf_config *cfg, ctf_py_reader_args *ra);
+
+/* joins: a sequence of (paths, streams, skip_sequence_ids) for the deserializers joined by key
+ * to the primary one (ctf_join_def). */
+static int parse_joins(PyObject *joins, ctf_config *cfg, ctf_py_reader_args *ra)
+{
+    PyObject *seq = PySequence_Fast(joins, "joins: must be a sequence of (paths, streams, "
+                                           "skip_sequence_ids) tuples");
+    if (!seq) return -1;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int status = -1;
+    ra->jargs = PyMem_Calloc((size_t)(n ? n : 1), sizeof *ra->jargs);
+    ra->joins = PyMem_Calloc((size_t)(n ? n : 1), sizeof *ra->joins);
+    if (!ra->jargs || !ra->joins) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    ra->num_joins = (size_t)n;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, j);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+            PyErr_Format(PyExc_TypeError, "joins[%zd]: must be a (paths, streams, "
+                         "skip_sequence_ids) tuple (got %R)", j, item);
+            goto error;
+        }
+        ctf_py_reader_args *ja = &ra->jargs[j];
+        ctf_config jc;
+        ctf_config_init(&jc);
+        if (parse_paths(PyTuple_GET_ITEM(item, 0), "joins[].paths", &ja->paths) < 0 ||
+            parse_streams(PyTuple_GET_ITEM(item, 1), &jc, ja) < 0)
+            goto error;
+        int skip = PyObject_IsTrue(PyTuple_GET_ITEM(item, 2));
+        if (skip < 0) goto error;
+        ra->joins[j] = (ctf_join_def){.paths = ja->paths.v, .num_paths = ja->paths.n,
+                                      .streams = jc.streams, .num_streams = jc.num_streams,
+                                      .skip_sequence_ids = skip};
+        /* Every stream's name, the primary's first, for stats(). */
+        PyObject *all = PySequence_Concat(ra->names, ja->names);
+        if (!all) goto error;
+        Py_SETREF(ra->names, all);
+    }
+    cfg->joins = ra->joins;
+    cfg->num_joins = ra->num_joins;
+    status = 0;
+error:
+    Py_DECREF(seq);
+    return status;
+}
+
+/* Fills cfg->streams from a sequence of (name, alias, dim, is_sparse, defines_mb_size). */
+static int parse_streams(PyObject *streams, ctf_config *cfg, ctf_py_reader_args *ra)
+{
+    PyObject *seq = NULL;
+    char name[64];
+    int status = -1;
+    if (PyUnicode_Check(streams) || PyBytes_Check(streams)) {
+        PyErr_SetString(PyExc_TypeError, "streams: must be a sequence of (name, alias, dim, "
+                                         "is_sparse, defines_mb_size) tuples (got a string)");
+        goto error;
+    }
+    seq = PySequence_Fast(streams, "streams: must be a sequence of (name, alias, dim, "
+                                   "is_sparse, defines_mb_size) tuples");
+    if (!seq) goto error;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    ra->keep = PyTuple_New(n);
+    ra->names = PyTuple_New(n);
+    if (!ra->keep || !ra->names) goto error;
+    ra->defs = PyMem_Calloc((size_t)(n ? n : 1), sizeof *ra->defs);
+    if (!ra->defs) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *t = PyTuple_Check(item) || PyList_Check(item) ? PySequence_Tuple(item) : NULL;
+        if (!t || PyTuple_GET_SIZE(t) != 5) {
+            Py_XDECREF(t);
+            PyErr_Format(PyExc_TypeError, "streams[%zd]: must be a (name, alias, dim, "
+                         "is_sparse, defines_mb_size) tuple (got %R)", i, item);
+            goto error;
+        }
+        PyTuple_SET_ITEM(ra->keep, i, t); /* steals: the strings below live as long as keep */
+        PyObject *nm = PyTuple_GET_ITEM(t, 0), *alias = PyTuple_GET_ITEM(t, 1);
+        if (!PyUnicode_Check(nm) || !(alias == Py_None || PyUnicode_Check(alias))) {
+            PyErr_Format(PyExc_TypeError, "streams[%zd]: name must be a str and alias a str or "
+                         "None (got %R)", i, t);
+            goto error;
+        }
+        ctf_stream_def *d = &ra->defs[i];
+        if (!(d->name = PyUnicode_AsUTF8(nm))) goto error;
+        if (alias != Py_None && !(d->alias = PyUnicode_AsUTF8(alias))) goto error;
+        Py_INCREF(nm);
+        PyTuple_SET_ITEM(ra->names, i, nm);
+        uint64_t dim;
+        snprintf(name, sizeof name, "streams[%zd].dim", i);
+        if (ctf_py_to_u64(PyTuple_GET_ITEM(t, 2), name, SIZE_MAX, &dim) < 0) goto error;
+        d->dim = (size_t)dim;
+        int sparse = PyObject_IsTrue(PyTuple_GET_ITEM(t, 3));
+        int mbs = PyObject_IsTrue(PyTuple_GET_ITEM(t, 4));
+        if (sparse < 0 || mbs < 0) goto error;
+        d->is_sparse = sparse;
+        d->defines_mb_size = mbs;
+    }
+    cfg->streams = ra->defs;
+    cfg->num_streams = (size_t)n;
+    status = 0;
+error:
+    Py_XDECREF(seq);
+    return status;
+}
+
+/* Parses Reader(path, streams, **options) into cfg (which ctf_config_init filled). */
+int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, ctf_py_reader_args *ra)
+{
+    static char *kwlist[] = {"path", "streams", "precision", "randomize", "randomization_seed",
+                             "randomization_window", "window_in_samples", "skip_sequence_ids",
+                             "max_errors", "trace_level", "chunk_size_bytes",
+                             "keep_data_in_memory", "frame_mode", "cache_index", "max_samples",
+                             "max_sweeps", "truncation_length", "num_workers", "worker_rank",
+                             "num_threads", "prefetch_chunks", "log", "joins", NULL};
+    PyObject *path, *joins = NULL;
+    PyObject *streams, *seed = NULL, *window = NULL, *max_errors = NULL, *chunk = NULL;
+    PyObject *max_samples = Py_None, *max_sweeps = Py_None, *trunc = NULL, *workers = NULL;
+    PyObject *rank = NULL, *threads = NULL, *prefetch = NULL, *log = Py_None;
+    const char *precision = "float";
+    int randomize = cfg->randomize, in_samples = cfg->window_in_samples;
+    int skip_ids = cfg->skip_sequence_ids, keep = cfg->keep_data_in_memory;
+    int frame = cfg->frame_mode, cache = cfg->cache_index, trace = cfg->trace_level;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$spOOppOiOpppOOOOOOOOO:Reader", kwlist,
+                                     &path, &streams, &precision,
+                                     &randomize, &seed, &window, &in_samples, &skip_ids,
+                                     &max_errors, &trace, &chunk, &keep, &frame, &cache,
+                                     &max_samples, &max_sweeps, &trunc, &workers, &rank,
+                                     &threads, &prefetch, &log, &joins))
+        return -1;
+    /* path: one file, or a list of files and patterns read as one corpus. */
+    if (parse_paths(path, "path", &ra->paths) < 0) return -1;
+    ra->path = Py_NewRef(PyList_GET_ITEM(ra->paths.keep, 0));
+    cfg->path = PyBytes_AS_STRING(ra->path);
+    /* A pattern is a corpus even when given alone (as on the command line). */
+    if (ra->paths.list || strpbrk(cfg->path, "*?[")) {
+        cfg->paths = ra->paths.v;
+        cfg->num_paths = ra->paths.n;
+    }
+    if (parse_streams(streams, cfg, ra) < 0) return -1;
+    if (joins && joins != Py_None && parse_joins(joins, cfg, ra) < 0) return -1;
+    if (!strcmp(precision, "float") || !strcmp(precision, "float32"))
+        cfg->precision = CTF_FLOAT32;
+    else if (!strcmp(precision, "double") || !strcmp(precision, "float64"))
+        cfg->precision = CTF_FLOAT64;
+    else {
+        PyErr_Format(PyExc_ValueError, "precision: must be 'float', 'float32', 'double' or "
+                     "'float64' (got '%s')", precision);
+        return -1;
+    }
+    cfg->randomize = randomize;
+    cfg->window_in_samples = in_samples;
+    cfg->skip_sequence_ids = skip_ids;
+    cfg->keep_data_in_memory = keep;
+    cfg->frame_mode = frame;
+    cfg->cache_index = cache;
+    cfg->trace_level = trace;
+    const struct {
+        PyObject *obj;
+        const char *name;
+        uint64_t *u64;           /* one of u64 / size is the destination */
+        size_t *size;
+    } ints[] = {
+        {seed, "randomization_seed", &cfg->randomization_seed, NULL},
+        {window, "randomization_window", &cfg->randomization_window, NULL},
+        {max_errors, "max_errors", &cfg->max_errors, NULL},
+        {chunk, "chunk_size_bytes", &cfg->chunk_size_bytes, NULL},
+        {trunc, "truncation_length", NULL, &cfg->truncation_length},
+        {workers, "num_workers", NULL, &cfg->num_workers},
+        {rank, "worker_rank", NULL, &cfg->worker_rank},
+        {threads, "num_threads", NULL, &cfg->num_threads},
+        {prefetch, "prefetch_chunks", NULL, &cfg->prefetch_chunks},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        uint64_t v;
+        if (!ints[i].obj) continue;
+        if (ctf_py_to_u64(ints[i].obj, ints[i].name, ints[i].size ? SIZE_MAX : UINT64_MAX, &v) < 0)
+            return -1;
+        if (ints[i].size)
+            *ints[i].size = (size_t)v;
+        else
+            *ints[i].u64 = v;
+    }
+    if (to_limit(max_samples, "max_samples", CTF_FULL_DATA_SWEEP, &cfg->max_samples) < 0 ||
+        to_limit(max_sweeps, "max_sweeps", 1, &cfg->max_sweeps) < 0)
+        return -1;
+    if (log != Py_None && !PyCallable_Check(log)) {
+        PyErr_Format(PyExc_TypeError, "log: must be callable or None (got %.100s)",
+                     Py_TYPE(log)->tp_name);
+        return -1;
+    }
+    ra->log = log == Py_None ? NULL : log;
+    return 0;
+}
+
+/* A configuration as Reader keyword arguments plus "path" and "streams". */
+/* [(name, alias, dim, is_sparse, defines_mb_size), ...] */
+static PyObject *streams_list(const ctf_stream_def *defs, size_t n)
+{
+    PyObject *streams = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; streams && i < n; i++) {
+        const ctf_stream_def *s = &defs[i];
+        PyObject *alias = s->alias && s->alias[0] ? text_obj(s->alias) : Py_NewRef(Py_None);
+        PyObject *t = Py_BuildValue("(NNNNN)", text_obj(s->name), alias,
+                                    PyLong_FromSize_t(s->dim), PyBool_FromLong(s->is_sparse),
+                                    PyBool_FromLong(s->defines_mb_size));
+        if (!t) Py_CLEAR(streams);
+        else PyList_SET_ITEM(streams, (Py_ssize_t)i, t);
+    }
+    return streams;
+}
+
+static PyObject *paths_list(const char *const *paths, size_t n)
+{
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l && i < n; i++) {
+        PyObject *p = opt_path(paths[i]);
+        if (!p) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, (Py_ssize_t)i, p);
+    }
+    return l;
+}
+
+/* The joined deserializers: [(paths, streams, skip_sequence_ids, origin), ...] */
+static PyObject *joins_list(const ctf_config *c)
+{
+    PyObject *l = PyList_New((Py_ssize_t)c->num_joins);
+    for (size_t i = 0; l && i < c->num_joins; i++) {
+        const ctf_join_def *j = &c->joins[i];
+        PyObject *t = Py_BuildValue("(NNNN)", paths_list(j->paths, j->num_paths),
+                                    streams_list(j->streams, j->num_streams),
+                                    PyBool_FromLong(j->skip_sequence_ids),
+                                    j->origin ? text_obj(j->origin) : Py_NewRef(Py_None));
+        if (!t) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, (Py_ssize_t)i, t);
+    }
+    return l;
+}
+
+PyObject *ctf_py_config_dict(const ctf_config *c)
+{
+    PyObject *d = PyDict_New(), *streams = NULL;
+    if (!d) goto error;
+    if (!(streams = streams_list(c->streams, c->num_streams))) goto error;
+    int rc = dict_put(d, "path", opt_path(c->path));
+    rc = rc ? rc : PyDict_SetItemString(d, "streams", streams);
+    /* Only present when used, so that the dict stays Reader keyword arguments otherwise. */
+    if (c->num_paths) rc = rc ? rc : dict_put(d, "paths", paths_list(c->paths, c->num_paths));
+    if (c->num_joins) rc = rc ? rc : dict_put(d, "joins", joins_list(c));
+#define PUT(key, value) rc = rc ? rc : dict_put(d, key, value)
+    PUT("precision", PyUnicode_FromString(c->precision == CTF_FLOAT64 ? "double" : "float"));
+    PUT("randomize", PyBool_FromLong(c->randomize));
+    PUT("randomization_seed", PyLong_FromUnsignedLongLong(c->randomization_seed));
+    PUT("randomization_window", PyLong_FromUnsignedLongLong(c->randomization_window));
+    PUT("window_in_samples", PyBool_FromLong(c->window_in_samples));
+    PUT("skip_sequence_ids", PyBool_FromLong(c->skip_sequence_ids));
+    PUT("max_errors", PyLong_FromUnsignedLongLong(c->max_errors));
+    PUT("trace_level", PyLong_FromLong(c->trace_level));
+    PUT("chunk_size_bytes", PyLong_FromUnsignedLongLong(c->chunk_size_bytes));
+    PUT("keep_data_in_memory", PyBool_FromLong(c->keep_data_in_memory));
+    PUT("frame_mode", PyBool_FromLong(c->frame_mode));
+    PUT("cache_index", PyBool_FromLong(c->cache_index));
+    PUT("max_samples", PyLong_FromUnsignedLongLong(c->max_samples));
+    PUT("max_sweeps", PyLong_FromUnsignedLongLong(c->max_sweeps));
+    PUT("truncation_length", PyLong_FromSize_t(c->truncation_length));
+    PUT("num_workers", PyLong_FromSize_t(c->num_workers));
+    PUT("worker_rank", PyLong_FromSize_t(c->worker_rank));
+    PUT("num_threads", PyLong_FromSize_t(c->num_threads));
+    PUT("prefetch_chunks", PyLong_FromSize_t(c->prefetch_chunks));
+    PUT("log", Py_NewRef(Py_None));
+#undef PUT
+    if (rc) goto error;
+    Py_DECREF(streams);
+    return d;
+error:
+    Py_XDECREF(streams);
+    Py_XDECREF(d);
+    return NULL;
+}

@@ -1,0 +1,50 @@
+/*
+ * _config.h -- Reader() arguments to a ctf_config, and a ctf_config back to Reader keyword
+ * arguments (_config.c), for the Reader type and bsconfig_load in _ctfio.c.
+ */
+#ifndef CTFIO_CONFIG_H
+#define CTFIO_CONFIG_H
+
+#include <Python.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ctfio.h"
+
+/* A path or a list of paths (a corpus), converted with PyUnicode_FSConverter. */
+typedef struct {
+    PyObject *keep;              /* list of the bytes objects v points into */
+    const char **v;              /* PyMem */
+    size_t n;
+    bool list;                   /* given as a list (a corpus), not a single path */
+} path_list;
+
+/* The parsed arguments of Reader(); the ctf_config points into these objects. */
+typedef struct reader_args {
+    PyObject *path;              /* bytes (PyUnicode_FSConverter): the first file */
+    PyObject *keep;              /* tuple of the stream tuples whose strings defs point into */
+    PyObject *names;             /* tuple of the stream names */
+    PyObject *log;               /* borrowed; NULL for None */
+    ctf_stream_def *defs;        /* PyMem */
+    path_list paths;             /* a corpus: path was a list */
+    struct reader_args *jargs;   /* per join: its streams and files (PyMem) */
+    ctf_join_def *joins;         /* PyMem */
+    size_t num_joins;
+} ctf_py_reader_args;
+
+/* Parses Reader(path, streams, **options) into cfg (which ctf_config_init filled); cfg points
+ * into ra until ctf_py_reader_args_clear. @return : 0, or -1 with an exception set. */
+int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg,
+                             ctf_py_reader_args *ra);
+
+/* Releases what ctf_py_reader_args_parse kept (ra zeroed: safe to call twice). */
+void ctf_py_reader_args_clear(ctf_py_reader_args *ra);
+
+/* Converts an integer-like object (operator.index) to [0, max], naming the parameter in the message. @return : 0, or -1 with an exception set. */
+int ctf_py_to_u64(PyObject *obj, const char *name, uint64_t max, uint64_t *out);
+
+/* A configuration as Reader keyword arguments plus "path" and "streams" ("paths" for a corpus,
+ * "joins" for joined deserializers). @return : a new dict, or NULL with an exception set. */
+PyObject *ctf_py_config_dict(const ctf_config *c);
+
+#endif
