@@ -297,6 +297,13 @@ typedef struct ctf_index_info {
     uint64_t max_sequence_samples; /* index samples of the longest sequence */
     bool line_mode;           /* every line its own sequence (SPEC 1.4) */
     bool from_cache;          /* loaded from the index cache instead of scanning */
+    uint64_t min_sequence_samples; /* index samples of the shortest sequence */
+    /* Sequences by length: bucket 0 holds those of 0 samples, bucket b >= 1 those of
+     * 2^(b-1) <= samples < 2^b (counted while indexing). */
+    uint64_t length_buckets[65];
+    /* Bytes the index holds in memory: its chunk table (a few dozen bytes per chunk) and its
+     * options; a chunk's sequence records are re-made when a chunk is read, not kept. */
+    uint64_t index_bytes;
 } ctf_index_info;
 
 /* ctf_index_build(cfg, out, err):
