@@ -1247,7 +1247,7 @@ uint64_t ctf__index_bytes(const ctf_index *idx)
         n += sizeof *idx->opts + idx->opts->num_aliases * (sizeof(char *) + sizeof(size_t));
         for (size_t i = 0; i < idx->opts->num_aliases; i++) n += idx->opts->alias_lens[i] + 1;
     }
-    if (idx->one) n += sizeof *idx->one + idx->one->buf.cap * sizeof(ctf__seq);
+    if (idx->one) n += idx->one->buf.cap * sizeof(ctf__seq);
     return n;
 }
 

@@ -371,8 +371,9 @@ static size_t seq_set_size(const ctf_config *cfg, size_t num_chunks, uint64_t sa
         if (!cfg->window_in_samples) w = cfg->randomization_window;
         else if (samples) w = cfg->randomization_window / (samples / (num_chunks ? num_chunks : 1) + 1) + 1;
     }
-    w += 4;
-    if (w < 8) w = 8;
+    /* The cursor's sequences come from the chunks of one window: two more cover its edges. */
+    w += 2;
+    if (w < 3) w = 3;
     if (num_chunks && w > num_chunks) w = num_chunks;
     return (size_t)w;
 }
