@@ -238,6 +238,9 @@ uint64_t ctf__index_bytes(const ctf_index *idx);
 /* Files of at least this many bytes are indexed by two threads when cfg->num_threads >= 2 and
  * the file is in line mode (index.c; tests lower it). */
 extern uint64_t ctf__index_parallel_min;
+/* Sequence records the second indexing thread may keep before it stops and the first thread
+ * scans the rest alone (index.c; tests lower it). */
+extern size_t ctf__index_half_keep;
 
 /*======================================================================
  * Parsing (parse.c): bytes of whole sequences -> a parsed chunk.

@@ -295,6 +295,7 @@ typedef struct scan_state {
      * half), else into the chunk table (and the index cache, when one is being written). */
     ctf__seqbuf *keep;
     size_t kept;
+    size_t keep_limit;      /* 0, or stop (SCAN_STOP) before keeping more (parallel half) */
     uint64_t chunk_size;
     size_t chunks_cap;
     size_t emitted;
@@ -320,6 +321,12 @@ static inline uint64_t hash_seq(uint64_t h, const ctf__seq *s)
 }
 
 #define CHUNK_HASH_SEED 0x9ae16a3b2f90404full
+/* The parallel second half kept its limit of records: it stops (not an error). */
+#define SCAN_STOP 1
+/* Records the parallel second half may keep (32 MB): past that the first thread goes on alone,
+ * so that indexing a file of very many short sequences never holds a table of them (a
+ * variable, so that tests can lower it). */
+size_t ctf__index_half_keep = (size_t)1 << 20;
 
 /* A chunk's fold of its records (ctf__chunk.hash). */
 static uint64_t chunk_fold(const ctf__seq *s, size_t n)
@@ -335,6 +342,7 @@ static uint64_t chunk_fold(const ctf__seq *s, size_t n)
 static int emit(scan_state *st, const ctf__seq *s, uint64_t end)
 {
     ctf_index *idx = st->idx;
+    if (st->keep && st->keep_limit && st->kept >= st->keep_limit) return SCAN_STOP;
     st->hash = hash_seq(st->hash, s);
     if (st->keep) {
         if (st->kept == st->keep->cap &&
@@ -692,6 +700,7 @@ static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
     j->st.idx = &j->idx;
     j->st.keep = &j->keep;
     j->st.kept = 0;
+    j->st.keep_limit = ctf__index_half_keep ? ctf__index_half_keep : 1;
     j->st.cache = NULL;
     j->st.mode = 1;
     j->st.have_seq = false;
@@ -708,6 +717,9 @@ static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
     *ran = true;
     int rc = scan_range(st, fd, 0, j->from, err);
     pthread_join(th, NULL);
+    /* Stopped at its limit: its open sequence (not kept) is where the first thread goes on. */
+    const bool stopped = j->rc == SCAN_STOP;
+    if (stopped) j->rc = 0;
     if (!rc && j->rc) {
         /* The first half was fine: the second half's error is the first in the file. */
         *err = j->err;
@@ -722,7 +734,7 @@ static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
         else st->lines_before += j->st.lines_before;
         const uint64_t shift = st->line_no;
         for (size_t i = 0; i <= j->st.kept && !rc; i++) {
-            if (i == j->st.kept && !j->st.have_seq) break;
+            if (i == j->st.kept && (!j->st.have_seq || stopped)) break;
             ctf__seq s = i < j->st.kept ? j->keep.p[i] : j->st.cur;
             s.line += shift;
             s.key += shift; /* line mode: the key is the line number */
@@ -731,7 +743,15 @@ static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
             st->have_seq = true;
             idx->num_seqs++;
         }
-        st->line_no += j->st.line_no;
+        if (!stopped) {
+            st->line_no += j->st.line_no;
+        } else {
+            st->line_no = shift + j->st.cur.line;
+            const uint64_t resume = j->st.cur.offset;
+            CTF_FREE(j->keep.p);
+            j->keep.p = NULL;
+            if (!rc) rc = scan_range(st, fd, resume, idx->file.size, err);
+        }
     }
     CTF_FREE(j->keep.p);
     CTF_FREE(j);
