@@ -164,7 +164,8 @@ static const ctf_stream_def MNIST[] = {{"labels", NULL, 10, false, false},
 static const ctf_stream_def SPARSE[] = {{"src", NULL, 50000, true, false},
                                         {"tgt", NULL, 50000, true, false}};
 static const ctf_stream_def SEQ[] = {{"x", NULL, 20, false, false}, {"y", NULL, 1000, true, false}};
-static const ctf_stream_def SHORT[] = {{"x", NULL, 1, false, false}}; /* rows "|x 1" (bench/mem.py) */
+/* Rows "|x 1" (bench/mem.py). */
+static const ctf_stream_def SHORT[] = {{"x", NULL, 1, false, false}};
 
 static void layout(const char *kind, const ctf_stream_def **s, size_t *n)
 {

@@ -345,13 +345,14 @@ typedef struct ctf__chunk_data {
 
 /* ctf__parse_chunk(pc, idx, chunk, seqs, buf, max_errors, out, err):
  * Parses the sequences of chunk `chunk` (its records: seqs, from ctf__index_chunk_seqs) whose
- * bytes are buf (idx->chunks[chunk].size bytes starting at the chunk's offset). Problems are recorded in the result, not reported; parsing
- * stops after max_errors + 1 errors (the consumer's budget can never allow more).
+ * bytes are buf (idx->chunks[chunk].size bytes starting at the chunk's offset). Problems are
+ * recorded in the result, not reported; parsing stops after max_errors + 1 errors (the
+ * consumer's budget can never allow more).
  * @return : 0 and *out (owned by the caller), or CTF_ENOMEM. A fatal data problem is not a
  *           failure of this call: it is recorded (out->fatal) so that it surfaces in order. */
 int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
-                     const ctf__seq *seqs, const char *buf, uint64_t max_errors, ctf__chunk_data **out,
-                     ctf_error *err);
+                     const ctf__seq *seqs, const char *buf, uint64_t max_errors,
+                     ctf__chunk_data **out, ctf_error *err);
 void ctf__chunk_data_free(ctf__chunk_data *cd);
 
 /* The parser's hot-loop variant in use: "ssse3", "sse2" or "portable" (no SSE2, or

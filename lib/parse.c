@@ -1078,7 +1078,8 @@ static int shrink(ctf__bufpool *pool, ctf__stream_data *sd, const ctf_stream_def
 }
 
 int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
-                     const ctf__seq *seqs, const char *buf, uint64_t max_errors, ctf__chunk_data **out, ctf_error *err)
+                     const ctf__seq *seqs, const char *buf, uint64_t max_errors,
+                     ctf__chunk_data **out, ctf_error *err)
 {
     *out = NULL;
     const ctf__chunk *ch = &idx->chunks[chunk];
@@ -1128,8 +1129,8 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
         }
         if (presize(pc->pool, sd, d, rows, ch->size, colons, (size_t)pc->precision)) goto oom;
     }
-    pstate ps = {.pc = pc, .idx = idx, .seqs = seqs, .num_seqs = ch->num_seqs, .cd = cd, .buf = buf, .limit = buf + ch->size,
-                 .base = ch->offset, .max_errors = max_errors, .alias = alias,
+    pstate ps = {.pc = pc, .idx = idx, .seqs = seqs, .num_seqs = ch->num_seqs, .cd = cd,
+                 .buf = buf, .limit = buf + ch->size, .base = ch->offset, .max_errors = max_errors, .alias = alias,
                  .alias_len = alias_len};
     ps.line_start = buf;
 #if CTF_TOKENIZE

@@ -369,7 +369,8 @@ static size_t seq_set_size(const ctf_config *cfg, size_t num_chunks, uint64_t sa
     uint64_t w = 0;
     if (cfg->randomize && cfg->randomization_window) {
         if (!cfg->window_in_samples) w = cfg->randomization_window;
-        else if (samples) w = cfg->randomization_window / (samples / (num_chunks ? num_chunks : 1) + 1) + 1;
+        else if (samples)
+            w = cfg->randomization_window / (samples / (num_chunks ? num_chunks : 1) + 1) + 1;
     }
     /* The cursor's sequences come from the chunks of one window: two more cover its edges. */
     w += 2;
