@@ -366,6 +366,9 @@ static void corpus_destroy(ctf__source *src)
  * (a window in samples over the mean chunk) and a few more for the look-ahead. */
 static size_t seq_set_size(const ctf_config *cfg, size_t num_chunks, uint64_t samples)
 {
+    /* keepDataInMemory holds every parsed chunk for later sweeps: their records too, so that a
+     * later sweep never reads the file again. */
+    if (cfg->keep_data_in_memory) return num_chunks ? num_chunks : 1;
     uint64_t w = 0;
     if (cfg->randomize && cfg->randomization_window) {
         if (!cfg->window_in_samples) w = cfg->randomization_window;

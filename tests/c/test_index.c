@@ -73,12 +73,14 @@ static const ctf__seq *table_of(const ctf_index *idx)
         size_t n;
         ctf__seq *p;
     } slot[2];
-    static unsigned next;
+    static unsigned last; /* the slot returned last: kept, so that two tables can be compared */
     for (unsigned i = 0; i < 2; i++)
         if (slot[i].idx == idx && slot[i].hash == idx->hash && slot[i].n == idx->num_seqs &&
-            slot[i].p)
+            slot[i].p) {
+            last = i;
             return slot[i].p;
-    unsigned k = next++ % 2;
+        }
+    unsigned k = last = 1 - last;
     free(slot[k].p);
     slot[k].p = calloc(idx->num_seqs ? idx->num_seqs : 1, sizeof *slot[k].p);
     slot[k].idx = idx;
