@@ -97,28 +97,31 @@ def main():
     ap.add_argument("--corpus-files", type=int, default=10000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--no-memory", action="store_true", help="only the speed ratios")
     a = ap.parse_args()
     os.makedirs(DATA, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         before, after = build(a.before, tmp)
         rows = []
-        targets = [(short_file(int(m)), "%s MB short rows" % m) for m in a.sizes_mb.split(",")]
-        if a.corpus_files:
+        targets = [(short_file(int(m)), "%s MB short rows" % m) for m in a.sizes_mb.split(",")
+                   if not a.no_memory]
+        if a.corpus_files and not a.no_memory:
             targets.append((corpus(a.corpus_files), "corpus of %d files" % a.corpus_files))
         for path, label in targets:
             r_before, r_after = rss(before, path), rss(after, path)
             rows.append((label, r_before, r_after))
             print("measured", label, file=sys.stderr)
-        print("| data | bytes | sequences | chunks | peak RSS before | peak RSS after | "
-              "index before | index after |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        if rows:
+            print("| data | bytes | sequences | chunks | peak RSS before | peak RSS after | "
+                  "index before | index after |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for label, b, n in rows:
             print("| %s | %d | %d | %d | %.0f MB | %.0f MB | %.1f MB | %.3f MB |" % (
                 label, n["bytes"], n["sequences"], n["chunks"], b["maxrss_kb"] / 1024,
                 n["maxrss_kb"] / 1024, b["index_bytes"] / 1e6, n["index_bytes"] / 1e6))
         if a.no_speed:
             return
-        dense = os.path.join(DATA, "dense.ctf")
+        dense = os.path.join(DATA, "dense_256mb.ctf")
         if not os.path.exists(dense):
             sh([sys.executable, os.path.join(HERE, "gen.py"), "--kinds", "dense"])
         idx = {"before": [], "after": []}

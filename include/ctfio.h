@@ -314,7 +314,11 @@ int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err);
 /* ctf_index_get_info(idx, info): fills info. */
 void ctf_index_get_info(const ctf_index *idx, ctf_index_info *info);
 
-/* ctf_index_sequence_samples(idx, i): index samples of sequence i in file order. */
+/* ctf_index_sequence_samples(idx, i): index samples of sequence i in file order. The index
+ * keeps only its chunk table: the chunk holding i is re-made (from the index cache or by
+ * re-scanning its bytes) unless it is the chunk of the previous call, so walk i in order;
+ * for the distribution of lengths use ctf_index_info.length_buckets. 0 when i is out of range
+ * or the chunk cannot be read. */
 uint64_t ctf_index_sequence_samples(const ctf_index *idx, size_t i);
 
 /* ctf_index_cache_path(data_path, buf, cap): the cache file used for a data file. @return buf. */
