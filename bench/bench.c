@@ -2,6 +2,9 @@
  * bench/bench.c -- throughput and memory benchmarks of ctfio (issues 2 and 3), all in one process
  * per data file so that every ratio compares numbers taken in the same run.
  *
+ * BENCH_BEFORE builds it against a library from before the two-level index (bench/mem.py's
+ * "before" column: the same measurements on the older code).
+ *
  * Built by bench/run.py:
  *   cc -O2 -Iinclude -Ilib bench/bench.c build/libctfio.a -lm -pthread -o build/bench
  *
@@ -162,6 +165,8 @@ static const ctf_stream_def SPARSE[] = {{"src", NULL, 50000, true, false},
                                         {"tgt", NULL, 50000, true, false}};
 static const ctf_stream_def SEQ[] = {{"x", NULL, 20, false, false}, {"y", NULL, 1000, true, false}};
 static const ctf_stream_def FEATURES[] = {{"features", NULL, 256, false, false}};
+/* Rows "|x 1" (bench/mem.py). */
+static const ctf_stream_def SHORT[] = {{"x", NULL, 1, false, false}};
 
 static void layout(const char *kind, const ctf_stream_def **s, size_t *n)
 {
@@ -170,6 +175,7 @@ static void layout(const char *kind, const ctf_stream_def **s, size_t *n)
     else if (!strcmp(kind, "sparse")) *s = SPARSE, *n = 2;
     else if (!strcmp(kind, "seq")) *s = SEQ, *n = 2;
     else if (!strcmp(kind, "features")) *s = FEATURES, *n = 1;
+    else if (!strcmp(kind, "short")) *s = SHORT, *n = 1;
     else {
         fprintf(stderr, "bench: unknown kind '%s' (dense, mnist, sparse, seq, features)\n", kind);
         exit(2);
@@ -337,6 +343,11 @@ static void *po_run(void *arg)
 {
     po_job *j = arg;
     char *rbuf = NULL;
+#ifdef BENCH_BEFORE
+    struct { void *p; } sb = {0};
+#else
+    ctf__seqbuf sb = {0};
+#endif
     if (!j->buf) {
         uint64_t most = 0;
         for (size_t c = 0; c < j->idx->num_chunks; c++)
@@ -354,12 +365,19 @@ static void *po_run(void *arg)
                 die("pread", &e);
             at = rbuf;
         }
+#ifdef BENCH_BEFORE
         if (ctf__parse_chunk(j->pc, j->idx, c, at, 0, &cd, &e)) die("parse", &e);
+#else
+        /* The chunk's sequence records are re-made from its bytes, as the reader's load does. */
+        if (ctf__index_chunk_seqs(j->idx, c, at, &sb, &e)) die("records", &e);
+        if (ctf__parse_chunk(j->pc, j->idx, c, sb.p, at, 0, &cd, &e)) die("parse", &e);
+#endif
         if (cd->num_errors || cd->fatal) j->bad = 1;
         for (size_t k = 0; k < cd->num_streams; k++) j->samples += cd->streams[k].samples;
         ctf__chunk_data_free(cd);
     }
     free(rbuf);
+    free(sb.p);
     return NULL;
 }
 
@@ -740,14 +758,32 @@ static void bench_rss(const char *kind, const char *path, const opts *o)
     cfg.chunk_size_bytes = (uint64_t)o->chunk_mb << 20;
     cfg.num_threads = (size_t)o->rss_threads;
     cfg.max_sweeps = 1;
+    const char *pattern[1] = {path};
+    if (strpbrk(path, "*?[")) { /* a corpus: every file the pattern matches */
+        cfg.path = NULL;
+        cfg.paths = pattern;
+        cfg.num_paths = 1;
+    }
     long rss_start = maxrss_kb();
     ctf_error err;
     ctf_reader *r = NULL;
     double t0 = now_s();
     if (ctf_reader_open(&cfg, &r, &err)) die("ctf_reader_open", &err);
     long rss_open = maxrss_kb(), rss_open_now = rss_now_kb();
-    const ctf_index *idx = ctf_reader_index(r);
-    uint64_t index_bytes = idx->num_seqs * sizeof(ctf__seq) + idx->num_chunks * sizeof(ctf__chunk);
+    uint64_t index_bytes = 0, file_bytes = 0;
+    size_t nseq = 0, nchunks = 0;
+    for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
+        ctf_index_info info;
+        ctf_index_get_info(ctf_reader_file_index(r, f), &info);
+#ifdef BENCH_BEFORE /* the library before the two-level index: 32 bytes per sequence */
+        index_bytes += info.sequences * 32 + info.chunks * 40;
+#else
+        index_bytes += info.index_bytes;
+#endif
+        file_bytes += info.file_size;
+        nseq += (size_t)info.sequences;
+        nchunks += (size_t)info.chunks;
+    }
     uint64_t samples = 0;
     for (;;) {
         ctf_minibatch *mb = NULL;
@@ -759,16 +795,13 @@ static void bench_rss(const char *kind, const char *path, const opts *o)
     double secs = now_s() - t0;
     ctf_stats st;
     ctf_reader_get_stats(r, &st);
-    size_t nseq = idx->num_seqs, nchunks = idx->num_chunks;
     ctf_reader_free(r);
-    struct stat sb;
-    stat(path, &sb);
     printf("{\"bench\":\"rss\",\"kind\":\"%s\",\"file\":\"%s\",\"bytes\":%llu,\"chunk_mb\":%d,"
            "\"window_chunks\":%llu,\"threads\":%d,\"seconds\":%.3f,\"samples\":%llu,"
            "\"sequences\":%zu,\"chunks\":%zu,\"index_bytes\":%llu,\"maxrss_start_kb\":%ld,"
            "\"maxrss_after_open_kb\":%ld,\"rss_after_open_kb\":%ld,\"maxrss_kb\":%ld,\"chunks_resident_peak\":%llu,"
            "\"bytes_resident_peak\":%llu}\n",
-           kind, path, (unsigned long long)sb.st_size, o->chunk_mb,
+           kind, path, (unsigned long long)file_bytes, o->chunk_mb,
            (unsigned long long)o->window, o->rss_threads, secs, (unsigned long long)samples, nseq,
            nchunks, (unsigned long long)index_bytes, rss_start, rss_open, rss_open_now, maxrss_kb(),
            (unsigned long long)st.chunks_resident_peak, (unsigned long long)st.bytes_resident_peak);

@@ -297,6 +297,13 @@ typedef struct ctf_index_info {
     uint64_t max_sequence_samples; /* index samples of the longest sequence */
     bool line_mode;           /* every line its own sequence (SPEC 1.4) */
     bool from_cache;          /* loaded from the index cache instead of scanning */
+    uint64_t min_sequence_samples; /* index samples of the shortest sequence */
+    /* Sequences by length: bucket 0 holds those of 0 samples, bucket b >= 1 those of
+     * 2^(b-1) <= samples < 2^b (counted while indexing). */
+    uint64_t length_buckets[65];
+    /* Bytes the index holds in memory: its chunk table (a few dozen bytes per chunk) and its
+     * options; a chunk's sequence records are re-made when a chunk is read, not kept. */
+    uint64_t index_bytes;
 } ctf_index_info;
 
 /* ctf_index_build(cfg, out, err):
@@ -307,7 +314,11 @@ int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err);
 /* ctf_index_get_info(idx, info): fills info. */
 void ctf_index_get_info(const ctf_index *idx, ctf_index_info *info);
 
-/* ctf_index_sequence_samples(idx, i): index samples of sequence i in file order. */
+/* ctf_index_sequence_samples(idx, i): index samples of sequence i in file order. The index
+ * keeps only its chunk table: the chunk holding i is re-made (from the index cache or by
+ * re-scanning its bytes) unless it is the chunk of the previous call, so walk i in order;
+ * for the distribution of lengths use ctf_index_info.length_buckets. 0 when i is out of range
+ * or the chunk cannot be read. */
 uint64_t ctf_index_sequence_samples(const ctf_index *idx, size_t i);
 
 /* ctf_index_cache_path(data_path, buf, cap): the cache file used for a data file. @return buf. */

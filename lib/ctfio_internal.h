@@ -176,12 +176,23 @@ typedef struct ctf__chunk {
     uint64_t offset;      /* byte offset of its first sequence */
     uint64_t size;        /* bytes spanned, up to the next chunk's first byte */
     uint64_t samples;     /* index samples in it */
+    uint64_t line;        /* 0-based first line of its first sequence */
+    uint64_t hash;        /* fold of its sequence records: a re-made table must match it */
 } ctf__chunk;
 
+/* A growable table of one chunk's sequence records (re-made per chunk, see ctf_index). */
+typedef struct ctf__seqbuf {
+    ctf__seq *p;
+    size_t cap;
+} ctf__seqbuf;
+
+/* The two-level index of one file. In memory only the chunk table (a few dozen bytes per
+ * chunk) and totals; a chunk's sequence records are re-made when needed
+ * (ctf__index_chunk_seqs): read from the index cache, or found again by scanning the chunk's
+ * bytes. */
 struct ctf_index {
     char *path;            /* data file */
     ctf__file_id file;     /* identity of the file when indexed */
-    ctf__seq *seqs;        /* num_seqs sequences, file order */
     size_t num_seqs;
     ctf__chunk *chunks;    /* chunks, file order */
     size_t num_chunks;
@@ -193,6 +204,11 @@ struct ctf_index {
     bool line_mode;
     bool from_cache;
     uint64_t hash;         /* checksum over the sequence table (fingerprints, cache) */
+    uint64_t min_seq_samples;
+    uint64_t hist[65];     /* sequences by index samples: bucket b holds 2^(b-1) <= n < 2^b */
+    struct ctf__index_opts *opts; /* the index-shaping options (owned), for re-scans */
+    bool cache_ok;         /* the index cache holds this table: chunks are read from it */
+    struct ctf__index_one *one; /* ctf_index_sequence_samples's chunk (owned) */
     uint64_t warnings;     /* warnings the indexing pass reported (the reader counts them) */
     /* The indexing pass's one warning (SPEC 1.5: an id that reappears after other ids), kept
      * in the index cache so that an open from the cache reports it too. */
@@ -207,11 +223,24 @@ struct ctf_index {
  * n bytes. Not adversarial; it catches corruption. The fuzz target uses it to forge caches. */
 uint64_t ctf__hash_bytes(uint64_t h, const void *data, size_t n);
 
-/* Builds chunks from the sequence table for a chunk size (SPEC 4.2). @return : 0 or ENOMEM. */
-int ctf__index_make_chunks(ctf_index *idx, uint64_t chunk_size_bytes, ctf_error *err);
+/* ctf__index_chunk_seqs(idx, c, bytes, out, err): chunk c's sequence records, in file order,
+ * into out->p (idx->chunks[c].num_seqs of them). bytes: the chunk's bytes (its size), already
+ * read, or NULL to read them (from the index cache when it holds the table, else from the data
+ * file). The records are checked against the chunk's record (count, fold): a file changed
+ * under the index is CTF_ECHANGED. Thread-safe (idx is not modified). */
+int ctf__index_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__seqbuf *out,
+                          ctf_error *err);
+/* Chunk c's records from the index cache, when it holds them and they match the chunk.
+ * @return : true when out holds them. */
+bool ctf__index_chunk_seqs_cached(const ctf_index *idx, size_t c, ctf__seqbuf *out);
+/* Bytes the index holds in memory (chunk table, options, path; not a re-made chunk's table). */
+uint64_t ctf__index_bytes(const ctf_index *idx);
 /* Files of at least this many bytes are indexed by two threads when cfg->num_threads >= 2 and
  * the file is in line mode (index.c; tests lower it). */
 extern uint64_t ctf__index_parallel_min;
+/* Sequence records the second indexing thread may keep before it stops and the first thread
+ * scans the rest alone (index.c; tests lower it). */
+extern size_t ctf__index_half_keep;
 
 /*======================================================================
  * Parsing (parse.c): bytes of whole sequences -> a parsed chunk.
@@ -314,15 +343,16 @@ typedef struct ctf__chunk_data {
 /* Limits on how many problems one chunk keeps in detail (counts are always exact). */
 #define CTF__MAX_STORED_WARNINGS 64
 
-/* ctf__parse_chunk(pc, idx, chunk, buf, max_errors, out, err):
- * Parses the sequences of chunk `chunk` whose bytes are buf (idx->chunks[chunk].size bytes
- * starting at the chunk's offset). Problems are recorded in the result, not reported; parsing
- * stops after max_errors + 1 errors (the consumer's budget can never allow more).
+/* ctf__parse_chunk(pc, idx, chunk, seqs, buf, max_errors, out, err):
+ * Parses the sequences of chunk `chunk` (its records: seqs, from ctf__index_chunk_seqs) whose
+ * bytes are buf (idx->chunks[chunk].size bytes starting at the chunk's offset). Problems are
+ * recorded in the result, not reported; parsing stops after max_errors + 1 errors (the
+ * consumer's budget can never allow more).
  * @return : 0 and *out (owned by the caller), or CTF_ENOMEM. A fatal data problem is not a
  *           failure of this call: it is recorded (out->fatal) so that it surfaces in order. */
 int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
-                     const char *buf, uint64_t max_errors, ctf__chunk_data **out,
-                     ctf_error *err);
+                     const ctf__seq *seqs, const char *buf, uint64_t max_errors,
+                     ctf__chunk_data **out, ctf_error *err);
 void ctf__chunk_data_free(ctf__chunk_data *cd);
 
 /* The parser's hot-loop variant in use: "ssse3", "sse2" or "portable" (no SSE2, or
@@ -390,6 +420,7 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
 typedef struct ctf__readbuf {
     char *p;
     size_t cap;
+    ctf__seqbuf seqs;   /* the loaded chunk's sequence records */
 } ctf__readbuf;
 /* @return : rb's buffer with at least `need` bytes, or NULL (out of memory; rb is empty then). */
 char *ctf__readbuf_get(ctf__readbuf *rb, size_t need);

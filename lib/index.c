@@ -145,7 +145,7 @@ static void id_set_free(id_set *s)
  * Options that shape the index (they go into the cache header)
  *====================================================================*/
 
-typedef struct index_opts {
+typedef struct ctf__index_opts {
     bool skip_ids;
     const char *mb_alias;     /* alias of the definesMBSize stream, or NULL */
     size_t mb_alias_len;
@@ -154,6 +154,7 @@ typedef struct index_opts {
     size_t num_aliases;
     uint64_t hash;            /* of all of the above */
     bool first[256];          /* first bytes of the non-empty aliases: a cheap pre-filter */
+    char *store;              /* owned copies of the aliases (an index's own options) */
 } index_opts;
 
 static const char *stream_alias(const ctf_stream_def *s)
@@ -197,6 +198,34 @@ static void opts_free(index_opts *o)
 {
     CTF_FREE(o->aliases);
     CTF_FREE(o->alias_lens);
+    CTF_FREE(o->store);
+}
+
+/* A copy of o that owns its strings, kept by the index for the chunks' re-scans. */
+static index_opts *opts_keep(const index_opts *o)
+{
+    index_opts *k = CTF_MALLOC(sizeof *k);
+    if (!k) return NULL;
+    *k = *o;
+    size_t total = 0;
+    for (size_t i = 0; i < o->num_aliases; i++) total += o->alias_lens[i] + 1;
+    k->aliases = CTF_CALLOC(o->num_aliases ? o->num_aliases : 1, sizeof *k->aliases);
+    k->alias_lens = CTF_CALLOC(o->num_aliases ? o->num_aliases : 1, sizeof *k->alias_lens);
+    k->store = CTF_MALLOC(total ? total : 1);
+    if (!k->aliases || !k->alias_lens || !k->store) {
+        opts_free(k);
+        CTF_FREE(k);
+        return NULL;
+    }
+    char *w = k->store;
+    for (size_t i = 0; i < o->num_aliases; i++) {
+        memcpy(w, o->aliases[i], o->alias_lens[i] + 1);
+        k->aliases[i] = w;
+        k->alias_lens[i] = o->alias_lens[i];
+        if (o->mb_alias == o->aliases[i]) k->mb_alias = w;
+        w += o->alias_lens[i] + 1;
+    }
+    return k;
 }
 
 static inline bool same_name(const char *n, const char *a, size_t len)
@@ -251,16 +280,28 @@ static void scan_names(const index_opts *o, const char *p, const char *end, bool
 
 typedef struct scan_state {
     ctf_index *idx;
-    const ctf_config *cfg;
+    const ctf_config *cfg;  /* NULL in a chunk's re-scan: nothing is logged */
     const index_opts *opts;
-    size_t seqs_cap;
     int mode;               /* -1 undecided, 0 id mode, 1 line mode */
     bool have_seq;          /* a sequence is open */
+    bool rescan;            /* a chunk's re-scan: no repeated-id set, no warning */
     uint64_t cur_id;
     uint64_t line_no;       /* 0-based number of the line being scanned */
     id_set ids;
     uint64_t hash;          /* table_hash over the finished entries, folded in as they close */
     uint64_t lines_before;  /* lines counted before the first sequence (parallel merge) */
+    ctf__seq cur;           /* the open sequence (its lines still being counted) */
+    /* Where a finished sequence goes: into `keep` (a chunk's re-scan, the parallel second
+     * half), else into the chunk table (and the index cache, when one is being written). */
+    ctf__seqbuf *keep;
+    size_t kept;
+    size_t keep_limit;      /* 0, or stop (SCAN_STOP) before keeping more (parallel half) */
+    uint64_t chunk_size;
+    size_t chunks_cap;
+    size_t emitted;
+    FILE *cache;            /* the index cache being written (NULL: none, or it failed) */
+    uint64_t cache_sum;
+    int cache_errno;
     ctf_error *err;
 } scan_state;
 
@@ -279,20 +320,80 @@ static inline uint64_t hash_seq(uint64_t h, const ctf__seq *s)
     return h;
 }
 
-static int push_seq(scan_state *st, uint64_t offset, uint64_t key)
+#define CHUNK_HASH_SEED 0x9ae16a3b2f90404full
+/* The parallel second half kept its limit of records: it stops (not an error). */
+#define SCAN_STOP 1
+/* Records the parallel second half may keep (32 MB): past that the first thread goes on alone,
+ * so that indexing a file of very many short sequences never holds a table of them (a
+ * variable, so that tests can lower it). */
+size_t ctf__index_half_keep = (size_t)1 << 20;
+
+/* A chunk's fold of its records (ctf__chunk.hash). */
+static uint64_t chunk_fold(const ctf__seq *s, size_t n)
+{
+    uint64_t h = CHUNK_HASH_SEED;
+    for (size_t i = 0; i < n; i++) h = hash_seq(h, &s[i]);
+    return h;
+}
+
+/* A finished sequence s (its bytes end at `end`): folded into the fingerprint, then kept, or
+ * cut into the chunk table by the chunking rule (a chunk ends before the sequence that would
+ * make its span exceed the chunk size; SPEC 4.2) and written to the index cache. */
+static int emit(scan_state *st, const ctf__seq *s, uint64_t end)
 {
     ctf_index *idx = st->idx;
-    if (idx->num_seqs) st->hash = hash_seq(st->hash, &idx->seqs[idx->num_seqs - 1]);
-    if (idx->num_seqs == st->seqs_cap &&
-        ctf__grow((void **)&idx->seqs, &st->seqs_cap, idx->num_seqs + 1, sizeof *idx->seqs))
-        return ctf__fail(st->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s",
-                         idx->path);
-    ctf__seq *s = &idx->seqs[idx->num_seqs++];
-    s->offset = offset;
-    s->key = key;
-    s->line = st->line_no;
-    s->samples = 0;
-    s->lines = 0;
+    if (st->keep && st->keep_limit && st->kept >= st->keep_limit) return SCAN_STOP;
+    st->hash = hash_seq(st->hash, s);
+    if (st->keep) {
+        if (st->kept == st->keep->cap &&
+            ctf__grow((void **)&st->keep->p, &st->keep->cap, st->kept + 1, sizeof *s))
+            return ctf__fail(st->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s",
+                             idx->path);
+        st->keep->p[st->kept++] = *s;
+        return 0;
+    }
+    const uint64_t len = end - s->offset;
+    ctf__chunk *c = idx->num_chunks ? &idx->chunks[idx->num_chunks - 1] : NULL;
+    if (!c || c->size + len > st->chunk_size) {
+        if (idx->num_chunks == st->chunks_cap &&
+            ctf__grow((void **)&idx->chunks, &st->chunks_cap, idx->num_chunks + 1,
+                      sizeof *idx->chunks))
+            return ctf__fail(st->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory building chunks");
+        c = &idx->chunks[idx->num_chunks++];
+        *c = (ctf__chunk){.first_seq = st->emitted, .offset = s->offset, .line = s->line,
+                          .hash = CHUNK_HASH_SEED};
+    }
+    c->num_seqs++;
+    c->size += len;
+    c->samples += s->samples;
+    c->hash = hash_seq(c->hash, s);
+    st->emitted++;
+    idx->total_samples += s->samples;
+    if (s->samples > idx->max_seq_samples) idx->max_seq_samples = s->samples;
+    if (st->emitted == 1 || s->samples < idx->min_seq_samples) idx->min_seq_samples = s->samples;
+    int b = 0;
+    while (b < 64 && ((uint64_t)1 << b) <= s->samples) b++;
+    idx->hist[b]++;
+    if (st->cache) {
+        st->cache_sum = hash_seq(st->cache_sum, s);
+        if (fwrite(s, sizeof *s, 1, st->cache) != 1) {
+            /* The cache is optional: a write failure drops it (a warning at the end). */
+            st->cache_errno = errno ? errno : EIO;
+            fclose(st->cache);
+            st->cache = NULL;
+        }
+    }
+    return 0;
+}
+
+static int push_seq(scan_state *st, uint64_t offset, uint64_t key)
+{
+    if (st->have_seq) {
+        int rc = emit(st, &st->cur, offset);
+        if (rc) return rc;
+    }
+    st->cur = (ctf__seq){.offset = offset, .key = key, .line = st->line_no};
+    st->idx->num_seqs++;
     st->have_seq = true;
     return 0;
 }
@@ -342,8 +443,8 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
         if (known) {
             int rc = push_seq(st, offset, st->line_no);
             if (rc) return rc;
-            idx->seqs[idx->num_seqs - 1].samples = o->mb_alias ? (mb ? 1 : 0) : 1;
-        } else if (p < end && st->cfg->trace_level >= 2) {
+            st->cur.samples = o->mb_alias ? (mb ? 1 : 0) : 1;
+        } else if (p < end && st->cfg && st->cfg->trace_level >= 2) {
             const char *q = p;
             while (q < end && is_blank((unsigned char)*q)) q++;
             if (q < end)
@@ -370,7 +471,7 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
             id = id * 10 + d;
             q++;
         }
-        if (!st->have_seq || id != st->cur_id) {
+        if ((!st->have_seq || id != st->cur_id) && !st->rescan) {
             uint64_t prev;
             int r = id_set_add(&st->ids, id, st->line_no, &prev);
             if (r < 0)
@@ -384,6 +485,8 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
                 idx->repeat.offset = offset;
                 warn_repeat(st->cfg, idx);
             }
+        }
+        if (!st->have_seq || id != st->cur_id) {
             int rc = push_seq(st, offset, id);
             if (rc) return rc;
             st->cur_id = id;
@@ -393,7 +496,7 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
         goto count_line;
     }
     {
-        ctf__seq *s = &idx->seqs[idx->num_seqs - 1];
+        ctf__seq *s = &st->cur;
         if (o->mb_alias) {
             bool known, mb;
             scan_names(o, p, end, &known, &mb);
@@ -405,11 +508,37 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
 
 count_line:
     if (st->have_seq)
-        idx->seqs[idx->num_seqs - 1].lines++;
+        st->cur.lines++;
     else
         st->lines_before++;
     st->line_no++;
     return 0;
+}
+
+/* Scans the complete lines of [p, end) (base: the file offset of p). @return : the status;
+ * *rest is the first byte of the incomplete last line (end when there is none). */
+static int scan_lines(scan_state *st, const char *p, const char *end, uint64_t base,
+                      const char **rest)
+{
+    const char *const p0 = p;
+    for (;;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) break;
+        int rc = scan_line(st, p, nl, base + (uint64_t)(p - p0));
+        if (rc) return rc;
+        p = nl + 1;
+    }
+    *rest = p;
+    return 0;
+}
+
+/* The file's last line, which may lack its newline; an unterminated run of blanks is not a
+ * line. */
+static int scan_tail(scan_state *st, const char *p, const char *end, uint64_t offset)
+{
+    const char *q = p;
+    while (q < end && is_blank((unsigned char)*q)) q++;
+    return q < end ? scan_line(st, p, end, offset) : 0;
 }
 
 /* Scans the lines of [from, size) (from: 0, or the first byte after a newline). The checks of
@@ -428,7 +557,6 @@ static int scan_range(scan_state *st, int fd, uint64_t from, uint64_t size, ctf_
     size_t have = 0;          /* valid bytes in buf */
     uint64_t read_pos = from; /* next file offset to read */
     bool first = from == 0;
-    bool reserved = false;
 
     for (;;) {
         if (read_pos < size) {
@@ -462,41 +590,12 @@ static int scan_range(scan_state *st, int fd, uint64_t from, uint64_t size, ctf_
             idx->data_start = start;
         }
         /* Complete lines in buf[start..have). */
-        const char *p = buf + start, *end = buf + have;
-        for (;;) {
-            const char *nl = memchr(p, '\n', (size_t)(end - p));
-            if (!nl) break;
-            rc = scan_line(st, p, nl, file_pos + (uint64_t)(p - buf));
-            if (rc) goto done;
-            p = nl + 1;
-        }
+        const char *p, *end = buf + have;
+        rc = scan_lines(st, buf + start, end, file_pos + start, &p);
+        if (rc) goto done;
         size_t rest = (size_t)(end - p);
-        if (!reserved && read_pos < size && idx->num_seqs) {
-            /* Reserve the sequence table from the first block's density (x 9/8), so that it
-             * does not grow by doubling through the whole file; growth stays as a fallback. */
-            reserved = true;
-            uint64_t done_bytes = file_pos + (uint64_t)(p - buf) - from;
-            if (done_bytes) {
-                double est =
-                    (double)idx->num_seqs * ((double)(size - from) / (double)done_bytes) * 1.125;
-                if (est > (double)st->seqs_cap && est < (double)(SIZE_MAX / 2 / sizeof *idx->seqs)) {
-                    size_t ncap = (size_t)est;
-                    ctf__seq *ns = CTF_REALLOC(idx->seqs, ncap * sizeof *ns);
-                    if (ns) {
-                        idx->seqs = ns;
-                        st->seqs_cap = ncap;
-                    }
-                }
-            }
-        }
         if (read_pos >= size) {
-            /* The last line may lack its newline; an unterminated run of blanks is not a line. */
-            const char *q = p;
-            while (q < end && is_blank((unsigned char)*q)) q++;
-            if (q < end) {
-                rc = scan_line(st, p, end, file_pos + (uint64_t)(p - buf));
-                if (rc) goto done;
-            }
+            rc = scan_tail(st, p, end, file_pos + (uint64_t)(p - buf));
             break;
         }
         /* Keep the partial line, grow the buffer if one line fills it. */
@@ -535,8 +634,7 @@ static int scan_finish(scan_state *st, ctf_error *err)
     if (idx->num_seqs == 0)
         return ctf__fail(err, CTF_EPARSE, (ctf__where){idx->path, 0, 0, -1},
                          "no line holds any of the configured inputs");
-    st->hash = hash_seq(st->hash, &idx->seqs[idx->num_seqs - 1]);
-    return 0;
+    return emit(st, &st->cur, idx->file.size);
 }
 
 /* Files of at least this many bytes are scanned by two threads when the reader has parse
@@ -546,7 +644,8 @@ uint64_t ctf__index_parallel_min = (uint64_t)64 << 20;
 /* The second half of the file, scanned by a thread of its own. */
 typedef struct half_job {
     scan_state st;
-    ctf_index idx; /* its own sequence table; path and file are the real index's */
+    ctf__seqbuf keep; /* its finished sequences (the open one is st.cur) */
+    ctf_index idx; /* its own counts; path and file are the real index's */
     ctf_error err;
     int fd;
     uint64_t from;
@@ -599,7 +698,10 @@ static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
     j->idx.line_mode = true;
     j->st = *st;
     j->st.idx = &j->idx;
-    j->st.seqs_cap = 0;
+    j->st.keep = &j->keep;
+    j->st.kept = 0;
+    j->st.keep_limit = ctf__index_half_keep ? ctf__index_half_keep : 1;
+    j->st.cache = NULL;
     j->st.mode = 1;
     j->st.have_seq = false;
     j->st.line_no = 0;
@@ -615,37 +717,43 @@ static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
     *ran = true;
     int rc = scan_range(st, fd, 0, j->from, err);
     pthread_join(th, NULL);
+    /* Stopped at its limit: its open sequence (not kept) is where the first thread goes on. */
+    const bool stopped = j->rc == SCAN_STOP;
+    if (stopped) j->rc = 0;
     if (!rc && j->rc) {
         /* The first half was fine: the second half's error is the first in the file. */
         *err = j->err;
         if (err->line) err->line += st->line_no;
         rc = j->rc;
     }
-    const size_t n1 = idx->num_seqs, n2 = j->idx.num_seqs;
-    if (!rc && n2) {
-        if (n1 + n2 > st->seqs_cap &&
-            ctf__grow((void **)&idx->seqs, &st->seqs_cap, n1 + n2, sizeof *idx->seqs))
-            rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s", idx->path);
-    }
     if (!rc) {
-        for (size_t i = 0; i < n2; i++) {
-            ctf__seq s = j->idx.seqs[i];
-            s.line += st->line_no;
-            s.key += st->line_no; /* line mode: the key is the line number */
-            idx->seqs[n1 + i] = s;
-        }
-        if (n1) idx->seqs[n1 - 1].lines += j->st.lines_before;
+        /* The second half's sequences go through the first half's sink in file order, as
+         * the serial scan would have emitted them: the first half's open sequence gets the
+         * lines before the second half's first one, then closes when that one opens. */
+        if (st->have_seq) st->cur.lines += (uint32_t)j->st.lines_before;
         else st->lines_before += j->st.lines_before;
-        idx->num_seqs = n1 + n2;
-        st->line_no += j->st.line_no;
-        st->have_seq = st->have_seq || j->st.have_seq;
-        /* The serial scan folds an entry into the fingerprint when the next one opens: the
-         * first half's last entry (its line count just completed) and all of the second's but
-         * the last are folded here; scan_finish folds the last. */
-        for (size_t i = n1 ? n1 - 1 : 0; i + 1 < n1 + n2; i++)
-            st->hash = hash_seq(st->hash, &idx->seqs[i]);
+        const uint64_t shift = st->line_no;
+        for (size_t i = 0; i <= j->st.kept && !rc; i++) {
+            if (i == j->st.kept && (!j->st.have_seq || stopped)) break;
+            ctf__seq s = i < j->st.kept ? j->keep.p[i] : j->st.cur;
+            s.line += shift;
+            s.key += shift; /* line mode: the key is the line number */
+            if (st->have_seq) rc = emit(st, &st->cur, s.offset);
+            st->cur = s;
+            st->have_seq = true;
+            idx->num_seqs++;
+        }
+        if (!stopped) {
+            st->line_no += j->st.line_no;
+        } else {
+            st->line_no = shift + j->st.cur.line;
+            const uint64_t resume = j->st.cur.offset;
+            CTF_FREE(j->keep.p);
+            j->keep.p = NULL;
+            if (!rc) rc = scan_range(st, fd, resume, idx->file.size, err);
+        }
     }
-    CTF_FREE(j->idx.seqs);
+    CTF_FREE(j->keep.p);
     CTF_FREE(j);
     return rc;
 }
@@ -660,48 +768,13 @@ static int scan_file(scan_state *st, int fd, ctf_error *err)
 }
 
 /*======================================================================
- * Chunks (SPEC 4.2)
- *====================================================================*/
-
-int ctf__index_make_chunks(ctf_index *idx, uint64_t chunk_size_bytes, ctf_error *err)
-{
-    CTF_FREE(idx->chunks);
-    idx->chunks = NULL;
-    idx->num_chunks = 0;
-    size_t cap = 0;
-    idx->total_samples = 0;
-    idx->max_seq_samples = 0;
-    for (size_t i = 0; i < idx->num_seqs; i++) {
-        const ctf__seq *s = &idx->seqs[i];
-        uint64_t end = i + 1 < idx->num_seqs ? idx->seqs[i + 1].offset : idx->file.size;
-        uint64_t len = end - s->offset;
-        ctf__chunk *c = idx->num_chunks ? &idx->chunks[idx->num_chunks - 1] : NULL;
-        if (!c || c->size + len > chunk_size_bytes) {
-            if (ctf__grow((void **)&idx->chunks, &cap, idx->num_chunks + 1, sizeof *idx->chunks))
-                return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory building chunks");
-            c = &idx->chunks[idx->num_chunks++];
-            c->first_seq = i;
-            c->num_seqs = 0;
-            c->offset = s->offset;
-            c->size = 0;
-            c->samples = 0;
-        }
-        c->num_seqs++;
-        c->size += len;
-        c->samples += s->samples;
-        idx->total_samples += s->samples;
-        if (s->samples > idx->max_seq_samples) idx->max_seq_samples = s->samples;
-    }
-    idx->chunk_size_bytes = chunk_size_bytes;
-    return 0;
-}
-
-/*======================================================================
  * Index cache (SPEC 4.3)
  *====================================================================*/
 
 #define CACHE_MAGIC "CTFIDX\x01\n"
-#define CACHE_VERSION 3u /* 2: the repeated-id warning; 3: line mode: an empty name is data */
+/* 2: the repeated-id warning; 3: line mode: an empty name is data; 4: the checksum runs over
+ * the records, then the header, so that the table is written as it is scanned. */
+#define CACHE_VERSION 4u
 
 typedef struct cache_header {
     char magic[8];
@@ -725,12 +798,6 @@ char *ctf_index_cache_path(const char *data_path, char *buf, size_t cap)
     return buf;
 }
 
-static uint64_t table_hash(const cache_header *h, const ctf__seq *seqs, size_t n)
-{
-    uint64_t x = ctf__hash_bytes(0xcbf29ce484222325ull, h, sizeof *h);
-    return ctf__hash_bytes(x, seqs, n * sizeof *seqs);
-}
-
 /* Where the checkpoint fingerprint (table_hash over a header holding only the file size)
  * starts: hashed over the first header's layout, the fields before repeat_on, so that the
  * fingerprints in saved checkpoints stay the same when the cache format grows. */
@@ -744,29 +811,39 @@ static uint64_t fingerprint_seed(uint64_t file_size)
  * scan would have built it. Offsets increase inside the file; each sequence's lines follow the
  * previous one's (a sequence owns every line up to the next), the last ends at the total; a
  * sequence spans at least a byte per line and holds at most a sample per line; in line mode a
- * sequence's key is its first line and holds at most one sample. */
-static bool table_consistent(const cache_header *h, const ctf__seq *seqs)
+ * sequence's key is its first line and holds at most one sample. Checked record by record as
+ * the table streams in: s, its successor nx (NULL for the last), first: s is the first. */
+static bool seq_consistent(const cache_header *h, const ctf__seq *s, const ctf__seq *nx,
+                           bool first)
 {
-    const uint64_t n = h->num_seqs;
-    if (seqs[0].offset < h->data_start || seqs[0].line > seqs[0].offset - h->data_start)
-        return false;
-    for (uint64_t i = 0; i < n; i++) {
-        const ctf__seq *s = &seqs[i];
-        const uint64_t end = i + 1 < n ? seqs[i + 1].offset : h->file_size;
-        if (s->offset >= h->file_size || end <= s->offset) return false;
-        if (s->lines == 0 || s->samples > s->lines || end - s->offset < s->lines) return false;
-        if (s->line > h->total_lines || s->lines > h->total_lines - s->line) return false;
-        if (i + 1 < n ? seqs[i + 1].line != s->line + s->lines
-                      : s->line + s->lines != h->total_lines)
-            return false;
-        if (h->line_mode && (s->key != s->line || s->samples > 1)) return false;
-    }
+    if (first && (s->offset < h->data_start || s->line > s->offset - h->data_start)) return false;
+    const uint64_t end = nx ? nx->offset : h->file_size;
+    if (s->offset >= h->file_size || end <= s->offset) return false;
+    if (s->lines == 0 || s->samples > s->lines || end - s->offset < s->lines) return false;
+    if (s->line > h->total_lines || s->lines > h->total_lines - s->line) return false;
+    if (nx ? nx->line != s->line + s->lines : s->line + s->lines != h->total_lines) return false;
+    if (h->line_mode && (s->key != s->line || s->samples > 1)) return false;
     return true;
 }
 
-/* @return : 1 loaded, 0 not usable (reason logged at info), <0 out of memory. */
-static int cache_load(ctf_index *idx, const ctf_config *cfg, const index_opts *o, ctf_error *err)
+/* Forgets what a sink built (a cache that failed half way is rebuilt by a scan). */
+static void reset_tables(scan_state *st)
 {
+    ctf_index *idx = st->idx;
+    CTF_FREE(idx->chunks);
+    idx->chunks = NULL;
+    idx->num_chunks = idx->num_seqs = 0;
+    idx->total_samples = idx->max_seq_samples = idx->min_seq_samples = 0;
+    memset(idx->hist, 0, sizeof idx->hist);
+    st->chunks_cap = st->emitted = 0;
+    st->hash = fingerprint_seed(idx->file.size);
+}
+
+/* Streams the cache's table through st's sink (chunks, totals, fingerprint) a block at a time.
+ * @return : 1 loaded, 0 not usable (reason logged at info; st reset), <0 out of memory. */
+static int cache_load(scan_state *st, const ctf_config *cfg, const index_opts *o, ctf_error *err)
+{
+    ctf_index *idx = st->idx;
     char cpath[CTF_ERROR_PATH_MAX + 16];
     ctf_index_cache_path(idx->path, cpath, sizeof cpath);
     FILE *f = ctf__fopen_regular(cpath, false);
@@ -778,9 +855,10 @@ static int cache_load(ctf_index *idx, const ctf_config *cfg, const index_opts *o
                    errno == EINVAL ? "not a regular file" : strerror(errno));
         return 0;
     }
+    enum { BLOCK = 4096 };
     cache_header h;
     const char *why = NULL;
-    ctf__seq *seqs = NULL;
+    ctf__seq *blk = NULL;
     int rc = 0;
     if (fread(&h, sizeof h, 1, f) != 1) {
         why = "truncated header";
@@ -800,41 +878,21 @@ static int cache_load(ctf_index *idx, const ctf_config *cfg, const index_opts *o
         why = "index-shaping options differ (skipSequenceIds, aliases, definesMBSize)";
         goto out;
     }
-    /* Every count against the cache file's own length before anything is allocated: the
-     * table must be exactly what the header announces (a corrupt count is an ignored cache,
-     * never an allocation of its size). */
+    /* Every count against the cache file's own length before anything is read: the table must
+     * be exactly what the header announces. */
     struct stat cst;
     if (fstat(fileno(f), &cst) != 0 || cst.st_size < (off_t)(sizeof h + sizeof(uint64_t))) {
         why = "truncated";
         goto out;
     }
     const uint64_t table_bytes = (uint64_t)cst.st_size - sizeof h - sizeof(uint64_t);
-    if (h.num_seqs == 0 || h.num_seqs > h.file_size || table_bytes % sizeof *seqs ||
-        h.num_seqs != table_bytes / sizeof *seqs) {
+    if (h.num_seqs == 0 || h.num_seqs > h.file_size || table_bytes % sizeof(ctf__seq) ||
+        h.num_seqs != table_bytes / sizeof(ctf__seq)) {
         why = "implausible sequence count";
         goto out;
     }
     if (h.total_lines > h.file_size || h.data_start > 3 || h.data_start >= h.file_size) {
         why = "implausible line count or data start";
-        goto out;
-    }
-    seqs = CTF_MALLOC((size_t)h.num_seqs * sizeof *seqs);
-    if (!seqs) {
-        rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory loading the index cache");
-        goto out;
-    }
-    uint64_t sum;
-    if (fread(seqs, sizeof *seqs, (size_t)h.num_seqs, f) != h.num_seqs ||
-        fread(&sum, sizeof sum, 1, f) != 1) {
-        why = "truncated";
-        goto out;
-    }
-    if (fgetc(f) != EOF) {
-        why = "trailing bytes";
-        goto out;
-    }
-    if (sum != table_hash(&h, seqs, (size_t)h.num_seqs)) {
-        why = "checksum mismatch (corrupt)";
         goto out;
     }
     if (h.repeat_on > 1 ||
@@ -843,12 +901,53 @@ static int cache_load(ctf_index *idx, const ctf_config *cfg, const index_opts *o
         why = "inconsistent warning record";
         goto out;
     }
-    if (!table_consistent(&h, seqs)) {
+    blk = CTF_MALLOC(BLOCK * sizeof *blk);
+    if (!blk) {
+        rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory loading the index cache");
+        goto out;
+    }
+    uint64_t sum = 0xcbf29ce484222325ull, left = h.num_seqs;
+    ctf__seq prev;
+    bool have_prev = false, first = true;
+    while (left) {
+        const size_t n = (size_t)CTF_MIN(left, (uint64_t)BLOCK);
+        if (fread(blk, sizeof *blk, n, f) != n) {
+            why = "truncated";
+            goto out;
+        }
+        sum = ctf__hash_bytes(sum, blk, n * sizeof *blk);
+        for (size_t i = 0; i < n; i++) {
+            if (have_prev) {
+                if (!seq_consistent(&h, &prev, &blk[i], first)) {
+                    why = "inconsistent sequence table";
+                    goto out;
+                }
+                first = false;
+                if ((rc = emit(st, &prev, blk[i].offset)) != 0) goto out;
+            }
+            prev = blk[i];
+            have_prev = true;
+        }
+        left -= n;
+    }
+    if (!seq_consistent(&h, &prev, NULL, first)) {
         why = "inconsistent sequence table";
         goto out;
     }
-    idx->seqs = seqs;
-    seqs = NULL;
+    if ((rc = emit(st, &prev, h.file_size)) != 0) goto out;
+    uint64_t want;
+    if (fread(&want, sizeof want, 1, f) != 1) {
+        why = "truncated";
+        goto out;
+    }
+    if (fgetc(f) != EOF) {
+        why = "trailing bytes";
+        goto out;
+    }
+    if (want != ctf__hash_bytes(sum, &h, sizeof h)) {
+        why = "checksum mismatch (corrupt)";
+        goto out;
+    }
     idx->num_seqs = (size_t)h.num_seqs;
     idx->total_lines = h.total_lines;
     idx->data_start = h.data_start;
@@ -865,18 +964,62 @@ static int cache_load(ctf_index *idx, const ctf_config *cfg, const index_opts *o
     rc = 1;
 out:
     fclose(f);
-    CTF_FREE(seqs);
+    CTF_FREE(blk);
+    if (rc != 1) reset_tables(st);
     if (why)
         log_at(cfg, CTF_SEV_INFO, (ctf__where){cpath, 0, 0, -1},
                "index cache ignored (%s); rebuilding", why);
     return rc;
 }
 
-static void cache_save(const ctf_index *idx, const ctf_config *cfg, const index_opts *o)
+/* Opens the temporary cache file and reserves its header; the scan streams the records into
+ * it (emit). A failure is a warning: the index is built without a cache. */
+static void cache_begin(scan_state *st, const ctf_config *cfg, char *tmp, size_t cap)
 {
-    char cpath[CTF_ERROR_PATH_MAX + 16], tmp[CTF_ERROR_PATH_MAX + 48];
+    char cpath[CTF_ERROR_PATH_MAX + 16];
+    ctf_index_cache_path(st->idx->path, cpath, sizeof cpath);
+    snprintf(tmp, cap, "%s.tmp.%ld", cpath, (long)getpid());
+    st->cache_sum = 0xcbf29ce484222325ull;
+    st->cache_errno = 0;
+    st->cache = ctf__fopen_regular(tmp, true);
+    const cache_header h = {{0}};
+    if (st->cache && fwrite(&h, sizeof h, 1, st->cache) != 1) {
+        fclose(st->cache);
+        st->cache = NULL;
+        remove(tmp);
+    }
+    if (!st->cache) {
+        int e = errno;
+        log_at(cfg, CTF_SEV_WARNING, (ctf__where){cpath, 0, 0, -1},
+               "could not create the index cache (%s); continuing without it", strerror(e));
+    }
+}
+
+/* Drops the temporary cache file (the scan failed). */
+static void cache_abort(scan_state *st, const char *tmp)
+{
+    if (st->cache) fclose(st->cache);
+    st->cache = NULL;
+    remove(tmp);
+}
+
+/* Completes the cache: the header, the checksum (records, then header), fsync, rename.
+ * @return : true when the cache now holds the index's table. */
+static bool cache_end(scan_state *st, const ctf_config *cfg, const index_opts *o,
+                      const char *tmp)
+{
+    const ctf_index *idx = st->idx;
+    char cpath[CTF_ERROR_PATH_MAX + 16];
     ctf_index_cache_path(idx->path, cpath, sizeof cpath);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", cpath, (long)getpid());
+    const char *what = "write";
+    FILE *f = st->cache;
+    st->cache = NULL;
+    int e = st->cache_errno;
+    if (!f) {
+        if (!e) return false; /* never opened: already reported */
+        remove(tmp);
+        goto fail;
+    }
     cache_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, CACHE_MAGIC, 8);
@@ -895,33 +1038,146 @@ static void cache_save(const ctf_index *idx, const ctf_config *cfg, const index_
     h.repeat_line = idx->repeat.line;
     h.repeat_first_line = idx->repeat.first_line;
     h.repeat_offset = idx->repeat.offset;
-    uint64_t sum = table_hash(&h, idx->seqs, idx->num_seqs);
-    FILE *f = ctf__fopen_regular(tmp, true);
-    const char *what = "create";
-    if (!f) goto fail;
-    what = "write";
-    if (fwrite(&h, sizeof h, 1, f) != 1 ||
-        fwrite(idx->seqs, sizeof *idx->seqs, idx->num_seqs, f) != idx->num_seqs ||
-        fwrite(&sum, sizeof sum, 1, f) != 1 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        int e = errno;
+    const uint64_t sum = ctf__hash_bytes(st->cache_sum, &h, sizeof h);
+    if (fwrite(&sum, sizeof sum, 1, f) != 1 || fseek(f, 0, SEEK_SET) != 0 ||
+        fwrite(&h, sizeof h, 1, f) != 1 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        e = errno;
         fclose(f);
-        errno = e;
+        remove(tmp);
         goto fail;
     }
-    if (fclose(f) != 0) goto fail;
+    if (fclose(f) != 0) {
+        e = errno;
+        remove(tmp);
+        goto fail;
+    }
     what = "rename";
-    if (rename(tmp, cpath) != 0) goto fail;
-    return;
-fail:;
-    int e = errno;
-    remove(tmp);
+    if (rename(tmp, cpath) != 0) {
+        e = errno;
+        remove(tmp);
+        goto fail;
+    }
+    return true;
+fail:
     log_at(cfg, CTF_SEV_WARNING, (ctf__where){cpath, 0, 0, -1},
            "could not %s the index cache (%s); continuing without it", what, strerror(e));
+    return false;
+}
+
+/* Chunk ch's records from the cache file (in file order: at the header's end plus
+ * first_seq records). @return : true when read in full. */
+static bool cache_read_chunk(const ctf_index *idx, const ctf__chunk *ch, ctf__seq *out)
+{
+    char cpath[CTF_ERROR_PATH_MAX + 16];
+    ctf_index_cache_path(idx->path, cpath, sizeof cpath);
+    ctf_error ignored;
+    int fd = ctf__file_open(cpath, &ignored);
+    if (fd < 0) return false;
+    int rc = ctf__file_pread(fd, cpath, out, ch->num_seqs * sizeof *out,
+                             sizeof(cache_header) + (uint64_t)ch->first_seq * sizeof *out,
+                             &ignored);
+    ctf__file_close(fd);
+    return rc == 0;
+}
+
+/*======================================================================
+ * A chunk's sequence records, re-made
+ *====================================================================*/
+
+/* Re-scans chunk ch's bytes (a newline scan with the indexing pass's own line rule, no value
+ * parsing) into out. @return : 0, CTF_ENOMEM, or CTF_ECHANGED when the bytes no longer give
+ * the records the index holds. */
+static int rescan_chunk(const ctf_index *idx, size_t c, const char *bytes, ctf__seqbuf *out,
+                        ctf_error *err)
+{
+    const ctf__chunk *ch = &idx->chunks[c];
+    ctf_index tmp = {.path = idx->path, .file = idx->file, .line_mode = idx->line_mode};
+    ctf_error e;
+    scan_state st = {.idx = &tmp, .opts = idx->opts, .mode = idx->line_mode ? 1 : 0,
+                     .rescan = true, .line_no = ch->line, .keep = out, .err = &e};
+    const char *rest, *end = bytes + ch->size;
+    int rc = scan_lines(&st, bytes, end, ch->offset, &rest);
+    if (!rc) rc = scan_tail(&st, rest, end, ch->offset + (uint64_t)(rest - bytes));
+    if (!rc && st.have_seq) rc = emit(&st, &st.cur, ch->offset + ch->size);
+    if (rc == CTF_ENOMEM) {
+        *err = e;
+        return rc;
+    }
+    if (!rc && st.kept == ch->num_seqs && chunk_fold(out->p, st.kept) == ch->hash) return 0;
+    /* Where: the first line whose sequence differs from the index's, when the index cache
+     * holds the indexed records; else the chunk's first line. */
+    uint64_t line = ch->line, at = ch->offset;
+    ctf__seq *was = idx->cache_ok ? CTF_MALLOC(ch->num_seqs * sizeof *was) : NULL;
+    if (was && cache_read_chunk(idx, ch, was) && chunk_fold(was, ch->num_seqs) == ch->hash) {
+        const size_t n = CTF_MIN(st.kept, ch->num_seqs);
+        size_t i = 0;
+        while (i < n && !memcmp(&was[i], &out->p[i], sizeof *was)) i++;
+        const ctf__seq *a = &was[i < ch->num_seqs ? i : ch->num_seqs - 1];
+        line = a->line;
+        at = a->offset;
+        if (i < n) {
+            const ctf__seq *b = &out->p[i];
+            if (a->offset == b->offset && a->lines != b->lines)
+                line = a->line + CTF_MIN(a->lines, b->lines);
+            else if (b->offset < a->offset) {
+                line = b->line;
+                at = b->offset;
+            }
+        } else if (i < ch->num_seqs && i == st.kept && st.kept) {
+            line = a->line;
+        }
+    }
+    CTF_FREE(was);
+    return ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, line + 1, 1, (int64_t)at},
+                     "the file changed since it was indexed: chunk %zu no longer matches the "
+                     "index (the data file changed on disk); reopen the "
+                     "reader",
+                     c);
+}
+
+bool ctf__index_chunk_seqs_cached(const ctf_index *idx, size_t c, ctf__seqbuf *out)
+{
+    const ctf__chunk *ch = &idx->chunks[c];
+    if (!idx->cache_ok) return false;
+    if (out->cap < ch->num_seqs &&
+        ctf__grow((void **)&out->p, &out->cap, ch->num_seqs, sizeof *out->p))
+        return false;
+    return cache_read_chunk(idx, ch, out->p) && chunk_fold(out->p, ch->num_seqs) == ch->hash;
+}
+
+int ctf__index_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__seqbuf *out,
+                          ctf_error *err)
+{
+    const ctf__chunk *ch = &idx->chunks[c];
+    if (out->cap < ch->num_seqs &&
+        ctf__grow((void **)&out->p, &out->cap, ch->num_seqs, sizeof *out->p))
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         c, idx->path);
+    /* A cache that fails the chunk's fold (replaced, damaged) is passed over for the data. */
+    if (!bytes && ctf__index_chunk_seqs_cached(idx, c, out)) return 0;
+    if (bytes) return rescan_chunk(idx, c, bytes, out, err);
+    char *own = CTF_MALLOC(ch->size ? (size_t)ch->size : 1);
+    if (!own)
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         c, idx->path);
+    int fd = ctf__file_open(idx->path, err);
+    int rc = fd < 0 ? fd : ctf__file_pread(fd, idx->path, own, (size_t)ch->size, ch->offset, err);
+    if (fd >= 0) ctf__file_close(fd);
+    if (!rc) rc = rescan_chunk(idx, c, own, out, err);
+    CTF_FREE(own);
+    return rc;
 }
 
 /*======================================================================
  * Public entry points
  *====================================================================*/
+
+/* ctf_index_sequence_samples's one re-made chunk. */
+struct ctf__index_one {
+    pthread_mutex_t mu;
+    size_t chunk;       /* SIZE_MAX: none */
+    ctf__seqbuf buf;
+};
 
 int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
 {
@@ -931,61 +1187,65 @@ int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
     ctf_index *idx = CTF_CALLOC(1, sizeof *idx);
     index_opts o;
     int rc;
-    uint64_t scan_hash = 0;
     if (!idx) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     if (opts_init(&o, cfg)) {
         CTF_FREE(idx);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     }
     idx->path = ctf__strdup(cfg->path);
-    if (!idx->path) {
+    idx->opts = opts_keep(&o);
+    idx->one = CTF_CALLOC(1, sizeof *idx->one);
+    if (!idx->path || !idx->opts || !idx->one) {
+        CTF_FREE(idx->one);
+        idx->one = NULL;
         rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
         goto fail;
     }
+    pthread_mutex_init(&idx->one->mu, NULL);
+    idx->one->chunk = SIZE_MAX;
     rc = ctf__file_stat(idx->path, &idx->file, err);
     if (rc) goto fail;
 
-    rc = cfg->cache_index ? cache_load(idx, cfg, &o, err) : 0;
+    scan_state st;
+    memset(&st, 0, sizeof st);
+    st.idx = idx;
+    st.cfg = cfg;
+    st.opts = &o;
+    st.mode = -1;
+    st.err = err;
+    st.chunk_size = cfg->chunk_size_bytes;
+    st.hash = fingerprint_seed(idx->file.size);
+    rc = cfg->cache_index ? cache_load(&st, cfg, &o, err) : 0;
     if (rc < 0) goto fail;
+    idx->cache_ok = rc == 1;
     if (rc == 0) {
         int fd = ctf__file_open(idx->path, err);
         if (fd < 0) {
             rc = fd;
             goto fail;
         }
-        scan_state st;
-        memset(&st, 0, sizeof st);
-        st.idx = idx;
-        st.cfg = cfg;
-        st.opts = &o;
-        st.mode = -1;
-        st.err = err;
-        st.hash = fingerprint_seed(idx->file.size);
+        char tmp[CTF_ERROR_PATH_MAX + 48];
+        if (cfg->cache_index) cache_begin(&st, cfg, tmp, sizeof tmp);
         rc = scan_file(&st, fd, err);
-        scan_hash = st.hash;
         idx->total_lines = st.line_no;
         id_set_free(&st.ids);
         ctf__file_close(fd);
-        if (rc) goto fail;
         /* The file must not have changed while we read it. */
         ctf__file_id now;
-        rc = ctf__file_stat(idx->path, &now, err);
-        if (rc) goto fail;
-        if (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns) {
+        if (!rc) rc = ctf__file_stat(idx->path, &now, err);
+        if (!rc && (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns))
             rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, -1},
                            "the file changed while it was being indexed");
+        if (rc) {
+            if (cfg->cache_index) cache_abort(&st, tmp);
             goto fail;
         }
-        if (cfg->cache_index) cache_save(idx, cfg, &o);
+        if (cfg->cache_index) idx->cache_ok = cache_end(&st, cfg, &o, tmp);
     }
-    rc = ctf__index_make_chunks(idx, cfg->chunk_size_bytes, err);
-    if (rc) goto fail;
-    /* The checkpoint fingerprint: table_hash with a header holding only the file size; a scan
-     * folded it in as it went (same value), a cache load computes it here. */
-    idx->hash = idx->from_cache
-                    ? ctf__hash_bytes(fingerprint_seed(idx->file.size), idx->seqs,
-                                      idx->num_seqs * sizeof *idx->seqs)
-                    : scan_hash;
+    idx->chunk_size_bytes = cfg->chunk_size_bytes;
+    /* The checkpoint fingerprint: table_hash with a header holding only the file size, folded
+     * record by record as the scan (or the cache load) emitted them. */
+    idx->hash = st.hash;
     if (cfg->trace_level >= 2)
         log_at(cfg, CTF_SEV_INFO, (ctf__where){idx->path, 0, 0, -1},
                "indexed %zu sequences, %llu samples, %zu chunks%s", idx->num_seqs,
@@ -1000,6 +1260,17 @@ fail:
     return rc;
 }
 
+uint64_t ctf__index_bytes(const ctf_index *idx)
+{
+    uint64_t n = sizeof *idx + idx->num_chunks * sizeof *idx->chunks + strlen(idx->path) + 1;
+    if (idx->opts) {
+        n += sizeof *idx->opts + idx->opts->num_aliases * (sizeof(char *) + sizeof(size_t));
+        for (size_t i = 0; i < idx->opts->num_aliases; i++) n += idx->opts->alias_lens[i] + 1;
+    }
+    if (idx->one) n += idx->one->buf.cap * sizeof(ctf__seq);
+    return n;
+}
+
 void ctf_index_get_info(const ctf_index *idx, ctf_index_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -1011,18 +1282,48 @@ void ctf_index_get_info(const ctf_index *idx, ctf_index_info *info)
     info->max_sequence_samples = idx->max_seq_samples;
     info->line_mode = idx->line_mode;
     info->from_cache = idx->from_cache;
+    info->min_sequence_samples = idx->min_seq_samples;
+    memcpy(info->length_buckets, idx->hist, sizeof info->length_buckets);
+    info->index_bytes = ctf__index_bytes(idx);
 }
 
 uint64_t ctf_index_sequence_samples(const ctf_index *idx, size_t i)
 {
-    return i < idx->num_seqs ? idx->seqs[i].samples : 0;
+    if (i >= idx->num_seqs || !idx->num_chunks) return 0;
+    /* The chunk holding i (binary search over first_seq), re-made unless it is the last one
+     * asked for: walking the sequences in order re-makes each chunk once. */
+    size_t lo = 0, hi = idx->num_chunks - 1;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo + 1) / 2;
+        if (idx->chunks[mid].first_seq <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    struct ctf__index_one *one = idx->one;
+    uint64_t n = 0;
+    pthread_mutex_lock(&one->mu);
+    ctf_error ignored;
+    if (one->chunk != lo) {
+        one->chunk = SIZE_MAX;
+        if (!ctf__index_chunk_seqs(idx, lo, NULL, &one->buf, &ignored)) one->chunk = lo;
+    }
+    if (one->chunk == lo) n = one->buf.p[i - idx->chunks[lo].first_seq].samples;
+    pthread_mutex_unlock(&one->mu);
+    return n;
 }
 
 void ctf_index_free(ctf_index *idx)
 {
     if (!idx) return;
     CTF_FREE(idx->path);
-    CTF_FREE(idx->seqs);
     CTF_FREE(idx->chunks);
+    if (idx->opts) {
+        opts_free(idx->opts);
+        CTF_FREE(idx->opts);
+    }
+    if (idx->one) {
+        pthread_mutex_destroy(&idx->one->mu);
+        CTF_FREE(idx->one->buf.p);
+        CTF_FREE(idx->one);
+    }
     CTF_FREE(idx);
 }

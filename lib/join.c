@@ -38,6 +38,8 @@ typedef struct jpart {
     ctf__chunk_data **cd;  /* per chunk: parsed, while refs > 0 */
     uint32_t *refs;
     uint8_t *loading;
+    ctf__seq *mat;         /* every record of the part (materialize) */
+    const ctf__seq **mat_cs;
 } jpart;
 
 typedef struct join {
@@ -59,6 +61,8 @@ typedef struct join {
     uint32_t *plocal;      /* per sequence: its index in the primary chunk */
     size_t *jseq;          /* per sequence and part: the part's sequence number */
     ctf__source_file *fp;  /* every file, the primary's first */
+    ctf__seq *pmat;        /* every record of the primary (materialize) */
+    const ctf__seq **pmat_cs;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool sync_ok;
@@ -110,6 +114,26 @@ static void part_name(const join *J, size_t j, char *buf, size_t cap)
     else
         snprintf(buf, cap, "deserializer %zu (%s%s)", j + 1, P->src->files[0].path,
                  P->src->num_files > 1 ? " ..." : "");
+}
+
+/* Every record of s in memory, chunk by chunk through its `seqs`, and s->chunk_seqs pointed at
+ * them: the join's key tables and lookups work on whole tables (32 bytes per sequence of each
+ * deserializer, docs/design.md), while a file source keeps only its chunk table. */
+static int materialize(ctf__source *s, ctf__seq **all, const ctf__seq ***cs, ctf_error *err)
+{
+    *all = CTF_MALLOC((s->num_seqs ? s->num_seqs : 1) * sizeof **all);
+    *cs = CTF_MALLOC((s->num_chunks ? s->num_chunks : 1) * sizeof **cs);
+    if (!*all || !*cs)
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing the keys");
+    for (size_t c = 0; c < s->num_chunks; c++) {
+        const ctf__seq *q;
+        int rc = s->seqs(s, c, &q, err);
+        if (rc) return rc;
+        memcpy(*all + s->chunks[c].first_seq, q, s->chunks[c].num_seqs * sizeof *q);
+        (*cs)[c] = *all + s->chunks[c].first_seq;
+    }
+    s->chunk_seqs = *cs;
+    return 0;
 }
 
 static int build_map(join *J, size_t j, ctf_error *err)
@@ -563,6 +587,8 @@ static void join_destroy(ctf__source *src)
             CTF_FREE(P->loading);
             CTF_FREE(P->map.keys);
             CTF_FREE(P->map.seq);
+            CTF_FREE(P->mat);
+            CTF_FREE(P->mat_cs);
             ctf__source_free(P->src);
         }
     ctf__source_free(J->prim);
@@ -581,6 +607,8 @@ static void join_destroy(ctf__source *src)
     CTF_FREE(J->plocal);
     CTF_FREE(J->jseq);
     CTF_FREE(J->fp);
+    CTF_FREE(J->pmat);
+    CTF_FREE(J->pmat_cs);
     CTF_FREE(J);
 }
 
@@ -653,7 +681,8 @@ int ctf__join_open(ctf__source *primary, ctf__source **parts, size_t num_parts, 
         P->refs = CTF_CALLOC(nc, sizeof *P->refs);
         P->loading = CTF_CALLOC(nc, 1);
         if (!P->cd || !P->refs || !P->loading) goto oom;
-        rc = build_map(J, j, err);
+        rc = materialize(P->src, &P->mat, &P->mat_cs, err);
+        if (!rc) rc = build_map(J, j, err);
         if (rc) goto fail;
     }
     J->src.hash = h;
@@ -661,7 +690,8 @@ int ctf__join_open(ctf__source *primary, ctf__source **parts, size_t num_parts, 
     J->src.num_fp_files = nfp;
     J->src.files = primary->files;
     J->src.num_files = primary->num_files;
-    rc = build_table(J, log, log_user, trace_level, err);
+    rc = materialize(primary, &J->pmat, &J->pmat_cs, err);
+    if (!rc) rc = build_table(J, log, log_user, trace_level, err);
     if (rc) goto fail;
     *out = &J->src;
     return 0;

@@ -40,6 +40,8 @@
 typedef struct pstate {
     const ctf__parse_cfg *pc;
     const ctf_index *idx;
+    const ctf__seq *seqs;     /* the chunk's sequence records */
+    size_t num_seqs;
     ctf__chunk_data *cd;
     const char *buf;          /* chunk bytes */
     const char *limit;        /* end of the chunk bytes: how far the number fast path may read */
@@ -712,8 +714,10 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
     const ctf_index *idx = ps->idx;
     const ctf__parse_cfg *pc = ps->pc;
     ctf__chunk_data *cd = ps->cd;
-    const ctf__seq *seq = &idx->seqs[si];
-    const uint64_t seq_end = si + 1 < idx->num_seqs ? idx->seqs[si + 1].offset : idx->file.size;
+    CTF_UNUSED(si);
+    const ctf__seq *seq = &ps->seqs[local];
+    const uint64_t seq_end = local + 1 < ps->num_seqs ? ps->seqs[local + 1].offset
+                                                      : ps->base + (uint64_t)(ps->limit - ps->buf);
     const char *p = ps->buf + (seq->offset - ps->base);
     const char *end = ps->buf + (seq_end - ps->base);
     ctf__slice *sl = &cd->slices[local * pc->num_streams];
@@ -1074,7 +1078,8 @@ static int shrink(ctf__bufpool *pool, ctf__stream_data *sd, const ctf_stream_def
 }
 
 int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
-                     const char *buf, uint64_t max_errors, ctf__chunk_data **out, ctf_error *err)
+                     const ctf__seq *seqs, const char *buf, uint64_t max_errors,
+                     ctf__chunk_data **out, ctf_error *err)
 {
     *out = NULL;
     const ctf__chunk *ch = &idx->chunks[chunk];
@@ -1102,7 +1107,7 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
     if (pc->line_mode) {
         rows = ch->num_seqs;
     } else {
-        for (size_t i = 0; i < ch->num_seqs; i++) rows += idx->seqs[ch->first_seq + i].lines;
+        for (size_t i = 0; i < ch->num_seqs; i++) rows += seqs[i].lines;
     }
     uint64_t colons = 0;
     for (size_t k = 0; k < ns; k++)
@@ -1124,8 +1129,8 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
         }
         if (presize(pc->pool, sd, d, rows, ch->size, colons, (size_t)pc->precision)) goto oom;
     }
-    pstate ps = {.pc = pc, .idx = idx, .cd = cd, .buf = buf, .limit = buf + ch->size,
-                 .base = ch->offset, .max_errors = max_errors, .alias = alias,
+    pstate ps = {.pc = pc, .idx = idx, .seqs = seqs, .num_seqs = ch->num_seqs, .cd = cd,
+                 .buf = buf, .limit = buf + ch->size, .base = ch->offset, .max_errors = max_errors, .alias = alias,
                  .alias_len = alias_len};
     ps.line_start = buf;
 #if CTF_TOKENIZE

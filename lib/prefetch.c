@@ -111,6 +111,7 @@ static void *worker_main(void *arg)
     }
     pthread_mutex_unlock(&l->mu);
     CTF_FREE(rb.p);
+    CTF_FREE(rb.seqs.p);
     return NULL;
 }
 
@@ -326,6 +327,7 @@ void ctf__loader_free(ctf__loader *l)
     }
     ctf__bufpool_unref(l->pcv.pool); /* chunks still held keep it alive */
     CTF_FREE(l->caller_buf.p);
+    CTF_FREE(l->caller_buf.seqs.p);
     CTF_FREE(l->threads);
     CTF_FREE(l->state);
     CTF_FREE(l->discard);

@@ -134,12 +134,18 @@ typedef struct fd_slot {
     unsigned busy;       /* reads in progress */
 } fd_slot;
 
+/* One chunk's re-made sequence records, for the consumer's `seqs` calls. */
+typedef struct seq_entry {
+    size_t chunk;        /* SIZE_MAX: empty */
+    uint64_t used;       /* LRU clock */
+    ctf__seqbuf buf;
+} seq_entry;
+
 typedef struct corpus {
     ctf__source src;     /* first: a corpus is a source */
     ctf__source_file *files;
     size_t num_files;
     ctf__chunk *chunks;
-    const ctf__seq **chunk_seqs;
     uint32_t *chunk_file;
     size_t *chunk_local; /* the chunk's number in its file's index */
     uint64_t max_errors;
@@ -148,6 +154,15 @@ typedef struct corpus {
     fd_slot *fds;
     size_t num_fds;
     uint64_t tick;
+    /* The records of the chunks the consumer works in (at the cursor, in its look-ahead, in
+     * BPTT slots): least recently used first out. The set grows (doubling) when a chunk comes
+     * back soon after it was dropped, so a window wider than guessed costs one re-make per
+     * chunk, not one per sequence. */
+    seq_entry *sq;
+    size_t sq_len, sq_cap;
+    uint64_t sq_tick, sq_misses;
+    uint64_t *sq_dropped;  /* per chunk: the miss count when it was last dropped (0: never) */
+    ctf__readbuf cbuf;     /* the consumer's chunk bytes for re-making records */
 } corpus;
 
 /* A descriptor for file f: from the table, or opened into the least recently used idle slot.
@@ -207,36 +222,74 @@ static void fd_release(corpus *k, size_t slot, int fd)
     pthread_mutex_unlock(&k->mu);
 }
 
-/* The cheap content check: a rewrite that keeps the size and restores the mtime gets past the
- * stat, so the chunk's bytes must still look like what was indexed. `pre` is the byte before
- * the chunk (when pre_ok), buf its bytes. Every sequence must start a line, in id mode with its
- * key's digits, and a chunk that is not the file's last must end with '\n'.
- * O(sequences + key digits). @return : the offset of the first mismatch, or -1. */
-static int64_t check_chunk_bytes(const ctf_index *idx, const ctf__chunk *ch, char pre,
-                                 bool pre_ok, const char *buf)
+/* The chunk's boundaries: the byte before it (when pre_ok) ends a line, and a chunk that is not
+ * the file's last ends with '\n'. Its sequences are then checked by re-making their records
+ * from the bytes (ctf__index_chunk_seqs), which must give the index's. @return : the offset of
+ * the first mismatch, or -1. */
+static int64_t check_chunk_bounds(const ctf_index *idx, const ctf__chunk *ch, char pre,
+                                  bool pre_ok, const char *buf)
 {
-    for (size_t i = ch->first_seq; i < ch->first_seq + ch->num_seqs; i++) {
-        const ctf__seq *s = &idx->seqs[i];
-        uint64_t rel = s->offset - ch->offset;
-        char before = rel ? buf[rel - 1] : pre;
-        if ((rel || pre_ok) && before != '\n') return (int64_t)s->offset;
-        if (idx->line_mode) continue;
-        uint64_t key = 0;
-        size_t digits = 0;
-        while (rel + digits < ch->size && buf[rel + digits] >= '0' && buf[rel + digits] <= '9' &&
-               digits < 20) {
-            unsigned d = (unsigned)(buf[rel + digits] - '0');
-            if (key > (UINT64_MAX - d) / 10) return (int64_t)s->offset;
-            key = key * 10 + d;
-            digits++;
-        }
-        if (!digits || key != s->key ||
-            (rel + digits < ch->size && buf[rel + digits] >= '0' && buf[rel + digits] <= '9'))
-            return (int64_t)s->offset;
-    }
+    if (pre_ok && pre != '\n') return (int64_t)ch->offset;
     if (ch->offset + ch->size < idx->file.size && ch->size && buf[ch->size - 1] != '\n')
         return (int64_t)(ch->offset + ch->size - 1);
     return -1;
+}
+
+/* Chunk c's records for the consumer, from the LRU set or re-made into it. */
+static int corpus_seqs(ctf__source *src, size_t c, const ctf__seq **out, ctf_error *err)
+{
+    corpus *k = (corpus *)src;
+    k->sq_tick++;
+    for (size_t i = 0; i < k->sq_len; i++)
+        if (k->sq[i].chunk == c) {
+            k->sq[i].used = k->sq_tick;
+            *out = k->sq[i].buf.p;
+            return 0;
+        }
+    k->sq_misses++;
+    if (k->sq_dropped[c] && k->sq_misses - k->sq_dropped[c] <= k->sq_cap &&
+        k->sq_cap < k->src.num_chunks) {
+        seq_entry *n = CTF_REALLOC(k->sq, 2 * k->sq_cap * sizeof *n);
+        if (!n) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+        k->sq = n;
+        k->sq_cap *= 2;
+    }
+    seq_entry *e;
+    if (k->sq_len < k->sq_cap) {
+        e = &k->sq[k->sq_len++];
+        *e = (seq_entry){.chunk = SIZE_MAX};
+    } else {
+        e = &k->sq[0];
+        for (size_t i = 1; i < k->sq_len; i++)
+            if (k->sq[i].used < e->used) e = &k->sq[i];
+        if (e->chunk != SIZE_MAX) k->sq_dropped[e->chunk] = k->sq_misses;
+    }
+    e->chunk = SIZE_MAX;
+    const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
+    const ctf_index *idx = k->files[f].idx;
+    const size_t need = idx->chunks[lc].num_seqs;
+    if (e->buf.cap < need && ctf__grow((void **)&e->buf.p, &e->buf.cap, need, sizeof *e->buf.p))
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         lc, idx->path);
+    if (!ctf__index_chunk_seqs_cached(idx, lc, &e->buf)) {
+        /* Re-made from the bytes, read through the descriptor table: the inode indexed. */
+        const ctf__chunk *ch = &idx->chunks[lc];
+        char *buf = ctf__readbuf_get(&k->cbuf, (size_t)ch->size + 1);
+        if (!buf)
+            return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                             lc, idx->path);
+        size_t slot;
+        int fd = fd_acquire(k, f, &slot, err);
+        if (fd < 0) return fd;
+        int rc = ctf__file_pread(fd, idx->path, buf, (size_t)ch->size, ch->offset, err);
+        fd_release(k, slot, fd);
+        if (!rc) rc = ctf__index_chunk_seqs(idx, lc, buf, &e->buf, err);
+        if (rc) return rc;
+    }
+    e->chunk = c;
+    e->used = k->sq_tick;
+    *out = e->buf.p;
+    return 0;
 }
 
 static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpool *pool,
@@ -269,17 +322,18 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
     rc = ctf__file_pread(fd, idx->path, buf, (size_t)ch->size + pre, ch->offset - pre, err);
     fd_release(k, slot, fd);
     if (!rc) {
-        int64_t bad = check_chunk_bytes(idx, ch, pre ? buf[0] : 0, pre != 0, buf + pre);
+        int64_t bad = check_chunk_bounds(idx, ch, pre ? buf[0] : 0, pre != 0, buf + pre);
         if (bad >= 0)
             rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, bad},
                            "the data file changed on disk since it was indexed (chunk %zu at "
                            "byte %lld no longer matches the index); reopen the reader",
                            lc, (long long)bad);
     }
+    if (!rc) rc = ctf__index_chunk_seqs(idx, lc, buf + pre, &rb->seqs, err);
     if (rc) return rc;
     ctf__parse_cfg pc = file->pc;
     pc.pool = pool;
-    rc = ctf__parse_chunk(&pc, idx, lc, buf + pre, k->max_errors, out, err);
+    rc = ctf__parse_chunk(&pc, idx, lc, rb->seqs.p, buf + pre, k->max_errors, out, err);
     if (!rc) (*out)->chunk = c;
     return rc;
 }
@@ -299,10 +353,33 @@ static void corpus_destroy(ctf__source *src)
     CTF_FREE(k->fds);
     CTF_FREE(k->files);
     CTF_FREE(k->chunks);
-    CTF_FREE(k->chunk_seqs);
+    for (size_t i = 0; i < k->sq_len; i++) CTF_FREE(k->sq[i].buf.p);
+    CTF_FREE(k->sq);
+    CTF_FREE(k->sq_dropped);
+    CTF_FREE(k->cbuf.p);
     CTF_FREE(k->chunk_file);
     CTF_FREE(k->chunk_local);
     CTF_FREE(k);
+}
+
+/* How many chunks' records the consumer's set starts with: the randomization window in chunks
+ * (a window in samples over the mean chunk) and a few more for the look-ahead. */
+static size_t seq_set_size(const ctf_config *cfg, size_t num_chunks, uint64_t samples)
+{
+    /* keepDataInMemory holds every parsed chunk for later sweeps: their records too, so that a
+     * later sweep never reads the file again. */
+    if (cfg->keep_data_in_memory) return num_chunks ? num_chunks : 1;
+    uint64_t w = 0;
+    if (cfg->randomize && cfg->randomization_window) {
+        if (!cfg->window_in_samples) w = cfg->randomization_window;
+        else if (samples)
+            w = cfg->randomization_window / (samples / (num_chunks ? num_chunks : 1) + 1) + 1;
+    }
+    /* The cursor's sequences come from the chunks of one window: two more cover its edges. */
+    w += 2;
+    if (w < 3) w = 3;
+    if (num_chunks && w > num_chunks) w = num_chunks;
+    return (size_t)w;
 }
 
 int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
@@ -318,14 +395,15 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
     corpus *k = CTF_CALLOC(1, sizeof *k);
     if (!k) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     k->src.load = corpus_load;
-    k->src.seqs = ctf__source_seqs_mem;
+    k->src.seqs = corpus_seqs;
     k->src.destroy = corpus_destroy;
     k->max_errors = max_errors;
     k->files = CTF_CALLOC(n, sizeof *k->files);
     k->num_fds = CTF_MAX(threads + 2, (size_t)8);
     k->fds = CTF_MALLOC(k->num_fds * sizeof *k->fds);
+    if (k->fds)
+        for (size_t i = 0; i < k->num_fds; i++) k->fds[i] = (fd_slot){-1, 0, 0, 0};
     if (!k->files || !k->fds) goto oom;
-    for (size_t i = 0; i < k->num_fds; i++) k->fds[i] = (fd_slot){-1, 0, 0, 0};
     k->num_files = n;
     int rc;
     size_t nc = 0;
@@ -351,10 +429,12 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
         k->src.warnings += idx->warnings;
     }
     k->chunks = CTF_MALLOC((nc ? nc : 1) * sizeof *k->chunks);
-    k->chunk_seqs = CTF_MALLOC((nc ? nc : 1) * sizeof *k->chunk_seqs);
     k->chunk_file = CTF_MALLOC((nc ? nc : 1) * sizeof *k->chunk_file);
     k->chunk_local = CTF_MALLOC((nc ? nc : 1) * sizeof *k->chunk_local);
-    if (!k->chunks || !k->chunk_seqs || !k->chunk_file || !k->chunk_local) goto oom;
+    k->sq_dropped = CTF_CALLOC(nc ? nc : 1, sizeof *k->sq_dropped);
+    k->sq_cap = seq_set_size(cfg, nc, k->src.total_samples);
+    k->sq = CTF_MALLOC(k->sq_cap * sizeof *k->sq);
+    if (!k->chunks || !k->chunk_file || !k->chunk_local || !k->sq_dropped || !k->sq) goto oom;
     size_t c = 0, seq_base = 0;
     /* The fingerprint of a corpus of one file is the file's, so that its checkpoints are the
      * file's; over several files it folds each file's size and index hash in order. */
@@ -364,7 +444,6 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
         for (size_t lc = 0; lc < idx->num_chunks; lc++, c++) {
             k->chunks[c] = idx->chunks[lc];
             k->chunks[c].first_seq += seq_base;
-            k->chunk_seqs[c] = &idx->seqs[idx->chunks[lc].first_seq];
             k->chunk_file[c] = (uint32_t)f;
             k->chunk_local[c] = lc;
         }
@@ -376,7 +455,6 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
     }
     k->src.chunks = k->chunks;
     k->src.num_chunks = nc;
-    k->src.chunk_seqs = k->chunk_seqs;
     k->src.chunk_file = k->chunk_file;
     k->src.files = k->files;
     k->src.num_files = n;

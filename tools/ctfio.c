@@ -421,19 +421,14 @@ static int cmd_check(ctf_config *cfg)
 static void print_length_histogram(const ctf_reader *r)
 {
     uint64_t hist[65] = {0}, total = 0, lo = UINT64_MAX, hi = 0, sequences = 0;
+    /* Counted by the indexing pass: no walk over a per-sequence table. */
     for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
-        const ctf_index *idx = ctf_reader_file_index(r, f);
         ctf_index_info info;
-        ctf_index_get_info(idx, &info);
-        for (size_t i = 0; i < info.sequences; i++) {
-            uint64_t n = ctf_index_sequence_samples(idx, i);
-            int b = 0;
-            while (b < 64 && ((uint64_t)1 << b) <= n) b++;
-            hist[b]++;
-            total += n;
-            if (n < lo) lo = n;
-            if (n > hi) hi = n;
-        }
+        ctf_index_get_info(ctf_reader_file_index(r, f), &info);
+        for (int b = 0; b < 65; b++) hist[b] += info.length_buckets[b];
+        total += info.samples;
+        if (info.sequences && info.min_sequence_samples < lo) lo = info.min_sequence_samples;
+        if (info.max_sequence_samples > hi) hi = info.max_sequence_samples;
         sequences += info.sequences;
     }
     if (!sequences) return;
@@ -476,6 +471,13 @@ static int cmd_stats(ctf_config *cfg)
     }
     print_length_histogram(r);
     printf("longest sequence: %" PRIu64 " samples\n", longest);
+    uint64_t index_bytes = 0;
+    for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
+        ctf_index_get_info(ctf_reader_file_index(r, f), &info);
+        index_bytes += info.index_bytes;
+    }
+    printf("index memory: %" PRIu64 " bytes (chunk tables; a chunk's sequence records are "
+           "re-made when it is read)\n", index_bytes);
     ctf_reader_free(r);
     return 0;
 }

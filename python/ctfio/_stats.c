@@ -66,6 +66,8 @@ PyObject *ctf_py_index_info_dict(const ctf_index_info *info)
     PUT("max_sequence_samples", PyLong_FromUnsignedLongLong(info->max_sequence_samples));
     PUT("line_mode", PyBool_FromLong(info->line_mode));
     PUT("from_cache", PyBool_FromLong(info->from_cache));
+    PUT("min_sequence_samples", PyLong_FromUnsignedLongLong(info->min_sequence_samples));
+    PUT("index_bytes", PyLong_FromUnsignedLongLong(info->index_bytes));
 #undef PUT
     if (rc) {
         Py_DECREF(d);

@@ -286,7 +286,9 @@ TEST(changed_key_on_a_continuation_line_is_detected)
     int rc;
     while ((rc = ctf_reader_next(r, 64, &mb)) == 0 && mb) ctf_minibatch_free(mb);
     ASSERT_EQ(rc, CTF_ECHANGED);
-    ASSERT_U64_EQ(ctf_reader_error(r)->line, 12);
+    /* Without the cache the index holds no sequence records to compare: the changed chunk is
+     * named by its first line. */
+    ASSERT_U64_EQ(ctf_reader_error(r)->line, 1);
     ctf_reader_free(r);
     unlink(cpath);
     ASSERT_EQ(atomic_load(&ctf__alloc.live), live);

@@ -52,7 +52,10 @@ static int parse_all(const char *name, const char *text, const ctf_stream_def *s
             fclose(f);
             return CTF_EIO;
         }
-        rc = ctf__parse_chunk(&pc, out->idx, c, buf, 1000, &out->cd[c], &err);
+        ctf__seqbuf sb = {0};
+        rc = ctf__index_chunk_seqs(out->idx, c, buf, &sb, &err);
+        if (!rc) rc = ctf__parse_chunk(&pc, out->idx, c, sb.p, buf, 1000, &out->cd[c], &err);
+        CTF_FREE(sb.p);
         free(buf);
         if (rc) {
             fclose(f);
@@ -248,8 +251,11 @@ TEST(parse_buffers_pool_reuses_and_outlives)
         ASSERT(buf);
         ASSERT(!fseek(f, (long)ch->offset, SEEK_SET) && fread(buf, 1, ch->size, f) == ch->size);
         ctf__chunk_data *a = NULL, *b = NULL;
-        ASSERT_OK(ctf__parse_chunk(&plain, idx, c, buf, 0, &a, &err), &err);
-        ASSERT_OK(ctf__parse_chunk(&pooled, idx, c, buf, 0, &b, &err), &err);
+        ctf__seqbuf sb = {0};
+        ASSERT_OK(ctf__index_chunk_seqs(idx, c, buf, &sb, &err), &err);
+        ASSERT_OK(ctf__parse_chunk(&plain, idx, c, sb.p, buf, 0, &a, &err), &err);
+        ASSERT_OK(ctf__parse_chunk(&pooled, idx, c, sb.p, buf, 0, &b, &err), &err);
+        CTF_FREE(sb.p);
         free(buf);
         for (size_t k = 0; k < 2; k++) {
             const ctf__stream_data *x = &a->streams[k], *y = &b->streams[k];
