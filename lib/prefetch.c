@@ -1,17 +1,19 @@
 /*
- * prefetch.c -- the prefetch stage: loads chunks (pread + parse) on background threads ahead of
- * the consumer, so that parsing overlaps training and uses every core.
+ * prefetch.c -- the prefetch stage: a chunk cache (which parsed chunks are held, which are
+ * evicted, which are loaded ahead) over a loader that loads chunks (pread + parse) on background
+ * threads ahead of the consumer, so that parsing overlaps training and uses every core.
  *
- * The reader asks for chunks in the order the timeline will need them (ctf__loader_request) and
- * later takes them (ctf__loader_take). A load is a pure function of the chunk id: the source
- * (source.c, join.c) reads the chunk's bytes and parses them, recording problems in the result
- * instead of reporting them. So the delivered data, the error budget and the log do not depend
- * on the number of threads or on how far ahead they run; threads only change when the work
- * happens. A load also checks that the chunk's file has not changed since it was indexed
- * (CTF_ECHANGED naming the file).
+ * The cache's look-ahead asks for chunks in the order the timeline will need them
+ * (ctf__loader_request) and the reader's get later takes them (ctf__loader_take). A load is a
+ * pure function of the chunk id: the source (source.c, join.c) reads the chunk's bytes and
+ * parses them, recording problems in the result instead of reporting them. So the delivered
+ * data, the error budget and the log do not depend on the number of threads or on how far ahead
+ * they run; threads only change when the work happens. A load also checks that the chunk's file
+ * has not changed since it was indexed (CTF_ECHANGED naming the file).
  *
- * Locking: one mutex guards the per-chunk state table and the FIFO queue; workers drop it while
- * they read and parse. Errors of a background load travel with its result to the taker.
+ * Locking: one mutex guards the loader's per-chunk state table and the FIFO queue; workers drop
+ * it while they read and parse. Errors of a background load travel with its result to the
+ * taker. The cache itself runs on the consumer's thread only and takes no lock.
  */
 #include "ctfio_internal.h"
 

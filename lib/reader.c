@@ -1,6 +1,6 @@
 /*
- * reader.c -- the reader: wires source -> randomize -> prefetch/parse -> pack into a ctf_reader,
- * and owns the timeline, the worker split, the error budget and the memory bound; state.c holds
+ * reader.c -- the reader: wires source -> randomize -> chunk cache/parse -> pack into a
+ * ctf_reader, and owns the timeline, the worker split and the error budget; state.c holds
  * its checkpoints (save, restore, fingerprint). It reads chunks and sequences through the
  * deserializer seam (ctf__source: a file, a corpus, a join by key), never a file directly.
  *
@@ -17,11 +17,10 @@
  * sweep goes to worker i mod N. Every worker advances to the same position, and the union over
  * workers is the single-worker minibatch.
  *
- * Chunk residency: a parsed chunk is held while the sweep is inside it (some of its sequences
- * cut in this sweep, some not), while a BPTT slot holds one of its sequences, or forever with
- * keepDataInMemory; at most prefetch_chunks more are parsed ahead by the prefetch stage, which
- * a look-ahead over the generator (into the next sweep near a sweep's end) keeps fed. Because
- * the randomizer keeps every sequence inside its chunk's window, memory is bounded by the window.
+ * Chunk residency and prefetch scheduling belong to the chunk cache (prefetch.c): the reader
+ * tells it which chunks the timeline cut (ctf__cache_consumed) and which a BPTT slot holds
+ * (_pin/_unpin), and asks it for chunks (ctf__cache_get); the cache decides what is held, what
+ * is evicted (the memory bound) and what the loader parses ahead.
  *
  * Problems a chunk's parse recorded are reported and counted the first time the consumer
  * reaches the chunk, in timeline order, and never again when the chunk is re-parsed in a later
