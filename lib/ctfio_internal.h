@@ -634,6 +634,70 @@ size_t ctf__sweepgen_peak_slots(const ctf__sweep_gen *g);
 void ctf__sweepgen_free(ctf__sweep_gen *g);
 
 /*======================================================================
+ * Chunk cache (prefetch.c): which parsed chunks are held and which are loaded ahead.
+ *
+ * The reader asks the cache for a chunk (ctf__cache_get) and tells it what the timeline
+ * consumed (ctf__cache_consumed, _pin, _unpin); the cache holds a chunk while the sweep is
+ * inside it or a BPTT slot pins it (or always, with keep_data_in_memory), evicts passed chunks
+ * (ctf__cache_evict_passed), and decides what the loader parses ahead (ctf__cache_schedule: a
+ * look-ahead over the sweep generator, into the next sweep near a sweep's end).
+ *====================================================================*/
+typedef struct ctf__cache ctf__cache;
+
+typedef struct ctf__cache_cfg {
+    size_t num_threads;          /* loader threads (0: every load runs on the caller's) */
+    size_t prefetch_chunks;      /* at most this many loaded ahead and not yet taken */
+    bool keep_data_in_memory;    /* never evict */
+    bool randomized;             /* sweeps in randomized order (ownership by chunk position) */
+    bool same_sweep_only;        /* never look into the next sweep (truncated BPTT) */
+    uint64_t window;             /* the sweep generator's settings, for the next sweep's */
+    bool window_in_samples;
+    uint64_t seed;
+    uint64_t sweep_samples;      /* index samples in one sweep */
+    uint64_t limit;              /* the timeline ends here (UINT64_MAX: never) */
+    ctf_stats *stats;            /* kept current: chunks_loaded, *_resident and their peaks */
+} ctf__cache_cfg;
+
+/* ctf__cache_create(pc, src, cfg, out, err): the cache and its loader (cfg->num_threads
+ * threads). pc, src and cfg->stats must outlive it. @return : 0 or CTF_ENOMEM. */
+int ctf__cache_create(const ctf__parse_cfg *pc, ctf__source *src, const ctf__cache_cfg *cfg,
+                      ctf__cache **out, ctf_error *err);
+/* The loader, for ctf__loader_run_parts. */
+ctf__loader *ctf__cache_loader(ctf__cache *k);
+/* Makes sweep k current in *gen (a no-op if it is): adopts the look-ahead's generator when it
+ * opened sweep k already, else creates one; cancels requests that will never be taken and
+ * resets the consumed counters. @return : 0, or CTF_ENOMEM with *gen unchanged. */
+int ctf__cache_open_sweep(ctf__cache *k, uint64_t sweep, ctf__sweep_gen **gen, ctf_error *err);
+/* Forgets the look-ahead's generator of the next sweep (before a seek). */
+void ctf__cache_drop_next_sweep(ctf__cache *k);
+/* Chunk c's parsed data, held from now on until evicted; loaded now if nobody did.
+ * @return : 0, or the load's error with err filled. */
+int ctf__cache_get(ctf__cache *k, size_t c, const ctf__chunk_data **out, ctf_error *err);
+/* One more sequence of chunk c cut in the current sweep. */
+void ctf__cache_consumed(ctf__cache *k, size_t c);
+/* A BPTT slot takes / lets go of a sequence of chunk c: held while pinned. */
+void ctf__cache_pin(ctf__cache *k, size_t c);
+void ctf__cache_unpin(ctf__cache *k, size_t c);
+/* Frees the held chunks the sweep has passed (none with keep_data_in_memory). */
+void ctf__cache_evict_passed(ctf__cache *k);
+/* Asks the loader for the chunks this worker (rank of workers) needs next from slot `slot` of
+ * sweep `sweep` (gen), keeping at most prefetch_chunks outstanding. */
+void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, size_t slot,
+                         size_t workers, size_t rank);
+/* Asks the loader for chunk c of the current sweep now, unless held or asked for already
+ * (a minibatch's chunks, all at once). */
+void ctf__cache_request(ctf__cache *k, size_t c);
+/* Forgets every request (after a seek or a worker change): the look-ahead restarts at slot. */
+void ctf__cache_restart(ctf__cache *k, size_t slot);
+/* Updates cfg->stats' residency counters and peaks (held, loaded ahead, a join's parts). */
+void ctf__cache_update_stats(ctf__cache *k);
+/* Held chunks and their bytes (not counting those loaded ahead). */
+void ctf__cache_held(const ctf__cache *k, size_t *chunks, size_t *bytes);
+/* Requests made and not yet taken. */
+size_t ctf__cache_outstanding(const ctf__cache *k);
+void ctf__cache_free(ctf__cache *k);
+
+/*======================================================================
  * BrainScript configuration (config.c)
  *====================================================================*/
 /* Public API in ctfio.h (ctf_bsconfig_*). */

@@ -1,17 +1,19 @@
 /*
- * prefetch.c -- the prefetch stage: loads chunks (pread + parse) on background threads ahead of
- * the consumer, so that parsing overlaps training and uses every core.
+ * prefetch.c -- the prefetch stage: a chunk cache (which parsed chunks are held, which are
+ * evicted, which are loaded ahead) over a loader that loads chunks (pread + parse) on background
+ * threads ahead of the consumer, so that parsing overlaps training and uses every core.
  *
- * The reader asks for chunks in the order the timeline will need them (ctf__loader_request) and
- * later takes them (ctf__loader_take). A load is a pure function of the chunk id: the source
- * (source.c, join.c) reads the chunk's bytes and parses them, recording problems in the result
- * instead of reporting them. So the delivered data, the error budget and the log do not depend
- * on the number of threads or on how far ahead they run; threads only change when the work
- * happens. A load also checks that the chunk's file has not changed since it was indexed
- * (CTF_ECHANGED naming the file).
+ * The cache's look-ahead asks for chunks in the order the timeline will need them
+ * (ctf__loader_request) and the reader's get later takes them (ctf__loader_take). A load is a
+ * pure function of the chunk id: the source (source.c, join.c) reads the chunk's bytes and
+ * parses them, recording problems in the result instead of reporting them. So the delivered
+ * data, the error budget and the log do not depend on the number of threads or on how far ahead
+ * they run; threads only change when the work happens. A load also checks that the chunk's file
+ * has not changed since it was indexed (CTF_ECHANGED naming the file).
  *
- * Locking: one mutex guards the per-chunk state table and the FIFO queue; workers drop it while
- * they read and parse. Errors of a background load travel with its result to the taker.
+ * Locking: one mutex guards the loader's per-chunk state table and the FIFO queue; workers drop
+ * it while they read and parse. Errors of a background load travel with its result to the
+ * taker. The cache itself runs on the consumer's thread only and takes no lock.
  */
 #include "ctfio_internal.h"
 
@@ -334,4 +336,318 @@ void ctf__loader_free(ctf__loader *l)
     CTF_FREE(l->res);
     CTF_FREE(l->queue);
     CTF_FREE(l);
+}
+
+/*======================================================================
+ * The chunk cache: residency and the look-ahead that feeds the loader
+ *
+ * A parsed chunk is held while the sweep is inside it (some of its sequences cut in this
+ * sweep, some not), while a BPTT slot holds one of its sequences, or forever with
+ * keep_data_in_memory; at most prefetch_chunks more are loaded ahead, which a look-ahead over
+ * the sweep generator (into the next sweep near a sweep's end) keeps fed. Because the
+ * randomizer keeps every sequence inside its chunk's window, memory is bounded by the window.
+ * The look-ahead only changes when parsing happens, never what is delivered.
+ *====================================================================*/
+
+struct ctf__cache {
+    ctf__cache_cfg cfg;
+    ctf__source *src;
+    ctf__loader *loader;
+
+    ctf__chunk_data **resident;  /* parsed chunks held, by chunk id */
+    size_t *resident_list;       /* ids of held chunks */
+    size_t num_resident;
+    size_t resident_bytes;
+    uint32_t *consumed;          /* sequences of the chunk cut in the current sweep */
+    uint32_t *pins;              /* BPTT slots holding one of its sequences */
+
+    uint8_t *requested;          /* asked for in the current sweep (1), then taken (2) */
+    size_t scan_slot;            /* next slot of the current sweep to inspect */
+    size_t scan_limit;           /* how far the look-ahead may run past the cursor, in slots */
+    ctf__sweep_gen *gen_next;    /* the next sweep, opened early near the end of this one */
+    uint8_t *requested_next;     /* asked for the next sweep (1), then taken (2) */
+    size_t scan_next;            /* next slot of gen_next to inspect */
+    size_t outstanding;          /* requested, not yet taken */
+};
+
+int ctf__cache_create(const ctf__parse_cfg *pc, ctf__source *src, const ctf__cache_cfg *cfg,
+                      ctf__cache **out, ctf_error *err)
+{
+    *out = NULL;
+    ctf__cache *k = CTF_CALLOC(1, sizeof *k);
+    if (!k) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    k->cfg = *cfg;
+    k->src = src;
+    const size_t nc = src->num_chunks;
+    const size_t n = nc ? nc : 1;
+    k->resident = CTF_CALLOC(n, sizeof *k->resident);
+    k->resident_list = CTF_MALLOC(n * sizeof *k->resident_list);
+    k->consumed = CTF_CALLOC(n, sizeof *k->consumed);
+    k->requested = CTF_CALLOC(n, 1);
+    k->requested_next = CTF_CALLOC(n, 1);
+    k->pins = CTF_CALLOC(n, sizeof *k->pins);
+    if (!k->resident || !k->resident_list || !k->consumed || !k->requested ||
+        !k->requested_next || !k->pins) {
+        ctf__cache_free(k);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    }
+    size_t widest = 1;
+    for (size_t c = 0; c < nc; c++) widest = CTF_MAX(widest, src->chunks[c].num_seqs);
+    k->scan_limit = (cfg->prefetch_chunks + 2) * widest;
+    int rc = ctf__loader_create(pc, src, cfg->num_threads, &k->loader, err);
+    if (rc) {
+        ctf__cache_free(k);
+        return rc;
+    }
+    *out = k;
+    return 0;
+}
+
+ctf__loader *ctf__cache_loader(ctf__cache *k) { return k->loader; }
+
+/* Cancels the requests a flag array still marks outstanding (1): when the sweep changes, a chunk
+ * asked for under the old sweep's ownership may never be taken (ownership is decided by the
+ * sweep current after a cut), and must neither keep its parsed data in the loader nor count
+ * against prefetch_chunks forever. */
+static void cancel_untaken(ctf__cache *k, uint8_t *flags)
+{
+    for (size_t c = 0; c < k->src->num_chunks; c++) {
+        if (flags[c] != 1) continue;
+        ctf__loader_cancel(k->loader, c);
+        k->outstanding--;
+        flags[c] = 0;
+    }
+}
+
+int ctf__cache_open_sweep(ctf__cache *k, uint64_t sweep, ctf__sweep_gen **gen, ctf_error *err)
+{
+    if (*gen && ctf__sweepgen_sweep(*gen) == sweep) return 0;
+    const size_t nc = k->src->num_chunks;
+    cancel_untaken(k, k->requested);
+    if (k->gen_next && ctf__sweepgen_sweep(k->gen_next) == sweep) {
+        /* The look-ahead already opened this sweep and asked for its first chunks. */
+        ctf__sweepgen_free(*gen);
+        *gen = k->gen_next;
+        k->gen_next = NULL;
+        uint8_t *t = k->requested;
+        k->requested = k->requested_next;
+        k->requested_next = t;
+        k->scan_slot = k->scan_next;
+    } else {
+        ctf__sweep_gen *g;
+        int rc = ctf__sweepgen_create(k->src->chunks, nc, k->cfg.window, k->cfg.window_in_samples,
+                                      k->cfg.seed, sweep, k->cfg.randomized, &g, err);
+        if (rc) return rc;
+        ctf__sweepgen_free(*gen);
+        *gen = g;
+        memset(k->requested, 0, nc);
+        k->scan_slot = 0;
+    }
+    ctf__sweepgen_free(k->gen_next);
+    k->gen_next = NULL;
+    cancel_untaken(k, k->requested_next);
+    memset(k->requested_next, 0, nc);
+    k->scan_next = 0;
+    memset(k->consumed, 0, nc * sizeof *k->consumed);
+    return 0;
+}
+
+void ctf__cache_drop_next_sweep(ctf__cache *k)
+{
+    ctf__sweepgen_free(k->gen_next);
+    k->gen_next = NULL;
+}
+
+void ctf__cache_consumed(ctf__cache *k, size_t c) { k->consumed[c]++; }
+void ctf__cache_pin(ctf__cache *k, size_t c) { k->pins[c]++; }
+void ctf__cache_unpin(ctf__cache *k, size_t c) { k->pins[c]--; }
+
+static void evict(ctf__cache *k, size_t c)
+{
+    ctf__chunk_data *cd = k->resident[c];
+    if (!cd) return;
+    k->resident_bytes -= cd->bytes;
+    ctf__chunk_data_free(cd);
+    k->resident[c] = NULL;
+    for (size_t i = 0; i < k->num_resident; i++)
+        if (k->resident_list[i] == c) {
+            k->resident_list[i] = k->resident_list[--k->num_resident];
+            break;
+        }
+}
+
+void ctf__cache_evict_passed(ctf__cache *k)
+{
+    if (k->cfg.keep_data_in_memory) return;
+    for (size_t i = 0; i < k->num_resident;) {
+        size_t c = k->resident_list[i];
+        /* Open: some of its sequences were cut in this sweep and some were not. */
+        bool open = (k->consumed[c] > 0 && k->consumed[c] < k->src->chunks[c].num_seqs) ||
+                    k->pins[c] > 0;
+        if (!open)
+            evict(k, c); /* swaps the last entry into i */
+        else
+            i++;
+    }
+}
+
+void ctf__cache_update_stats(ctf__cache *k)
+{
+    ctf_stats *st = k->cfg.stats;
+    size_t held_chunks, held_bytes;
+    ctf__loader_held(k->loader, &held_chunks, &held_bytes);
+    st->chunks_resident = k->num_resident + held_chunks;
+    st->bytes_resident = k->resident_bytes + held_bytes;
+    if (k->src->held) { /* a join's part chunks */
+        k->src->held(k->src, &held_chunks, &held_bytes);
+        st->chunks_resident += held_chunks;
+        st->bytes_resident += held_bytes;
+    }
+    if (st->chunks_resident > st->chunks_resident_peak)
+        st->chunks_resident_peak = st->chunks_resident;
+    if (st->bytes_resident > st->bytes_resident_peak) st->bytes_resident_peak = st->bytes_resident;
+}
+
+int ctf__cache_get(ctf__cache *k, size_t c, const ctf__chunk_data **out, ctf_error *err)
+{
+    if (!k->resident[c]) {
+        ctf__chunk_data *cd;
+        if (k->requested[c] == 1) {
+            k->requested[c] = 2; /* taken: no longer outstanding */
+            k->outstanding--;
+        } else if (k->requested_next[c] == 1) {
+            k->requested_next[c] = 2; /* asked for the next sweep, needed already */
+            k->outstanding--;
+        }
+        int rc = ctf__loader_take(k->loader, c, &cd, err);
+        if (rc) return rc;
+        k->resident[c] = cd;
+        k->resident_list[k->num_resident++] = c;
+        k->resident_bytes += cd->bytes;
+        k->cfg.stats->chunks_loaded++;
+        ctf__cache_update_stats(k);
+    }
+    *out = k->resident[c];
+    return 0;
+}
+
+/* Ownership of a randomized chunk in the sweep whose chunk positions are pos. */
+static bool owned_at(const size_t *pos, size_t c, size_t workers, size_t rank)
+{
+    return workers == 1 || pos[c] % workers == rank;
+}
+
+void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, size_t slot,
+                         size_t workers, size_t rank)
+{
+    /* Without loader threads a request does nothing (the caller parses on take): the scan would
+     * only run the generator early, e.g. a whole first window inside ctf_reader_open. */
+    if (!k->cfg.num_threads) return;
+    const size_t prefetch = k->cfg.prefetch_chunks;
+    const bool randomized = k->cfg.randomized;
+    const size_t *pos = ctf__sweepgen_pos_of(gen);
+    size_t held_chunks, held_bytes;
+    ctf__loader_held(k->loader, &held_chunks, &held_bytes);
+    if (k->scan_slot < slot) k->scan_slot = slot;
+    const size_t n = ctf__sweepgen_num_slots(gen);
+    /* The look-ahead must be able to pass a whole minibatch and reach the next chunks, but the
+     * slots between the cursor and it stay materialized in the generator: cap the distance at a
+     * few chunks' worth of sequences. scan_slot persists, so each slot is inspected once. */
+    const size_t end = CTF_MIN(n, slot + k->scan_limit);
+    while (prefetch && k->scan_slot < end && held_chunks + k->outstanding < prefetch) {
+        size_t seq;
+        ctf_error ignored;
+        size_t home;
+        /* The look-ahead is optional work: on a failure (out of memory) it just stops. The
+         * generator stays consistent after a failed get, so the consumer's own get of the same
+         * slot retries the allocation and reports it if it fails again. */
+        if (ctf__sweepgen_get(gen, k->scan_slot, &seq, &home, &ignored)) return;
+        size_t c = ctf__sweepgen_chunk_at(gen)[home];
+        bool owned = !randomized || owned_at(pos, c, workers, rank);
+        if (owned && !k->requested[c] && !k->resident[c] && k->consumed[c] == 0) {
+            k->requested[c] = 1;
+            ctf__loader_request(k->loader, c);
+            k->outstanding++;
+        }
+        /* In file order a chunk's sequences are contiguous: jump to the next chunk. */
+        if (!randomized)
+            k->scan_slot = k->src->chunks[c].first_seq + k->src->chunks[c].num_seqs;
+        else
+            k->scan_slot++;
+    }
+    /* At the end of the sweep, look into the next one (unless the data ends before it), so
+     * that a sweep does not start with a parse on the caller's thread. */
+    const uint64_t next_start = (sweep + 1) * k->cfg.sweep_samples;
+    if (k->scan_slot < n || !prefetch || k->cfg.limit <= next_start || k->cfg.same_sweep_only)
+        return;
+    if (!k->gen_next) {
+        ctf_error ignored;
+        if (ctf__sweepgen_create(k->src->chunks, k->src->num_chunks, k->cfg.window,
+                                 k->cfg.window_in_samples, k->cfg.seed, sweep + 1, randomized,
+                                 &k->gen_next, &ignored))
+            return; /* open_sweep creates it when the sweep starts, and reports a failure */
+        k->scan_next = 0;
+    }
+    const size_t *pos_next = ctf__sweepgen_pos_of(k->gen_next);
+    const size_t budget = k->scan_limit > n - slot ? k->scan_limit - (n - slot) : 0;
+    const size_t end_next = CTF_MIN(n, budget);
+    while (k->scan_next < end_next && held_chunks + k->outstanding < prefetch) {
+        size_t seq, home;
+        ctf_error ignored;
+        if (ctf__sweepgen_get(k->gen_next, k->scan_next, &seq, &home, &ignored)) return;
+        size_t c = ctf__sweepgen_chunk_at(k->gen_next)[home];
+        bool owned = !randomized || owned_at(pos_next, c, workers, rank);
+        if (owned && !k->requested_next[c] && !k->requested[c] && !k->resident[c]) {
+            k->requested_next[c] = 1;
+            ctf__loader_request(k->loader, c);
+            k->outstanding++;
+        }
+        if (!randomized)
+            k->scan_next = k->src->chunks[c].first_seq + k->src->chunks[c].num_seqs;
+        else
+            k->scan_next++;
+    }
+}
+
+void ctf__cache_request(ctf__cache *k, size_t c)
+{
+    if (!k->cfg.num_threads || k->resident[c] || k->requested[c] || k->requested_next[c] == 1)
+        return;
+    k->requested[c] = 1;
+    ctf__loader_request(k->loader, c);
+    k->outstanding++;
+}
+
+void ctf__cache_restart(ctf__cache *k, size_t slot)
+{
+    ctf__loader_drop_all(k->loader);
+    memset(k->requested, 0, k->src->num_chunks);
+    memset(k->requested_next, 0, k->src->num_chunks);
+    k->outstanding = 0;
+    k->scan_slot = slot;
+    k->scan_next = 0;
+}
+
+void ctf__cache_held(const ctf__cache *k, size_t *chunks, size_t *bytes)
+{
+    *chunks = k->num_resident;
+    *bytes = k->resident_bytes;
+}
+
+size_t ctf__cache_outstanding(const ctf__cache *k) { return k->outstanding; }
+
+void ctf__cache_free(ctf__cache *k)
+{
+    if (!k) return;
+    ctf__loader_free(k->loader);
+    if (k->resident)
+        for (size_t c = 0; c < k->src->num_chunks; c++) ctf__chunk_data_free(k->resident[c]);
+    CTF_FREE(k->resident);
+    CTF_FREE(k->resident_list);
+    CTF_FREE(k->consumed);
+    CTF_FREE(k->requested);
+    CTF_FREE(k->requested_next);
+    ctf__sweepgen_free(k->gen_next);
+    CTF_FREE(k->pins);
+    CTF_FREE(k);
 }

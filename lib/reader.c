@@ -1,6 +1,6 @@
 /*
- * reader.c -- the reader: wires source -> randomize -> prefetch/parse -> pack into a ctf_reader,
- * and owns the timeline, the worker split, the error budget and the memory bound; state.c holds
+ * reader.c -- the reader: wires source -> randomize -> chunk cache/parse -> pack into a
+ * ctf_reader, and owns the timeline, the worker split and the error budget; state.c holds
  * its checkpoints (save, restore, fingerprint). It reads chunks and sequences through the
  * deserializer seam (ctf__source: a file, a corpus, a join by key), never a file directly.
  *
@@ -17,11 +17,10 @@
  * sweep goes to worker i mod N. Every worker advances to the same position, and the union over
  * workers is the single-worker minibatch.
  *
- * Chunk residency: a parsed chunk is held while the sweep is inside it (some of its sequences
- * cut in this sweep, some not), while a BPTT slot holds one of its sequences, or forever with
- * keepDataInMemory; at most prefetch_chunks more are parsed ahead by the prefetch stage, which
- * a look-ahead over the generator (into the next sweep near a sweep's end) keeps fed. Because
- * the randomizer keeps every sequence inside its chunk's window, memory is bounded by the window.
+ * Chunk residency and prefetch scheduling belong to the chunk cache (prefetch.c): the reader
+ * tells it which chunks the timeline cut (ctf__cache_consumed) and which a BPTT slot holds
+ * (_pin/_unpin), and asks it for chunks (ctf__cache_get); the cache decides what is held, what
+ * is evicted (the memory bound) and what the loader parses ahead.
  *
  * Problems a chunk's parse recorded are reported and counted the first time the consumer
  * reaches the chunk, in timeline order, and never again when the chunk is re-parsed in a later
@@ -112,57 +111,16 @@ static bool chunk_owned(const ctf_reader *r, size_t c)
     return r->num_workers == 1 || r->pos_of_chunk[c] % r->num_workers == r->rank;
 }
 
-/* Makes sweep k current: a fresh generator (O(chunks)), per-chunk counters reset. */
-/* Cancels the requests a flag array still marks outstanding (1): when the sweep changes, a chunk
- * asked for under the old sweep's ownership may never be taken (ownership is decided by the
- * sweep current after a cut), and must neither keep its parsed data in the loader nor count
- * against prefetch_chunks forever. */
-static void cancel_untaken(ctf_reader *r, uint8_t *flags)
-{
-    for (size_t c = 0; c < r->src->num_chunks; c++) {
-        if (flags[c] != 1) continue;
-        ctf__loader_cancel(r->loader, c);
-        r->outstanding--;
-        flags[c] = 0;
-    }
-}
-
+/* Makes sweep k current: a fresh generator (O(chunks)) or the look-ahead's, the cache's
+ * per-chunk counters reset. */
 static int load_sweep(ctf_reader *r, uint64_t k)
 {
-    if (r->gen && ctf__sweepgen_sweep(r->gen) == k) return 0;
-    const size_t nc = r->src->num_chunks;
-    if (r->loader) cancel_untaken(r, r->requested);
-    if (r->gen_next && ctf__sweepgen_sweep(r->gen_next) == k) {
-        /* The look-ahead already opened this sweep and asked for its first chunks. */
-        ctf__sweepgen_free(r->gen);
-        r->gen = r->gen_next;
-        r->gen_next = NULL;
-        uint8_t *t = r->requested;
-        r->requested = r->requested_next;
-        r->requested_next = t;
-        r->scan_slot = r->scan_next;
-    } else {
-        ctf__sweep_gen *g;
-        int rc = ctf__sweepgen_create(r->src->chunks, nc, r->cfg.randomization_window,
-                                      r->cfg.window_in_samples, r->cfg.randomization_seed, k,
-                                      r->randomized, &g, &r->err);
-        if (rc) return rc;
-        ctf__sweepgen_free(r->gen);
-        r->gen = g;
-        memset(r->requested, 0, nc);
-        r->scan_slot = 0;
-    }
-    ctf__sweepgen_free(r->gen_next);
-    r->gen_next = NULL;
-    if (r->loader) cancel_untaken(r, r->requested_next);
-    memset(r->requested_next, 0, nc);
-    r->scan_next = 0;
+    int rc = ctf__cache_open_sweep(r->cache, k, &r->gen, &r->err);
+    if (rc) return rc;
     r->pos_of_chunk = ctf__sweepgen_pos_of(r->gen);
-    memset(r->consumed, 0, nc * sizeof *r->consumed);
     return 0;
 }
 
-/* The sequence at slot t of the current sweep. */
 /* The sequence in slot t of the current sweep and its chunk: the chunk at the sequence's home
  * position (no search of the chunk table per sequence). */
 static int slot_seq(ctf_reader *r, size_t t, size_t *seq, size_t *chunk)
@@ -174,128 +132,13 @@ static int slot_seq(ctf_reader *r, size_t t, size_t *seq, size_t *chunk)
 }
 
 /*======================================================================
- * Residency and problems
+ * Prefetch and problems
  *====================================================================*/
 
-static void evict(ctf_reader *r, size_t c)
-{
-    ctf__chunk_data *cd = r->resident[c];
-    if (!cd) return;
-    r->resident_bytes -= cd->bytes;
-    ctf__chunk_data_free(cd);
-    r->resident[c] = NULL;
-    for (size_t i = 0; i < r->num_resident; i++)
-        if (r->resident_list[i] == c) {
-            r->resident_list[i] = r->resident_list[--r->num_resident];
-            break;
-        }
-}
-
-static void evict_passed(ctf_reader *r)
-{
-    if (r->cfg.keep_data_in_memory) return;
-    for (size_t i = 0; i < r->num_resident;) {
-        size_t c = r->resident_list[i];
-        /* Open: some of its sequences were cut in this sweep and some were not. */
-        bool open = (r->consumed[c] > 0 && r->consumed[c] < r->src->chunks[c].num_seqs) ||
-                    r->pins[c] > 0;
-        if (!open)
-            evict(r, c); /* swaps the last entry into i */
-        else
-            i++;
-    }
-}
-
-static void update_memory_stats(ctf_reader *r)
-{
-    size_t held_chunks, held_bytes;
-    ctf__loader_held(r->loader, &held_chunks, &held_bytes);
-    r->stats.chunks_resident = r->num_resident + held_chunks;
-    r->stats.bytes_resident = r->resident_bytes + held_bytes;
-    if (r->src->held) { /* a join's part chunks */
-        r->src->held(r->src, &held_chunks, &held_bytes);
-        r->stats.chunks_resident += held_chunks;
-        r->stats.bytes_resident += held_bytes;
-    }
-    if (r->stats.chunks_resident > r->stats.chunks_resident_peak)
-        r->stats.chunks_resident_peak = r->stats.chunks_resident;
-    if (r->stats.bytes_resident > r->stats.bytes_resident_peak)
-        r->stats.bytes_resident_peak = r->stats.bytes_resident;
-}
-
-/* Asks the prefetcher for the next chunks this worker will need, in the order the sweep first
- * needs them, keeping at most prefetch_chunks outstanding. The look-ahead runs the generator a
- * little ahead of the cursor; what it finds only changes when parsing happens, never what is
- * delivered. */
+/* Asks the cache to load ahead what this worker needs next (see ctf__cache_schedule). */
 static void schedule_prefetch(ctf_reader *r)
 {
-    /* Without parse threads a request does nothing (the caller parses on take): the scan would
-     * only run the generator early, e.g. a whole first window inside ctf_reader_open. */
-    if (!r->cfg.num_threads) return;
-    size_t held_chunks, held_bytes;
-    ctf__loader_held(r->loader, &held_chunks, &held_bytes);
-    if (r->scan_slot < r->cur_slot) r->scan_slot = r->cur_slot;
-    const size_t n = ctf__sweepgen_num_slots(r->gen);
-    /* The look-ahead must be able to pass a whole minibatch and reach the next chunks, but the
-     * slots between the cursor and it stay materialized in the generator: cap the distance at a
-     * few chunks' worth of sequences. scan_slot persists, so each slot is inspected once. */
-    const size_t end = CTF_MIN(n, r->cur_slot + r->scan_limit);
-    while (r->cfg.prefetch_chunks && r->scan_slot < end &&
-           held_chunks + r->outstanding < r->cfg.prefetch_chunks) {
-        size_t seq;
-        ctf_error ignored;
-        size_t home;
-        /* The look-ahead is optional work: on a failure (out of memory) it just stops. The
-         * generator stays consistent after a failed get, so the consumer's own get of the same
-         * slot retries the allocation and reports it if it fails again. */
-        if (ctf__sweepgen_get(r->gen, r->scan_slot, &seq, &home, &ignored)) return;
-        size_t c = ctf__sweepgen_chunk_at(r->gen)[home];
-        bool owned = !r->randomized || chunk_owned(r, c);
-        if (owned && !r->requested[c] && !r->resident[c] && r->consumed[c] == 0) {
-            r->requested[c] = 1;
-            ctf__loader_request(r->loader, c);
-            r->outstanding++;
-        }
-        /* In file order a chunk's sequences are contiguous: jump to the next chunk. */
-        if (!r->randomized)
-            r->scan_slot = r->src->chunks[c].first_seq + r->src->chunks[c].num_seqs;
-        else
-            r->scan_slot++;
-    }
-    /* At the end of the sweep, look into the next one (unless the data ends before it), so
-     * that a sweep does not start with a parse on the caller's thread. */
-    const uint64_t next_start = (r->cur_sweep + 1) * r->sweep_samples;
-    if (r->scan_slot < n || !r->cfg.prefetch_chunks || r->limit <= next_start ||
-        r->cfg.truncation_length)
-        return;
-    if (!r->gen_next) {
-        ctf_error ignored;
-        if (ctf__sweepgen_create(r->src->chunks, r->src->num_chunks, r->cfg.randomization_window,
-                                 r->cfg.window_in_samples, r->cfg.randomization_seed,
-                                 r->cur_sweep + 1, r->randomized, &r->gen_next, &ignored))
-            return; /* load_sweep creates it when the sweep starts, and reports a failure */
-        r->scan_next = 0;
-    }
-    const size_t *pos_next = ctf__sweepgen_pos_of(r->gen_next);
-    const size_t budget = r->scan_limit > n - r->cur_slot ? r->scan_limit - (n - r->cur_slot) : 0;
-    const size_t end_next = CTF_MIN(n, budget);
-    while (r->scan_next < end_next && held_chunks + r->outstanding < r->cfg.prefetch_chunks) {
-        size_t seq, home;
-        ctf_error ignored;
-        if (ctf__sweepgen_get(r->gen_next, r->scan_next, &seq, &home, &ignored)) return;
-        size_t c = ctf__sweepgen_chunk_at(r->gen_next)[home];
-        bool owned = !r->randomized || r->num_workers == 1 ||
-                     pos_next[c] % r->num_workers == r->rank;
-        if (owned && !r->requested_next[c] && !r->requested[c] && !r->resident[c]) {
-            r->requested_next[c] = 1;
-            ctf__loader_request(r->loader, c);
-            r->outstanding++;
-        }
-        if (!r->randomized)
-            r->scan_next = r->src->chunks[c].first_seq + r->src->chunks[c].num_seqs;
-        else
-            r->scan_next++;
-    }
+    ctf__cache_schedule(r->cache, r->gen, r->cur_sweep, r->cur_slot, r->num_workers, r->rank);
 }
 
 /* The file chunk c lives in. */
@@ -378,26 +221,12 @@ static int commit_chunk(ctf_reader *r, const ctf__chunk_data *cd)
 
 static int get_chunk(ctf_reader *r, size_t c, const ctf__chunk_data **out)
 {
-    if (!r->resident[c]) {
-        ctf__chunk_data *cd;
-        if (r->requested[c] == 1) {
-            r->requested[c] = 2; /* taken: no longer outstanding */
-            r->outstanding--;
-        } else if (r->requested_next[c] == 1) {
-            r->requested_next[c] = 2; /* asked for the next sweep, needed already */
-            r->outstanding--;
-        }
-        int rc = ctf__loader_take(r->loader, c, &cd, &r->err);
-        if (rc) return rc;
-        r->resident[c] = cd;
-        r->resident_list[r->num_resident++] = c;
-        r->resident_bytes += cd->bytes;
-        r->stats.chunks_loaded++;
-        update_memory_stats(r);
-    }
-    int rc = commit_chunk(r, r->resident[c]);
+    const ctf__chunk_data *cd;
+    int rc = ctf__cache_get(r->cache, c, &cd, &r->err);
     if (rc) return rc;
-    *out = r->resident[c];
+    rc = commit_chunk(r, cd);
+    if (rc) return rc;
+    *out = cd;
     return 0;
 }
 
@@ -408,17 +237,8 @@ static int get_chunk(ctf_reader *r, size_t c, const ctf__chunk_data **out)
 void ctf_reader_free(ctf_reader *r)
 {
     if (!r) return;
-    ctf__loader_free(r->loader);
-    if (r->resident && r->src)
-        for (size_t c = 0; c < r->src->num_chunks; c++) ctf__chunk_data_free(r->resident[c]);
-    CTF_FREE(r->resident);
-    CTF_FREE(r->resident_list);
+    ctf__cache_free(r->cache);
     CTF_FREE(r->committed);
-    CTF_FREE(r->consumed);
-    CTF_FREE(r->requested);
-    CTF_FREE(r->requested_next);
-    ctf__sweepgen_free(r->gen_next);
-    CTF_FREE(r->pins);
     CTF_FREE(r->bp);
     ctf__sweepgen_free(r->gen);
     ctf__source_free(r->src);
@@ -495,15 +315,8 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     r->num_workers = cfg->num_workers;
     r->rank = cfg->worker_rank;
     const size_t nc = r->src->num_chunks;
-    r->resident = CTF_CALLOC(nc, sizeof *r->resident);
-    r->resident_list = CTF_MALLOC(nc * sizeof *r->resident_list);
     r->committed = CTF_CALLOC(nc, 1);
-    r->consumed = CTF_CALLOC(nc, sizeof *r->consumed);
-    r->requested = CTF_CALLOC(nc, 1);
-    r->requested_next = CTF_CALLOC(nc, 1);
-    r->pins = CTF_CALLOC(nc, sizeof *r->pins);
-    if (!r->resident || !r->resident_list || !r->committed || !r->consumed || !r->requested ||
-        !r->requested_next || !r->pins) {
+    if (!r->committed) {
         rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
         goto fail;
     }
@@ -512,10 +325,13 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     r->stats.dropped_sequences = r->src->dropped_sequences; /* keys a join did not find */
     r->stats.keys_missing = r->src->keys_missing;
     r->stats.keys_unmatched = r->src->keys_unmatched;
-    size_t widest = 1;
-    for (size_t c = 0; c < nc; c++) widest = CTF_MAX(widest, r->src->chunks[c].num_seqs);
-    r->scan_limit = (cfg->prefetch_chunks + 2) * widest;
-    rc = ctf__loader_create(&r->pc, r->src, cfg->num_threads, &r->loader, err);
+    const ctf__cache_cfg cc = {
+        .num_threads = cfg->num_threads, .prefetch_chunks = cfg->prefetch_chunks,
+        .keep_data_in_memory = cfg->keep_data_in_memory, .randomized = r->randomized,
+        .same_sweep_only = cfg->truncation_length != 0, .window = cfg->randomization_window,
+        .window_in_samples = cfg->window_in_samples, .seed = cfg->randomization_seed,
+        .sweep_samples = r->sweep_samples, .limit = r->limit, .stats = &r->stats};
+    rc = ctf__cache_create(&r->pc, r->src, &cc, &r->cache, err);
     if (rc) goto fail;
     rc = load_sweep(r, 0);
     if (rc) {
@@ -548,12 +364,13 @@ static int finish_minibatch(ctf_reader *r, size_t np, uint64_t first_sweep, bool
                             ctf_minibatch **out)
 {
     ctf__mb_info info = {r->position, first_sweep, end_of_sweep, r->src->num_files > 1,
-                         ctf__loader_run_parts, r->loader, r->cfg.num_threads + 1};
+                         ctf__loader_run_parts, ctf__cache_loader(r->cache),
+                         r->cfg.num_threads + 1};
     int rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
     if (rc) return fail_dead(r, rc);
-    evict_passed(r);
+    ctf__cache_evict_passed(r->cache);
     schedule_prefetch(r);
-    update_memory_stats(r);
+    ctf__cache_update_stats(r->cache);
     return 0;
 }
 
@@ -568,14 +385,8 @@ static int finish_minibatch(ctf_reader *r, size_t np, uint64_t first_sweep, bool
 static void request_cut(ctf_reader *r, size_t n, uint64_t first_sweep)
 {
     if (!r->cfg.num_threads || first_sweep != r->cur_sweep) return;
-    for (size_t i = 0; i < n; i++) {
-        size_t c = r->cut[i].chunk;
-        if (!r->cut[i].owned || r->resident[c] || r->requested[c] || r->requested_next[c] == 1)
-            continue;
-        r->requested[c] = 1;
-        ctf__loader_request(r->loader, c);
-        r->outstanding++;
-    }
+    for (size_t i = 0; i < n; i++)
+        if (r->cut[i].owned) ctf__cache_request(r->cache, r->cut[i].chunk);
 }
 
 static int add_pick(ctf_reader *r, size_t np, ctf__pick pick)
@@ -601,7 +412,7 @@ static int add_pick(ctf_reader *r, size_t np, ctf__pick pick)
 
 static void bptt_release(ctf_reader *r, bptt_slot *s)
 {
-    if (s->busy) r->pins[s->chunk]--;
+    if (s->busy) ctf__cache_unpin(r->cache, s->chunk);
     s->busy = false;
 }
 
@@ -624,8 +435,8 @@ static int bptt_fetch(ctf_reader *r, bptt_slot *s, bool *end_of_sweep)
     rc = ctf__source_seq(r->src, chunk, seq, &q, &r->err);
     if (rc) return rc;
     s->length = q->samples;
-    r->pins[s->chunk]++;
-    r->consumed[s->chunk]++;
+    ctf__cache_pin(r->cache, s->chunk);
+    ctf__cache_consumed(r->cache, s->chunk);
     r->position += s->length;
     if (++r->cur_slot == ctf__sweepgen_num_slots(r->gen)) {
         *end_of_sweep = true;
@@ -802,7 +613,7 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         n++;
         total += smp;
         r->position += smp;
-        r->consumed[r->cut[n - 1].chunk]++;
+        ctf__cache_consumed(r->cache, r->cut[n - 1].chunk);
         if (++r->cur_slot == ctf__sweepgen_num_slots(r->gen)) {
             end_of_sweep = true;
             r->cur_sweep++;
@@ -861,8 +672,7 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     /* A fresh generator for sweep k (the current one may have released earlier slots). */
     ctf__sweepgen_free(r->gen);
     r->gen = NULL;
-    ctf__sweepgen_free(r->gen_next);
-    r->gen_next = NULL;
+    ctf__cache_drop_next_sweep(r->cache);
     int rc = load_sweep(r, k);
     if (rc) return fail_dead(r, rc);
     /* Continue from the first sequence boundary at or after the position. The walk marks the
@@ -877,7 +687,7 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
         rc = ctf__source_seq(r->src, chunk, seq, &q, &r->err);
         if (rc) return fail_dead(r, rc);
         acc += q->samples;
-        r->consumed[chunk]++;
+        ctf__cache_consumed(r->cache, chunk);
         ctf__sweepgen_release(r->gen, ++slot);
     }
     if (slot == n) {
@@ -891,13 +701,8 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     r->cur_slot = slot;
     r->position = k * r->sweep_samples + acc;
     r->ended = r->position >= r->limit;
-    ctf__loader_drop_all(r->loader);
-    memset(r->requested, 0, r->src->num_chunks);
-    memset(r->requested_next, 0, r->src->num_chunks);
-    r->outstanding = 0;
-    r->scan_slot = slot;
-    r->scan_next = 0;
-    evict_passed(r);
+    ctf__cache_restart(r->cache, slot);
+    ctf__cache_evict_passed(r->cache);
     schedule_prefetch(r);
     return 0;
 }
@@ -933,12 +738,7 @@ int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
     r->num_workers = num_workers;
     r->rank = rank;
     if (changed) warn_few_chunks(r);
-    ctf__loader_drop_all(r->loader);
-    memset(r->requested, 0, r->src->num_chunks);
-    memset(r->requested_next, 0, r->src->num_chunks);
-    r->outstanding = 0;
-    r->scan_slot = r->cur_slot;
-    r->scan_next = 0;
+    ctf__cache_restart(r->cache, r->cur_slot);
     schedule_prefetch(r);
     return 0;
 }
@@ -948,7 +748,7 @@ int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
  *====================================================================*/
 
 int ctf__reader_fail_dead(ctf_reader *r, int rc) { return fail_dead(r, rc); }
-void ctf__reader_evict_passed(ctf_reader *r) { evict_passed(r); }
+void ctf__reader_evict_passed(ctf_reader *r) { ctf__cache_evict_passed(r->cache); }
 void ctf__reader_schedule_prefetch(ctf_reader *r) { schedule_prefetch(r); }
 void ctf__reader_bptt_release(ctf_reader *r, bptt_slot *s) { bptt_release(r, s); }
 size_t ctf__reader_chunk_of_seq(const ctf_reader *r, size_t seq)

@@ -1,5 +1,5 @@
 /*
- * reader.h -- the reader object, shared by reader.c (the timeline, workers, residency, next)
+ * reader.h -- the reader object, shared by reader.c (the timeline, workers, next)
  * and state.c (checkpoints: save, restore, the fingerprint). Private to lib/.
  */
 #ifndef CTFIO_READER_H
@@ -17,7 +17,7 @@ struct ctf_reader {
     ctf__source *src;            /* the chunks and sequences read (source.c, join.c) */
     const ctf_index *idx;        /* the first file's index (ctf_reader_index) */
     uint64_t join_hash;          /* the joins' settings, for the configuration fingerprint */
-    ctf__loader *loader;
+    ctf__cache *cache;           /* held chunks, the look-ahead and its loader (prefetch.c) */
     ctf_error err;               /* last error */
     int dead;                    /* a fatal error happened: only free is allowed */
 
@@ -34,22 +34,7 @@ struct ctf_reader {
     size_t num_workers, rank;
 
     /* Per chunk. */
-    ctf__chunk_data **resident;  /* parsed chunks held, by chunk id */
-    size_t *resident_list;       /* ids of held chunks */
-    size_t num_resident;
-    size_t resident_bytes;
     uint8_t *committed;          /* its problems were reported already */
-    uint32_t *consumed;          /* sequences of the chunk cut in the current sweep */
-    uint32_t *pins;              /* BPTT slots holding one of its sequences */
-
-    /* Prefetch look-ahead. */
-    uint8_t *requested;          /* asked for in the current sweep (1), then taken (2) */
-    size_t scan_slot;            /* next slot of gen to inspect */
-    size_t scan_limit;           /* how far the look-ahead may run past the cursor, in slots */
-    ctf__sweep_gen *gen_next;    /* the next sweep, opened early near the end of this one */
-    uint8_t *requested_next;     /* asked for the next sweep (1), then taken (2) */
-    size_t scan_next;            /* next slot of gen_next to inspect */
-    size_t outstanding;          /* requested, not yet taken */
 
     /* Truncated BPTT: parallel slots, each holding a sequence being delivered. */
     struct bptt_slot *bp;

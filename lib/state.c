@@ -304,7 +304,7 @@ static int restore_bptt(ctf_reader *r, const kv *field)
         s->tslot = (size_t)v[1];
         s->offset = (uint32_t)v[2];
         s->owner_pos = v[3];
-        r->pins[s->chunk]++;
+        ctf__cache_pin(r->cache, s->chunk);
     }
     ctf__sweepgen_free(g);
     CTF_FREE(ents);
