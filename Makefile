@@ -103,8 +103,8 @@ golden: $(B)/ctfio
 fuzz-regression: $(B)/fuzz_regression
 	$(B)/fuzz_regression --seconds $${CTFIO_FUZZ_SECONDS:-20} tests/fuzz/corpus tests/golden
 
-# The shared corpus when it sits beside the checkout (CI), else the copy in tests/conformance.
-CONFORMANCE ?= $(if $(wildcard ../shared/conformance/check.py),../shared/conformance,tests/conformance)
+# The conformance corpus (tests/conformance): expected minibatches from CNTK's behaviour.
+CONFORMANCE ?= tests/conformance
 conformance: $(B)/ctfio
 	$(PYTHON) $(CONFORMANCE)/check.py $(B)/ctfio
 

@@ -1,11 +1,11 @@
-"""Benchmark of ctfio.provider (SPEC 12): batches per second of a @provider DataProvider against a
+"""Benchmark of ctfio.provider (rules 12): batches per second of a @provider DataProvider against a
 plain Python loop that runs the same generator over the same files and builds the same NumPy
 batches (np.asarray of the per-batch lists; flat ids plus start positions for sequences).
 
     .venv/bin/python bench/bench_provider.py [--quick] [--repeat 3] [--json out.json]
 
 Workloads (generated under a temporary directory):
-  mnist-text  the seed's MNIST provider: 'label;784 pixels' text lines parsed in Python
+  mnist-text  PaddlePaddle's MNIST tutorial provider: 'label;784 pixels' text lines parsed in Python
   mnist-mem   the same samples yielded from memory (lists of floats): conversion-bound
   sentiment   word-id sequences (integer_value_sequence) and a label, from text lines
 Both sides read in file order (is_train=False) so that they build identical batches (checked);

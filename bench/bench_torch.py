@@ -1,4 +1,4 @@
-"""Benchmark of ctfio.torch (issue 6): samples per second of ``CTFIterableDataset`` against
+"""Benchmark of ctfio.torch: samples per second of ``CTFIterableDataset`` against
 ``torch.utils.data.DataLoader`` over a map-style Dataset that parses the same CTF lines in
 Python, on the same file, in the same run.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/peers.py -- ctfio against its peers on the same numbers (issue 7, items 4 and 5).
+"""bench/peers.py -- ctfio against its peers on the same numbers.
 
 One run measures, on the dense-float file of bench/gen.py (`|x` + 100 `%.4g` gaussians a line)
 and on the equivalent plain CSV (the same text, without `|x `, commas between values):

@@ -3,9 +3,9 @@
 
 It writes its own small data set (synthetic 28x28 "digits": a noisy prototype per class) under
 a temporary directory, with a ``train.list`` / ``test.list`` naming the data files, exactly as
-the seed lays them out. Run: ``python examples/paddle_mnist.py``.
+PaddlePaddle's documentation lays them out. Run: ``python examples/paddle_mnist.py``.
 """
-# ruff: noqa: F405 - the seed's provider files use PaddlePaddle's star import
+# ruff: noqa: F405 - PaddlePaddle's provider files use PaddlePaddle's star import
 
 import os
 import tempfile
@@ -15,7 +15,7 @@ import numpy as np
 from ctfio.paddle import *  # noqa: F401,F403 - PaddlePaddle's names: provider, dense_vector, ...
 
 
-# --- the seed's mnist_provider.py, unchanged but for the import ---------------------------------
+# --- PaddlePaddle's tutorial mnist_provider.py, unchanged but for the import ---------------------
 
 @provider(input_types={"pixel": dense_vector(28 * 28), "label": integer_value(10)})
 def process(settings, filename):  # settings is not used currently.

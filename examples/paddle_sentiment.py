@@ -7,7 +7,7 @@ plus start positions, which a bag-of-words logistic regression (NumPy) consumes 
 It writes its own small corpus under a temporary directory. Run:
 ``python examples/paddle_sentiment.py``.
 """
-# ruff: noqa: F405 - the seed's provider files use PaddlePaddle's star import
+# ruff: noqa: F405 - PaddlePaddle's provider files use PaddlePaddle's star import
 
 import os
 import tempfile
@@ -17,7 +17,7 @@ import numpy as np
 from ctfio.paddle import *  # noqa: F401,F403 - PaddlePaddle's names
 
 
-# --- the seed's sentimental_provider.py, unchanged but for the import ---------------------------
+# --- PaddlePaddle's tutorial sentimental_provider.py, unchanged but for the import ---------------
 
 def on_init(settings, dictionary, **kwargs):
     # on_init will invoke when data provider is initialized. The dictionary
@@ -105,7 +105,7 @@ def main():
     with tempfile.TemporaryDirectory() as root:
         train_list = write_corpus(root, rng, "train", 3, 400)
         test_list = write_corpus(root, rng, "test", 1, 300)
-        # the dictionary travels like the seed's `args={'dictionary': word_dict}`
+        # the dictionary travels like the tutorial's `args={'dictionary': word_dict}`
         train = process(train_list, batch_size=32, is_train=True, args={"dictionary": dictionary},
                         seed=3)
         test = process(test_list, batch_size=100, is_train=False,

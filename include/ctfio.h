@@ -75,7 +75,7 @@ const char *ctf_strerror(int code);
  * @return : the enum name of a status code ("CTF_EPARSE"), for logs and tests. */
 const char *ctf_error_name(int code);
 
-/* Severity of a reported problem (SPEC 2.5: traceLevel 0 shows errors, 1 warnings, 2 info). */
+/* Severity of a reported problem (rules 2.5: traceLevel 0 shows errors, 1 warnings, 2 info). */
 typedef enum ctf_severity {
     CTF_SEV_ERROR = 0,
     CTF_SEV_WARNING = 1,
@@ -96,7 +96,7 @@ typedef struct ctf_error {
 } ctf_error;
 
 /* ctf_error_format(err, sev, buf, cap):
- * Writes "FILE:LINE:COLUMN: (byte OFFSET) SEVERITY: MESSAGE" (SPEC 2.1) into buf, leaving out
+ * Writes "FILE:LINE:COLUMN: (byte OFFSET) SEVERITY: MESSAGE" (rules 2.1) into buf, leaving out
  * the parts that are unknown. Always NUL-terminates when cap > 0.
  * @return : buf. */
 char *ctf_error_format(const ctf_error *err, ctf_severity sev, char *buf, size_t cap);
@@ -177,17 +177,17 @@ typedef struct ctf_config {
     uint64_t randomization_seed;      /* sweep k uses seed + k */
     uint64_t randomization_window;    /* window size; 0 disables randomization */
     bool window_in_samples;           /* window unit: samples (true) or chunks (false) */
-    bool skip_sequence_ids;           /* treat every line as its own sequence (SPEC 1.4) */
-    uint64_t max_errors;              /* errors tolerated over the reader's life (SPEC 2.3) */
+    bool skip_sequence_ids;           /* treat every line as its own sequence (rules 1.4) */
+    uint64_t max_errors;              /* errors tolerated over the reader's life (rules 2.3) */
     int trace_level;                  /* 0 errors, 1 also warnings, 2 also info */
-    uint64_t chunk_size_bytes;        /* target chunk span in bytes (SPEC 4.2) */
+    uint64_t chunk_size_bytes;        /* target chunk span in bytes (rules 4.2) */
     bool keep_data_in_memory;         /* keep parsed chunks after their window has passed */
     bool frame_mode;                  /* every sequence must be one sample per stream */
     bool cache_index;                 /* write/load the index cache next to the file */
     uint64_t max_samples;             /* end after this many index samples (or special values) */
     uint64_t max_sweeps;              /* end after this many sweeps; CTF_INFINITELY_REPEAT: none,
                                        * CTF_FULL_DATA_SWEEP: one (as for max_samples) */
-    size_t truncation_length;         /* truncated BPTT length in samples; 0 off (SPEC 6.6) */
+    size_t truncation_length;         /* truncated BPTT length in samples; 0 off (rules 6.6) */
     size_t num_workers;               /* number of workers sharing the data (>= 1) */
     size_t worker_rank;               /* this worker, < num_workers */
     size_t num_threads;               /* background parse threads (default: cores); 0 = caller */
@@ -197,7 +197,7 @@ typedef struct ctf_config {
 } ctf_config;
 
 /* ctf_config_init(cfg):
- * Fills cfg with the defaults of SPEC 3: float, randomize, seed 0, window 128 chunks, maxErrors 0,
+ * Fills cfg with the defaults of rules 3: float, randomize, seed 0, window 128 chunks, maxErrors 0,
  * traceLevel 1, 32 MiB chunks, one worker, infinite repetition, one parse thread per core and
  * 2 * threads + 2 chunks parsed ahead. */
 void ctf_config_init(ctf_config *cfg);
@@ -249,7 +249,7 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
 void ctf_bsconfig_free(ctf_bsconfig *doc);
 
 /*======================================================================
- * Counters (SPEC 2.7: nothing is lost silently)
+ * Counters (rules 2.7: nothing is lost silently)
  *====================================================================*/
 
 #define CTF_MAX_STREAMS 64
@@ -283,7 +283,7 @@ typedef struct ctf_stats {
 } ctf_stats;
 
 /*======================================================================
- * Index (SPEC 4)
+ * Index (rules 4)
  *====================================================================*/
 
 typedef struct ctf_index ctf_index;
@@ -291,11 +291,11 @@ typedef struct ctf_index ctf_index;
 typedef struct ctf_index_info {
     uint64_t file_size;       /* bytes of the data file when indexed */
     uint64_t sequences;       /* sequences found */
-    uint64_t samples;         /* index samples over all sequences (SPEC 0) */
+    uint64_t samples;         /* index samples over all sequences (rules 0) */
     uint64_t lines;           /* physical lines in the file */
     uint64_t chunks;          /* chunks built with the configured chunk size */
     uint64_t max_sequence_samples; /* index samples of the longest sequence */
-    bool line_mode;           /* every line its own sequence (SPEC 1.4) */
+    bool line_mode;           /* every line its own sequence (rules 1.4) */
     bool from_cache;          /* loaded from the index cache instead of scanning */
     uint64_t min_sequence_samples; /* index samples of the shortest sequence */
     /* Sequences by length: bucket 0 holds those of 0 samples, bucket b >= 1 those of
@@ -307,7 +307,7 @@ typedef struct ctf_index_info {
 } ctf_index_info;
 
 /* ctf_index_build(cfg, out, err):
- * Indexes cfg->path (SPEC 4.1-4.2), using and refreshing the index cache when cfg->cache_index.
+ * Indexes cfg->path (rules 4.1-4.2), using and refreshing the index cache when cfg->cache_index.
  * @return : 0 and *out set, or CTF_EIO / CTF_EPARSE (fatal format problems) / CTF_ENOMEM. */
 int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err);
 
@@ -341,8 +341,8 @@ typedef struct ctf_minibatch ctf_minibatch;
 int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err);
 
 /* ctf_reader_next(reader, num_samples, out):
- * Cuts the next global minibatch of num_samples index samples from the timeline (SPEC 6) and
- * returns this worker's share of it (SPEC 7) in *out, owned by the caller. At the end of the data
+ * Cuts the next global minibatch of num_samples index samples from the timeline (rules 6) and
+ * returns this worker's share of it (rules 7) in *out, owned by the caller. At the end of the data
  * returns 0 with *out == NULL; every later call does the same until a restore. A worker that owns
  * no sequence of this minibatch gets a minibatch with zero sequences (not NULL).
  * @return : 0, or a CTF_E* code; the reader's error record says where. After an error other than
@@ -350,7 +350,7 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err);
 int ctf_reader_next(ctf_reader *reader, uint64_t num_samples, ctf_minibatch **out);
 
 /* ctf_reader_set_worker(reader, num_workers, rank):
- * Changes the partition for the following calls (SPEC 8.3: the order is kept).
+ * Changes the partition for the following calls (rules 8.3: the order is kept).
  * @return : 0 or CTF_EINVAL. */
 int ctf_reader_set_worker(ctf_reader *reader, size_t num_workers, size_t rank);
 
@@ -381,14 +381,14 @@ const ctf_index *ctf_reader_file_index(const ctf_reader *reader, size_t i);
 uint64_t ctf_reader_position(const ctf_reader *reader);
 
 /* ctf_reader_save_state(reader, buf, cap, len):
- * Writes the checkpoint state, a small JSON text (SPEC 8.1), snprintf-style: *len receives the
+ * Writes the checkpoint state, a small JSON text (rules 8.1), snprintf-style: *len receives the
  * length without the NUL; pass cap 0 to learn it.
  * @return : 0, CTF_ELIMIT when cap was too small (buf then holds nothing useful), or CTF_ENOMEM
  *           (the reader is const, so no error record is filled). */
 int ctf_reader_save_state(const ctf_reader *reader, char *buf, size_t cap, size_t *len);
 
 /* ctf_reader_restore_state(reader, state, len):
- * Continues from a saved state (SPEC 8.2). The fingerprint must match this reader's file and
+ * Continues from a saved state (rules 8.2). The fingerprint must match this reader's file and
  * configuration; the worker count may differ (elastic restore).
  * @return : 0, or CTF_ESTATE explaining the mismatch field by field. */
 int ctf_reader_restore_state(ctf_reader *reader, const char *state, size_t len);
@@ -402,7 +402,7 @@ int ctf_reader_seek(ctf_reader *reader, uint64_t position);
 void ctf_reader_free(ctf_reader *reader);
 
 /*======================================================================
- * Minibatches (SPEC 9)
+ * Minibatches (rules 9)
  *====================================================================*/
 
 /* A read-only view of one stream inside a minibatch. Points into the minibatch. */

@@ -139,7 +139,7 @@ extern atomic_long ctf__io_eof_at;
  *====================================================================*/
 
 /* ctf__parse_double / ctf__parse_float:
- * Parses one number at p (p < end) in the CTF grammar (SPEC 1.6):
+ * Parses one number at p (p < end) in the CTF grammar (rules 1.6):
  *   [+-] digits [ . digits* ] [ (e|E) [+-] digits ]
  * ('45.' is valid; '.5', '1.e5', '1e', 'inf', 'nan', hex are not). The result is correctly
  * rounded to the target type (bit-for-bit equal to strtod / strtof on the same text).
@@ -169,7 +169,7 @@ typedef struct ctf__seq {
     uint32_t lines;       /* physical lines it spans (up to the next sequence) */
 } ctf__seq;
 
-/* One chunk: consecutive whole sequences (SPEC 4.2). */
+/* One chunk: consecutive whole sequences (rules 4.2). */
 typedef struct ctf__chunk {
     size_t first_seq;     /* index of its first sequence */
     size_t num_seqs;      /* sequences in it (>= 1) */
@@ -210,7 +210,7 @@ struct ctf_index {
     bool cache_ok;         /* the index cache holds this table: chunks are read from it */
     struct ctf__index_one *one; /* ctf_index_sequence_samples's chunk (owned) */
     uint64_t warnings;     /* warnings the indexing pass reported (the reader counts them) */
-    /* The indexing pass's one warning (SPEC 1.5: an id that reappears after other ids), kept
+    /* The indexing pass's one warning (rules 1.5: an id that reappears after other ids), kept
      * in the index cache so that an open from the cache reports it too. */
     struct {
         bool on;
@@ -562,7 +562,7 @@ void ctf__loader_held(ctf__loader *l, size_t *chunks, size_t *bytes);
 void ctf__loader_free(ctf__loader *l);
 
 /*======================================================================
- * Randomization (randomize.c): SPEC 5.
+ * Randomization (randomize.c): rules 5.
  *====================================================================*/
 
 /* std::mt19937_64. */
@@ -585,7 +585,7 @@ typedef struct ctf__sweep {
 } ctf__sweep;
 
 /* ctf__randomize_sweep(chunks, num_chunks, window, window_in_samples, seed, sweep_no, out, err):
- * Computes sweep sweep_no's order exactly as SPEC 5 (seed + sweep_no seeds both generators;
+ * Computes sweep sweep_no's order exactly as rules 5 (seed + sweep_no seeds both generators;
  * chunk shuffle; windows in chunks or samples; sequence shuffle). window == 0 gives file order.
  * Sequences are numbered as in the index: chunk c holds first_seq .. first_seq+num_seqs-1.
  * out must be zeroed or previously filled (its arrays are reused/grown).
@@ -598,7 +598,7 @@ int ctf__sweep_identity(const ctf__chunk *chunks, size_t num_chunks, uint64_t sw
                         ctf__sweep *out, ctf_error *err);
 void ctf__sweep_free(ctf__sweep *s);
 
-/* The order of one sweep, generated lazily (SPEC 5.8): slot by slot, running the sequence
+/* The order of one sweep, generated lazily (rules 5.8): slot by slot, running the sequence
  * shuffle only as far as the slots asked for need, with the same result as
  * ctf__randomize_sweep. Memory is O(chunks) plus the slots held: at most Wmax + L, where Wmax
  * is the number of slots in the widest window and L the largest look-ahead (slot asked minus

@@ -2,7 +2,7 @@
  * error.c -- status names and texts, the error record, the allocator hooks and the default
  * log sink. Leaf module: everything in lib/ may call it.
  *
- * Errors are formatted compiler-style (SPEC 2.1):
+ * Errors are formatted compiler-style (rules 2.1):
  *   FILE:LINE:COLUMN: (byte OFFSET) SEVERITY: MESSAGE
  * so that editors can jump to the spot; the byte offset matches the index, which addresses
  * chunks by byte.

@@ -1,7 +1,7 @@
 /*
  * index.c -- the indexing stage: one sequential pass over a CTF file that finds every sequence
  * (key, byte offset, first line, line count, index samples) without converting a single value,
- * then cuts the sequences into chunks (SPEC 4.1-4.2); plus the on-disk index cache (SPEC 4.3).
+ * then cuts the sequences into chunks (rules 4.1-4.2); plus the on-disk index cache (rules 4.3).
  *
  * In:  the data file and the index-shaping options (skipSequenceIds, the stream aliases, the
  *      definesMBSize alias).
@@ -9,7 +9,7 @@
  *
  * The scan is line-oriented. In id mode (the default when the file starts with a digit) a line
  * starting with an id different from the previous one opens a sequence; every other line joins
- * the current one, blank lines included (SPEC 1.5, 1.10), so index-sample counts match CNTK's.
+ * the current one, blank lines included (rules 1.5, 1.10), so index-sample counts match CNTK's.
  * Only with definesMBSize or in line mode does the scan look inside lines, for `|NAME` tokens:
  * that is what keeps the common case at newline-scan speed.
  *
@@ -74,7 +74,7 @@ static void log_at(const ctf_config *cfg, ctf_severity sev, ctf__where w, const 
     log_problem(cfg, sev, &e);
 }
 
-/* The repeated-id warning (SPEC 1.5), from the scan or from the index cache: counted whether
+/* The repeated-id warning (rules 1.5), from the scan or from the index cache: counted whether
  * shown or not, reported once per file. */
 static void warn_repeat(const ctf_config *cfg, ctf_index *idx)
 {
@@ -87,7 +87,7 @@ static void warn_repeat(const ctf_config *cfg, ctf_index *idx)
 }
 
 /*======================================================================
- * Id set: detects ids that reappear on non-consecutive lines (SPEC 1.5, a warning).
+ * Id set: detects ids that reappear on non-consecutive lines (rules 1.5, a warning).
  *====================================================================*/
 
 typedef struct id_set {
@@ -338,7 +338,7 @@ static uint64_t chunk_fold(const ctf__seq *s, size_t n)
 
 /* A finished sequence s (its bytes end at `end`): folded into the fingerprint, then kept, or
  * cut into the chunk table by the chunking rule (a chunk ends before the sequence that would
- * make its span exceed the chunk size; SPEC 4.2) and written to the index cache. */
+ * make its span exceed the chunk size; rules 4.2) and written to the index cache. */
 static int emit(scan_state *st, const ctf__seq *s, uint64_t end)
 {
     ctf_index *idx = st->idx;
@@ -406,7 +406,7 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
     const char *path = idx->path;
 
     if (st->mode < 0) {
-        /* Mode is decided by the first non-blank character of the file (SPEC 1.4). */
+        /* Mode is decided by the first non-blank character of the file (rules 1.4). */
         const char *q = p;
         while (q < end && is_blank((unsigned char)*q)) q++;
         if (q == end) goto count_line; /* blank lines before any data */
@@ -768,7 +768,7 @@ static int scan_file(scan_state *st, int fd, ctf_error *err)
 }
 
 /*======================================================================
- * Index cache (SPEC 4.3)
+ * Index cache (rules 4.3)
  *====================================================================*/
 
 #define CACHE_MAGIC "CTFIDX\x01\n"

@@ -1,5 +1,5 @@
 /*
- * number.c -- text <-> binary floating point for the CTF grammar (SPEC 1.6). Leaf module: the
+ * number.c -- text <-> binary floating point for the CTF grammar (rules 1.6). Leaf module: the
  * parser calls ctf__parse_float / ctf__parse_double once per value, so this is the hot loop of
  * the whole reader; ctfio dump calls the formatters.
  *

@@ -1,6 +1,6 @@
 /*
  * pack.c -- the packing stage: the sequences the reader picked for a minibatch, each living in
- * some parsed chunk, are copied into one owned ctf_minibatch (SPEC 9).
+ * some parsed chunk, are copied into one owned ctf_minibatch (rules 9).
  *
  * In:  picks (chunk data + sequence index), in delivery order.
  * Out: per stream one contiguous block: dense (num_samples, dim) values, or sparse CSR

@@ -1,6 +1,6 @@
 /*
  * parse.c -- the parsing stage: the bytes of one chunk (whole sequences, located by the index)
- * become typed sample buffers, one per stream, with per-sequence slices (SPEC 1 and 2).
+ * become typed sample buffers, one per stream, with per-sequence slices (rules 1 and 2).
  *
  * In:  a chunk's bytes, the index (sequence offsets, first lines), the stream definitions.
  * Out: a ctf__chunk_data: per stream a growing buffer of values (dense: dim values per sample,
@@ -12,7 +12,7 @@
  * Problems are not reported here. They are recorded, in file order, with their exact location
  * (line, column, byte offset), and the reader reports and counts them when the consumer reaches
  * the chunk. That keeps the maxErrors budget and the log identical whatever thread parsed the
- * chunk and however far ahead (SPEC 10: threads never change what is delivered).
+ * chunk and however far ahead (rules 10: threads never change what is delivered).
  *
  * Rules that are easy to get wrong (docs/format.md has the full list):
  *  - in id mode every physical line of a sequence is a row; a row that yields no sample costs
@@ -170,7 +170,7 @@ static void too_many_values(pstate *ps, const ctf_stream_def *def, const char *p
 }
 
 /* A number beyond the range of the configured precision (1e39 as float32, 1e309 as float64):
- * its correctly rounded value is an infinity, which is kept, but never silently (SPEC 1.6
+ * its correctly rounded value is an infinity, which is kept, but never silently (rules 1.6
  * [ctfio]). [p, q) is the number. Only the full converter gets here: the fast paths take at
  * most 8 digits and no exponent. */
 static void out_of_range(pstate *ps, const ctf_stream_def *def, const char *p, const char *q,
@@ -594,7 +594,7 @@ static size_t parse_row(pstate *ps, const char *p, const char *end, uint64_t *se
         }
         const char *bar = p++;
         if (p < end && *p == '#') {
-            p = next_bar(p + 1, end); /* a comment runs to the next '|' (SPEC 1.3) */
+            p = next_bar(p + 1, end); /* a comment runs to the next '|' (rules 1.3) */
             continue;
         }
         const char *name = p;

@@ -1,9 +1,9 @@
 /*
- * randomize.c -- the block randomizer (SPEC 5): the order of the sequences in one sweep.
+ * randomize.c -- the block randomizer (rules 5): the order of the sequences in one sweep.
  *
  * In:  the chunk table of the index (file order; chunk c holds sequences first_seq ..
  *      first_seq+num_seqs-1 and `samples` index samples), a window (in chunks or in index
- *      samples), the seed and the sweep number k.
+ *      samples), the randomization seed and the sweep number k.
  * Out: a ctf__sweep: slot -> sequence, slot -> home (the randomized position of the sequence's
  *      chunk, which decides worker ownership), randomized position -> chunk.
  *
@@ -186,7 +186,7 @@ typedef struct pos_info {
     uint64_t sample0;  /* index samples before this position, in randomized order */
 } pos_info;
 
-/* SPEC 5.4, window in chunks. A window at least as wide as everything covers everything;
+/* rules 5.4, window in chunks. A window at least as wide as everything covers everything;
  * clamping first keeps begin + size from overflowing for huge W without changing a result. */
 static void windows_in_chunks(pos_info *pi, size_t n, uint64_t w)
 {
@@ -205,7 +205,7 @@ static void windows_in_chunks(pos_info *pi, size_t n, uint64_t w)
     }
 }
 
-/* SPEC 5.4, window in samples: each position starts from its left neighbour's window, so both
+/* rules 5.4, window in samples: each position starts from its left neighbour's window, so both
  * ends only move right and the whole pass is O(n). The comparisons are strict on both sides,
  * as in CNTK; the subtractions cannot wrap because begin <= p < end. */
 static void windows_in_samples(pos_info *pi, size_t n, uint64_t w)
@@ -329,7 +329,7 @@ int ctf__randomize_sweep(const ctf__chunk *chunks, size_t num_chunks, uint64_t w
 }
 
 /*======================================================================
- * The lazy generator (SPEC 5.8): the same order, window by window
+ * The lazy generator (rules 5.8): the same order, window by window
  *
  * Why it works. Both window ends b(p), e(p) are non-decreasing in p (in chunks: clamped
  * p - half; in samples: each window starts from its left neighbour's and only moves right), so

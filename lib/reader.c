@@ -399,7 +399,7 @@ static int add_pick(ctf_reader *r, size_t np, ctf__pick pick)
 }
 
 /*======================================================================
- * Truncated BPTT (SPEC 6.6)
+ * Truncated BPTT (rules 6.6)
  *
  * P = max(1, K div T) slots are fed whole sequences from the shared timeline, one after another;
  * each minibatch takes T consecutive samples from every slot (a slot that finishes a sequence

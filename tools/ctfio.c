@@ -6,7 +6,7 @@
  *   ctfio stats --file d.ctf --input x:3:dense  counts, non-zeros, sequence-length histogram
  *   ctfio index ...                             build or validate the index cache
  *   ctfio dump ...                              sequences in file order as JSON lines
- *   ctfio dump --mb 64 --count 10 ...           minibatches as JSON lines (SPEC 5-7)
+ *   ctfio dump --mb 64 --count 10 ...           minibatches as JSON lines (rules 5-7)
  *   ctfio convert libsvm|csv IN OUT.ctf ...     another format into CTF (ctfio_convert.c)
  *
  * Exit status: 0 success, 1 the data or the configuration failed, 2 usage error.

@@ -28,7 +28,7 @@ from .training import (CheckpointConfig, CrossValidationConfig, TrainingSession,
                        training_session)
 from .writer import sequence_to_cntk_text_format, write_ctf
 from .convert import ConvertResult, convert
-from . import provider  # the module; also callable as the @provider decorator (SPEC 12)
+from . import provider  # the module; also callable as the @provider decorator (rules 12)
 from .provider import (CacheType, DataProvider, SequenceType, dense_vector,
                        dense_vector_sequence, dense_vector_sub_sequence, integer_value,
                        integer_value_sequence, integer_value_sub_sequence, sparse_binary_vector,

@@ -943,7 +943,7 @@ static PyMethodDef Reader_methods[] = {
      "undo()\n\nTakes back the last next() (once): the reader continues where it was before it.\n"
      "For a caller interrupted before it could hand the minibatch on."},
     {"get_state", (PyCFunction)(void (*)(void))Reader_get_state, METH_NOARGS,
-     "get_state() -> str\n\nThe checkpoint state: a small JSON text (SPEC 8)."},
+     "get_state() -> str\n\nThe checkpoint state: a small JSON text (rules 8)."},
     {"restore_state", (PyCFunction)(void (*)(void))Reader_restore_state, METH_O,
      "restore_state(state)\n\nContinues from a get_state() text; StateError if it does not fit."},
     {"stats", (PyCFunction)(void (*)(void))Reader_stats, METH_NOARGS, Reader_stats_doc},

@@ -1,6 +1,6 @@
 /*
  * _provider.c -- part of the ctfio._ctfio extension: the C side of the PaddlePaddle-style
- * providers (python/ctfio/_provider_impl.py, SPEC 12). Samples become compact records
+ * providers (python/ctfio/_provider_impl.py, rules 12). Samples become compact records
  * (provider_encode, with the GIL) and lists of records become batch arrays (provider_pack,
  * mostly without the GIL). Split from _ctfio.c, which registers the two functions, to keep each
  * file under 1500 lines (STYLE.md section 11).
@@ -15,7 +15,7 @@
 #include <string.h>
 
 /*======================================================================
- * 7b. Provider samples: encoding and batch assembly (ctfio.provider, SPEC 12)
+ * 7b. Provider samples: encoding and batch assembly (ctfio.provider, rules 12)
  *====================================================================*/
 
 /*

@@ -1,5 +1,5 @@
-"""``MinibatchSourceFromData``: CNTK's in-memory minibatch source (SPEC 11) with the file
-reader's minibatch, sweep, worker and checkpoint semantics (SPEC 6-8).
+"""``MinibatchSourceFromData``: CNTK's in-memory minibatch source (rules 11) with the file
+reader's minibatch, sweep, worker and checkpoint semantics (rules 6-8).
 
     src = ctfio.MinibatchSourceFromData(dict(x=features, y=labels))
     mb = src.next_minibatch(64)
@@ -28,7 +28,7 @@ worker and worker r receives the sequences whose index in the sweep is r mod N. 
 ``samples_per_sweep``, ``end_of_sweep``) like the file reader's, and holds one gathered block
 per stream: ``values`` is that block, ``as_sequences()`` and (for sequences of one length)
 ``asarray()`` are views of it. Differences from CNTK
-(SPEC 11, 13): a sequence longer than the request is returned alone (CNTK returned an empty
+(rules 11, 13): a sequence longer than the request is returned alone (CNTK returned an empty
 minibatch forever), the counts of a worker's MinibatchData are its own (CNTK reported the global
 ones), minibatches cross sweep boundaries and workers share one position, so the checkpoint is
 the same on every worker and can be restored with another worker count.

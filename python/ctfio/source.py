@@ -1,9 +1,9 @@
 """Minibatch sources with CNTK's ``cntk.io`` names: ``MinibatchSource`` over CTF files (the C
 reader), ``CTFDeserializer``, ``StreamDef(s)``, ``StreamInformation``, ``MinibatchData`` and the
-``UserMinibatchSource`` base class (SPEC sections 3, 6-9, 11).
+``UserMinibatchSource`` base class (rules 3, 6-9, 11).
 
 Porting a CNTK script means changing ``cntk.io`` to ``ctfio``. The differences are deliberate
-(SPEC 13): ``max_errors`` reaches the parser, minibatches stay valid after later calls, and all
+(rules 13): ``max_errors`` reaches the parser, minibatches stay valid after later calls, and all
 workers share one timeline, so checkpoints are the same on every worker and can be restored with
 another worker count.
 """
@@ -84,7 +84,7 @@ def StreamDefs(**kwargs):
     return _Record(kwargs)
 
 
-# Reader parameters a deserializer may carry (SPEC 3); they override the source's.
+# Reader parameters a deserializer may carry (rules 3); they override the source's.
 _DESERIALIZER_OPTIONS = ("precision", "skip_sequence_ids", "max_errors", "trace_level",
                          "chunk_size_in_bytes", "keep_data_in_memory", "cache_index")
 
@@ -165,7 +165,7 @@ class MinibatchData:
     ``(num_samples, dim)`` block (dense) or the non-zeros (sparse, with ``indptr`` over samples
     and ``indices``), ``lengths`` the samples per sequence. It stays valid after later calls.
     User sources build it as ``MinibatchData(data, num_sequences, num_samples, sweep_end)``
-    (SPEC 11) where data is an array, a list of per-sequence arrays, a ``Value`` or a SciPy
+    (rules 11) where data is an array, a list of per-sequence arrays, a ``Value`` or a SciPy
     sparse matrix.
     """
 
@@ -524,8 +524,8 @@ class MinibatchSource:
     """The CTF minibatch source (CNTK's ``cntk.io.MinibatchSource`` over ``CTFDeserializer``).
 
     ``next_minibatch(K)`` cuts K index samples from one shared, endless, reproducible timeline
-    (SPEC 6); with ``num_data_partitions=N, partition_index=r`` each worker receives its own
-    sequences of the global minibatch (SPEC 7).
+    (rules 6); with ``num_data_partitions=N, partition_index=r`` each worker receives its own
+    sequences of the global minibatch (rules 7).
     """
 
     def __init__(self, deserializers, max_samples=INFINITELY_REPEAT,
@@ -615,7 +615,7 @@ class MinibatchSource:
                        number_of_workers=None, worker_rank=None):
         """The next minibatch: {StreamInformation: MinibatchData} (keyed by ``input_map``'s keys
         when given), or an empty dict at the end of the data. Workers: ``number_of_workers`` /
-        ``worker_rank`` (SPEC 7.1) or CNTK's ``num_data_partitions`` / ``partition_index``."""
+        ``worker_rank`` (rules 7.1) or CNTK's ``num_data_partitions`` / ``partition_index``."""
         n, r = _workers(num_data_partitions, partition_index, number_of_workers, worker_rank)
         reader = self._reader
         mb = reader.next(minibatch_size_in_samples, n, r)
@@ -706,7 +706,7 @@ class MinibatchSource:
 
     @classmethod
     def from_config(cls, path, section=None, overrides=(), **kwargs):
-        """A source from a BrainScript reader configuration file (SPEC 3)."""
+        """A source from a BrainScript reader configuration file (rules 3)."""
         c = _ctfio.bsconfig_load(path, section, tuple(overrides))
 
         def stream_defs(defs):
@@ -745,7 +745,7 @@ def _resolve(source, si):
 
 
 class UserMinibatchSource(MinibatchSource):
-    """Base class of user-defined sources (SPEC 11). Implement ``stream_infos()`` and
+    """Base class of user-defined sources (rules 11). Implement ``stream_infos()`` and
     ``next_minibatch(num_samples, number_of_workers, worker_rank, device=None)`` returning
     ``{StreamInformation: MinibatchData}``; optionally ``get_checkpoint_state()`` and
     ``restore_from_checkpoint(state)``. Accepted wherever a MinibatchSource is."""

@@ -1,5 +1,5 @@
 """PyTorch adapter: ``CTFIterableDataset`` turns any ctfio source into an iterable of dicts of
-``torch.Tensor`` (SPEC 7-10, docs/torch.md).
+``torch.Tensor`` (rules 7-10, docs/torch.md).
 
     import ctfio, ctfio.torch
     ds = ctfio.torch.CTFIterableDataset(lambda: ctfio.MinibatchSource(...), minibatch_size=256)
@@ -284,7 +284,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
     ``source``: a ``ctfio.MinibatchSource`` / ``UserMinibatchSource`` (anything with
     ``_next``), or a zero-argument callable that creates one; the callable is needed when a
     ``DataLoader`` uses worker processes with a file source (each worker opens its own reader).
-    ``minibatch_size``: the *global* minibatch size in index samples (SPEC 6, 7).
+    ``minibatch_size``: the *global* minibatch size in index samples (rules 6, 7).
     ``epoch_size``: what one ``iter()`` covers: ``FULL_DATA_SWEEP`` (default; one sweep; the
     last request of a sweep is cut at its end so that epochs are exact sweeps),
     ``INFINITELY_REPEAT`` (until the source's own ``max_samples``/``max_sweeps``), or a number of

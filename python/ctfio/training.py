@@ -1,6 +1,6 @@
 """A training driver over any minibatch source: ``training_session`` (CNTK's
 ``cntk.train.training_session``, framework-agnostic), with epochs, minibatch-size schedules,
-checkpoint/restart and cross-validation (SPEC 6.5, 8, 11).
+checkpoint/restart and cross-validation (rules 6.5, 8, 11).
 
     def step(data, info):                       # data: {StreamInformation: MinibatchData}
         x = data[src.streams.features].asarray()

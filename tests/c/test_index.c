@@ -1,6 +1,6 @@
 /*
- * test_index.c -- ctf_index_build (SPEC 4): the sequence table (keys, offsets, first lines,
- * line counts, index samples), definesMBSize counting, line mode, the chunk rule of SPEC 4.2 for
+ * test_index.c -- ctf_index_build (rules 4): the sequence table (keys, offsets, first lines,
+ * line counts, index samples), definesMBSize counting, line mode, the chunk rule of rules 4.2 for
  * every kind of chunk size, and the index cache: where it goes, that it is loaded, and that it
  * is rebuilt (never trusted) whenever the data, the cache or the index-shaping options change.
  */
@@ -120,7 +120,7 @@ static bool seq_is(const ctf_index *idx, size_t i, uint64_t key, uint64_t offset
     return false;
 }
 
-/* The exact rule of SPEC 4.2, checked on a built index: chunks cover the sequences in file
+/* The exact rule of rules 4.2, checked on a built index: chunks cover the sequences in file
  * order, each spans its sequences' bytes, a chunk holds more than one sequence only if it fits
  * the limit, and a chunk ends only because its next sequence would not fit. */
 static bool chunks_follow_rule(const ctf_index *idx, uint64_t limit)
@@ -369,7 +369,7 @@ TEST(index_long_lines_and_block_boundaries)
 }
 
 /*======================================================================
- * Chunks (SPEC 4.2)
+ * Chunks (rules 4.2)
  *====================================================================*/
 
 /* Sequences of 5, 6, 7, 8 and 5 bytes (31 in all). */
@@ -498,7 +498,7 @@ TEST(index_chunk_size_does_not_change_data)
 }
 
 /*======================================================================
- * Index cache (SPEC 4.3)
+ * Index cache (rules 4.3)
  *====================================================================*/
 
 /* Builds with cache_index at trace level 2; returns from_cache, or -1 on failure. */
@@ -572,7 +572,7 @@ static const char *cache_data(const char *name, char *path, size_t cap)
     return path;
 }
 
-/* The indexing pass's warning (an id that reappears after other ids, SPEC 1.5) comes from an
+/* The indexing pass's warning (an id that reappears after other ids, rules 1.5) comes from an
  * open from the cache too, at the same place, and counts in the reader's statistics; the
  * checkpoint fingerprint is the same whether the index was scanned or loaded. */
 TEST(index_cache_keeps_the_repeated_id_warning)

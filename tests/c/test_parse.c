@@ -1,5 +1,5 @@
 /*
- * test_parse.c -- the CTF format and its errors (SPEC 1 and 2), driven through the public API:
+ * test_parse.c -- the CTF format and its errors (rules 1 and 2), driven through the public API:
  * write a file, open a reader in file order, read every sequence, and inspect the delivered
  * views, the keys, the counters and every problem that reached the log callback, with its
  * exact line, column and byte offset.
@@ -129,7 +129,7 @@ TEST(parse_error_value_decimal_comma)
     run_clear(&R);
 }
 
-/* The other malformed numbers of SPEC 1.6 fail the same way; the valid odd ones parse. */
+/* The other malformed numbers of rules 1.6 fail the same way; the valid odd ones parse. */
 TEST(parse_error_value_other_malformed_numbers)
 {
     static const char *bad[] = {"1e", "1e+", "inf", "nan", "-inf", "0x10", "+", "-", "1.5.2",
@@ -506,7 +506,7 @@ TEST(parse_every_truncation_of_a_valid_line)
 }
 
 /*======================================================================
- * More of SPEC 1.2 and 2.4
+ * More of rules 1.2 and 2.4
  *====================================================================*/
 
 /* Any control byte other than '\n' separates values and ends names, like a blank. */

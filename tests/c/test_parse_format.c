@@ -1,5 +1,5 @@
 /*
- * test_parse_format.c -- the rules of the CTF format (SPEC 1, 2.3, 2.5): BOM and line ends,
+ * test_parse_format.c -- the rules of the CTF format (rules 1, 2.3, 2.5): BOM and line ends,
  * delimiters, comments, aliases, unknown inputs, id and line mode, zero fill, duplicates,
  * precision, the maxErrors budget, trace levels, frame mode and the dropped-sample counters.
  * Driven through the public API with the harness of parse_harness.h.

@@ -1,7 +1,7 @@
 /*
- * test_randomize.c -- the block randomizer (lib/randomize.c, SPEC 5).
+ * test_randomize.c -- the block randomizer (lib/randomize.c, rules 5).
  *
- * Three kinds of evidence that the order is CNTK's: the std::mt19937_64 check value, the SPEC
+ * Three kinds of evidence that the order is CNTK's: the std::mt19937_64 check value, the
  * 5.6 vector, and orders taken from the conformance corpus (shared/conformance, produced by
  * CNTK's rules) with their chunk tables. Around them, property tests over random chunkings and
  * windows: permutations, window containment, sweep/seed relations, identity for window 0,
@@ -40,7 +40,7 @@ static void number_chunks(ctf__chunk *ch, size_t n)
     }
 }
 
-/* SPEC 5.4 written out again, position by position, to check the windows the randomizer used
+/* rules 5.4 written out again, position by position, to check the windows the randomizer used
  * without looking at its code. win must hold 2*n entries: begin, end per position. */
 static void spec_windows(const ctf__chunk *ch, size_t n, const size_t *chunk_at, uint64_t w,
                          bool in_samples, size_t *win)
@@ -86,7 +86,7 @@ static void spec_windows(const ctf__chunk *ch, size_t n, const size_t *chunk_at,
     }
 }
 
-/* Checks one sweep against everything SPEC 5 promises. Returns a description of the first
+/* Checks one sweep against everything rules 5 promises. Returns a description of the first
  * violation, or NULL. */
 static const char *check_sweep(const ctf__chunk *ch, size_t n, uint64_t w, bool in_samples,
                                const ctf__sweep *s)
@@ -193,7 +193,7 @@ TEST(mt64_reseed_restarts)
 }
 
 /*======================================================================
- * SPEC 5.6 and CNTK-derived vectors
+ * rules 5.6 and CNTK-derived vectors
  *====================================================================*/
 
 TEST(spec_5_6_vector)
@@ -218,7 +218,7 @@ TEST(spec_5_6_vector)
     ctf__sweep_free(&s2);
 }
 
-/* Conformance corpus orders (shared/conformance/cases): the chunk tables are the SPEC 4.2
+/* Conformance corpus orders (shared/conformance/cases): the chunk tables are the rules 4.2
  * chunking of each case file (first_seq, num_seqs, samples = index samples, with definesMBSize
  * where noted); the orders are the keys of the expected minibatches, concatenated and mapped to
  * file-order sequence indices, covering whole sweeps 0 and 1 (case008: the first 18 slots of
@@ -601,7 +601,7 @@ TEST(large_sweep)
 }
 
 /*======================================================================
- * The lazy generator (ctf__sweepgen_*, SPEC 5.8): the full pass's order, window by window
+ * The lazy generator (ctf__sweepgen_*, rules 5.8): the full pass's order, window by window
  *====================================================================*/
 
 #include <time.h>
@@ -617,7 +617,7 @@ TEST(large_sweep)
 #define TEST_SANITIZED 0
 #endif
 
-/* Slots in the widest window of a sweep (Wmax in the bound of lib/randomize.c), from the SPEC
+/* Slots in the widest window of a sweep (Wmax in the bound of lib/randomize.c), from the rules
  * windows written out in spec_windows. 0 for file order. */
 static size_t widest_window_slots(const ctf__chunk *ch, size_t n, uint64_t w, bool in_samples,
                                   const size_t *chunk_at)
@@ -820,7 +820,7 @@ TEST(sweepgen_random_chunkings_equal_full_pass)
 
 TEST(sweepgen_conformance_orders)
 {
-    /* The CNTK-derived orders and the SPEC 5.6 vector, straight from the generator. */
+    /* The CNTK-derived orders and the rules 5.6 vector, straight from the generator. */
     ctf_error err = {0};
     for (size_t i = 0; i < sizeof conformance_cases / sizeof conformance_cases[0]; i++) {
         const conformance_case *cc = &conformance_cases[i];

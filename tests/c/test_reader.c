@@ -1,7 +1,7 @@
 /*
  * test_reader.c -- the reader (lib/reader.c, lib/prefetch.c): the timeline and its limits
- * (SPEC 6), workers (SPEC 7), checkpoints (SPEC 8), memory bound (SPEC 4.4), errors from
- * background threads (SPEC 10), frame mode and the SPEC 5.6 vector through the whole pipeline.
+ * (rules 6), workers (rules 7), checkpoints (rules 8), memory bound (rules 4.4), errors from
+ * background threads (rules 10), frame mode and the rules 5.6 vector through the whole pipeline.
  *
  * Most properties are checked by comparing byte strings: every delivered sequence serialized
  * as key + per stream (length, dense values or sparse nnz/indices/values), independent of where
@@ -234,7 +234,7 @@ static bool split_ok(const ctf_minibatch *g, ctf_minibatch *const *mbs, size_t n
 }
 
 /*======================================================================
- * Limits and cutting (SPEC 6.1, 6.2, 6.4)
+ * Limits and cutting (rules 6.1, 6.2, 6.4)
  *====================================================================*/
 
 TEST(reader_max_sweeps_cuts_and_end)
@@ -499,7 +499,7 @@ TEST(reader_defines_mb_size_counts_labels)
 }
 
 /*======================================================================
- * The nominal time axis (SPEC 6.8)
+ * The nominal time axis (rules 6.8)
  *====================================================================*/
 
 TEST(reader_nominal_time_axis)
@@ -543,7 +543,7 @@ TEST(reader_nominal_time_axis)
 }
 
 /*======================================================================
- * Exactness of checkpoints, threads and re-partitioning (SPEC 8, 10)
+ * Exactness of checkpoints, threads and re-partitioning (rules 8, 10)
  *====================================================================*/
 
 typedef struct run {
@@ -841,7 +841,7 @@ TEST(reader_elastic_restore_loses_and_repeats_nothing)
 }
 
 /*======================================================================
- * Workers (SPEC 7)
+ * Workers (rules 7)
  *====================================================================*/
 
 TEST(reader_workers_partition_every_call)
@@ -993,7 +993,7 @@ TEST(reader_workers_no_randomization_i_mod_n)
 }
 
 /*======================================================================
- * Checkpoint state (SPEC 8.1)
+ * Checkpoint state (rules 8.1)
  *====================================================================*/
 
 TEST(reader_state_text_and_lengths)
@@ -1109,7 +1109,7 @@ TEST(reader_state_garbage_is_refused)
 }
 
 /*======================================================================
- * Memory (SPEC 4.4)
+ * Memory (rules 4.4)
  *====================================================================*/
 
 TEST(reader_memory_bounded_by_window)
@@ -1176,7 +1176,7 @@ TEST(reader_memory_bounded_by_window)
 }
 
 /*======================================================================
- * Errors from background threads, changed files (SPEC 2.4, 10)
+ * Errors from background threads, changed files (rules 2.4, 10)
  *====================================================================*/
 
 /* 40 lines, chunks of 2: line 11 (chunk 5) holds "|x a". Reads K = 1 until the error. */
@@ -1269,7 +1269,7 @@ TEST(reader_file_changed_on_disk)
 }
 
 /*======================================================================
- * Frame mode (SPEC 6.7) and the SPEC 5.6 vector
+ * Frame mode (rules 6.7) and the rules 5.6 vector
  *====================================================================*/
 
 TEST(reader_frame_mode)

@@ -1,6 +1,6 @@
 /*
- * test_reliability.c -- issue 8: changed files (SPEC 2.4), I/O faults at the platform layer,
- * index-cache writer failures (SPEC 4.3) and a long run (1,000 sweeps, two workers).
+ * test_reliability.c -- changed files (rules 2.4), I/O faults at the platform layer,
+ * index-cache writer failures (rules 4.3) and a long run (1,000 sweeps, two workers).
  *
  * Changed files: a reader opened on a file, after its first minibatch, sees the file truncated,
  * extended, rewritten in place with the same size and the old modification time restored
@@ -345,7 +345,7 @@ static bool expect_change_error(change_kind kind, bool line_mode_too, int code, 
 }
 
 /*======================================================================
- * Changed files (SPEC 2.4)
+ * Changed files (rules 2.4)
  *====================================================================*/
 
 TEST(changed_same_size_rewrite_with_old_mtime_is_caught_by_the_content_check)
@@ -581,7 +581,7 @@ TEST(io_missing_file_names_it)
 }
 
 /*======================================================================
- * Index cache writer failures (SPEC 4.3): a warning, the existing cache untouched
+ * Index cache writer failures (rules 4.3): a warning, the existing cache untouched
  *====================================================================*/
 
 static char *slurp(const char *path, size_t *n)

@@ -1,5 +1,5 @@
-"""Bad input at scale (issue 8, item 5): seeded corpora of malformed CTF files with known injected
-errors of every kind of SPEC 1-2 -- at chunk boundaries, in the first and the last line, with LF,
+"""Bad input at scale: seeded corpora of malformed CTF files with known injected
+errors of every kind of rules 1-2 -- at chunk boundaries, in the first and the last line, with LF,
 CRLF and mixed line ends, with and without a UTF-8 BOM and a final newline, in id and line mode.
 
 The generator keeps an independent pure-Python model of every line it writes: which samples are
@@ -13,7 +13,7 @@ yield nothing and which sequences are dropped. Then, for every file:
   line, column and byte offset;
 * the result does not depend on the number of prefetch threads.
 
-Fatal problems (SPEC 2.4) stop the reader whatever max_errors says, at their exact location.
+Fatal problems (rules 2.4) stop the reader whatever max_errors says, at their exact location.
 """
 import random
 
@@ -207,7 +207,7 @@ def build(seed, line_mode=False, newline="lf", bom=False, final_newline=True, n_
         pre = lambda: ("%d" % key) + rng.choice(SEPS + ["", "  "]) if not line_mode else (
             rng.choice(["", "", "5 ", "123\t"]) if s else "")
         if not line_mode and rng.random() < 0.05:
-            # SPEC 2.2: a sequence whose longest stream has fewer samples than it has rows.
+            # rules 2.2: a sequence whose longest stream has fewer samples than it has rows.
             rows = [Row(pre(), [good_a(rng)]), Row(pre(), [good_b(rng)])]
             rows[0].longest_error = True
             seqs.append((key, rows))
@@ -254,7 +254,7 @@ def render(seqs, rng, line_mode, newline, bom, final_newline):
     if not final_newline:
         out = out[:-2] if out.endswith(b"\r\n") else out[:-1]
 
-    # Chunks as the indexer builds them (SPEC 4.2): sequence spans from first byte to the next
+    # Chunks as the indexer builds them (rules 4.2): sequence spans from first byte to the next
     # sequence's first byte; a new chunk when the next would make the span exceed CHUNK.
     starts = []  # (seq index, first line, first offset) of data sequences
     for si, row, ln, off, cols in placed:
@@ -278,7 +278,7 @@ def render(seqs, rng, line_mode, newline, bom, final_newline):
         size += span
     chunk_last_lines.add(line_no - 1)
 
-    # The model: per sequence, rows in order, items in order (the parser's rules, SPEC 1-2).
+    # The model: per sequence, rows in order, items in order (the parser's rules, rules 1-2).
     by_seq = {}
     for p in placed:
         by_seq.setdefault(p[0], []).append(p)
@@ -452,7 +452,7 @@ def test_error_location_does_not_depend_on_chunking(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Fatal problems (SPEC 2.4): whatever max_errors says
+# Fatal problems (rules 2.4): whatever max_errors says
 # ---------------------------------------------------------------------------------------------
 
 GOOD = ["%d |a 1 2 3 |b 0:1\n" % i for i in range(1, 31)]
@@ -504,7 +504,7 @@ def test_fatal_stream_absent_from_a_sequence(tmp_path, where, max_errors):
     """A stream absent from a whole sequence is fatal (CNTK: "Malformed input file"); earlier
     sequences are delivered, and with max_errors = 0 the error still is the fatal one."""
     lines = list(GOOD)
-    # One-line sequences: chunks of CHUNK bytes as the indexer cuts them (SPEC 4.2).
+    # One-line sequences: chunks of CHUNK bytes as the indexer cuts them (rules 4.2).
     firsts, size = [], None
     for i, ln in enumerate(lines):
         if size is None or size + len(ln) > CHUNK:

@@ -1,4 +1,4 @@
-"""Crash and resume (issue 8, item 4; SPEC 8.2): a training loop in a subprocess
+"""Crash and resume (rules 8.2): a training loop in a subprocess
 (crash_worker.py: randomized source, two prefetch threads, small chunks, a checkpoint every
 few minibatches) is killed with SIGKILL at random points, restarted from its last checkpoint,
 again and again, until it finishes. Its output -- every minibatch's keys and values -- must equal

@@ -1,5 +1,5 @@
-"""PaddlePaddle-style providers (SPEC 12, issue 5): the @provider decorator and its parameters,
-the input-type layouts of the seed's table, pools, batching, cache, checks, init_hook, threads
+"""PaddlePaddle-style providers (rules 12): the @provider decorator and its parameters,
+the input-type layouts of PaddlePaddle's table, pools, batching, cache, checks, init_hook, threads
 and lazy files, seeded reproducibility, the UserMinibatchSource view, double buffering (CPU path)
 and the C record encoder/packer."""
 
@@ -138,7 +138,7 @@ def test_decorator_rejects_unknown_parameters_and_callables():
 
 
 # ---------------------------------------------------------------------------------------------
-# layouts: every input type x sequence kind of the seed's table
+# layouts: every input type x sequence kind of PaddlePaddle's table
 # ---------------------------------------------------------------------------------------------
 
 def _rand_step(rng, kind, dim):
@@ -162,7 +162,7 @@ def _rand_value(rng, kind, seq, dim):
 
 
 def _reference(values, kind, seq, dim):
-    """Independent model of the seed's layouts: flatten to time steps, then build the arrays."""
+    """Independent model of PaddlePaddle's layouts: flatten to time steps, then build the arrays."""
     steps, seq_starts, sub_starts = [], [], []
     for v in values:
         seq_starts.append(len(steps))
@@ -350,7 +350,7 @@ def test_shuffling_is_seeded_and_independent_of_threads_and_readahead():
     assert run(num_threads=1, readahead=1) == base
     assert run(num_threads=7, readahead=3) == base
     assert run(seed=1) != base
-    assert run(open_files=2) != base  # the file window is part of the order, like the seed
+    assert run(open_files=2) != base  # the file window is part of the order, as in PaddlePaddle
     assert base[0] != base[1] != base[2]  # every pass has its own order
     assert all(sorted(x) == sorted(base[0]) for x in base)
 
@@ -788,7 +788,7 @@ def test_finished_generator_is_released_at_once():
     def process(settings, filename):
         ctx = _Context()
         refs.append(weakref.ref(ctx))
-        yield [1]  # one sample: the seed's problem case
+        yield [1]  # one sample: the documented problem case
 
     dp = process(files(3), batch_size=1, num_threads=1, open_files=1)
     it = iter(dp)
@@ -1024,7 +1024,7 @@ def test_encode_refuses_strings_and_survives_a_list_that_changes():
 
 
 # ---------------------------------------------------------------------------------------------
-# the seed's two scenarios, as shipped examples
+# PaddlePaddle's two tutorial scenarios, as shipped examples
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["paddle_mnist.py", "paddle_sentiment.py"])

@@ -1,5 +1,5 @@
 """Tests of ctfio.MinibatchSource over CTF files: the behaviours CNTK's own Python io tests assert
-(cntk/io/tests/io_tests.py), restated from the SPEC (sections 3, 6-9, 13): text format contents,
+(cntk/io/tests/io_tests.py), restated from docs/rules.md (sections 3, 6-9, 13): text format contents,
 minibatch layout and views, zero-copy lifetime, sweeps and limits, randomization, the nominal time
 axis, checkpoints, workers, errors, truncated BPTT, BrainScript configurations, the GIL and
 memory."""
@@ -304,12 +304,12 @@ def test_seeds(dense_file):
 def test_randomize_false_is_file_order_every_sweep(dense_file):
     src = dense_source(dense_file, randomize=False, randomization_seed=5)
     assert flat_keys(src, 60, 3) == list(range(60)) * 3
-    src = dense_source(dense_file, randomize=True, randomization_window_in_chunks=0)  # SPEC 5.7
+    src = dense_source(dense_file, randomize=True, randomization_window_in_chunks=0)  # rules 5.7
     assert flat_keys(src, 60, 2) == list(range(60)) * 2
 
 
 def test_cntk_test_vector(write_ctf):
-    # SPEC 5.6: 5 chunks of 2 one-sample sequences, window over all chunks, seed 0
+    # rules 5.6: 5 chunks of 2 one-sample sequences, window over all chunks, seed 0
     path = write_ctf("".join("%d |x %d\n" % (i, i) for i in range(10)))
     src = MinibatchSource(CTFDeserializer(path, StreamDefs(features=StreamDef(field="x", shape=1))),
                           chunk_size_in_bytes=14)
@@ -463,7 +463,7 @@ def test_workers_every_sequence_once_per_sweep(seq_file, randomize):
         for r, s in enumerate(ranks):
             calls = 0
             while True:
-                # SPEC 7.1 spelling here; CNTK's num_data_partitions/partition_index elsewhere
+                # rules 7.1 spelling here; CNTK's num_data_partitions/partition_index elsewhere
                 mb = s.next_minibatch(50, number_of_workers=n, worker_rank=r)
                 if not mb:
                     break

@@ -1,4 +1,4 @@
-"""ctfio.torch in one process (SPEC 7-10, docs/torch.md): zero-copy tensors, layouts, epochs,
+"""ctfio.torch in one process (rules 7-10, docs/torch.md): zero-copy tensors, layouts, epochs,
 state_dict round trips, DataLoader wrapping, worker detection and the device path on CPU.
 Multi-process runs are in test_torchrun.py. Skipped when torch is not installed."""
 

@@ -1,4 +1,4 @@
-"""ctfio.torch across processes (SPEC 7, 8): ``torch.distributed.run`` starts 2 (then 3) ranks on
+"""ctfio.torch across processes (rules 7, 8): ``torch.distributed.run`` starts 2 (then 3) ranks on
 CPU with gloo, each running torchrun_worker.py with automatic rank detection; the results are
 compared with a single-process run of the same data.
 

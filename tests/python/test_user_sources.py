@@ -1,5 +1,5 @@
-"""User-defined sources (SPEC 11): MinibatchSourceFromData with the file reader's minibatch, sweep,
-worker and checkpoint semantics (SPEC 6-8), and the seed notebook's UserMinibatchSource example."""
+"""User-defined sources (rules 11): MinibatchSourceFromData with the file reader's minibatch, sweep,
+worker and checkpoint semantics (rules 6-8), and CNTK's UserMinibatchSource tutorial example."""
 
 import json
 
@@ -28,7 +28,7 @@ def ids(mb, stream="id"):
 
 
 def reference_cut(lengths, k, pos_seq, limit=None, pos=0):
-    """Independent model of SPEC 6.1/6.2/6.4 over the endless timeline 0..n-1, 0..n-1, ...:
+    """Independent model of rules 6.1/6.2/6.4 over the endless timeline 0..n-1, 0..n-1, ...:
     returns (global sequence indices taken, new pos_seq, new pos, end_of_sweep)."""
     n = len(lengths)
     taken, total, eos = [], 0, False
@@ -294,7 +294,7 @@ def test_minibatches_match_reference_model(k):
 
 
 def test_first_sequence_always_taken_and_long_sequence_comes_alone():
-    # CNTK's MinibatchSourceFromData returned an empty minibatch forever here (SPEC 11).
+    # CNTK's MinibatchSourceFromData returned an empty minibatch forever here (rules 11).
     src, x_seqs, _ = make_seq_source([5, 1, 7, 2])
     seen = []
     for _ in range(12):
