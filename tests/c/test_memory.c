@@ -107,8 +107,10 @@ TEST(memory_index_is_per_chunk_not_per_sequence)
 {
     /* A sanitizer's allocator keeps freed blocks in quarantine: resident sets say nothing. */
     if (MEM_SANITIZED) return;
-    /* 4.8 MB and 43 MB: the big file holds 10.7 times the sequences of the window (4 MiB). */
-    const size_t small = 1000000, big = 9 * small;
+    /* 19 MB and 58 MB of 5-byte rows: both fill the window and the read-ahead (4 + 6 chunks of
+     * 1 MiB), so what the window holds is the same in both, and the big file holds 14 times the
+     * sequences of the window. Only a per-sequence table would grow between them. */
+    const size_t small = 4000000, big = 12000000;
     char *p1 = write_short_rows("mem_small.ctf", small);
     char *p2 = write_short_rows("mem_big.ctf", big);
     ASSERT(p1 && p2);
