@@ -6,27 +6,9 @@
  */
 #include "ctfio_internal.h"
 #include "test.h"
+#include "test_bytes.h"
 
 #include <stdlib.h>
-
-typedef struct bytes {
-    unsigned char *p;
-    size_t n, cap;
-} bytes;
-
-static void b_add(bytes *b, const void *d, size_t n)
-{
-    if (b->n + n > b->cap) {
-        size_t c = b->cap ? b->cap : 4096;
-        while (c < b->n + n) c *= 2;
-        unsigned char *q = realloc(b->p, c);
-        if (!q) abort();
-        b->p = q;
-        b->cap = c;
-    }
-    if (n) memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
 
 /* The whole minibatch as the caller sees it: keys, and per stream lengths and buffers. */
 static void append_mb(bytes *b, const ctf_minibatch *mb)
