@@ -488,6 +488,21 @@ static inline int ctf__source_seq(ctf__source *s, size_t c, size_t seq, const ct
 }
 
 /* Sequence seq of chunk c of a source holding chunk_seqs in memory (the sources' own use). */
+/* The chunk holding sequence `seq` (numbered over the whole source): a binary search over the
+ * chunks' first sequences. */
+static inline size_t ctf__source_chunk_of(const ctf__source *s, size_t seq)
+{
+    size_t lo = 0, hi = s->num_chunks;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->chunks[mid].first_seq <= seq)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static inline const ctf__seq *ctf__source_seq_mem(const ctf__source *s, size_t c, size_t seq)
 {
     return &s->chunk_seqs[c][seq - s->chunks[c].first_seq];

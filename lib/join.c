@@ -77,22 +77,9 @@ static size_t hash_key(uint64_t k)
     return (size_t)k;
 }
 
-static size_t chunk_of(const ctf__source *s, size_t seq)
-{
-    size_t lo = 0, hi = s->num_chunks;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->chunks[mid].first_seq <= seq)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 static const ctf__seq *seq_of(const ctf__source *s, size_t seq, size_t *chunk)
 {
-    size_t c = chunk_of(s, seq);
+    size_t c = ctf__source_chunk_of(s, seq);
     if (chunk) *chunk = c;
     return ctf__source_seq_mem(s, c, seq);
 }
@@ -344,7 +331,8 @@ static void release_pairs(join *J, size_t c, size_t n)
     const size_t first = J->chunks[c].first_seq;
     for (size_t x = 0; x < n; x++) {
         size_t i = x / J->np, j = x % J->np;
-        part_release(J, j, chunk_of(J->parts[j].src, J->jseq[(first + i) * J->np + j]));
+        part_release(J, j,
+                     ctf__source_chunk_of(J->parts[j].src, J->jseq[(first + i) * J->np + j]));
     }
 }
 

@@ -89,19 +89,6 @@ oom:
  * Sweeps and ownership
  *====================================================================*/
 
-static size_t chunk_of_seq(const ctf__source *src, size_t seq)
-{
-    size_t lo = 0, hi = src->num_chunks;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (src->chunks[mid].first_seq <= seq)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* Ownership of a randomized chunk: its randomized position in the CURRENT sweep mod N. The
  * reader applies this after cutting a minibatch, so a minibatch that reaches or crosses a sweep
  * end is split by the next sweep's positions (what CNTK does, and what the conformance corpus
@@ -753,5 +740,5 @@ void ctf__reader_schedule_prefetch(ctf_reader *r) { schedule_prefetch(r); }
 void ctf__reader_bptt_release(ctf_reader *r, bptt_slot *s) { bptt_release(r, s); }
 size_t ctf__reader_chunk_of_seq(const ctf_reader *r, size_t seq)
 {
-    return chunk_of_seq(r->src, seq);
+    return ctf__source_chunk_of(r->src, seq);
 }
