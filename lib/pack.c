@@ -159,21 +159,21 @@ void ctf_minibatch_free(ctf_minibatch *mb)
     if (pool) pool_release(pool);
 }
 
-/* Makes *p a block of at least n bytes (1 for 0); what it held is not kept. A block that is
- * large enough is kept unless it is more than four times (and 64 KiB) too large; a block
- * replaced because it was too small gets a quarter more, so that a pooled minibatch settles on
- * blocks that fit the sizes a reader delivers. @return : 0 or CTF_ENOMEM (then *p is NULL). */
-static int reserve(void *p_, size_t *cap, size_t n)
+/* A block of at least n bytes (1 for 0) in place of block p of *cap bytes (NULL: none); what
+ * p held is not kept. A block that is large enough is kept unless it is more than four times
+ * (and 64 KiB) too large; a block replaced because it was too small gets a quarter more, so
+ * that a pooled minibatch settles on blocks that fit the sizes a reader delivers.
+ * @return : the block (*cap its size), or NULL when out of memory (p freed, *cap 0). */
+static void *reserve(void *p, size_t *cap, size_t n)
 {
-    void **p = p_;
     if (!n) n = 1;
-    if (*p && *cap >= n && (*cap / 4 <= n || *cap <= CTF__MB_KEEP_BYTES)) return 0;
-    const size_t want = *p && *cap < n && n <= SIZE_MAX - n / 4 ? n + n / 4 : n;
-    CTF_FREE(*p);
+    if (p && *cap >= n && (*cap / 4 <= n || *cap <= CTF__MB_KEEP_BYTES)) return p;
+    const size_t want = p && *cap < n && n <= SIZE_MAX - n / 4 ? n + n / 4 : n;
+    CTF_FREE(p);
     *cap = 0;
-    if (!(*p = CTF_MALLOC(want))) return CTF_ENOMEM;
+    if (!(p = CTF_MALLOC(want))) return NULL;
     *cap = want;
-    return 0;
+    return p;
 }
 
 /* Asks for the cache lines of [p, p + n) (at most 4 KiB of them: a longer range streams well
@@ -282,9 +282,9 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
     mb->end_of_sweep = info->end_of_sweep;
     mb->corpus = info->corpus;
     mb->num_samples = 0;
-    if (reserve(&mb->keys, &mb->keys_cap, n * sizeof *mb->keys) ||
-        reserve(&mb->lines, &mb->lines_cap, n * sizeof *mb->lines) ||
-        reserve(&mb->files, &mb->files_cap, n * sizeof *mb->files))
+    if (!(mb->keys = reserve(mb->keys, &mb->keys_cap, n * sizeof *mb->keys)) ||
+        !(mb->lines = reserve(mb->lines, &mb->lines_cap, n * sizeof *mb->lines)) ||
+        !(mb->files = reserve(mb->files, &mb->files_cap, n * sizeof *mb->files)))
         goto oom;
     for (size_t i = 0; i < n; i++) {
         mb->keys[i] = picks[i].key;
@@ -324,7 +324,8 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
         size_t *rows = scratch + 2 * k * (n + 1), *nzs = rows + (n + 1);
         s->num_shorts = 0;
         s->nnz = 0;
-        if (reserve(&s->lengths, &s->lengths_cap, n * sizeof *s->lengths)) goto oom;
+        if (!(s->lengths = reserve(s->lengths, &s->lengths_cap, n * sizeof *s->lengths)))
+            goto oom;
         /* Sizes first, so each buffer is allocated once. The same pass prefetches what the
          * copies will read: in a randomized minibatch every sequence lies somewhere else in the
          * window's chunks (megabytes), and the copies stalled on those misses one by one. It
@@ -356,7 +357,8 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
                 if (sd->short_sample >= (int64_t)sl->first &&
                     sd->short_sample < (int64_t)sl->first + sl->count) {
                     if (!s->num_shorts &&
-                        reserve(&s->shorts, &s->shorts_cap, 2 * n * sizeof *s->shorts))
+                        !(s->shorts =
+                              reserve(s->shorts, &s->shorts_cap, 2 * n * sizeof *s->shorts)))
                         goto oom;
                     s->shorts[2 * s->num_shorts] = rows[i] + (size_t)sd->short_sample - sl->first;
                     s->shorts[2 * s->num_shorts + 1] = sd->short_count;
@@ -372,13 +374,14 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
             if ((samples && __builtin_mul_overflow(samples, def->dim, &vals)) ||
                 vals > SIZE_MAX / elt)
                 goto oom;
-            if (reserve(&s->values, &s->values_cap, vals * elt)) goto oom;
+            if (!(s->values = reserve(s->values, &s->values_cap, vals * elt))) goto oom;
             total_bytes += vals * elt;
         } else {
             s->nnz = nnz;
-            if (reserve(&s->values, &s->values_cap, nnz * elt) ||
-                reserve(&s->indices, &s->indices_cap, nnz * sizeof *s->indices) ||
-                reserve(&s->indptr, &s->indptr_cap, (samples + 1) * sizeof *s->indptr))
+            if (!(s->values = reserve(s->values, &s->values_cap, nnz * elt)) ||
+                !(s->indices = reserve(s->indices, &s->indices_cap, nnz * sizeof *s->indices)) ||
+                !(s->indptr =
+                      reserve(s->indptr, &s->indptr_cap, (samples + 1) * sizeof *s->indptr)))
                 goto oom;
             s->indptr[0] = 0;
             total_bytes += nnz * (elt + sizeof *s->indices) + samples * sizeof *s->indptr;

@@ -135,7 +135,8 @@ class StreamInformation:
     """``StreamInformation(name, stream_id, storage_format, dtype, shape)``: describes one stream
     of a source; hashable, used as the key of the dict ``next_minibatch`` returns."""
 
-    __slots__ = ("name", "stream_id", "storage_format", "dtype", "shape", "defines_mb_size")
+    __slots__ = ("name", "stream_id", "storage_format", "dtype", "shape", "defines_mb_size",
+                 "_hash")
 
     def __init__(self, name, stream_id, storage_format, dtype, shape, defines_mb_size=False):
         if storage_format not in ("dense", "sparse"):
@@ -152,8 +153,25 @@ class StreamInformation:
     def is_sparse(self):
         return self.storage_format == "sparse"
 
+    def __setattr__(self, attr, value):
+        object.__setattr__(self, attr, value)
+        if attr in ("name", "stream_id"):
+            # Every minibatch's dict hashes its keys: the hash is made here, once (and again
+            # when the name or id changes), not on every call of __hash__.
+            try:
+                h = hash((self.name, self.stream_id))
+            except (AttributeError, TypeError):
+                h = None
+            object.__setattr__(self, "_hash", h)
+
     def __hash__(self):
-        return hash((self.name, self.stream_id))
+        h = self._hash
+        return h if h is not None else hash((self.name, self.stream_id))
+
+    def __reduce__(self):
+        # Not the slots: a str's hash differs between processes.
+        return (StreamInformation, (self.name, self.stream_id, self.storage_format,
+                                    self.dtype, self.shape, self.defines_mb_size))
 
     def __eq__(self, other):
         return (isinstance(other, StreamInformation) and self.name == other.name
