@@ -126,7 +126,7 @@ asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression $(P)/ctfio
 # the sources change.
 VENV := .venv
 VPY := $(VENV)/bin/python
-PY_SRC := $(wildcard python/ctfio/*.py python/ctfio/*.c python/ctfio/*.h python/ctfio/*.pyi) setup.py pyproject.toml $(CLI_SRC) $(CLI_HDR)
+PY_SRC := $(wildcard python/ctfio/*.py python/ctfio/paddle/*.py python/ctfio/*.c python/ctfio/*.h python/ctfio/*.pyi) setup.py pyproject.toml $(CLI_SRC) $(CLI_HDR)
 
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

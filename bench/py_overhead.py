@@ -1,13 +1,17 @@
-"""Per-minibatch Python overhead: microseconds per call of ``next_minibatch(64)`` on a small
-in-memory-resident CTF file, of the same through ``ctfio.torch.CTFIterableDataset`` at batch 64,
-and of ``MinibatchSourceFromData.next_minibatch(64)`` with ``.values`` read once.
+"""Per-minibatch Python overhead: microseconds and minibatches per second of
+``next_minibatch(K)`` on a small in-memory-resident CTF file, of the same through
+``ctfio.torch.CTFIterableDataset`` at batch K, and of ``MinibatchSourceFromData.next_minibatch``
+with ``.values`` read once; K = 64 and 4096 by default.
 
-    .venv/bin/python bench/py_overhead.py [--n 20000] [--repeat 5]
+    .venv/bin/python bench/py_overhead.py [--n 20000] [--repeat 5] [--sizes 64,4096]
 
-The file is small (one chunk, kept in memory), so the time is the Python layer plus the C
-reader's cut and gather of 64 one-sample sequences. Printed: the best of ``--repeat`` runs, as
-CPU time of the calling thread (``time.thread_time``: what the caller pays, steady on a loaded
-machine) and as wall time.
+The file (16,384 lines: dense ``x`` dim 16, sparse ``y`` dim 10, one-sample sequences) is one
+chunk kept in memory, so the time is the Python layer plus the C reader's cut and gather. The
+row ``Reader.next(K)`` is the extension's bare call (the C library's ``ctf_reader_next``, the
+minibatch freed when the next one arrives, plus the binding's argument parsing and GIL
+release): what the C side costs. Every other row's "Python share" is its time minus that one.
+Printed: the best of ``--repeat`` runs, as CPU time of the calling thread (``time.thread_time``:
+what the caller pays, steady on a loaded machine) and as wall time.
 """
 
 import argparse
@@ -20,7 +24,7 @@ import numpy as np
 import ctfio
 
 
-def _file(dirname, rows=4096, dim=16):
+def _file(dirname, rows=16384, dim=16):
     path = os.path.join(dirname, "small.ctf")
     rng = np.random.default_rng(0)
     with open(path, "w") as f:
@@ -47,55 +51,79 @@ def _best(fn, n, repeat):
     return cpu / n * 1e6, wall / n * 1e6
 
 
+def _rows(src, k, n, repeat):
+    """(name, (cpu us, wall us)) for batch size k; the first row is the bare C call."""
+    reader, sx = src._reader, src.streams.x
+
+    def bare(n):
+        for _ in range(n):
+            reader.next(k)
+
+    def plain(n):
+        for _ in range(n):
+            src.next_minibatch(k)
+
+    def values(n):
+        for _ in range(n):
+            src.next_minibatch(k)[sx].values
+
+    rows = [("Reader.next(%d) (C call + binding)" % k, _best(bare, n, repeat)),
+            ("next_minibatch(%d)" % k, _best(plain, n, repeat)),
+            ("next_minibatch(%d) + .values" % k, _best(values, n, repeat))]
+    try:
+        import ctfio.torch as ct
+    except ImportError:
+        ct = None
+    if ct is not None:
+        ds = ct.CTFIterableDataset(src, k, epoch_size=ctfio.INFINITELY_REPEAT)
+        it = iter(ds)
+        for _ in range(50):
+            next(it)
+
+        def torch_loop(n):
+            for _ in range(n):
+                next(it)
+        rows.append(("CTFIterableDataset, batch %d" % k, _best(torch_loop, n, repeat)))
+        it.close()
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=20000, help="minibatches per run")
+    ap.add_argument("--n", type=int, default=20000, help="minibatches per run (batch 64; "
+                    "fewer for larger batches, the same number of samples)")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--sizes", default="64,4096", help="batch sizes, comma-separated")
     args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    out = []
     with tempfile.TemporaryDirectory() as d:
         path = _file(d)
         src = _source(path)
-        for _ in range(200):
+        for _ in range(300):
             src.next_minibatch(64)       # warm: the whole file parsed and resident
+        for k in sizes:
+            n = max(200, args.n * 64 // k)
+            rows = _rows(src, k, n, args.repeat)
+            mem = ctfio.MinibatchSourceFromData(dict(
+                x=np.random.default_rng(1).random((16384, 16), dtype=np.float32)))
+            mx = mem.streams.x
 
-        def plain(n):
-            for _ in range(n):
-                src.next_minibatch(64)
-
-        def values(n):
-            sx = src.streams.x
-            for _ in range(n):
-                src.next_minibatch(64)[sx].values
-
-        rows = [("next_minibatch(64)", _best(plain, args.n, args.repeat)),
-                ("next_minibatch(64) + .values", _best(values, args.n, args.repeat))]
-        try:
-            import ctfio.torch
-        except ImportError:
-            ctfio.torch = None
-        if ctfio.torch is not None:
-            ds = ctfio.torch.CTFIterableDataset(src, 64, epoch_size=ctfio.INFINITELY_REPEAT)
-            it = iter(ds)
-            for _ in range(200):
-                next(it)
-
-            def torch_loop(n):
+            def in_memory(n, k=k):
                 for _ in range(n):
-                    next(it)
-            rows.append(("CTFIterableDataset, batch 64", _best(torch_loop, args.n, args.repeat)))
-        mem = ctfio.MinibatchSourceFromData(dict(
-            x=np.random.default_rng(1).random((4096, 16), dtype=np.float32)))
-        mx = mem.streams.x
-
-        def in_memory(n):
-            for _ in range(n):
-                mem.next_minibatch(64)[mx].values
-        rows.append(("MinibatchSourceFromData(64) + .values", _best(in_memory, args.n,
-                                                                   args.repeat)))
+                    mem.next_minibatch(k)[mx].values
+            rows.append(("MinibatchSourceFromData(%d) + .values" % k,
+                         _best(in_memory, n, args.repeat)))
+            out.append(rows)
         src.close()
-    print("| case | CPU us per minibatch (calling thread) | wall us |\n|---|---:|---:|")
-    for name, (cpu, wall) in rows:
-        print("| %s | %.1f | %.1f |" % (name, cpu, wall))
+    print("| case | CPU us per minibatch (calling thread) | minibatches/s (CPU) | "
+          "Python share, CPU us | wall us |\n|---|---:|---:|---:|---:|")
+    for rows in out:
+        c_cpu = rows[0][1][0]
+        for i, (name, (cpu, wall)) in enumerate(rows):
+            share = "" if i == 0 or name.startswith("MinibatchSourceFromData") else \
+                "%.1f" % (cpu - c_cpu)
+            print("| %s | %.1f | %.0f | %s | %.1f |" % (name, cpu, 1e6 / cpu, share, wall))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@
  *  3. Views (ctf_stream_view, error pointers) point into the object they came from and stay valid
  *     until that object is freed (for ctf_reader_error: until the next call on the reader).
  *  4. A ctf_minibatch returned by ctf_reader_next belongs to the caller and does not refer back
- *     to the reader: it may outlive the reader.
+ *     to the reader: it may outlive the reader, and may be freed on any thread. Freeing it
+ *     hands its memory back to its reader for a later minibatch (a few at most, freed with the
+ *     reader), so that a steady state allocates nothing per minibatch.
  *  5. All allocation inside lib/ goes through CTF_MALLOC / CTF_REALLOC / CTF_FREE.
  *  6. No global mutable state. One handle is used by one thread at a time; the reader's own
  *     prefetch threads are internal.
@@ -445,7 +447,8 @@ int ctf_minibatch_stream(const ctf_minibatch *mb, size_t i, ctf_stream_view *vie
 int ctf_minibatch_print_json(const ctf_minibatch *mb, FILE *out, bool with_line);
 int ctf_minibatch_print_json_mb(const ctf_minibatch *mb, FILE *out, uint64_t index);
 
-/* ctf_minibatch_free(mb): NULL is a no-op. */
+/* ctf_minibatch_free(mb): NULL is a no-op. Any thread, any time (rules 4): while its reader
+ * lives, the memory goes back to the reader for reuse, else it is freed. */
 void ctf_minibatch_free(ctf_minibatch *mb);
 
 /*======================================================================

@@ -369,6 +369,18 @@ int ctf__parse_set_variant(const char *name);
  * Packing (pack.c): picked sequences of parsed chunks -> an owned minibatch.
  *====================================================================*/
 
+/* Freed minibatches kept for reuse: at most this many per reader. */
+#define CTF__MB_POOL_SLOTS 4
+/* A pooled block up to this size is kept however small the next minibatch (larger ones are
+ * replaced when more than four times too large). */
+#define CTF__MB_KEEP_BYTES ((size_t)64 << 10)
+typedef struct ctf__mb_pool ctf__mb_pool;
+
+/* ctf__mb_pool_close(pool): the reader is done with its pool: the minibatches it holds are
+ * freed, and those still out are freed (not pooled) when their owner frees them; the pool
+ * goes with the last of them. NULL is a no-op. */
+void ctf__mb_pool_close(ctf__mb_pool *pool);
+
 /* One sequence chosen for a minibatch. */
 typedef struct ctf__pick {
     const ctf__chunk_data *cd;  /* its parsed chunk */
@@ -392,6 +404,9 @@ typedef struct ctf__mb_info {
     void (*run_parts)(void *ctx, void (*fn)(void *arg, size_t part), void *arg, size_t parts);
     void *run_ctx;
     size_t max_parts;           /* at most this many parts (the threads that can help) */
+    /* Optional: the reader's pool of freed minibatches (made here on first use, the reader
+     * frees it with ctf__mb_pool_close); NULL: every minibatch is allocated and freed. */
+    ctf__mb_pool **pool;
 } ctf__mb_info;
 
 /* Each part of a parallel copy moves at least this much (smaller minibatches: one part). */

@@ -8,6 +8,8 @@
  *
  * The minibatch owns all of its memory and points at nothing in the reader, so it outlives the
  * next call and the reader itself (the Python layer wraps these buffers without copying).
+ * Freeing a minibatch hands its blocks back to its reader's pool (a few minibatches at most),
+ * from which the next ctf__pack takes them: in a steady state reading allocates nothing.
  * This file also holds the minibatch accessors and the canonical JSON printer used by
  * `ctfio dump` and the golden tests.
  */
@@ -33,6 +35,8 @@ typedef struct mb_stream {
                               file cut short (a file's last sample; a minibatch spanning sweeps
                               can hold it more than once) */
     size_t num_shorts;
+    /* Bytes each block holds (a pooled minibatch's blocks may be larger than its data). */
+    size_t values_cap, lengths_cap, indptr_cap, indices_cap, shorts_cap;
 } mb_stream;
 
 struct ctf_minibatch {
@@ -46,8 +50,23 @@ struct ctf_minibatch {
     uint64_t *keys;        /* per sequence */
     uint64_t *lines;       /* per sequence, 1-based */
     uint32_t *files;       /* per sequence: its file in the reader's file list */
+    size_t keys_cap, lines_cap, files_cap; /* bytes of each block */
     bool corpus;           /* several files: the JSON names each sequence's file */
     mb_stream *streams;
+    ctf__mb_pool *pool;    /* where ctf_minibatch_free hands it back (NULL: freed) */
+};
+
+/* A reader's pool of freed minibatches. Minibatches are freed by their owner, on any thread,
+ * at any time (also during a ctf_reader_next on another thread, and after the reader is gone),
+ * so the slots are atomic and the pool is reference-counted: one reference for the reader, one
+ * for each minibatch out of the pool that will come back to it. A minibatch in a slot holds
+ * none; the last reference frees what the slots hold and the pool. */
+struct ctf__mb_pool {
+    atomic_long refs;
+    atomic_bool closed;          /* the reader is gone: minibatches freed from now are freed */
+    _Atomic(ctf_minibatch *) slots[CTF__MB_POOL_SLOTS];
+    size_t *scratch;             /* ctf__pack's prefix sums (the reader's thread only) */
+    size_t scratch_cap;          /* elements */
 };
 
 /* The part of sequence `pick`'s slice of one stream that the pick delivers (truncated BPTT
@@ -61,9 +80,9 @@ static ctf__slice pick_slice(const ctf__pick *pick, size_t ns, size_t k)
     return sl;
 }
 
-void ctf_minibatch_free(ctf_minibatch *mb)
+/* Frees mb and every block it holds (not its pool reference). */
+static void mb_destroy(ctf_minibatch *mb)
 {
-    if (!mb) return;
     if (mb->streams)
         for (size_t k = 0; k < mb->num_streams; k++) {
             mb_stream *s = &mb->streams[k];
@@ -79,6 +98,82 @@ void ctf_minibatch_free(ctf_minibatch *mb)
     CTF_FREE(mb->lines);
     CTF_FREE(mb->files);
     CTF_FREE(mb);
+}
+
+/* Frees the minibatches the slots hold. */
+static void pool_drain(ctf__mb_pool *pool)
+{
+    for (size_t i = 0; i < CTF__MB_POOL_SLOTS; i++) {
+        ctf_minibatch *mb = atomic_exchange(&pool->slots[i], NULL);
+        if (mb) mb_destroy(mb);
+    }
+}
+
+static void pool_release(ctf__mb_pool *pool)
+{
+    if (atomic_fetch_sub(&pool->refs, 1) != 1) return;
+    pool_drain(pool);
+    CTF_FREE(pool->scratch);
+    CTF_FREE(pool);
+}
+
+void ctf__mb_pool_close(ctf__mb_pool *pool)
+{
+    if (!pool) return;
+    atomic_store(&pool->closed, true);
+    pool_drain(pool);
+    CTF_FREE(pool->scratch);
+    pool->scratch = NULL;
+    pool->scratch_cap = 0;
+    pool_release(pool);
+}
+
+/* A pooled minibatch (holding a reference again), or NULL when the slots are empty. */
+static ctf_minibatch *pool_take(ctf__mb_pool *pool)
+{
+    for (size_t i = 0; i < CTF__MB_POOL_SLOTS; i++) {
+        if (!atomic_load_explicit(&pool->slots[i], memory_order_relaxed)) continue;
+        ctf_minibatch *mb = atomic_exchange(&pool->slots[i], NULL);
+        if (mb) {
+            atomic_fetch_add(&pool->refs, 1);
+            return mb;
+        }
+    }
+    return NULL;
+}
+
+void ctf_minibatch_free(ctf_minibatch *mb)
+{
+    if (!mb) return;
+    ctf__mb_pool *pool = mb->pool;
+    if (pool && !atomic_load(&pool->closed))
+        for (size_t i = 0; i < CTF__MB_POOL_SLOTS; i++) {
+            ctf_minibatch *expected = NULL;
+            /* A minibatch put here after the reader's close is freed by the last release. */
+            if (atomic_compare_exchange_strong(&pool->slots[i], &expected, mb)) {
+                pool_release(pool);
+                return;
+            }
+        }
+    mb_destroy(mb);
+    if (pool) pool_release(pool);
+}
+
+/* A block of at least n bytes (1 for 0) in place of block p of *cap bytes (NULL: none); what
+ * p held is not kept. A block that is large enough is kept unless it is more than four times
+ * (and 64 KiB) too large; a block replaced because it was too small gets a quarter more, so
+ * that a pooled minibatch settles on blocks that fit the sizes a reader delivers.
+ * @return : the block (*cap its size), or NULL when out of memory (p freed, *cap 0). */
+static void *reserve(void *p, size_t *cap, size_t n)
+{
+    if (!n) n = 1;
+    if (p && *cap >= n && (*cap / 4 <= n || *cap <= CTF__MB_KEEP_BYTES)) return p;
+    const size_t want = p && *cap < n && n <= SIZE_MAX - n / 4 ? n + n / 4 : n;
+    CTF_FREE(p);
+    *cap = 0;
+    if (!(p = CTF_MALLOC(want))) return NULL;
+    *cap = want;
+    return p;
 }
 
 /* Asks for the cache lines of [p, p + n) (at most 4 KiB of them: a longer range streams well
@@ -155,20 +250,42 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
     const size_t elt = (size_t)pc->precision;
     *out = NULL;
     size_t *scratch = NULL;
-    ctf_minibatch *mb = CTF_CALLOC(1, sizeof *mb);
-    if (!mb) goto oom;
+    ctf_minibatch *mb = NULL;
+    /* The reader's pool, made on the first minibatch (without one, nothing is reused). */
+    ctf__mb_pool *pool = info->pool ? *info->pool : NULL;
+    if (info->pool && !pool) {
+        if (!(pool = CTF_CALLOC(1, sizeof *pool))) goto oom;
+        atomic_init(&pool->refs, 1);
+        atomic_init(&pool->closed, false);
+        for (size_t i = 0; i < CTF__MB_POOL_SLOTS; i++) atomic_init(&pool->slots[i], NULL);
+        *info->pool = pool;
+    }
+    if (pool) mb = pool_take(pool);
+    if (!mb) {
+        if (!(mb = CTF_CALLOC(1, sizeof *mb))) goto oom;
+        if (pool) {
+            mb->pool = pool;
+            atomic_fetch_add(&pool->refs, 1);
+        }
+        if (!(mb->streams = CTF_CALLOC(ns, sizeof *mb->streams))) goto oom;
+        mb->num_streams = ns;
+        for (size_t k = 0; k < ns; k++) {
+            mb->streams[k].is_sparse = pc->streams[k].is_sparse;
+            mb->streams[k].dim = pc->streams[k].dim;
+            if (!(mb->streams[k].name = ctf__strdup(pc->streams[k].name))) goto oom;
+        }
+    }
     mb->num_seqs = n;
-    mb->num_streams = ns;
     mb->precision = pc->precision;
     mb->position = info->position;
     mb->sweep = info->sweep;
     mb->end_of_sweep = info->end_of_sweep;
-    mb->keys = CTF_MALLOC((n ? n : 1) * sizeof *mb->keys);
-    mb->lines = CTF_MALLOC((n ? n : 1) * sizeof *mb->lines);
-    mb->files = CTF_MALLOC((n ? n : 1) * sizeof *mb->files);
-    mb->streams = CTF_CALLOC(ns, sizeof *mb->streams);
     mb->corpus = info->corpus;
-    if (!mb->keys || !mb->lines || !mb->files || !mb->streams) goto oom;
+    mb->num_samples = 0;
+    if (!(mb->keys = reserve(mb->keys, &mb->keys_cap, n * sizeof *mb->keys)) ||
+        !(mb->lines = reserve(mb->lines, &mb->lines_cap, n * sizeof *mb->lines)) ||
+        !(mb->files = reserve(mb->files, &mb->files_cap, n * sizeof *mb->files)))
+        goto oom;
     for (size_t i = 0; i < n; i++) {
         mb->keys[i] = picks[i].key;
         mb->lines[i] = picks[i].line + 1;
@@ -192,18 +309,23 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
         }
     }
     /* Prefix sums per stream: where each pick's samples (rows) and entries (nzs) start. */
-    scratch = CTF_MALLOC(2 * ns * (n + 1) * sizeof *scratch);
-    if (!scratch) goto oom;
+    if (pool) {
+        if (ctf__grow((void **)&pool->scratch, &pool->scratch_cap, 2 * ns * (n + 1),
+                      sizeof *scratch))
+            goto oom;
+        scratch = pool->scratch;
+    } else if (!(scratch = CTF_MALLOC(2 * ns * (n + 1) * sizeof *scratch))) {
+        goto oom;
+    }
     size_t total_bytes = 0;
     for (size_t k = 0; k < ns; k++) {
         const ctf_stream_def *def = &pc->streams[k];
         mb_stream *s = &mb->streams[k];
         size_t *rows = scratch + 2 * k * (n + 1), *nzs = rows + (n + 1);
-        s->name = ctf__strdup(def->name);
-        s->is_sparse = def->is_sparse;
-        s->dim = def->dim;
-        s->lengths = CTF_MALLOC((n ? n : 1) * sizeof *s->lengths);
-        if (!s->name || !s->lengths) goto oom;
+        s->num_shorts = 0;
+        s->nnz = 0;
+        if (!(s->lengths = reserve(s->lengths, &s->lengths_cap, n * sizeof *s->lengths)))
+            goto oom;
         /* Sizes first, so each buffer is allocated once. The same pass prefetches what the
          * copies will read: in a randomized minibatch every sequence lies somewhere else in the
          * window's chunks (megabytes), and the copies stalled on those misses one by one. It
@@ -234,8 +356,10 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
                                    elt);
                 if (sd->short_sample >= (int64_t)sl->first &&
                     sd->short_sample < (int64_t)sl->first + sl->count) {
-                    if (!s->shorts) s->shorts = CTF_MALLOC(2 * n * sizeof *s->shorts);
-                    if (!s->shorts) goto oom;
+                    if (!s->num_shorts &&
+                        !(s->shorts =
+                              reserve(s->shorts, &s->shorts_cap, 2 * n * sizeof *s->shorts)))
+                        goto oom;
                     s->shorts[2 * s->num_shorts] = rows[i] + (size_t)sd->short_sample - sl->first;
                     s->shorts[2 * s->num_shorts + 1] = sd->short_count;
                     s->num_shorts++;
@@ -250,15 +374,15 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
             if ((samples && __builtin_mul_overflow(samples, def->dim, &vals)) ||
                 vals > SIZE_MAX / elt)
                 goto oom;
-            s->values = CTF_MALLOC(vals * elt);
-            if (!s->values) goto oom;
+            if (!(s->values = reserve(s->values, &s->values_cap, vals * elt))) goto oom;
             total_bytes += vals * elt;
         } else {
             s->nnz = nnz;
-            s->values = CTF_MALLOC((nnz ? nnz : 1) * elt);
-            s->indices = CTF_MALLOC((nnz ? nnz : 1) * sizeof *s->indices);
-            s->indptr = CTF_MALLOC((samples + 1) * sizeof *s->indptr);
-            if (!s->values || !s->indices || !s->indptr) goto oom;
+            if (!(s->values = reserve(s->values, &s->values_cap, nnz * elt)) ||
+                !(s->indices = reserve(s->indices, &s->indices_cap, nnz * sizeof *s->indices)) ||
+                !(s->indptr =
+                      reserve(s->indptr, &s->indptr_cap, (samples + 1) * sizeof *s->indptr)))
+                goto oom;
             s->indptr[0] = 0;
             total_bytes += nnz * (elt + sizeof *s->indices) + samples * sizeof *s->indptr;
         }
@@ -271,12 +395,16 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
     pack_job job = {pc, picks, n, parts ? parts : 1, mb, scratch};
     if (job.parts > 1) info->run_parts(info->run_ctx, copy_part, &job, job.parts);
     else copy_part(&job, 0);
-    CTF_FREE(scratch);
+    if (!pool) CTF_FREE(scratch);
     *out = mb;
     return 0;
 oom:
-    CTF_FREE(scratch);
-    ctf_minibatch_free(mb);
+    if (!pool) CTF_FREE(scratch);
+    if (mb) { /* possibly incomplete (no streams, a name missing): never pooled */
+        ctf__mb_pool *owner = mb->pool;
+        mb_destroy(mb);
+        if (owner) pool_release(owner);
+    }
     return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory packing a minibatch");
 }
 

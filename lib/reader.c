@@ -224,6 +224,7 @@ static int get_chunk(ctf_reader *r, size_t c, const ctf__chunk_data **out)
 void ctf_reader_free(ctf_reader *r)
 {
     if (!r) return;
+    ctf__mb_pool_close(r->mb_pool);
     ctf__cache_free(r->cache);
     CTF_FREE(r->committed);
     CTF_FREE(r->bp);
@@ -352,7 +353,7 @@ static int finish_minibatch(ctf_reader *r, size_t np, uint64_t first_sweep, bool
 {
     ctf__mb_info info = {r->position, first_sweep, end_of_sweep, r->src->num_files > 1,
                          ctf__loader_run_parts, ctf__cache_loader(r->cache),
-                         r->cfg.num_threads + 1};
+                         r->cfg.num_threads + 1, &r->mb_pool};
     int rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
     if (rc) return fail_dead(r, rc);
     ctf__cache_evict_passed(r->cache);

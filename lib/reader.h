@@ -47,6 +47,7 @@ struct ctf_reader {
     size_t picks_cap;
     struct cut_item { size_t seq, chunk; bool owned; } *cut;
     size_t cut_cap;
+    ctf__mb_pool *mb_pool;       /* freed minibatches for reuse (pack.c) */
 };
 
 /* One truncated-BPTT slot. */

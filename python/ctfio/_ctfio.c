@@ -5,7 +5,10 @@
  * What it exposes:
  *   Reader      owns a ctf_reader; next() returns a Minibatch (or None at the end of the data),
  *               get_state()/restore_state() are the JSON checkpoint, position is read/write.
- *   Minibatch   owns a ctf_minibatch; stream(i) describes one stream as a dict of Buffers.
+ *   Minibatch   owns a ctf_minibatch; stream(i) describes one stream as a dict of Buffers;
+ *               stream_data(cls, keys, frame_mode) makes the {key: cls} dict of
+ *               MinibatchSource.next_minibatch in one call, whose objects ask buffer(i, part)
+ *               for a Buffer when an array is first wanted.
  *   Buffer      the buffer protocol over memory owned by a Minibatch (format, shape, strides,
  *               read-only). It holds a strong reference to its Minibatch, so NumPy arrays made
  *               from it keep the data alive after the Minibatch, later next() calls and even the
@@ -54,7 +57,18 @@ PyMODINIT_FUNC PyInit__ctfio(void);
  * 1. Module state
  *====================================================================*/
 
+/* The attributes stream_data sets on each object it makes (interned once, in this order). */
+#define DATA_ATTRS(X) X(view, "_view") X(index, "_i") X(is_sparse, "_is_sparse") \
+    X(dim, "_dim") X(frame_mode, "_frame_mode") X(num_sequences, "num_sequences")      \
+    X(num_samples, "num_samples") X(end_of_sweep, "end_of_sweep") X(position, "position") \
+    X(sweep, "sweep") X(global_samples, "global_samples")                               \
+    X(samples_per_sweep, "samples_per_sweep")
+#define DATA_ENUM(id, text) ATTR_##id,
+enum { DATA_ATTRS(DATA_ENUM) NUM_DATA_ATTRS };
+#undef DATA_ENUM
+
 typedef struct {
+    PyObject *attr[NUM_DATA_ATTRS]; /* interned names of stream_data's attributes */
     PyObject *CTFError;          /* base of the library's exceptions */
     PyObject *ParseError;        /* malformed data, limits, changed files, bad index caches */
     PyObject *StateError;        /* checkpoint states that do not fit the reader */
@@ -426,6 +440,138 @@ error:
     return NULL;
 }
 
+PyDoc_STRVAR(Minibatch_buffer_doc,
+"buffer(i, part) -> Buffer | None\n\n"
+"One zero-copy Buffer of stream i: part 0 values, 1 lengths, 2 indptr, 3 indices (None for\n"
+"a dense stream's indptr and indices); see stream().");
+
+/* One Buffer of stream i (see the doc). */
+static PyObject *minibatch_buffer(MinibatchObject *self, size_t i, long part)
+{
+    modstate *st = type_state(Py_TYPE(self));
+    PyObject *owner = (PyObject *)self;
+    ctf_stream_view v;
+    if (ctf_minibatch_stream(self->mb, i, &v) != 0) {
+        PyErr_Format(PyExc_IndexError, "stream index out of range (got %zu, the minibatch has "
+                     "%zu streams)", i, ctf_minibatch_num_streams(self->mb));
+        return NULL;
+    }
+    const bool dbl = v.precision == CTF_FLOAT64;
+    const char *fmt = dbl ? "d" : "f";
+    const Py_ssize_t elt = dbl ? 8 : 4;
+    switch (part) {
+    case 0:
+        return v.is_sparse ? buffer_new(st, owner, v.values, fmt, elt, v.nnz, -1)
+                           : buffer_new(st, owner, v.values, fmt, elt, v.num_samples,
+                                        (Py_ssize_t)v.dim);
+    case 1: return buffer_new(st, owner, v.lengths, "I", 4, v.num_sequences, -1);
+    case 2:
+        return v.is_sparse ? buffer_new(st, owner, v.indptr, "q", 8, v.num_samples + 1, -1)
+                           : Py_NewRef(Py_None);
+    case 3:
+        return v.is_sparse ? buffer_new(st, owner, v.indices, "i", 4, v.nnz, -1)
+                           : Py_NewRef(Py_None);
+    default:
+        PyErr_Format(PyExc_ValueError, "part: must be 0 (values), 1 (lengths), 2 (indptr) or "
+                     "3 (indices) (got %ld)", part);
+        return NULL;
+    }
+}
+
+static PyObject *Minibatch_buffer(MinibatchObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "buffer() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    const Py_ssize_t i = PyNumber_AsSsize_t(args[0], PyExc_IndexError);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    const long part = PyLong_AsLong(args[1]);
+    if (part == -1 && PyErr_Occurred()) return NULL;
+    if (i < 0) {
+        PyErr_Format(PyExc_IndexError, "stream index out of range (got %zd)", i);
+        return NULL;
+    }
+    return minibatch_buffer(self, (size_t)i, part);
+}
+
+PyDoc_STRVAR(Minibatch_stream_data_doc,
+"stream_data(cls, keys, frame_mode) -> dict\n\n"
+"{keys[i]: object of cls} for every stream i, made without calling cls (its __new__ only)\n"
+"and given the attributes _view (this Minibatch), _i (i), _is_sparse, _dim, _frame_mode,\n"
+"num_sequences, num_samples (stream i's), end_of_sweep, position, sweep, global_samples and\n"
+"samples_per_sweep. No array is made: buffer(i, part) gives them when asked for.");
+
+static PyObject *Minibatch_stream_data(MinibatchObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs)
+{
+    modstate *st = type_state(Py_TYPE(self));
+    PyObject *shared[NUM_DATA_ATTRS] = {NULL}, *out = NULL, *obj = NULL, *base = NULL,
+             *d = NULL;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "stream_data() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *cls = args[0], *keys = args[1], *frame_mode = args[2];
+    const size_t ns = ctf_minibatch_num_streams(self->mb);
+    if (!PyType_Check(cls) || !PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) != (Py_ssize_t)ns) {
+        PyErr_Format(PyExc_TypeError, "stream_data: needs a class and a tuple of %zu keys", ns);
+        return NULL;
+    }
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    const ctf_minibatch *mb = self->mb;
+    /* What every stream shares, made once. */
+    shared[ATTR_view] = Py_NewRef(self);
+    shared[ATTR_frame_mode] = Py_NewRef(PyObject_IsTrue(frame_mode) ? Py_True : Py_False);
+    shared[ATTR_num_sequences] = PyLong_FromSize_t(ctf_minibatch_num_sequences(mb));
+    shared[ATTR_end_of_sweep] = PyBool_FromLong(ctf_minibatch_end_of_sweep(mb));
+    shared[ATTR_position] = PyLong_FromUnsignedLongLong(ctf_minibatch_position(mb));
+    shared[ATTR_sweep] = PyLong_FromUnsignedLongLong(ctf_minibatch_sweep(mb));
+    shared[ATTR_global_samples] = PyLong_FromUnsignedLongLong(self->global_samples);
+    shared[ATTR_samples_per_sweep] = PyLong_FromUnsignedLongLong(self->samples_per_sweep);
+    for (int a = 0; a < NUM_DATA_ATTRS; a++)
+        if (a != ATTR_index && a != ATTR_is_sparse && a != ATTR_dim && a != ATTR_num_samples &&
+            !shared[a])
+            goto error;
+    /* Each object gets a copy of one dict of what the streams share, plus its own four
+     * entries, as its __dict__: cheaper than setting twelve attributes one by one. */
+    if (!(base = PyDict_New())) goto error;
+    for (int a = 0; a < NUM_DATA_ATTRS; a++)
+        if (shared[a] && PyDict_SetItem(base, st->attr[a], shared[a]) < 0) goto error;
+    if (!(out = PyDict_New())) goto error;
+    for (size_t i = 0; i < ns; i++) {
+        ctf_stream_view v;
+        ctf_minibatch_stream(mb, i, &v);
+        if (!(d = PyDict_Copy(base))) goto error;
+        PyObject *own[NUM_DATA_ATTRS] = {NULL};
+        own[ATTR_index] = PyLong_FromSize_t(i);
+        own[ATTR_is_sparse] = Py_NewRef(v.is_sparse ? Py_True : Py_False);
+        own[ATTR_dim] = PyLong_FromSize_t(v.dim);
+        own[ATTR_num_samples] = PyLong_FromSize_t(v.num_samples);
+        int rc = 0;
+        for (int a = 0; a < NUM_DATA_ATTRS; a++) {
+            if (!rc && own[a] == NULL && shared[a] == NULL) rc = -1;
+            if (!rc && own[a] && PyDict_SetItem(d, st->attr[a], own[a]) < 0) rc = -1;
+            Py_XDECREF(own[a]);
+        }
+        if (rc < 0 || !(obj = tp->tp_alloc(tp, 0)) || PyObject_GenericSetDict(obj, d, NULL) < 0 ||
+            PyDict_SetItem(out, PyTuple_GET_ITEM(keys, i), obj) < 0)
+            goto error;
+        Py_CLEAR(d);
+        Py_CLEAR(obj);
+    }
+    for (int a = 0; a < NUM_DATA_ATTRS; a++) Py_XDECREF(shared[a]);
+    Py_DECREF(base);
+    return out;
+error:
+    for (int a = 0; a < NUM_DATA_ATTRS; a++) Py_XDECREF(shared[a]);
+    Py_XDECREF(base);
+    Py_XDECREF(d);
+    Py_XDECREF(obj);
+    Py_XDECREF(out);
+    return NULL;
+}
+
 static PyObject *Minibatch_repr(MinibatchObject *self)
 {
     return PyUnicode_FromFormat(
@@ -459,6 +605,10 @@ static PyGetSetDef Minibatch_getset[] = {
 
 static PyMethodDef Minibatch_methods[] = {
     {"stream", (PyCFunction)(void (*)(void))Minibatch_stream, METH_O, Minibatch_stream_doc},
+    {"stream_data", (PyCFunction)(void (*)(void))Minibatch_stream_data, METH_FASTCALL,
+     Minibatch_stream_data_doc},
+    {"buffer", (PyCFunction)(void (*)(void))Minibatch_buffer, METH_FASTCALL,
+     Minibatch_buffer_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -753,16 +903,50 @@ PyDoc_STRVAR(Reader_next_doc,
 "A signal that arrives during the call (Ctrl-C) is handled when it returns: if its handler\n"
 "raises, the position is taken back to where it was and the exception propagates.");
 
-static PyObject *Reader_next(ReaderObject *self, PyObject *args, PyObject *kwargs)
+/* next()'s arguments (vectorcall: this is the per-minibatch path, PyArg_ParseTupleAndKeywords
+ * cost more than the rest of the binding). @return : 0, or -1 with an exception set. */
+static int next_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                     PyObject *slot[3])
 {
-    static char *kwlist[] = {"num_samples", "num_workers", "worker_rank", NULL};
-    PyObject *ns_obj, *nw_obj = Py_None, *rank_obj = Py_None, *result = NULL;
+    static const char *const names[3] = {"num_samples", "num_workers", "worker_rank"};
+    if (nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "next() takes at most 3 arguments (%zd given)", nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) slot[i] = args[i];
+    const Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        int j = 0;
+        while (j < 3 && PyUnicode_CompareWithASCIIString(name, names[j]) != 0) j++;
+        if (j == 3) {
+            PyErr_Format(PyExc_TypeError, "next() got an unexpected keyword argument %R", name);
+            return -1;
+        }
+        if (slot[j]) {
+            PyErr_Format(PyExc_TypeError, "next() got multiple values for argument '%s'",
+                         names[j]);
+            return -1;
+        }
+        slot[j] = args[nargs + k];
+    }
+    if (!slot[0]) {
+        PyErr_SetString(PyExc_TypeError, "next() missing required argument 'num_samples'");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Reader_next(ReaderObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames)
+{
+    PyObject *slot[3] = {NULL, NULL, NULL}, *result = NULL;
     ctf_minibatch *mb = NULL;
     uint64_t num_samples, nw, rank, before = 0;
     int rc = 0, wrc = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:next", kwlist, &ns_obj, &nw_obj,
-                                     &rank_obj))
-        return NULL;
+    if (next_args(args, nargs, kwnames, slot) < 0) return NULL;
+    PyObject *ns_obj = slot[0], *nw_obj = slot[1] ? slot[1] : Py_None,
+             *rank_obj = slot[2] ? slot[2] : Py_None;
     if (reader_enter(self) < 0) return NULL;
     nw = self->num_workers;
     rank = nw_obj == Py_None ? self->worker_rank : 0;
@@ -937,7 +1121,7 @@ static PyObject *Reader_repr(ReaderObject *self)
 }
 
 static PyMethodDef Reader_methods[] = {
-    {"next", (PyCFunction)(void (*)(void))Reader_next, METH_VARARGS | METH_KEYWORDS,
+    {"next", (PyCFunction)(void (*)(void))Reader_next, METH_FASTCALL | METH_KEYWORDS,
      Reader_next_doc},
     {"undo", (PyCFunction)(void (*)(void))Reader_undo, METH_NOARGS,
      "undo()\n\nTakes back the last next() (once): the reader continues where it was before it.\n"
@@ -1110,6 +1294,13 @@ static int module_exec(PyObject *m)
     modstate *st = module_state(m);
     PyObject *attrs = NULL, *bases = NULL;
     int status = -1;
+    static const char *const data_attr_names[NUM_DATA_ATTRS] = {
+#define DATA_NAME(id, text) text,
+        DATA_ATTRS(DATA_NAME)
+#undef DATA_NAME
+    };
+    for (int a = 0; a < NUM_DATA_ATTRS; a++)
+        if (!(st->attr[a] = PyUnicode_InternFromString(data_attr_names[a]))) goto error;
     /* Class-level defaults, so that instances raised from Python have the attributes too. */
     attrs = Py_BuildValue("{sOsOsOsOsOsO}", "code", Py_None, "path", Py_None, "line", Py_None,
                           "column", Py_None, "offset", Py_None, "message", Py_None);
@@ -1157,6 +1348,7 @@ error:
 static int module_traverse(PyObject *m, visitproc visit, void *arg)
 {
     modstate *st = module_state(m);
+    for (int a = 0; a < NUM_DATA_ATTRS; a++) Py_VISIT(st->attr[a]);
     Py_VISIT(st->CTFError);
     Py_VISIT(st->ParseError);
     Py_VISIT(st->StateError);
@@ -1171,6 +1363,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
 static int module_clear(PyObject *m)
 {
     modstate *st = module_state(m);
+    for (int a = 0; a < NUM_DATA_ATTRS; a++) Py_CLEAR(st->attr[a]);
     Py_CLEAR(st->CTFError);
     Py_CLEAR(st->ParseError);
     Py_CLEAR(st->StateError);

@@ -79,6 +79,10 @@ class Minibatch:
     @property
     def files(self) -> Buffer: ...  # (num_sequences,) uint32, index into Reader.files
     def stream(self, i: int, /) -> StreamView: ...
+    # {keys[i]: cls object} per stream, made without __init__ (MinibatchSource.next_minibatch)
+    def stream_data(self, cls: type, keys: tuple, frame_mode: bool, /) -> dict: ...
+    # part 0 values, 1 lengths, 2 indptr, 3 indices (None for a dense stream's 2 and 3)
+    def buffer(self, i: int, part: int, /) -> Optional[Buffer]: ...
 
 class Stats(TypedDict):
     sequences: int

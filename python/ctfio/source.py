@@ -28,9 +28,15 @@ FULL_DATA_SWEEP = 2**64 - 2
 DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS = _ctfio.DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS
 
 
+_numpy = None
+
+
 def _np():
-    import numpy  # imported lazily: `import ctfio` must not pull in NumPy
-    return numpy
+    global _numpy
+    if _numpy is None:
+        import numpy  # imported lazily: `import ctfio` must not pull in NumPy
+        _numpy = numpy
+    return _numpy
 
 
 class _Record(dict):
@@ -129,7 +135,8 @@ class StreamInformation:
     """``StreamInformation(name, stream_id, storage_format, dtype, shape)``: describes one stream
     of a source; hashable, used as the key of the dict ``next_minibatch`` returns."""
 
-    __slots__ = ("name", "stream_id", "storage_format", "dtype", "shape", "defines_mb_size")
+    __slots__ = ("name", "stream_id", "storage_format", "dtype", "shape", "defines_mb_size",
+                 "_hash")
 
     def __init__(self, name, stream_id, storage_format, dtype, shape, defines_mb_size=False):
         if storage_format not in ("dense", "sparse"):
@@ -146,8 +153,25 @@ class StreamInformation:
     def is_sparse(self):
         return self.storage_format == "sparse"
 
+    def __setattr__(self, attr, value):
+        object.__setattr__(self, attr, value)
+        if attr in ("name", "stream_id"):
+            # Every minibatch's dict hashes its keys: the hash is made here, once (and again
+            # when the name or id changes), not on every call of __hash__.
+            try:
+                h = hash((self.name, self.stream_id))
+            except (AttributeError, TypeError):
+                h = None
+            object.__setattr__(self, "_hash", h)
+
     def __hash__(self):
-        return hash((self.name, self.stream_id))
+        h = self._hash
+        return h if h is not None else hash((self.name, self.stream_id))
+
+    def __reduce__(self):
+        # Not the slots: a str's hash differs between processes.
+        return (StreamInformation, (self.name, self.stream_id, self.storage_format,
+                                    self.dtype, self.shape, self.defines_mb_size))
 
     def __eq__(self, other):
         return (isinstance(other, StreamInformation) and self.name == other.name
@@ -163,11 +187,22 @@ class MinibatchData:
 
     Built by the CTF reader, it wraps the C buffers without copying: ``values`` is the
     ``(num_samples, dim)`` block (dense) or the non-zeros (sparse, with ``indptr`` over samples
-    and ``indices``), ``lengths`` the samples per sequence. It stays valid after later calls.
-    User sources build it as ``MinibatchData(data, num_sequences, num_samples, sweep_end)``
-    (rules 11) where data is an array, a list of per-sequence arrays, a ``Value`` or a SciPy
-    sparse matrix.
+    and ``indices``), ``lengths`` the samples per sequence. It stays valid after later calls:
+    its arrays keep the reader's minibatch alive, and the reader reuses a minibatch's memory
+    only once nothing refers to it any more. User sources build it as
+    ``MinibatchData(data, num_sequences, num_samples, sweep_end)`` (rules 11) where data is an
+    array, a list of per-sequence arrays, a ``Value`` or a SciPy sparse matrix.
     """
+
+    # The CTF reader makes its objects without __init__ (``Minibatch.stream_data``: the C
+    # minibatch as ``_view``, the stream index ``_i``, ``_is_sparse``, ``_dim``, the counts and
+    # the timeline); what it does not set comes from here. The arrays are made on first use.
+    _view = None
+    _frame_mode = False
+    _user_layout = None
+    _values = _lengths = _indptr = _indices = None
+    data = None
+    position = sweep = global_samples = samples_per_sweep = None
 
     def __init__(self, data, num_sequences, num_samples, sweep_end=False):
         self.data = data
@@ -181,23 +216,6 @@ class MinibatchData:
         self._user_layout = None
         self._values = None
         self.position = self.sweep = self.global_samples = self.samples_per_sweep = None
-
-    @classmethod
-    def _from_view(cls, view, mb, frame_mode):
-        self = cls.__new__(cls)
-        self._view = view
-        self.num_sequences = view["num_sequences"]
-        self.num_samples = view["num_samples"]
-        self.end_of_sweep = mb.end_of_sweep
-        self.position = mb.position
-        self.sweep = mb.sweep
-        self.global_samples = mb.global_samples
-        self.samples_per_sweep = mb.samples_per_sweep
-        self._frame_mode = frame_mode
-        self._mb = mb             # the C minibatch: keys are made only when asked for
-        self.data = None
-        self._values = None
-        return self
 
     # The timeline (the same on every stream of a minibatch and on every worker), for the
     # sources that have one; None where a source does not say:
@@ -217,7 +235,7 @@ class MinibatchData:
     @property
     def is_sparse(self):
         if self._view is not None:
-            return self._view["is_sparse"]
+            return self._is_sparse
         if isinstance(self.data, Value):
             return self.data.is_sparse
         return hasattr(self.data, "tocsr")
@@ -225,7 +243,7 @@ class MinibatchData:
     @property
     def dim(self):
         if self._view is not None:
-            return self._view["dim"]
+            return self._dim
         if self._user_layout is not None:
             return self._user_layout[1]
         return self._user_arrays()[0].shape[-1]
@@ -239,56 +257,69 @@ class MinibatchData:
         return (self.num_sequences, int(lengths.max()) if len(lengths) else 0, self.dim)
 
     # -- zero-copy arrays of the C minibatch -------------------------------------------------
-
-    def _arr(self, key):
-        """The view's array ``key``: the C buffer wrapped once, then the same array."""
-        view = self._view
-        buf = view[key]
-        if buf is None or type(buf) is _np().ndarray:
-            return buf
-        arr = view[key] = _np().asarray(buf)
-        return arr
+    # Each is the reader's buffer wrapped once (numpy.asarray over a Buffer: a read-only view,
+    # never a copy), on first access, then the same array.
 
     @property
     def values(self):
-        """Dense: (num_samples, dim) array; sparse: the non-zero values. A view of the C
-        reader's buffer (no copy). For user data given as one block, that block; given as
-        per-sequence pieces, they are joined once, on the first access."""
-        if self._view is None:
-            if self._values is None:
-                self._values = (self._user_csr().data if self.is_sparse
-                                else self._user_values())
-            return self._values
-        return self._arr("values")
+        """Dense: (num_samples, dim) array; sparse: the non-zero values. A read-only view of
+        the C reader's buffer (no copy). For user data given as one block, that block; given as
+        per-sequence pieces, they are joined once (a copy), on the first access."""
+        v = self._values
+        if v is None:
+            if self._view is None:
+                v = self._user_csr().data if self.is_sparse else self._user_values()
+            else:
+                v = _np().asarray(self._view.buffer(self._i, 0))
+            self._values = v
+        return v
 
     @property
     def lengths(self):
-        """Samples per sequence (uint32)."""
+        """Samples per sequence (uint32): a view of the reader's buffer (no copy)."""
         if self._view is None:
             if self._user_layout is not None:
                 return self._user_layout[0]
             return _np().asarray([len(a) for a in self._user_arrays()], dtype=_np().uint32)
-        return self._arr("lengths")
+        v = self._lengths
+        if v is None:
+            v = self._lengths = _np().asarray(self._view.buffer(self._i, 1))
+        return v
 
     @property
     def indptr(self):
-        return self._arr("indptr") if self._view is not None else self._user_csr().indptr
+        """Sparse: row offsets over samples (int64, num_samples + 1), a view of the reader's
+        buffer; None for a dense stream of the reader."""
+        if self._view is None:
+            return self._user_csr().indptr
+        v = self._indptr
+        if v is None and self._is_sparse:
+            v = self._indptr = _np().asarray(self._view.buffer(self._i, 2))
+        return v
 
     @property
     def indices(self):
-        return self._arr("indices") if self._view is not None else self._user_csr().indices
+        """Sparse: column index of each non-zero (int32), a view of the reader's buffer; None
+        for a dense stream of the reader."""
+        if self._view is None:
+            return self._user_csr().indices
+        v = self._indices
+        if v is None and self._is_sparse:
+            v = self._indices = _np().asarray(self._view.buffer(self._i, 3))
+        return v
 
     @property
     def keys(self):
-        """Sequence keys (ids, or line numbers in line mode) of the CTF reader's minibatch."""
-        mb = getattr(self, "_mb", None)
+        """Sequence keys (ids, or line numbers in line mode) of the CTF reader's minibatch: a
+        view of its buffer (uint64)."""
+        mb = self._view
         return _np().asarray(mb.keys) if mb is not None else None
 
     @property
     def files(self):
         """Per sequence, its file: an index into the source's ``files`` (0 for a single file).
         Over a corpus a key identifies a sequence within its file: (file, key) identifies it."""
-        mb = getattr(self, "_mb", None)
+        mb = self._view
         files = mb.files if mb is not None else getattr(self, "_files", None)
         return _np().asarray(files) if files is not None else None
 
@@ -296,14 +327,15 @@ class MinibatchData:
         """The samples as a SciPy CSR matrix (num_samples, dim); needs SciPy. Sparse streams:
         its data and indices are the reader's buffers (no copy); indptr (num_samples + 1
         entries, int64 in the reader) is converted to int32 by SciPy, which wants one index
-        type. Dense streams: a copy (CSR is another layout)."""
+        type (a copy of num_samples + 1 numbers). Dense streams: a copy (CSR is another
+        layout)."""
         import scipy.sparse
         if self._view is None:
             return self._user_csr()
         if not self.is_sparse:
             return scipy.sparse.csr_matrix(self.values)
         return scipy.sparse.csr_matrix((self.values, self.indices, self.indptr),
-                                       shape=(self._view["num_samples"], self.dim), copy=False)
+                                       shape=(self.num_samples, self.dim), copy=False)
 
     def _dense_samples(self):
         if self.is_sparse:
@@ -596,6 +628,7 @@ class MinibatchSource:
             self._params["joins"] = joins
         self._reader = _ctfio.Reader(d["file"], streams, **self._params)
         self._infos = infos
+        self._keys = tuple(infos)
         self.streams = _Record((si.name, si) for si in infos)
 
     # -- cntk.io API --------------------------------------------------------------------------
@@ -616,15 +649,23 @@ class MinibatchSource:
         """The next minibatch: {StreamInformation: MinibatchData} (keyed by ``input_map``'s keys
         when given), or an empty dict at the end of the data. Workers: ``number_of_workers`` /
         ``worker_rank`` (rules 7.1) or CNTK's ``num_data_partitions`` / ``partition_index``."""
-        n, r = _workers(num_data_partitions, partition_index, number_of_workers, worker_rank)
+        if num_data_partitions is None and partition_index is None and \
+                number_of_workers is None and worker_rank is None:
+            n, r = 1, 0
+        else:
+            n, r = _workers(num_data_partitions, partition_index, number_of_workers,
+                            worker_rank)
+        return self._read(minibatch_size_in_samples, n, r, input_map)
+
+    def _read(self, num_samples, n, r, input_map=None):
+        """next_minibatch's work: one call into the C reader, then one that makes every
+        stream's MinibatchData (no array yet: each is made when first asked for)."""
         reader = self._reader
-        mb = reader.next(minibatch_size_in_samples, n, r)
+        mb = reader.next(num_samples, n, r)
         if mb is None:
             return {}
         try:
-            out = {}
-            for i, si in enumerate(self._infos):
-                out[si] = MinibatchData._from_view(mb.stream(i), mb, self._frame_mode)
+            out = mb.stream_data(MinibatchData, self._keys, self._frame_mode)
             if input_map:
                 out = {var: out[_resolve(self, si)] for var, si in input_map.items()}
         except BaseException:
@@ -696,9 +737,11 @@ class MinibatchSource:
         self.close()
 
     def _next(self, num_samples, number_of_workers=1, worker_rank=0, device=None):
-        return self.next_minibatch(num_samples, device=device,
-                                   num_data_partitions=number_of_workers,
-                                   partition_index=worker_rank)
+        if type(self).next_minibatch is not MinibatchSource.next_minibatch:  # a subclass's
+            return self.next_minibatch(num_samples, device=device,
+                                       num_data_partitions=number_of_workers,
+                                       partition_index=worker_rank)
+        return self._read(num_samples, number_of_workers, worker_rank)
 
     def __repr__(self):
         return "MinibatchSource(%r, %s)" % (self._path, ", ".join(

@@ -158,22 +158,34 @@ class _CSR:
         return torch.sparse_csr_tensor(crow, col, values, size=self.size, check_invariants=False)
 
 
+def _array(a):
+    """``a`` as a NumPy array (the reader's are already: no call)."""
+    np = _np()
+    return a if type(a) is np.ndarray else np.asarray(a)
+
+
 def _tensor(arr):
     """A tensor over a NumPy array's memory: no copy when it is C-contiguous (the C reader's
-    buffers always are). The tensor holds the array, which holds the reader's buffer and so
-    the minibatch: the memory stays valid as long as the tensor lives."""
+    buffers always are; another array is copied into a C-contiguous one). The tensor holds the
+    array, which holds the reader's buffer and so the minibatch: the memory stays valid (the
+    reader does not reuse it) as long as the tensor lives."""
     if not arr.flags.c_contiguous:
         arr = _np().ascontiguousarray(arr)
     return torch.from_numpy(arr)
 
 
 def _lengths(md):
-    """int64 lengths: a conversion (torch has no uint32 arithmetic), num_sequences values."""
-    return torch.from_numpy(_np().asarray(md.lengths).astype(_np().int64))
+    """int64 lengths: a copy (torch has no uint32 arithmetic) of num_sequences values."""
+    return torch.from_numpy(_array(md.lengths).astype(_np().int64))
 
 
 def _dense(md, name, layout, frame_mode, out):
-    values = _tensor(_np().asarray(md.values).reshape(-1, md.dim))
+    """Dense stream -> ``out[name]`` (and its lengths or mask): the values tensor is the
+    reader's buffer (no copy); ``padded`` copies only when sequences differ in length."""
+    values = _array(md.values)
+    if values.ndim != 2:
+        values = values.reshape(-1, md.dim)
+    values = _tensor(values)
     if frame_mode:
         out[name] = values
         return
@@ -182,7 +194,7 @@ def _dense(md, name, layout, frame_mode, out):
         out[name + "_lengths"] = _lengths(md)
         return
     lengths = _lengths(md)
-    n = len(lengths)
+    n = lengths.shape[0]
     width = int(lengths.max()) if n else 0
     mask = torch.arange(width)[None, :] < lengths[:, None]
     if n and bool((lengths == width).all()):
@@ -195,13 +207,17 @@ def _dense(md, name, layout, frame_mode, out):
 
 
 def _sparse(md, name, frame_mode, out):
+    """Sparse stream -> CSR parts in ``out[name]`` (and its lengths): values and column
+    indices are the reader's buffers (no copy); the row pointers are converted (a copy of
+    num_samples + 1 numbers)."""
     np = _np()
-    values = _tensor(np.asarray(md.values))
-    indices = np.asarray(md.indices)
-    indptr = np.asarray(md.indptr)
+    values_a = _array(md.values)
+    values = _tensor(values_a)
+    indices = _array(md.indices)
+    indptr = _array(md.indptr)
     # torch needs one dtype for both index arrays: the reader's column indices are int32 and
     # shared; the row pointers (num_samples + 1 of them) are converted, unless nnz needs int64.
-    if len(values) < 2**31 and indices.dtype == np.int32:
+    if values_a.shape[0] < 2**31 and indices.dtype == np.int32:
         crow = torch.from_numpy(indptr.astype(np.int32))
         col = _tensor(indices)
     else:

@@ -4,7 +4,9 @@
  * keys/lines/files, pick order, truncated-BPTT windows, samples stored short (zero-filled),
  * samples cut short by the end of a file (the JSON prints only their values), the empty
  * minibatch, that the minibatch owns its memory (the chunks may go first), and that every
- * allocation failure is CTF_ENOMEM with nothing leaked.
+ * allocation failure is CTF_ENOMEM with nothing leaked. The pool of freed minibatches: reuse
+ * without allocating, held minibatches untouched, at most CTF__MB_POOL_SLOTS kept, closing it
+ * with minibatches still out, allocation failures.
  */
 #include "ctfio_internal.h"
 #include "test.h"
@@ -302,5 +304,122 @@ TEST(pack_each_allocation_failure_is_enomem_without_leaks)
         ASSERT_EQ(err.code, CTF_ENOMEM);
         ASSERT(mb == NULL);
         ASSERT_EQ(atomic_load(&ctf__alloc.live), live0);
+    }
+}
+
+/*======================================================================
+ * The pool of freed minibatches
+ *====================================================================*/
+
+/* Allocations made by packing picks[0..n) with info. @return : the count, or -1 on failure. */
+static long pack_counted(fixture *f, const ctf__pick *picks, size_t n, const ctf__mb_info *info,
+                         ctf_minibatch **mb)
+{
+    ctf_error err;
+    atomic_store(&ctf__alloc.count, 0);
+    if (ctf__pack(&f->pc, picks, n, info, mb, &err) != 0) return -1;
+    return atomic_load(&ctf__alloc.count);
+}
+
+TEST(pack_pool_reuses_freed_minibatches_keeps_held_ones)
+{
+    static fixture f;
+    fixture_init(&f);
+    ctf__pick picks[3] = {pick_of(&f, 2, 3), pick_of(&f, 0, 2), pick_of(&f, 1, 2)};
+    ctf__mb_pool *pool = NULL;
+    ctf__mb_info info = {.position = 7, .pool = &pool};
+    const long live0 = atomic_load(&ctf__alloc.live);
+    ctf_minibatch *a = NULL, *b = NULL, *c = NULL;
+    ASSERT(pack_counted(&f, picks, 3, &info, &a) > 0);
+    ASSERT(pool != NULL);
+    char want[4096];
+    snprintf(want, sizeof want, "%s", json_of(a, true));
+    ctf_stream_view xa, xb, xc;
+    ASSERT_EQ(ctf_minibatch_stream(a, 0, &xa), 0);
+    const void *a_values = xa.values;
+    ctf_minibatch_free(a);
+    /* The same sizes again: the freed minibatch's blocks, nothing allocated. */
+    ASSERT_EQ(pack_counted(&f, picks, 3, &info, &b), 0);
+    ASSERT_EQ(ctf_minibatch_stream(b, 0, &xb), 0);
+    ASSERT(xb.values == a_values);
+    ASSERT_STR_EQ(json_of(b, true), want);
+    /* While b is held, the next minibatch gets other blocks and b's data stays. */
+    ASSERT(pack_counted(&f, picks + 1, 2, &info, &c) > 0);
+    ASSERT_EQ(ctf_minibatch_stream(c, 0, &xc), 0);
+    ASSERT(xc.values != xb.values);
+    ASSERT_EQ(xc.num_samples, 3);
+    ASSERT_STR_EQ(json_of(b, true), want);
+    ctf_minibatch_free(c);
+    /* A smaller minibatch fits in the blocks of a bigger one. */
+    ctf_minibatch_free(b);
+    ASSERT_EQ(pack_counted(&f, picks + 2, 1, &info, &b), 0);
+    ASSERT_STR_EQ(json_of(b, false), "{\"key\": 101, \"streams\": {\"x\": [[5, 6]], "
+                                     "\"y\": [[[1, 2], [4, 3]], []]}}\n");
+    ctf_minibatch_free(b);
+
+    /* At most CTF__MB_POOL_SLOTS freed minibatches are kept. */
+    ctf_minibatch *held[CTF__MB_POOL_SLOTS + 2];
+    for (size_t i = 0; i < CTF__MB_POOL_SLOTS + 2; i++)
+        ASSERT(pack_counted(&f, picks, 3, &info, &held[i]) >= 0);
+    for (size_t i = 0; i < CTF__MB_POOL_SLOTS + 2; i++) ctf_minibatch_free(held[i]);
+    for (size_t i = 0; i < CTF__MB_POOL_SLOTS; i++)
+        ASSERT_EQ(pack_counted(&f, picks, 3, &info, &held[i]), 0);
+    ASSERT(pack_counted(&f, picks, 3, &info, &a) > 0);
+    ASSERT_STR_EQ(json_of(a, true), want);
+
+    /* The reader goes first: minibatches still out stay valid and are freed, not pooled. */
+    for (size_t i = 0; i < CTF__MB_POOL_SLOTS; i++) ctf_minibatch_free(held[i]);
+    ctf__mb_pool_close(pool);
+    ASSERT_STR_EQ(json_of(a, true), want);
+    ctf_minibatch_free(a);
+    ASSERT_EQ(atomic_load(&ctf__alloc.live), live0);
+}
+
+TEST(pack_pool_allocation_failures_are_enomem_without_leaks)
+{
+    static fixture f;
+    fixture_init(&f);
+    ctf__pick picks[3] = {pick_of(&f, 2, 3), pick_of(&f, 0, 2), pick_of(&f, 1, 2)};
+    const long live0 = atomic_load(&ctf__alloc.live);
+    ctf_error err;
+    /* A fresh pool (k counts its own allocation too: failing is CTF_ENOMEM like any other),
+     * then a pooled minibatch that must grow (one sequence first, then three). */
+    for (int grow = 0; grow < 2; grow++) {
+        ctf__mb_pool *pool = NULL;
+        ctf__mb_info info = {.pool = &pool};
+        ctf_minibatch *mb = NULL;
+        if (grow) {
+            ASSERT(pack_counted(&f, picks + 2, 1, &info, &mb) > 0);
+            ctf_minibatch_free(mb);
+        }
+        const long count = pack_counted(&f, picks, 3, &info, &mb);
+        ASSERT(count > 0);
+        ctf_minibatch_free(mb);
+        if (grow) { /* the pooled one again, grown this time */
+            ASSERT(pack_counted(&f, picks + 2, 1, &info, &mb) == 0);
+            ctf_minibatch_free(mb);
+        }
+        ctf__mb_pool_close(pool);
+        for (long k = 1; k <= count; k++) {
+            pool = NULL;
+            if (grow) {
+                ASSERT(pack_counted(&f, picks + 2, 1, &info, &mb) > 0);
+                ctf_minibatch_free(mb);
+            }
+            atomic_store(&ctf__alloc.count, 0);
+            ctf__alloc.fail_at = k;
+            int rc = ctf__pack(&f.pc, picks, 3, &info, &mb, &err);
+            ctf__alloc.fail_at = 0;
+            ASSERT_EQ(rc, CTF_ENOMEM);
+            ASSERT_EQ(err.code, CTF_ENOMEM);
+            ASSERT(mb == NULL);
+            /* After a failure the pool still works. */
+            if (pool) {
+                ASSERT(pack_counted(&f, picks, 3, &info, &mb) >= 0);
+                ctf_minibatch_free(mb);
+            }
+            ctf__mb_pool_close(pool);
+            ASSERT_EQ(atomic_load(&ctf__alloc.live), live0);
+        }
     }
 }

@@ -72,6 +72,47 @@ def test_internal_types_cannot_be_instantiated():
 
 # -- contents, dtypes, shapes --------------------------------------------------------------------
 
+def test_stream_data_and_buffer_match_stream(tmp_path):
+    r = small_reader(tmp_path)
+    mb = r.next(4)
+
+    class Data:
+        pass
+    out = mb.stream_data(Data, ("kx", "ky"), True)
+    assert list(out) == ["kx", "ky"] and all(type(d) is Data for d in out.values())
+    for i, d in enumerate(out.values()):
+        s = mb.stream(i)
+        assert (d._view, d._i, d._frame_mode) == (mb, i, True)
+        assert (d._is_sparse, d._dim, d.num_samples, d.num_sequences) == (
+            s["is_sparse"], s["dim"], s["num_samples"], s["num_sequences"])
+        assert (d.position, d.sweep, d.end_of_sweep, d.global_samples, d.samples_per_sweep) == (
+            mb.position, mb.sweep, mb.end_of_sweep, mb.global_samples, mb.samples_per_sweep)
+        for part, key in enumerate(("values", "lengths", "indptr", "indices")):
+            b = mb.buffer(i, part)
+            if s[key] is None:
+                assert b is None
+            else:
+                assert np.asarray(b).tolist() == np.asarray(s[key]).tolist()
+                assert b.obj is mb
+    with pytest.raises(ValueError, match="part"):
+        mb.buffer(0, 4)
+    with pytest.raises(IndexError):
+        mb.buffer(2, 0)
+    with pytest.raises(IndexError):
+        mb.buffer(-1, 0)
+    with pytest.raises(TypeError):
+        mb.stream_data(Data, ("only one",), False)
+    with pytest.raises(TypeError):
+        mb.stream_data(Data, ("kx", "ky"))
+    with pytest.raises(TypeError):
+        r.next()
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        r.next(4, workers=2)
+    with pytest.raises(TypeError, match="multiple values"):
+        r.next(4, num_samples=4)
+    assert r.next(num_samples=1, num_workers=1, worker_rank=0) is not None
+
+
 def test_dense_and_sparse_float(tmp_path):
     r = small_reader(tmp_path)
     mb = r.next(4)

@@ -707,3 +707,23 @@ def test_no_leak_over_10k_minibatches(write_ctf):
         a.keys, a.mask, b.csr(), a.asarray()
 
     assert_rss_flat(step, warmup=500, calls=10000, limit_mib=30)
+
+
+def test_stream_information_hash_is_kept_and_follows_changes():
+    import copy
+    import pickle
+    a = ctfio.StreamInformation("x", 0, "dense", "float32", 3)
+    b = ctfio.StreamInformation("x", 0, "sparse", "float64", (5,))
+    assert a == b and hash(a) == hash(b) == hash(("x", 0))
+    d = {a: 1}
+    assert d[b] == 1
+    b.stream_id = 1                      # a change of name or id re-makes the hash
+    assert a != b and hash(b) == hash(("x", 1))
+    b.name = "y"
+    assert hash(b) == hash(("y", 1))
+    for c in (pickle.loads(pickle.dumps(b)), copy.copy(b), copy.deepcopy(b)):
+        assert c == b and hash(c) == hash(b)
+        assert (c.storage_format, c.dtype, c.shape) == ("sparse", b.dtype, (5,))
+    odd = ctfio.StreamInformation(["unhashable"], 0, "dense", "float32", 1)
+    with pytest.raises(TypeError):
+        hash(odd)

@@ -161,3 +161,96 @@ def test_torch_staged_path_equals_the_zero_copy_path(one_sample_file):
                 want, have = want.to_dense(), have.to_dense()
             assert torch.equal(want, have), k
     assert addrs[0] == addrs[2] and addrs[1] == addrs[3] and addrs[0] != addrs[1]
+
+
+def test_reader_arrays_are_views_and_the_docstrings_say_when_they_copy(one_sample_file):
+    src = source(one_sample_file)
+    mb = src.next_minibatch(8)
+    mx, my = mb[src.streams.x], mb[src.streams.y]
+    for a in (mx.values, mx.lengths, mx.keys, my.values, my.lengths, my.indptr, my.indices):
+        assert is_reader_memory(a) and not a.flags.writeable
+    assert mx.values is mx.values and my.indptr is my.indptr       # wrapped once
+    assert mx.indptr is None and mx.indices is None                # dense: no CSR parts
+    assert my.lengths.dtype == np.uint32 and my.indptr.dtype == np.int64
+    assert my.indices.dtype == np.int32 and mx.keys.dtype == np.uint64
+    sparse_dense = my.asarray()                                    # sparse -> dense: a copy
+    assert sparse_dense.shape == (8, 1, 6) and not np.shares_memory(sparse_dense, my.values)
+    doc = type(mx)
+    assert "no copy" in doc.values.__doc__ and "copy" in doc.asarray.__doc__
+    assert "no copy" in doc.csr.__doc__ and "a copy" in doc.csr.__doc__
+    assert "no copy" in doc.lengths.__doc__
+
+
+def test_dense_csr_is_a_copy(one_sample_file):
+    pytest.importorskip("scipy")
+    src = source(one_sample_file)
+    md = src.next_minibatch(8)[src.streams.x]
+    m = md.csr()
+    assert m.shape == (8, 3) and not np.shares_memory(m.data, md.values)
+    np.testing.assert_array_equal(m.toarray(), md.values)
+
+
+def _ptr(a):
+    return a.__array_interface__["data"][0]
+
+
+def test_held_arrays_keep_their_data_while_later_minibatches_are_read(tmp_path):
+    """The reader reuses the memory of a minibatch nobody refers to any more (the next one
+    lands in the same blocks), never that of one whose arrays are still held."""
+    path = write(tmp_path, ["%d |x %d %d %d |y %d:%d" % (i, i, 2 * i, 3 * i, i % 6, i)
+                            for i in range(200)])
+    src = source(path)
+    sx, sy = src.streams.x, src.streams.y
+    first = src.next_minibatch(10)
+    held = {"x": first[sx].values, "x_len": first[sx].lengths, "keys": first[sx].keys,
+            "y": first[sy].values, "y_ind": first[sy].indices, "y_ptr": first[sy].indptr}
+    want = {k: v.copy() for k, v in held.items()}
+    del first
+    # A minibatch dropped entirely: the next one is packed into its blocks.
+    mb = src.next_minibatch(10)
+    dropped = _ptr(mb[sx].values)
+    del mb
+    mb = src.next_minibatch(10)
+    assert _ptr(mb[sx].values) == dropped
+    del mb
+    for _ in range(60):                # past the end of the sweep: the same data comes back
+        mb = src.next_minibatch(10)
+        assert _ptr(mb[sx].values) != _ptr(held["x"])
+        del mb
+    for k, v in held.items():
+        np.testing.assert_array_equal(v, want[k], err_msg=k)
+    np.testing.assert_array_equal(want["x"][:, 0], np.arange(10))
+    src.close()                        # the reader goes, the arrays stay
+    for k, v in held.items():
+        np.testing.assert_array_equal(v, want[k], err_msg=k)
+
+
+def test_held_torch_tensors_keep_their_data(tmp_path):
+    torch = pytest.importorskip("torch")
+    ct = pytest.importorskip("ctfio.torch")
+    path = write(tmp_path, ["%d |x %d 1 2 |y %d:1" % (i, i, i % 6) for i in range(100)])
+    ds = ct.CTFIterableDataset(source(path), 10, epoch_size=ctfio.INFINITELY_REPEAT)
+    it = iter(ds)
+    first = next(it)
+    x, y = first["x"], first["y"]
+    want_x, want_y = x.clone(), y.to_dense()
+    del first
+    ds.last_minibatch = None
+    for _ in range(40):
+        next(it)
+    assert torch.equal(x, want_x) and torch.equal(y.to_dense(), want_y)
+    assert x[:, 0].tolist() == list(range(10))
+
+
+def test_torch_padded_copies_only_for_unequal_lengths(tmp_path):
+    pytest.importorskip("torch")
+    ct = pytest.importorskip("ctfio.torch")
+    path = write(tmp_path, ["0 |x 1 1 1", "0 |x 2 2 2", "1 |x 3 3 3", "2 |x 4 4 4"])
+    src = ctfio.MinibatchSource(ctfio.CTFDeserializer(path, ctfio.StreamDefs(
+        x=ctfio.StreamDef(shape=3))), randomize=False)
+    ds = ct.CTFIterableDataset(src, 4, layout="padded")
+    batch = next(iter(ds))
+    md = next(iter(ds.last_minibatch.values()))
+    assert batch["x"].shape == (3, 2, 3)
+    assert batch["x"].data_ptr() != md.values.ctypes.data       # padding: the one copy
+    assert "copy" in ct._dense.__doc__ and "no copy" in ct._sparse.__doc__

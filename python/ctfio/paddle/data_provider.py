@@ -67,6 +67,11 @@ class Batch(dict):
             ", end_of_pass" if self.end_of_pass else "", list(self))
 
 
+# ProviderData's _view: not None, so that MinibatchData reads the arrays given to it (it never
+# asks this object for a buffer: all four are set).
+_PACKED = object()
+
+
 class ProviderData(MinibatchData):
     """One input of a provider batch, as NumPy arrays, plus the MinibatchData API.
 
@@ -79,7 +84,11 @@ class ProviderData(MinibatchData):
       samples (subSequenceStartPositions). Both end with num_samples. None otherwise.
     * A sample of the batch is one sequence: ``num_sequences`` is the batch's sample count and
       ``num_samples`` the time steps (equal for NO_SEQUENCE inputs).
-    The arrays are owned by this object (fresh per batch) and stay valid."""
+    The arrays are owned by this object (fresh per batch) and stay valid. They are read-only
+    views of the one buffer the batch was packed into (no copy after the packing; ``values``,
+    ``indptr``, ``indices`` and ``asarray()`` without padding are views too); ``lengths`` is
+    computed (one number per sequence), and ``asarray()`` with padding and ``csr()`` of a
+    dense input copy, as for MinibatchData."""
 
     def __init__(self, name, input_type, packed, num_records, dtype, end_of_pass):
         np = _np()
@@ -102,14 +111,21 @@ class ProviderData(MinibatchData):
         self.sub_seq_starts = None if subs is None else np.frombuffer(subs, np.int64)
         lengths = (np.ones(steps, np.uint32) if self.seq_starts is None
                    else np.diff(self.seq_starts).astype(np.uint32))
-        view = dict(num_sequences=num_records, num_samples=steps, is_sparse=t.is_sparse, dim=dim,
-                    values=values, lengths=lengths, indptr=indptr_a, indices=indices_a)
         MinibatchData.__init__(self, None, num_records, steps, end_of_pass)
-        self._view = view
+        # The arrays MinibatchData would make from a reader's buffers, given here: views of
+        # the packed batch (a sparse stream's indptr/indices, None for dense ones).
+        self._view = _PACKED
+        self._is_sparse, self._dim = t.is_sparse, dim
+        self._values, self._lengths = values, lengths
+        self._indptr, self._indices = indptr_a, indices_a
         self._frame_mode = t.seq_type == SequenceType.NO_SEQUENCE
 
     @property
     def keys(self):
+        return None
+
+    @property
+    def files(self):
         return None
 
     def __repr__(self):
