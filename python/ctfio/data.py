@@ -208,7 +208,8 @@ class MinibatchSourceFromData(UserMinibatchSource):
         if partition_index is not None:
             worker_rank = partition_index
         k = _count_arg(num_samples, "next_minibatch: num_samples")
-        n, r = int(number_of_workers), int(worker_rank)
+        n = _count_arg(number_of_workers, "next_minibatch: number_of_workers")
+        r = _count_arg(worker_rank, "next_minibatch: worker_rank")
         if k < 1:
             raise ValueError("next_minibatch: num_samples must be > 0 (got %r)" % (num_samples,))
         if n < 1 or not 0 <= r < n:

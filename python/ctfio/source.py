@@ -549,7 +549,9 @@ def _count_arg(value, name):
 def _workers(num_data_partitions, partition_index, number_of_workers=None, worker_rank=None):
     n = number_of_workers if number_of_workers is not None else num_data_partitions
     r = worker_rank if worker_rank is not None else partition_index
-    return (1 if n is None else int(n)), (0 if r is None else int(r))
+    # Integers only (2.5 is refused, not truncated); the range is checked in C.
+    return ((1 if n is None else _count_arg(n, "number_of_workers")),
+            (0 if r is None else _count_arg(r, "worker_rank")))
 
 
 class MinibatchSource:

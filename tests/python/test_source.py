@@ -727,3 +727,14 @@ def test_stream_information_hash_is_kept_and_follows_changes():
     odd = ctfio.StreamInformation(["unhashable"], 0, "dense", "float32", 1)
     with pytest.raises(TypeError):
         hash(odd)
+
+
+def test_worker_arguments_must_be_integers(dense_file):
+    # 2.5 workers is a mistake, not 2 workers: refused like a bad minibatch size, before reading
+    src = dense_source(dense_file, randomize=False)
+    for kw in (dict(num_data_partitions=2.5, partition_index=0),
+               dict(number_of_workers=2, worker_rank=1.0), dict(number_of_workers="2")):
+        with pytest.raises(TypeError, match="must be an int"):
+            src.next_minibatch(10, **kw)
+    mb = src.next_minibatch(10, number_of_workers=np.int64(2), worker_rank=np.int32(1))
+    assert keys(src, mb) == [1, 3, 5, 7, 9]

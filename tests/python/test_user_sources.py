@@ -745,3 +745,12 @@ def test_seed_user_source_single_worker_and_checkpoint():
     other.restore_from_checkpoint(state)
     assert [_seed_sequences(other.next_minibatch(k, 1, 0, None), other)
             for k in (7, 3, 10, 4)] == cont
+
+
+def test_in_memory_source_worker_arguments_must_be_integers():
+    src = MinibatchSourceFromData(dict(d=np.ones((4, 3), np.float32)))
+    with pytest.raises(TypeError, match="must be an int"):
+        src.next_minibatch(2, number_of_workers=2.5, worker_rank=0)
+    with pytest.raises(TypeError, match="must be an int"):
+        src.next_minibatch(2, number_of_workers=2, worker_rank=True)
+    assert src.next_minibatch(2, number_of_workers=np.int64(2), worker_rank=1)
