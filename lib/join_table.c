@@ -189,7 +189,12 @@ typedef struct xsort {
     xrun *runs;
     size_t nruns, runs_cap;
     char *last;            /* the last run's last record: a sorted batch after it extends it */
-    /* Reading, sorted: from buf (mem_only) or by merging the runs. */
+    /* Reading, sorted: from the source itself (its keys were in order), from buf (mem_only),
+     * or by merging the runs. */
+    ctf__source *src;
+    bool part;
+    size_t sc, si;         /* the source's next record: chunk, index in it */
+    ctf__readbuf srb;
     bool mem_only;
     size_t mpos;
     xcur *cur;
@@ -228,6 +233,8 @@ static void xs_free(xsort *x)
     CTF_FREE(x->cur);
     CTF_FREE(x->heap);
     if (x->st_open) ctf__jstore_close(&x->st);
+    CTF_FREE(x->srb.p);
+    CTF_FREE(x->srb.seqs.p);
     *x = (xsort){.st = {.fd = -1}};
 }
 
@@ -398,8 +405,11 @@ static int xs_finish(xsort *x, ctf_error *err)
     return merge_open(x, x->runs, x->nruns, err);
 }
 
+static int src_next(xsort *x, const void **out, ctf_error *err);
+
 static int xs_next(xsort *x, const void **out, ctf_error *err)
 {
+    if (x->src) return src_next(x, out, err);
     if (x->mem_only) {
         *out = x->mpos < x->n ? x->buf + x->mpos * x->rec : NULL;
         if (*out) x->mpos++;
@@ -446,39 +456,104 @@ static int oom(ctf_error *err)
     return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory joining the deserializers");
 }
 
-/* Streams every record of s, chunk by chunk, into x (part: qrec, else prec). */
-static int stream_source(ctf__source *s, bool part, xsort *x, ctf__readbuf *rb, ctf_error *err)
+/* Record i of chunk c (its records q) of s, as x sorts it (part: qrec, else prec), into out. */
+static void make_rec(const ctf__source *s, bool part, size_t c, const ctf__seq *q, size_t i,
+                     void *out)
 {
+    const ctf__chunk *ch = &s->chunks[c];
+    const uint64_t g = ch->first_seq + i;
+    if (part) {
+        const uint64_t e = i + 1 < ch->num_seqs ? q[i + 1].offset : ch->offset + ch->size;
+        const qrec r = {q[i].key, g, q[i].offset, e, q[i].samples};
+        memcpy(out, &r, sizeof r);
+    } else {
+        const prec r = {q[i].key, g, q[i].offset, q[i].line, q[i].samples, q[i].lines};
+        memcpy(out, &r, sizeof r);
+    }
+}
+
+static int src_next(xsort *x, const void **out, ctf_error *err)
+{
+    *out = NULL;
+    const ctf__source *s = x->src;
+    if (x->sc >= s->num_chunks) return 0;
+    if (x->si == 0) {
+        int rc = ctf__corpus_chunk_seqs(x->src, x->sc, &x->srb, &x->srb.seqs, err);
+        if (rc) return rc;
+    }
+    make_rec(s, x->part, x->sc, x->srb.seqs.p, x->si, x->last);
+    *out = x->last;
+    if (++x->si == s->chunks[x->sc].num_seqs) {
+        x->sc++;
+        x->si = 0;
+    }
+    return 0;
+}
+
+
+/* Checks whether s's keys are in order (a pass over its records, stopped at the first one out
+ * of order). A part's repeated key is then the first pair of equal neighbours: *dup_at is the
+ * second one's sequence (UINT64_MAX: none). @return : 0 and *sorted, or an error. */
+static int keys_in_order(ctf__source *s, ctf__readbuf *rb, bool *sorted, uint64_t *dup_at,
+                         ctf_error *err)
+{
+    *sorted = true;
+    *dup_at = UINT64_MAX;
+    bool have = false;
+    uint64_t prev = 0;
     for (size_t c = 0; c < s->num_chunks; c++) {
         int rc = ctf__corpus_chunk_seqs(s, c, rb, &rb->seqs, err);
         if (rc) return rc;
-        const ctf__chunk *ch = &s->chunks[c];
         const ctf__seq *q = rb->seqs.p;
-        for (size_t i = 0; i < ch->num_seqs; i++) {
-            const uint64_t g = ch->first_seq + i;
-            if (part) {
-                const uint64_t e = i + 1 < ch->num_seqs ? q[i + 1].offset : ch->offset + ch->size;
-                const qrec r = {q[i].key, g, q[i].offset, e, q[i].samples};
-                rc = xs_add(x, &r, err);
-            } else {
-                const prec r = {q[i].key, g, q[i].offset, q[i].line, q[i].samples, q[i].lines};
-                rc = xs_add(x, &r, err);
+        for (size_t i = 0; i < s->chunks[c].num_seqs; i++) {
+            if (have && q[i].key < prev) {
+                *sorted = false;
+                return 0;
             }
-            if (rc) return rc;
+            if (have && q[i].key == prev && *dup_at == UINT64_MAX)
+                *dup_at = s->chunks[c].first_seq + i;
+            prev = q[i].key;
+            have = true;
+        }
+    }
+    return 0;
+}
+
+/* Makes x hand out s's records sorted by (key, sequence): straight from s when its keys are in
+ * order already (nothing is written), else through sorted runs. */
+static int sort_source(ctf__source *s, bool part, xsort *x, ctf__readbuf *rb, bool *sorted,
+                       uint64_t *dup_at, ctf_error *err)
+{
+    int rc = keys_in_order(s, rb, sorted, dup_at, err);
+    if (rc) return rc;
+    if (*sorted) {
+        x->src = s;
+        x->part = part;
+        CTF_FREE(x->buf);
+        x->buf = NULL;
+        x->cap = 0;
+        return 0;
+    }
+    for (size_t c = 0; c < s->num_chunks; c++) {
+        if ((rc = ctf__corpus_chunk_seqs(s, c, rb, &rb->seqs, err))) return rc;
+        for (size_t i = 0; i < s->chunks[c].num_seqs; i++) {
+            if (x->n == x->cap && (rc = xs_flush(x, err))) return rc;
+            make_rec(s, part, c, rb->seqs.p, i, x->buf + x->n * x->rec);
+            x->n++;
         }
     }
     return xs_finish(x, err);
 }
 
-/* Line and file of sequence g of s (for the repeated-key error). */
+/* Sequence g of s and its file (for the repeated-key error). */
 static int seq_place(ctf__source *s, uint64_t g, ctf__readbuf *rb, const char **path,
-                     uint64_t *line, ctf_error *err)
+                     ctf__seq *q, ctf_error *err)
 {
     const size_t c = ctf__source_chunk_of(s, (size_t)g);
     int rc = ctf__corpus_chunk_seqs(s, c, rb, &rb->seqs, err);
     if (rc) return rc;
     *path = s->files[s->chunk_file[c]].path;
-    *line = rb->seqs.p[g - s->chunks[c].first_seq].line;
+    *q = rb->seqs.p[g - s->chunks[c].first_seq];
     return 0;
 }
 
@@ -490,7 +565,7 @@ typedef struct pcur {
     uint64_t unmatched;
     uint64_t group_js;     /* the first sequence holding the current key */
     bool dup;
-    uint64_t dup_first, dup_second, dup_offset, dup_key; /* the earliest repeat of a key */
+    uint64_t dup_first, dup_second; /* the earliest repeat of a key, and its first place */
 } pcur;
 
 static int pcur_next(xsort *x, pcur *p, ctf_error *err)
@@ -510,8 +585,6 @@ static int pcur_next(xsort *x, pcur *p, ctf_error *err)
             p->dup = true;
             p->dup_first = p->group_js;
             p->dup_second = p->at.js;
-            p->dup_offset = p->at.b;
-            p->dup_key = p->at.key;
         }
     } else {
         p->group_js = p->at.js;
@@ -547,47 +620,50 @@ static void close_chunk(const ctf__jbuild *in, ctf__jtable *t, size_t pc, size_t
     t->total_samples += samples;
 }
 
-/* The merged records, in primary order, into the joined chunk table and the two files. */
-static int write_tables(const ctf__jbuild *in, ctf__jtable *t, xsort *out, char *link,
-                        uint64_t *shown, ctf_error *err)
+/* Writing the joined table: the merged records come in primary order. */
+typedef struct wstate {
+    size_t pc, first;      /* the primary chunk being filled, its first joined sequence */
+    uint64_t samples;
+    uint64_t shown;        /* drops warned */
+    char *link;
+} wstate;
+
+/* One merged record (an orec and its refs) into the joined chunk table and the two files. */
+static int emit(const ctf__jbuild *in, ctf__jtable *t, wstate *w, const void *r, ctf_error *err)
 {
     const ctf__source *p = in->prim;
-    const size_t np = in->np;
-    size_t pc = 0, first = 0;
-    uint64_t samples = 0;
-    for (;;) {
-        const void *r;
-        int rc = xs_next(out, &r, err);
-        if (rc) return rc;
-        if (!r) break;
-        orec o;
-        memcpy(&o, r, sizeof o);
-        while (o.g >= p->chunks[pc].first_seq + p->chunks[pc].num_seqs) {
-            close_chunk(in, t, pc++, first, samples);
-            first = t->num_seqs;
-            samples = 0;
-        }
-        if (o.missing) {
-            t->dropped++;
-            /* The first 20 are shown, the rest summed up in one line. */
-            if (in->trace_level >= 1 && *shown < 20) warn_drop(in, &o, pc);
-            ++*shown;
-            continue;
-        }
-        const ctf__seq s = {.offset = o.offset, .key = o.key, .line = o.line,
-                            .samples = o.len, .lines = o.lines};
-        const uint64_t plocal = o.g - p->chunks[pc].first_seq;
-        memcpy(link, &plocal, 8);
-        memcpy(link + 8, (const char *)r + sizeof o, np * sizeof(ctf__jref));
-        if ((rc = ctf__jstore_append(&t->seqs, &s, sizeof s, err)) ||
-            (rc = ctf__jstore_append(&t->links, link, t->link_bytes, err)))
-            return rc;
-        samples += o.len;
-        t->num_seqs++;
+    orec o;
+    memcpy(&o, r, sizeof o);
+    while (o.g >= p->chunks[w->pc].first_seq + p->chunks[w->pc].num_seqs) {
+        close_chunk(in, t, w->pc++, w->first, w->samples);
+        w->first = t->num_seqs;
+        w->samples = 0;
     }
+    if (o.missing) {
+        t->dropped++;
+        /* The first 20 are shown, the rest summed up in one line. */
+        if (in->trace_level >= 1 && w->shown < 20) warn_drop(in, &o, w->pc);
+        w->shown++;
+        return 0;
+    }
+    const ctf__seq s = {.offset = o.offset, .key = o.key, .line = o.line, .samples = o.len,
+                        .lines = o.lines};
+    const uint64_t plocal = o.g - p->chunks[w->pc].first_seq;
+    memcpy(w->link, &plocal, 8);
+    memcpy(w->link + 8, (const char *)r + sizeof o, in->np * sizeof(ctf__jref));
+    int rc = ctf__jstore_append(&t->seqs, &s, sizeof s, err);
+    if (!rc) rc = ctf__jstore_append(&t->links, w->link, t->link_bytes, err);
+    w->samples += o.len;
+    t->num_seqs++;
+    return rc;
+}
+
+static int emit_end(const ctf__jbuild *in, ctf__jtable *t, wstate *w, ctf_error *err)
+{
+    const ctf__source *p = in->prim;
     if (p->num_chunks) {
-        close_chunk(in, t, pc++, first, samples);
-        for (; pc < p->num_chunks; pc++) close_chunk(in, t, pc, t->num_seqs, 0);
+        close_chunk(in, t, w->pc++, w->first, w->samples);
+        for (; w->pc < p->num_chunks; w->pc++) close_chunk(in, t, w->pc, t->num_seqs, 0);
     }
     int rc = ctf__jstore_flush(&t->seqs, err);
     if (!rc) rc = ctf__jstore_flush(&t->links, err);
@@ -595,9 +671,10 @@ static int write_tables(const ctf__jbuild *in, ctf__jtable *t, xsort *out, char 
 }
 
 /* Merges the primary's sorted records with every part's: each primary sequence finds its key in
- * every part (or is marked missing), the output goes to `out` (sorted by sequence). */
-static int merge_join(const ctf__jbuild *in, xsort *px, xsort *qx, pcur *pcs, xsort *out,
-                      char *orbuf, ctf_error *err)
+ * every part (or is marked missing). The result goes to `out` (sorted back by sequence), or
+ * straight into the table when the primary's keys were in order (it comes in sequence order). */
+static int merge_join(const ctf__jbuild *in, ctf__jtable *t, xsort *px, xsort *qx, pcur *pcs,
+                      xsort *out, wstate *w, char *orbuf, ctf_error *err)
 {
     const size_t np = in->np;
     int rc;
@@ -630,29 +707,29 @@ static int merge_join(const ctf__jbuild *in, xsort *px, xsort *qx, pcur *pcs, xs
             for (size_t j = 0; j < np; j++) pcs[j].used = true;
         o.len = len;
         memcpy(orbuf, &o, sizeof o);
-        if ((rc = xs_add(out, orbuf, err))) return rc;
+        if ((rc = out ? xs_add(out, orbuf, err) : emit(in, t, w, orbuf, err))) return rc;
     }
     for (size_t j = 0; j < np; j++)
         while (pcs[j].q)
             if ((rc = pcur_next(&qx[j], &pcs[j], err))) return rc;
-    return xs_finish(out, err);
+    return out ? xs_finish(out, err) : 0;
 }
 
-static int dup_error(const ctf__jbuild *in, size_t j, const pcur *pj, ctf__readbuf *rb,
-                     ctf_error *err)
+static int dup_error(const ctf__jbuild *in, size_t j, uint64_t first, uint64_t second,
+                     ctf__readbuf *rb, ctf_error *err)
 {
     ctf__source *s = in->parts[j];
     const char *p1, *p2;
-    uint64_t l1, l2;
-    int rc = seq_place(s, pj->dup_first, rb, &p1, &l1, err);
-    if (!rc) rc = seq_place(s, pj->dup_second, rb, &p2, &l2, err);
+    ctf__seq q1, q2;
+    int rc = seq_place(s, first, rb, &p1, &q1, err);
+    if (!rc) rc = seq_place(s, second, rb, &p2, &q2, err);
     if (rc) return rc;
     char name[CTF_ERROR_PATH_MAX];
     ctf__join_part_name(s, in->origins[j], j, name, sizeof name);
-    return ctf__fail(err, CTF_EPARSE, (ctf__where){p2, l2 + 1, 1, (int64_t)pj->dup_offset},
+    return ctf__fail(err, CTF_EPARSE, (ctf__where){p2, q2.line + 1, 1, (int64_t)q2.offset},
                      "sequence key %" PRIu64 " appears twice in %s: here and at %s:%" PRIu64
                      "; a joined deserializer must hold each key once",
-                     pj->dup_key, name, p1, l1 + 1);
+                     q2.key, name, p1, q1.line + 1);
 }
 
 int ctf__jtable_build(const ctf__jbuild *in, ctf__jtable *t, ctf_error *err)
@@ -669,7 +746,7 @@ int ctf__jtable_build(const ctf__jbuild *in, ctf__jtable *t, ctf_error *err)
     xsort *qx = CTF_CALLOC(np, sizeof *qx);
     pcur *pcs = CTF_CALLOC(np, sizeof *pcs);
     char *orbuf = CTF_MALLOC(sizeof(orec) + np * sizeof(ctf__jref));
-    char *link = CTF_MALLOC(t->link_bytes);
+    wstate w = {.link = CTF_MALLOC(t->link_bytes)};
     t->chunks = CTF_MALLOC(ncap * sizeof *t->chunks);
     t->pchunk = CTF_MALLOC(ncap * sizeof *t->pchunk);
     t->chunk_file = CTF_MALLOC(ncap * sizeof *t->chunk_file);
@@ -678,42 +755,63 @@ int ctf__jtable_build(const ctf__jbuild *in, ctf__jtable *t, ctf_error *err)
     const size_t dlen = slash ? (size_t)(slash - path0) + (slash == path0) : 1;
     sp.dir = CTF_MALLOC(dlen + 1);
     int rc;
-    if (!qx || !pcs || !orbuf || !link || !t->chunks || !t->pchunk || !t->chunk_file || !sp.dir) {
+    if (!qx || !pcs || !orbuf || !w.link || !t->chunks || !t->pchunk || !t->chunk_file ||
+        !sp.dir) {
         rc = oom(err);
         goto done;
     }
     memcpy(sp.dir, slash ? path0 : ".", dlen);
     sp.dir[dlen] = 0;
     for (size_t j = 0; j < np; j++) qx[j].st.fd = -1;
-    /* Every part's records, sorted by key, then the primary's. */
-    for (size_t j = 0; j < np; j++)
+    /* Every part's records sorted by key (a repeated key is an error as soon as it is seen in
+     * keys already in order), then the primary's. */
+    bool all_sorted = true, sorted;
+    uint64_t dup_at;
+    for (size_t j = 0; j < np; j++) {
         if ((rc = xs_init(&qx[j], sizeof(qrec), &sp, err)) ||
-            (rc = stream_source(in->parts[j], true, &qx[j], &rb, err)))
+            (rc = sort_source(in->parts[j], true, &qx[j], &rb, &sorted, &dup_at, err)))
             goto done;
+        if (sorted && dup_at != UINT64_MAX) {
+            rc = dup_error(in, j, dup_at - 1, dup_at, &rb, err);
+            goto done;
+        }
+        all_sorted = all_sorted && sorted;
+    }
     if ((rc = xs_init(&px, sizeof(prec), &sp, err)) ||
-        (rc = stream_source(in->prim, false, &px, &rb, err)))
+        (rc = sort_source(in->prim, false, &px, &rb, &sorted, &dup_at, err)))
         goto done;
-    if ((rc = xs_init(&out, sizeof(orec) + np * sizeof(ctf__jref), &sp, err)) ||
-        (rc = merge_join(in, &px, qx, pcs, &out, orbuf, err)))
+    /* With every deserializer's keys in order, the merge comes in primary order and goes
+     * straight into the table; else through one more sort, and a repeated key in a part is
+     * reported before anything is written or warned. */
+    const bool direct = all_sorted && sorted;
+    if ((rc = ctf__jstore_open(&t->seqs, &sp, err)) ||
+        (rc = ctf__jstore_open(&t->links, &sp, err)))
         goto done;
+    if (!direct && (rc = xs_init(&out, sizeof(orec) + np * sizeof(ctf__jref), &sp, err)))
+        goto done;
+    rc = merge_join(in, t, &px, qx, pcs, direct ? NULL : &out, &w, orbuf, err);
+    if (rc) goto done;
     xs_free(&px);
     for (size_t j = 0; j < np; j++) {
         xs_free(&qx[j]);
         if (pcs[j].dup) {
-            rc = dup_error(in, j, &pcs[j], &rb, err);
+            rc = dup_error(in, j, pcs[j].dup_first, pcs[j].dup_second, &rb, err);
             goto done;
         }
     }
-    if ((rc = ctf__jstore_open(&t->seqs, &sp, err)) ||
-        (rc = ctf__jstore_open(&t->links, &sp, err)))
-        goto done;
-    uint64_t shown = 0;
-    if ((rc = write_tables(in, t, &out, link, &shown, err))) goto done;
-    if (shown > 20 && in->trace_level >= 1 && in->log) {
+    if (!direct)
+        for (;;) {
+            const void *r;
+            if ((rc = xs_next(&out, &r, err))) goto done;
+            if (!r) break;
+            if ((rc = emit(in, t, &w, r, err))) goto done;
+        }
+    if ((rc = emit_end(in, t, &w, err))) goto done;
+    if (w.shown > 20 && in->trace_level >= 1 && in->log) {
         ctf_error e;
         ctf__fail(&e, CTF_OK, (ctf__where){p->files[0].path, 0, 0, -1},
                   "%" PRIu64 " more sequences without a match in a joined deserializer were "
-                  "dropped", shown - 20);
+                  "dropped", w.shown - 20);
         in->log(in->log_user, CTF_SEV_WARNING, &e);
     }
     for (size_t j = 0; j < np; j++) {
@@ -737,7 +835,7 @@ done:
     CTF_FREE(qx);
     CTF_FREE(pcs);
     CTF_FREE(orbuf);
-    CTF_FREE(link);
+    CTF_FREE(w.link);
     CTF_FREE(sp.dir);
     CTF_FREE(rb.p);
     CTF_FREE(rb.seqs.p);
