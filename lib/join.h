@@ -12,6 +12,8 @@
 typedef struct ctf__jspill {
     char *dir;             /* the primary's first file's directory (owned) */
     int level;             /* 0: dir, 1: tmpfile(), 2: memory; only goes up */
+    int why;               /* errno of the last file that could not be created */
+    bool warned;           /* the fall back to memory was logged */
     ctf_log_fn log;
     void *log_user;
     int trace_level;

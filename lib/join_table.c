@@ -30,7 +30,7 @@ atomic_int ctf__join_spill_used;
  * Stores: unlinked temporary files, or memory
  *====================================================================*/
 
-static int open_spill_file(ctf__jspill *sp, int *e)
+static int open_spill_file(ctf__jspill *sp)
 {
     if (sp->level == 0) {
         char path[CTF_ERROR_PATH_MAX + 32];
@@ -40,24 +40,16 @@ static int open_spill_file(ctf__jspill *sp, int *e)
             unlink(path);
             return fd;
         }
-        *e = errno;
+        sp->why = errno;
         sp->level = 1;
     }
     if (sp->level == 1) {
         FILE *f = tmpfile();
         int fd = f ? dup(fileno(f)) : -1;
-        if (!f || fd < 0) *e = errno;
+        if (fd < 0) sp->why = errno;
         if (f) fclose(f);
         if (fd >= 0) return fd;
         sp->level = 2;
-        if (sp->log && sp->trace_level >= 1) {
-            ctf_error w;
-            ctf__fail(&w, CTF_OK, (ctf__where){sp->dir, 0, 0, -1},
-                      "no temporary file could be created here or in the system's temporary "
-                      "directory (%s); the join's tables are kept in memory (about 100 bytes "
-                      "per sequence)", strerror(*e));
-            sp->log(sp->log_user, CTF_SEV_WARNING, &w);
-        }
     }
     return -1;
 }
@@ -66,11 +58,22 @@ int ctf__jstore_open(ctf__jstore *s, ctf__jspill *sp, ctf_error *err)
 {
     *s = (ctf__jstore){.fd = -1};
     if (sp->level < ctf__join_spill_from) sp->level = ctf__join_spill_from;
-    int e = 0;
-    s->fd = sp->level < 2 ? open_spill_file(sp, &e) : -1;
+    s->fd = sp->level < 2 ? open_spill_file(sp) : -1;
 #ifdef CTF_TESTING
     atomic_store(&ctf__join_spill_used, sp->level);
 #endif
+    if (s->fd < 0 && !sp->warned) {
+        sp->warned = true;
+        if (sp->log && sp->trace_level >= 1) {
+            ctf_error w;
+            ctf__fail(&w, CTF_OK, (ctf__where){sp->dir, 0, 0, -1},
+                      "no temporary file could be created here or in the system's temporary "
+                      "directory%s%s%s; the join's tables are kept in memory (about 100 bytes "
+                      "per sequence)", sp->why ? " (" : "", sp->why ? strerror(sp->why) : "",
+                      sp->why ? ")" : "");
+            sp->log(sp->log_user, CTF_SEV_WARNING, &w);
+        }
+    }
     if (s->fd >= 0 && !(s->wbuf = CTF_MALLOC(JS_WBUF))) {
         close(s->fd);
         s->fd = -1;
