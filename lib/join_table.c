@@ -330,9 +330,9 @@ static int merge_open(xsort *x, const xrun *runs, size_t k, ctf_error *err)
         x->cur = CTF_CALLOC(XS_FANIN, sizeof *x->cur);
         x->heap = CTF_MALLOC(XS_FANIN * sizeof *x->heap);
         if (!x->cur || !x->heap) goto oom;
+        x->ncur = XS_FANIN;
         for (size_t i = 0; i < XS_FANIN; i++)
             if (!(x->cur[i].buf = CTF_MALLOC(XS_RBUF))) goto oom;
-        x->ncur = XS_FANIN;
     }
     x->nheap = 0;
     for (size_t i = 0; i < k; i++) {
