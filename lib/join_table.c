@@ -10,6 +10,7 @@
 #include "join.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <unistd.h>
 
@@ -35,7 +36,7 @@ static int open_spill_file(ctf__jspill *sp)
     if (sp->level == 0) {
         char path[CTF_ERROR_PATH_MAX + 32];
         snprintf(path, sizeof path, "%s/.ctfjoin-XXXXXX", sp->dir);
-        int fd = mkstemp(path);
+        int fd = mkostemp(path, O_CLOEXEC);
         if (fd >= 0) {
             unlink(path);
             return fd;
@@ -45,7 +46,7 @@ static int open_spill_file(ctf__jspill *sp)
     }
     if (sp->level == 1) {
         FILE *f = tmpfile();
-        int fd = f ? dup(fileno(f)) : -1;
+        int fd = f ? fcntl(fileno(f), F_DUPFD_CLOEXEC, 0) : -1;
         if (fd < 0) sp->why = errno;
         if (f) fclose(f);
         if (fd >= 0) return fd;
