@@ -543,6 +543,15 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
                      const ctf__parse_cfg *pc, uint64_t max_errors, size_t threads,
                      ctf__source **out, ctf_error *err);
 
+/* Chunk c's sequence records of a corpus into out (from the index cache, or re-made from its
+ * bytes read into rb), leaving the consumer's set alone: for a pass over every chunk once (a
+ * join's open). @return : 0, or an error (CTF_EIO, CTF_ECHANGED, CTF_ENOMEM). */
+int ctf__corpus_chunk_seqs(ctf__source *s, size_t c, ctf__readbuf *rb, ctf__seqbuf *out,
+                           ctf_error *err);
+/* Chunks whose records the consumer's set holds at first: the window in chunks (a window in
+ * samples over the mean chunk) and two more, at least 3; every chunk with keepDataInMemory. */
+size_t ctf__seq_set_size(const ctf_config *cfg, size_t num_chunks, uint64_t samples);
+
 /* ctf__expand_paths(patterns, n, out, num_out, err): the corpus's file list: each pattern holding
  * '*', '?' or '[' is replaced by its matches in byte-wise sorted order (none is an error), other
  * paths are kept. *out (strings and array) is freed with ctf__free_paths. */
@@ -550,16 +559,17 @@ int ctf__expand_paths(const char *const *patterns, size_t n, char ***out, size_t
                       ctf_error *err);
 void ctf__free_paths(char **paths, size_t n);
 
-/* ctf__join_open(primary, parts, num_parts, mb_part, origins, streams, prim_ns, part_ns, ...):
+/* ctf__join_open(cfg, primary, parts, num_parts, mb_part, origins, streams, prim_ns, ...):
  * a source that reads primary's chunks and, for each sequence, the streams of every part (a
  * corpus) found by key. streams: every stream, the primary's prim_ns first, then part_ns[j] for
  * each part (they must outlive the source). Takes ownership of primary, parts and the parts
  * array (also on failure). mb_part: the part (0 = primary, j + 1 = parts[j]) whose
- * definesMBSize stream sets the sequence lengths, or -1 for the largest. Missing keys are
- * warned through log. */
-int ctf__join_open(ctf__source *primary, ctf__source **parts, size_t num_parts, int mb_part,
-                   const char *const *origins, const ctf_stream_def *streams, size_t prim_ns,
-                   const size_t *part_ns, ctf_log_fn log, void *log_user, int trace_level,
+ * definesMBSize stream sets the sequence lengths, or -1 for the largest. cfg: the window and
+ * keepDataInMemory (how many chunks' records the consumer's set holds), the log for missing
+ * keys. */
+int ctf__join_open(const ctf_config *cfg, ctf__source *primary, ctf__source **parts,
+                   size_t num_parts, int mb_part, const char *const *origins,
+                   const ctf_stream_def *streams, size_t prim_ns, const size_t *part_ns,
                    ctf__source **out, ctf_error *err);
 
 /*======================================================================

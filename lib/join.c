@@ -4,11 +4,14 @@
  * randomization, the timeline, workers and checkpoints; every other deserializer ("part") is a
  * corpus of its own, with its own index, in which each primary sequence is looked up by key.
  *
- * At open: each part's keys go into a key -> sequence table (a key twice in a part is an error
- * naming both places); each primary sequence is looked up in every part. One that a part lacks
- * is dropped from the chunk table before randomization (warned with its key and the part,
- * counted); keys found only in parts are counted. A sequence's length on the timeline is its
- * length in the part holding the definesMBSize stream, else the largest over the parts.
+ * At open (join_table.c): every deserializer's keys are sorted on disk and merged; each primary
+ * sequence finds its key in every part (a key twice in a part is an error naming both places).
+ * One that a part lacks is dropped from the chunk table before randomization (warned with its
+ * key and the part, counted); keys found only in parts are counted. A sequence's length on the
+ * timeline is its length in the part holding the definesMBSize stream, else the largest over
+ * the parts. The joined sequences' records and links to the parts stay on disk, read per chunk:
+ * the consumer's records through a small set of chunks (as a corpus keeps them), a load's links
+ * with one read.
  *
  * Loading chunk c: the primary chunk is loaded through the primary corpus, every part chunk
  * holding one of its sequences is taken from a reference-counted cache (read and parsed on
@@ -18,29 +21,24 @@
  * window or parsed ahead) needs it, and freed when none does. A part's problems are reported
  * with the joined chunk whose sequence they concern, so that they come in timeline order.
  */
-#include "ctfio_internal.h"
+#include "join.h"
 
-#include <inttypes.h>
 #include <pthread.h>
-#include <stdio.h>
-
-/* key -> sequence number of a part: open addressing, seq SIZE_MAX marks an empty slot. */
-typedef struct keymap {
-    uint64_t *keys;
-    size_t *seq;
-    size_t mask;
-} keymap;
 
 typedef struct jpart {
     ctf__source *src;
-    keymap map;
     const char *origin;
     ctf__chunk_data **cd;  /* per chunk: parsed, while refs > 0 */
     uint32_t *refs;
     uint8_t *loading;
-    ctf__seq *mat;         /* every record of the part (materialize) */
-    const ctf__seq **mat_cs;
 } jpart;
+
+/* One chunk's joined records, for the consumer's `seqs` calls. */
+typedef struct jseq_entry {
+    size_t chunk;          /* SIZE_MAX: empty */
+    uint64_t used;         /* LRU clock */
+    ctf__seqbuf buf;
+} jseq_entry;
 
 typedef struct join {
     ctf__source src;       /* first: a join is a source */
@@ -52,222 +50,90 @@ typedef struct join {
     size_t total_ns;
     const ctf_stream_def *streams; /* every stream, the primary's first */
     size_t *part_ns;       /* streams of each part */
-    int mb_part;           /* the part whose definesMBSize stream sets lengths (0: primary), -1 */
-    ctf__chunk *chunks;
-    size_t *pchunk;        /* chunk -> the primary's chunk */
-    ctf__seq *seqs;        /* sequence records, chunk after chunk */
-    const ctf__seq **chunk_seqs;
-    uint32_t *chunk_file;
-    uint32_t *plocal;      /* per sequence: its index in the primary chunk */
-    size_t *jseq;          /* per sequence and part: the part's sequence number */
+    ctf__jtable tab;       /* the chunk table; records and links on disk */
     ctf__source_file *fp;  /* every file, the primary's first */
-    ctf__seq *pmat;        /* every record of the primary (materialize) */
-    const ctf__seq **pmat_cs;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool sync_ok;
     size_t held_chunks, held_bytes; /* part chunks in the cache (under mu) */
+    /* The records of the chunks the consumer works in, least recently used first out; grows
+     * (doubling) when a chunk comes back soon after it was dropped, as a corpus's set does. */
+    jseq_entry *sq;
+    size_t sq_len, sq_cap;
+    uint64_t sq_tick, sq_misses;
+    uint64_t *sq_dropped;
+    /* Every entry's buffer is allocated at open (sq_max records; the look-ahead's calls may
+     * fail silently, so they allocate nothing); sq_ready entries exist. */
+    size_t sq_max, sq_ready;
+    bool sq_direct;        /* an entry per chunk (keepDataInMemory), each its chunk's size */
 } join;
 
-static size_t hash_key(uint64_t k)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    return (size_t)k;
-}
+/* A joined chunk's part chunks, released when it is freed. */
+typedef struct jheld {
+    join *J;
+    size_t n;
+    struct jheld_ref {
+        size_t j, jc;
+    } r[];
+} jheld;
 
-static const ctf__seq *seq_of(const ctf__source *s, size_t seq, size_t *chunk)
+/* Chunk c's records for the consumer, from the set or read from the join's table into it. */
+static int join_seqs(ctf__source *src, size_t c, const ctf__seq **out, ctf_error *err)
 {
-    size_t c = ctf__source_chunk_of(s, seq);
-    if (chunk) *chunk = c;
-    return ctf__source_seq_mem(s, c, seq);
-}
-
-static size_t map_find(const keymap *m, uint64_t key)
-{
-    for (size_t i = hash_key(key) & m->mask;; i = (i + 1) & m->mask) {
-        if (m->seq[i] == SIZE_MAX) return SIZE_MAX;
-        if (m->keys[i] == key) return m->seq[i];
-    }
-}
-
-/* A part's name in messages: where it was configured, else its position and first file. */
-static void part_name(const join *J, size_t j, char *buf, size_t cap)
-{
-    const jpart *P = &J->parts[j];
-    if (P->origin && P->origin[0])
-        snprintf(buf, cap, "deserializer %zu (%s)", j + 1, P->origin);
-    else
-        snprintf(buf, cap, "deserializer %zu (%s%s)", j + 1, P->src->files[0].path,
-                 P->src->num_files > 1 ? " ..." : "");
-}
-
-/* Every record of s in memory, chunk by chunk through its `seqs`, and s->chunk_seqs pointed at
- * them: the join's key tables and lookups work on whole tables (32 bytes per sequence of each
- * deserializer, docs/design.md), while a file source keeps only its chunk table. */
-static int materialize(ctf__source *s, ctf__seq **all, const ctf__seq ***cs, ctf_error *err)
-{
-    *all = CTF_MALLOC((s->num_seqs ? s->num_seqs : 1) * sizeof **all);
-    *cs = CTF_MALLOC((s->num_chunks ? s->num_chunks : 1) * sizeof **cs);
-    if (!*all || !*cs)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing the keys");
-    for (size_t c = 0; c < s->num_chunks; c++) {
-        const ctf__seq *q;
-        int rc = s->seqs(s, c, &q, err);
-        if (rc) return rc;
-        memcpy(*all + s->chunks[c].first_seq, q, s->chunks[c].num_seqs * sizeof *q);
-        (*cs)[c] = *all + s->chunks[c].first_seq;
-    }
-    s->chunk_seqs = *cs;
-    return 0;
-}
-
-static int build_map(join *J, size_t j, ctf_error *err)
-{
-    jpart *P = &J->parts[j];
-    const ctf__source *s = P->src;
-    size_t cap = 16;
-    while (cap < 2 * s->num_seqs + 2) cap *= 2;
-    P->map.keys = CTF_MALLOC(cap * sizeof *P->map.keys);
-    P->map.seq = CTF_MALLOC(cap * sizeof *P->map.seq);
-    if (!P->map.keys || !P->map.seq)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing the keys");
-    memset(P->map.seq, 0xff, cap * sizeof *P->map.seq);
-    P->map.mask = cap - 1;
-    for (size_t c = 0; c < s->num_chunks; c++)
-        for (size_t i = 0; i < s->chunks[c].num_seqs; i++) {
-            const size_t g = s->chunks[c].first_seq + i;
-            const ctf__seq *q = s->chunk_seqs[c] + i;
-            size_t h = hash_key(q->key) & P->map.mask;
-            while (P->map.seq[h] != SIZE_MAX && P->map.keys[h] != q->key) h = (h + 1) & P->map.mask;
-            if (P->map.seq[h] != SIZE_MAX) {
-                size_t oc;
-                const ctf__seq *o = seq_of(s, P->map.seq[h], &oc);
-                char name[CTF_ERROR_PATH_MAX];
-                part_name(J, j, name, sizeof name);
-                return ctf__fail(err, CTF_EPARSE,
-                                 (ctf__where){s->files[s->chunk_file[c]].path, q->line + 1, 1,
-                                              (int64_t)q->offset},
-                                 "sequence key %" PRIu64 " appears twice in %s: here and at "
-                                 "%s:%" PRIu64 "; a joined deserializer must hold each key once",
-                                 q->key, name, s->files[s->chunk_file[oc]].path, o->line + 1);
-            }
-            P->map.keys[h] = q->key;
-            P->map.seq[h] = g;
+    join *J = (join *)src;
+    J->sq_tick++;
+    if (J->sq_direct) {
+        /* keepDataInMemory: every chunk has its entry, made once. */
+        jseq_entry *e = &J->sq[c];
+        if (e->chunk != c) {
+            int rc = ctf__jstore_read(&J->tab.seqs, e->buf.p,
+                                      J->tab.chunks[c].num_seqs * sizeof *e->buf.p,
+                                      (uint64_t)J->tab.chunks[c].first_seq * sizeof *e->buf.p,
+                                      err);
+            if (rc) return rc;
+            e->chunk = c;
         }
-    return 0;
-}
-
-/* Looks every primary sequence up in every part and builds the join's chunk table. */
-static int build_table(join *J, ctf_log_fn log, void *log_user, int trace_level, ctf_error *err)
-{
-    const ctf__source *p = J->prim;
-    const size_t np = J->np, n = p->num_seqs ? p->num_seqs : 1;
-    J->chunks = CTF_MALLOC((p->num_chunks ? p->num_chunks : 1) * sizeof *J->chunks);
-    J->pchunk = CTF_MALLOC((p->num_chunks ? p->num_chunks : 1) * sizeof *J->pchunk);
-    J->chunk_seqs = CTF_MALLOC((p->num_chunks ? p->num_chunks : 1) * sizeof *J->chunk_seqs);
-    J->chunk_file = CTF_MALLOC((p->num_chunks ? p->num_chunks : 1) * sizeof *J->chunk_file);
-    J->seqs = CTF_MALLOC(n * sizeof *J->seqs);
-    J->plocal = CTF_MALLOC(n * sizeof *J->plocal);
-    J->jseq = CTF_MALLOC(n * np * sizeof *J->jseq);
-    uint8_t **used = CTF_CALLOC(np, sizeof *used);
-    if (!J->chunks || !J->pchunk || !J->chunk_seqs || !J->chunk_file || !J->seqs || !J->plocal ||
-        !J->jseq || !used)
-        goto oom;
-    for (size_t j = 0; j < np; j++)
-        if (!(used[j] = CTF_CALLOC(J->parts[j].src->num_seqs + 1, 1))) goto oom;
-    size_t nc = 0, g = 0;
-    uint64_t shown = 0;
-    for (size_t c = 0; c < p->num_chunks; c++) {
-        const size_t first = g;
-        uint64_t samples = 0;
-        for (size_t i = 0; i < p->chunks[c].num_seqs; i++) {
-            const ctf__seq *q = p->chunk_seqs[c] + i;
-            size_t missing = SIZE_MAX;
-            /* Its length: the definesMBSize part's, else the largest over all. */
-            uint32_t len = J->mb_part <= 0 ? q->samples : 0;
-            for (size_t j = 0; j < np; j++) {
-                size_t s = map_find(&J->parts[j].map, q->key);
-                if (s == SIZE_MAX) {
-                    missing = j;
-                    break;
-                }
-                J->jseq[g * np + j] = s;
-                const uint32_t o = seq_of(J->parts[j].src, s, NULL)->samples;
-                if (J->mb_part < 0 || J->mb_part == (int)j + 1) len = CTF_MAX(len, o);
-            }
-            if (missing != SIZE_MAX) {
-                J->src.dropped_sequences++;
-                J->src.warnings++;
-                /* The first 20 are shown, the rest summed up in one line below. */
-                if (trace_level >= 1 && shown < 20) {
-                    char name[CTF_ERROR_PATH_MAX];
-                    part_name(J, missing, name, sizeof name);
-                    ctf_error e;
-                    ctf__fail(&e, CTF_OK,
-                              (ctf__where){p->files[p->chunk_file[c]].path, q->line + 1, 1,
-                                           (int64_t)q->offset},
-                              "sequence key %" PRIu64 " has no match in %s; sequence dropped",
-                              q->key, name);
-                    if (log) log(log_user, CTF_SEV_WARNING, &e);
-                }
-                shown++;
-                continue;
-            }
-            for (size_t j = 0; j < np; j++) used[j][J->jseq[g * np + j]] = 1;
-            J->seqs[g] = *q;
-            J->seqs[g].samples = len;
-            J->plocal[g] = (uint32_t)i;
-            samples += len;
-            g++;
+        *out = e->buf.p;
+        return 0;
+    }
+    for (size_t i = 0; i < J->sq_len; i++)
+        if (J->sq[i].chunk == c) {
+            J->sq[i].used = J->sq_tick;
+            *out = J->sq[i].buf.p;
+            return 0;
         }
-        if (g == first) continue; /* every sequence of the chunk was dropped */
-        J->chunks[nc] = p->chunks[c];
-        J->chunks[nc].first_seq = first;
-        J->chunks[nc].num_seqs = g - first;
-        J->chunks[nc].samples = samples;
-        J->pchunk[nc] = c;
-        J->chunk_file[nc] = p->chunk_file[c];
-        nc++;
-    }
-    for (size_t c = 0; c < nc; c++) J->chunk_seqs[c] = &J->seqs[J->chunks[c].first_seq];
-    if (shown > 20 && trace_level >= 1) {
-        ctf_error e;
-        ctf__fail(&e, CTF_OK, (ctf__where){p->files[0].path, 0, 0, -1},
-                  "%" PRIu64 " more sequences without a match in a joined deserializer were "
-                  "dropped", shown - 20);
-        if (log) log(log_user, CTF_SEV_WARNING, &e);
-    }
-    for (size_t j = 0; j < np; j++) {
-        uint64_t unmatched = 0;
-        for (size_t s = 0; s < J->parts[j].src->num_seqs; s++) unmatched += !used[j][s];
-        J->src.keys_unmatched += unmatched;
-        if (unmatched && trace_level >= 2) {
-            char name[CTF_ERROR_PATH_MAX];
-            part_name(J, j, name, sizeof name);
-            ctf_error e;
-            ctf__fail(&e, CTF_OK, CTF__NOWHERE,
-                      "%" PRIu64 " sequences of %s have keys the primary deserializer lacks; "
-                      "they are not read", unmatched, name);
-            if (log) log(log_user, CTF_SEV_INFO, &e);
+    J->sq_misses++;
+    if (J->sq_dropped[c] && J->sq_misses - J->sq_dropped[c] <= J->sq_cap &&
+        J->sq_cap < J->src.num_chunks) {
+        jseq_entry *n = CTF_REALLOC(J->sq, 2 * J->sq_cap * sizeof *n);
+        if (!n) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+        J->sq = n;
+        for (; J->sq_ready < 2 * J->sq_cap; J->sq_ready++) {
+            n[J->sq_ready] = (jseq_entry){.chunk = SIZE_MAX};
+            if (!(n[J->sq_ready].buf.p = CTF_MALLOC(J->sq_max * sizeof *n->buf.p)))
+                return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+            n[J->sq_ready].buf.cap = J->sq_max;
         }
+        J->sq_cap *= 2;
     }
-    J->src.keys_missing = J->src.dropped_sequences;
-    J->src.chunks = J->chunks;
-    J->src.num_chunks = nc;
-    J->src.num_seqs = g;
-    J->src.chunk_seqs = J->chunk_seqs;
-    J->src.chunk_file = J->chunk_file;
-    for (size_t c = 0; c < nc; c++) J->src.total_samples += J->chunks[c].samples;
-    for (size_t j = 0; j < np; j++) CTF_FREE(used[j]);
-    CTF_FREE(used);
+    jseq_entry *e;
+    if (J->sq_len < J->sq_cap) {
+        e = &J->sq[J->sq_len++];
+    } else {
+        e = &J->sq[0];
+        for (size_t i = 1; i < J->sq_len; i++)
+            if (J->sq[i].used < e->used) e = &J->sq[i];
+        if (e->chunk != SIZE_MAX) J->sq_dropped[e->chunk] = J->sq_misses;
+    }
+    e->chunk = SIZE_MAX;
+    const ctf__chunk *ch = &J->tab.chunks[c];
+    int rc = ctf__jstore_read(&J->tab.seqs, e->buf.p, ch->num_seqs * sizeof *e->buf.p,
+                              (uint64_t)ch->first_seq * sizeof *e->buf.p, err);
+    if (rc) return rc;
+    e->chunk = c;
+    e->used = J->sq_tick;
+    *out = e->buf.p;
     return 0;
-oom:
-    if (used)
-        for (size_t j = 0; j < np; j++) CTF_FREE(used[j]);
-    CTF_FREE(used);
-    return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory joining the deserializers");
 }
 
 /*======================================================================
@@ -324,18 +190,6 @@ static void part_release(join *J, size_t j, size_t jc)
     ctf__chunk_data_free(gone);
 }
 
-/* Releases the part chunks of the first `n` (sequence, part) pairs of joined chunk c, in the
- * order join_load acquired them. */
-static void release_pairs(join *J, size_t c, size_t n)
-{
-    const size_t first = J->chunks[c].first_seq;
-    for (size_t x = 0; x < n; x++) {
-        size_t i = x / J->np, j = x % J->np;
-        part_release(J, j,
-                     ctf__source_chunk_of(J->parts[j].src, J->jseq[(first + i) * J->np + j]));
-    }
-}
-
 static void join_held(ctf__source *src, size_t *chunks, size_t *bytes)
 {
     join *J = (join *)src;
@@ -345,10 +199,17 @@ static void join_held(ctf__source *src, size_t *chunks, size_t *bytes)
     pthread_mutex_unlock(&J->mu);
 }
 
+static void release_held(join *J, const jheld *h, size_t n)
+{
+    for (size_t x = 0; x < n; x++) part_release(J, h->r[x].j, h->r[x].jc);
+}
+
 static void on_joined_free(void *ctx, const ctf__chunk_data *cd)
 {
-    join *J = ctx;
-    release_pairs(J, cd->chunk, J->chunks[cd->chunk].num_seqs * J->np);
+    CTF_UNUSED(cd);
+    jheld *h = ctx;
+    release_held(h->J, h, h->n);
+    CTF_FREE(h);
 }
 
 /*======================================================================
@@ -435,18 +296,11 @@ static int copy_part_stream(const join *J, ctf__chunk_data *cd, size_t j, size_t
     return 0;
 }
 
-/* Part j's problems that concern its sequence js (by byte offset, within the sequence's
- * bytes), added to cd; a fatal one is added last by the caller. */
-static int add_part_problems(const join *J, ctf__chunk_data *cd, size_t j,
-                             const ctf__chunk_data *pcd, size_t js)
+/* Part j's problems that concern one of its sequences (by byte offset, within the sequence's
+ * bytes [b, e)), added to cd; a fatal one is added last by the caller. */
+static int add_part_problems(ctf__chunk_data *cd, const ctf__chunk_data *pcd, uint64_t b,
+                             uint64_t e)
 {
-    const ctf__source *s = J->parts[j].src;
-    size_t jc;
-    const ctf__seq *q = seq_of(s, js, &jc);
-    const ctf__chunk *ch = &s->chunks[jc];
-    const size_t li = js - ch->first_seq;
-    const uint64_t b = q->offset;
-    const uint64_t e = li + 1 < ch->num_seqs ? q[1].offset : ch->offset + ch->size;
     const size_t last = pcd->fatal ? pcd->num_problems - 1 : pcd->num_problems;
     for (size_t x = 0; x < last; x++) {
         const ctf__problem *pr = &pcd->problems[x];
@@ -457,30 +311,69 @@ static int add_part_problems(const join *J, ctf__chunk_data *cd, size_t j,
     return 0;
 }
 
+/* Acquires, in first-need order, each part chunk that one of the n joined sequences (links)
+ * needs, once: jcd/jlocal per (sequence, part), the chunks acquired in *held. */
+static int acquire_parts(join *J, size_t c, const char *links, size_t n, ctf__readbuf *rb,
+                         const ctf__chunk_data **jcd, size_t *jlocal, jheld *held,
+                         ctf_error *err)
+{
+    const size_t np = J->np, pairs = n * np, lb = J->tab.link_bytes;
+    size_t cap = 16;
+    while (cap < 2 * pairs) cap *= 2;
+    size_t *slot = CTF_MALLOC(cap * sizeof *slot); /* (part, chunk) -> index into held, open
+                                                      addressing */
+    if (!slot) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory joining chunk %zu", c);
+    memset(slot, 0xff, cap * sizeof *slot);
+    int rc = 0;
+    for (size_t x = 0; x < pairs; x++) {
+        const size_t i = x / np, j = x % np;
+        ctf__jref ref;
+        memcpy(&ref, links + i * lb + 8 + j * sizeof ref, sizeof ref);
+        const ctf__source *ps = J->parts[j].src;
+        const size_t jc = ctf__source_chunk_of(ps, (size_t)ref.js);
+        size_t h = (jc * 0x9E3779B97F4A7C15ull + j) >> 7 & (cap - 1);
+        while (slot[h] != SIZE_MAX && (held->r[slot[h]].j != j || held->r[slot[h]].jc != jc))
+            h = (h + 1) & (cap - 1);
+        if (slot[h] == SIZE_MAX) {
+            const ctf__chunk_data *got;
+            rc = part_acquire(J, j, jc, rb, &got, err);
+            if (rc) break;
+            slot[h] = held->n;
+            held->r[held->n++] = (struct jheld_ref){j, jc};
+            jcd[x] = got;
+        } else {
+            /* Held already: the pointer is the one acquired (refs keep it). */
+            const struct jheld_ref *r = &held->r[slot[h]];
+            pthread_mutex_lock(&J->mu);
+            jcd[x] = J->parts[r->j].cd[r->jc];
+            pthread_mutex_unlock(&J->mu);
+        }
+        jlocal[x] = (size_t)ref.js - ps->chunks[jc].first_seq;
+    }
+    CTF_FREE(slot);
+    return rc;
+}
+
 static int join_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpool *pool,
                      ctf__chunk_data **out, ctf_error *err)
 {
     join *J = (join *)src;
-    const size_t n = J->chunks[c].num_seqs, first = J->chunks[c].first_seq, np = J->np;
-    const size_t NS = J->total_ns, pns = J->prim_ns;
+    const size_t n = J->tab.chunks[c].num_seqs, first = J->tab.chunks[c].first_seq, np = J->np;
+    const size_t NS = J->total_ns, pns = J->prim_ns, lb = J->tab.link_bytes;
     *out = NULL;
     ctf__chunk_data *pcd = NULL, *cd = NULL;
     const ctf__chunk_data **jcd = CTF_CALLOC(n * np, sizeof *jcd);
     size_t *jlocal = CTF_CALLOC(n * np, sizeof *jlocal);
-    size_t got = 0;
+    char *links = CTF_MALLOC(n * lb);
+    jheld *held = CTF_MALLOC(sizeof *held + n * np * sizeof held->r[0]);
     int rc = 0;
-    if (!jcd || !jlocal) goto oom;
-    rc = J->prim->load(J->prim, rb, J->pchunk[c], pool, &pcd, err);
-    if (rc) goto done;
+    if (held) *held = (jheld){.J = J};
+    if (!jcd || !jlocal || !links || !held) goto oom;
+    rc = ctf__jstore_read(&J->tab.links, links, n * lb, (uint64_t)first * lb, err);
+    if (!rc) rc = J->prim->load(J->prim, rb, J->tab.pchunk[c], pool, &pcd, err);
     /* The primary's bytes are parsed: rb is free for the parts' chunks. */
-    for (; got < n * np; got++) {
-        size_t i = got / np, j = got % np, jc;
-        const size_t js = J->jseq[(first + i) * np + j];
-        (void)seq_of(J->parts[j].src, js, &jc);
-        rc = part_acquire(J, j, jc, rb, &jcd[got], err);
-        if (rc) goto done;
-        jlocal[got] = js - J->parts[j].src->chunks[jc].first_seq;
-    }
+    if (!rc) rc = acquire_parts(J, c, links, n, rb, jcd, jlocal, held, err);
+    if (rc) goto done;
     cd = CTF_CALLOC(1, sizeof *cd);
     if (!cd) goto oom;
     cd->chunk = c;
@@ -500,7 +393,8 @@ static int join_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpool 
         cd->dropped_samples[k] = pcd->dropped_samples[k];
     }
     for (size_t i = 0; i < n; i++) {
-        const size_t pl = J->plocal[first + i];
+        uint64_t pl;
+        memcpy(&pl, links + i * lb, sizeof pl);
         memcpy(&cd->slices[i * NS], &pcd->slices[pl * pns], pns * sizeof *cd->slices);
         cd->dropped[i] = pcd->dropped[pl];
         for (size_t j = 0; j < np; j++) cd->dropped[i] |= jcd[i * np + j]->dropped[jlocal[i * np + j]];
@@ -519,7 +413,9 @@ static int join_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpool 
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < np; j++) {
             const ctf__chunk_data *p = jcd[i * np + j];
-            if (add_part_problems(J, cd, j, p, J->jseq[(first + i) * np + j])) goto oom;
+            ctf__jref ref;
+            memcpy(&ref, links + i * lb + 8 + j * sizeof ref, sizeof ref);
+            if (add_part_problems(cd, p, ref.b, ref.e)) goto oom;
             if (p->fatal && !fatal) {
                 fatal = &p->problems[p->num_problems - 1];
                 fatal_code = p->fatal_code;
@@ -541,19 +437,21 @@ static int join_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpool 
     }
     cd->bytes = bytes + cd->problems_cap * sizeof(ctf__problem);
     cd->on_free = on_joined_free;
-    cd->on_free_ctx = J;
+    cd->on_free_ctx = held; /* the part chunks' references now belong to the joined chunk */
+    held = NULL;
     *out = cd;
     cd = NULL;
-    got = 0; /* the references now belong to the joined chunk */
     goto done;
 oom:
     rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory joining chunk %zu", c);
 done:
-    if (got) release_pairs(J, c, got);
+    if (held) release_held(J, held, held->n);
+    CTF_FREE(held);
     ctf__chunk_data_free(cd);
     ctf__chunk_data_free(pcd);
     CTF_FREE(jcd);
     CTF_FREE(jlocal);
+    CTF_FREE(links);
     return rc;
 }
 
@@ -573,10 +471,6 @@ static void join_destroy(ctf__source *src)
             CTF_FREE(P->cd);
             CTF_FREE(P->refs);
             CTF_FREE(P->loading);
-            CTF_FREE(P->map.keys);
-            CTF_FREE(P->map.seq);
-            CTF_FREE(P->mat);
-            CTF_FREE(P->mat_cs);
             ctf__source_free(P->src);
         }
     ctf__source_free(J->prim);
@@ -584,25 +478,20 @@ static void join_destroy(ctf__source *src)
         pthread_mutex_destroy(&J->mu);
         pthread_cond_destroy(&J->cv);
     }
+    ctf__jtable_free(&J->tab);
+    for (size_t i = 0; i < J->sq_ready; i++) CTF_FREE(J->sq[i].buf.p);
+    CTF_FREE(J->sq);
+    CTF_FREE(J->sq_dropped);
     CTF_FREE(J->parts);
     CTF_FREE(J->part_base);
     CTF_FREE(J->part_ns);
-    CTF_FREE(J->chunks);
-    CTF_FREE(J->pchunk);
-    CTF_FREE(J->seqs);
-    CTF_FREE(J->chunk_seqs);
-    CTF_FREE(J->chunk_file);
-    CTF_FREE(J->plocal);
-    CTF_FREE(J->jseq);
     CTF_FREE(J->fp);
-    CTF_FREE(J->pmat);
-    CTF_FREE(J->pmat_cs);
     CTF_FREE(J);
 }
 
-int ctf__join_open(ctf__source *primary, ctf__source **parts, size_t num_parts, int mb_part,
-                   const char *const *origins, const ctf_stream_def *streams, size_t prim_ns,
-                   const size_t *part_ns, ctf_log_fn log, void *log_user, int trace_level,
+int ctf__join_open(const ctf_config *cfg, ctf__source *primary, ctf__source **parts,
+                   size_t num_parts, int mb_part, const char *const *origins,
+                   const ctf_stream_def *streams, size_t prim_ns, const size_t *part_ns,
                    ctf__source **out, ctf_error *err)
 {
     *out = NULL;
@@ -614,13 +503,13 @@ int ctf__join_open(ctf__source *primary, ctf__source **parts, size_t num_parts, 
         CTF_FREE(parts);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     }
+    J->tab.seqs.fd = J->tab.links.fd = -1;
     J->src.load = join_load;
-    J->src.seqs = ctf__source_seqs_mem;
+    J->src.seqs = join_seqs;
     J->src.held = join_held;
     J->src.destroy = join_destroy;
     J->prim = primary;
     J->np = num_parts;
-    J->mb_part = mb_part;
     J->streams = streams;
     J->prim_ns = prim_ns;
     J->parts = CTF_CALLOC(num_parts, sizeof *J->parts);
@@ -669,18 +558,47 @@ int ctf__join_open(ctf__source *primary, ctf__source **parts, size_t num_parts, 
         P->refs = CTF_CALLOC(nc, sizeof *P->refs);
         P->loading = CTF_CALLOC(nc, 1);
         if (!P->cd || !P->refs || !P->loading) goto oom;
-        rc = materialize(P->src, &P->mat, &P->mat_cs, err);
-        if (!rc) rc = build_map(J, j, err);
-        if (rc) goto fail;
     }
     J->src.hash = h;
     J->src.fp_files = J->fp;
     J->src.num_fp_files = nfp;
     J->src.files = primary->files;
     J->src.num_files = primary->num_files;
-    rc = materialize(primary, &J->pmat, &J->pmat_cs, err);
-    if (!rc) rc = build_table(J, log, log_user, trace_level, err);
+    ctf__source **ps = CTF_MALLOC((num_parts ? num_parts : 1) * sizeof *ps);
+    if (!ps) goto oom;
+    for (size_t j = 0; j < num_parts; j++) ps[j] = J->parts[j].src;
+    const ctf__jbuild in = {.prim = primary, .parts = ps, .origins = origins, .np = num_parts,
+                            .mb_part = mb_part, .log = cfg->log, .log_user = cfg->log_user,
+                            .trace_level = cfg->trace_level};
+    rc = ctf__jtable_build(&in, &J->tab, err);
+    CTF_FREE(ps);
     if (rc) goto fail;
+    J->src.dropped_sequences = J->src.keys_missing = J->tab.dropped;
+    J->src.warnings += J->tab.dropped;
+    J->src.keys_unmatched = J->tab.unmatched;
+    J->src.chunks = J->tab.chunks;
+    J->src.num_chunks = J->tab.num_chunks;
+    J->src.num_seqs = J->tab.num_seqs;
+    J->src.total_samples = J->tab.total_samples;
+    J->src.chunk_file = J->tab.chunk_file;
+    const size_t nc = J->tab.num_chunks ? J->tab.num_chunks : 1;
+    J->sq_cap = ctf__seq_set_size(cfg, J->tab.num_chunks, J->tab.total_samples);
+    J->sq_direct = J->sq_cap >= J->tab.num_chunks;
+    if (J->sq_direct) J->sq_cap = nc;
+    J->sq_max = 1;
+    for (size_t c = 0; c < J->tab.num_chunks; c++)
+        J->sq_max = CTF_MAX(J->sq_max, J->tab.chunks[c].num_seqs);
+    J->sq = CTF_MALLOC(J->sq_cap * sizeof *J->sq);
+    J->sq_dropped = CTF_CALLOC(nc, sizeof *J->sq_dropped);
+    if (!J->sq || !J->sq_dropped) goto oom;
+    for (; J->sq_ready < J->sq_cap; J->sq_ready++) {
+        jseq_entry *e = &J->sq[J->sq_ready];
+        const size_t need = J->sq_direct && J->sq_ready < J->tab.num_chunks
+                                ? J->tab.chunks[J->sq_ready].num_seqs
+                                : J->sq_max;
+        *e = (jseq_entry){.chunk = SIZE_MAX, .buf = {CTF_MALLOC(need * sizeof *e->buf.p), need}};
+        if (!e->buf.p) goto oom;
+    }
     *out = &J->src;
     return 0;
 oom:

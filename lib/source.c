@@ -292,6 +292,30 @@ static int corpus_seqs(ctf__source *src, size_t c, const ctf__seq **out, ctf_err
     return 0;
 }
 
+int ctf__corpus_chunk_seqs(ctf__source *src, size_t c, ctf__readbuf *rb, ctf__seqbuf *out,
+                           ctf_error *err)
+{
+    corpus *k = (corpus *)src;
+    const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
+    const ctf_index *idx = k->files[f].idx;
+    const ctf__chunk *ch = &idx->chunks[lc];
+    if (out->cap < ch->num_seqs &&
+        ctf__grow((void **)&out->p, &out->cap, ch->num_seqs, sizeof *out->p))
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         lc, idx->path);
+    if (ctf__index_chunk_seqs_cached(idx, lc, out)) return 0;
+    char *buf = ctf__readbuf_get(rb, (size_t)ch->size + 1);
+    if (!buf)
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         lc, idx->path);
+    size_t slot;
+    int fd = fd_acquire(k, f, &slot, err);
+    if (fd < 0) return fd;
+    int rc = ctf__file_pread(fd, idx->path, buf, (size_t)ch->size, ch->offset, err);
+    fd_release(k, slot, fd);
+    return rc ? rc : ctf__index_chunk_seqs(idx, lc, buf, out, err);
+}
+
 static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpool *pool,
                        ctf__chunk_data **out, ctf_error *err)
 {
@@ -364,7 +388,7 @@ static void corpus_destroy(ctf__source *src)
 
 /* How many chunks' records the consumer's set starts with: the randomization window in chunks
  * (a window in samples over the mean chunk) and a few more for the look-ahead. */
-static size_t seq_set_size(const ctf_config *cfg, size_t num_chunks, uint64_t samples)
+size_t ctf__seq_set_size(const ctf_config *cfg, size_t num_chunks, uint64_t samples)
 {
     /* keepDataInMemory holds every parsed chunk for later sweeps: their records too, so that a
      * later sweep never reads the file again. */
@@ -432,7 +456,7 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
     k->chunk_file = CTF_MALLOC((nc ? nc : 1) * sizeof *k->chunk_file);
     k->chunk_local = CTF_MALLOC((nc ? nc : 1) * sizeof *k->chunk_local);
     k->sq_dropped = CTF_CALLOC(nc ? nc : 1, sizeof *k->sq_dropped);
-    k->sq_cap = seq_set_size(cfg, nc, k->src.total_samples);
+    k->sq_cap = ctf__seq_set_size(cfg, nc, k->src.total_samples);
     k->sq = CTF_MALLOC(k->sq_cap * sizeof *k->sq);
     if (!k->chunks || !k->chunk_file || !k->chunk_local || !k->sq_dropped || !k->sq) goto oom;
     size_t c = 0, seq_base = 0;
@@ -633,9 +657,8 @@ int ctf__source_open(const ctf_config *cfg, const ctf__parse_cfg *pc, ctf__sourc
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     }
     for (size_t j = 0; j < cfg->num_joins; j++) part_ns[j] = cfg->joins[j].num_streams;
-    rc = ctf__join_open(prim, parts, cfg->num_joins, mb_part, origins, pc->streams,
-                        cfg->num_streams, part_ns, cfg->log, cfg->log_user, cfg->trace_level, out,
-                        err);
+    rc = ctf__join_open(cfg, prim, parts, cfg->num_joins, mb_part, origins, pc->streams,
+                        cfg->num_streams, part_ns, out, err);
     CTF_FREE(part_ns);
     CTF_FREE(origins);
     return rc;
