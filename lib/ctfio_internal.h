@@ -273,10 +273,15 @@ typedef struct ctf__parse_cfg {
     ctf__bufpool *pool;          /* where stream buffers come from and go back to; may be NULL */
 } ctf__parse_cfg;
 
-/* The pool for `threads` parse threads over pc's streams: the buffers of (threads + 2) chunks
- * (each thread holds a set while the consumer gives one back, plus one in flight), each set
- * with its sequence records. */
-ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads);
+/* The pool for `threads` parse threads over pc's streams: the buffers of (threads + 2 + hold)
+ * chunks (each thread holds a set while the consumer gives one back, plus one in flight, plus
+ * the `hold` chunks a window holds at once, so that a later sweep reuses the buffers of the
+ * chunks the last one freed), each set with its sequence records. */
+ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t hold);
+#ifdef CTF_TESTING
+/* Test builds: pool takes that found no buffer (a fresh allocation followed). */
+extern atomic_long ctf__bufpool_misses;
+#endif
 /* The smallest pooled buffer of at least `need` bytes (*got: its capacity), or NULL. */
 void *ctf__bufpool_take(ctf__bufpool *p, size_t need, size_t *got);
 /* Keeps buf (bytes of capacity) for a later take, or frees it when the pool is full. */
@@ -584,10 +589,11 @@ typedef enum ctf__seqs_how {
     CTF__SEQS_LOAD   /* else the chunk's load, run on the caller's thread if nobody runs it */
 } ctf__seqs_how;
 
-/* ctf__loader_create(pc, src, threads, out, err): starts `threads` workers (0: every load runs
- * on the caller's thread) that load src's chunks. pc (all streams, for the buffer pool) and src
- * must outlive it. @return : 0 or CTF_ENOMEM. */
-int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t threads,
+/* ctf__loader_create(pc, src, threads, hold, out, err): starts `threads` workers (0: every load
+ * runs on the caller's thread) that load src's chunks; its buffer pool also keeps the buffers of
+ * `hold` chunks (ctf__bufpool_for). pc (all streams, for the buffer pool) and src must outlive
+ * it. @return : 0 or CTF_ENOMEM. */
+int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t threads, size_t hold,
                        ctf__loader **out, ctf_error *err);
 /* Queues chunk c for a background load unless it is queued, loading or loaded already. */
 int ctf__loader_request(ctf__loader *l, size_t c);

@@ -856,12 +856,16 @@ ctf__bufpool *ctf__bufpool_create(size_t max_bufs)
     return p;
 }
 
-ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads)
+ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t hold)
 {
     size_t per_chunk = 1; /* its records; dense: values; sparse: values, indices, indptr */
     for (size_t k = 0; k < pc->num_streams; k++) per_chunk += pc->streams[k].is_sparse ? 3 : 1;
-    return ctf__bufpool_create((threads + 2) * per_chunk);
+    return ctf__bufpool_create((threads + 2 + hold) * per_chunk);
 }
+
+#ifdef CTF_TESTING
+atomic_long ctf__bufpool_misses;
+#endif
 
 static void pool_ref(ctf__bufpool *p)
 {
@@ -903,6 +907,9 @@ void *ctf__bufpool_take(ctf__bufpool *p, size_t need, size_t *got)
         p->bytes[best] = p->bytes[p->n];
     }
     pthread_mutex_unlock(&p->mu);
+#ifdef CTF_TESTING
+    if (!r) atomic_fetch_add(&ctf__bufpool_misses, 1);
+#endif
     return r;
 }
 

@@ -159,7 +159,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t threads,
+int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t threads, size_t hold,
                        ctf__loader **out, ctf_error *err)
 {
     *out = NULL;
@@ -167,7 +167,7 @@ int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t thread
     if (!l) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     l->src = src;
     l->pcv = *pc;
-    l->pcv.pool = ctf__bufpool_for(pc, threads);
+    l->pcv.pool = ctf__bufpool_for(pc, threads, hold);
     if (!l->pcv.pool) {
         ctf__loader_free(l);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
@@ -443,6 +443,20 @@ struct ctf__cache {
     size_t outstanding;          /* requested, not yet taken */
 };
 
+/* The chunks a randomized window holds at once (a window in samples over the mean chunk): their
+ * buffers stay in the pool when the window has passed, for the next sweep's (or window's)
+ * chunks. Their sum with the held chunks' never exceeds the peak of held chunks, so the memory
+ * bound is the window's as before. In file order two or three chunks are held: the loaders'
+ * share covers them. keepDataInMemory never frees a chunk. */
+static size_t window_chunks(const ctf__source *src, const ctf__cache_cfg *cfg)
+{
+    const size_t nc = src->num_chunks;
+    if (!cfg->randomized || cfg->keep_data_in_memory || !nc) return 0;
+    uint64_t w = cfg->window;
+    if (cfg->window_in_samples) w = w / (src->total_samples / nc + 1) + 1;
+    return (size_t)CTF_MIN(w + 1, (uint64_t)nc);
+}
+
 int ctf__cache_create(const ctf__parse_cfg *pc, ctf__source *src, const ctf__cache_cfg *cfg,
                       ctf__cache **out, ctf_error *err)
 {
@@ -468,7 +482,8 @@ int ctf__cache_create(const ctf__parse_cfg *pc, ctf__source *src, const ctf__cac
     size_t widest = 1;
     for (size_t c = 0; c < nc; c++) widest = CTF_MAX(widest, src->chunks[c].num_seqs);
     k->scan_limit = (cfg->prefetch_chunks + 2) * widest;
-    int rc = ctf__loader_create(pc, src, cfg->num_threads, &k->loader, err);
+    int rc = ctf__loader_create(pc, src, cfg->num_threads, window_chunks(src, cfg), &k->loader,
+                                err);
     if (rc) {
         ctf__cache_free(k);
         return rc;

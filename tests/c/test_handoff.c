@@ -3,7 +3,8 @@
  * consumer (lib/prefetch.c, lib/source.c): a sweep re-makes each chunk's records exactly once
  * (counted by the test build's re-scan counter), whatever the threads and the order, and the
  * minibatches are byte for byte those read with the records made by the source (no read-ahead,
- * the consumer's own re-make).
+ * the consumer's own re-make). And a later sweep reuses the buffers of the chunks the window
+ * held instead of allocating them again.
  */
 #include "ctfio_internal.h"
 #include "test.h"
@@ -37,6 +38,7 @@ static const char *handoff_file(void)
 typedef struct run_out {
     uint64_t digest;
     long rescans;        /* records re-made from a chunk's bytes during the sweeps */
+    long misses;         /* buffer pool takes that had to allocate */
     uint64_t loaded;     /* chunks loaded */
     size_t chunks;
     size_t minibatches;
@@ -63,6 +65,7 @@ static int run(size_t threads, size_t prefetch, bool randomize, bool keep, uint6
     /* Counted from before the open: its look-ahead may start loads at once. The indexing pass
      * makes no records. */
     const long before = atomic_load(&ctf__rescan_count);
+    const long misses0 = atomic_load(&ctf__bufpool_misses);
     int rc = ctf_reader_open(&cfg, &r, err);
     if (rc) return rc;
     o->chunks = ctf_reader_index(r)->num_chunks;
@@ -79,6 +82,7 @@ static int run(size_t threads, size_t prefetch, bool randomize, bool keep, uint6
         ctf_minibatch_free(mb);
     }
     o->rescans = atomic_load(&ctf__rescan_count) - before;
+    o->misses = atomic_load(&ctf__bufpool_misses) - misses0;
     ctf_stats st;
     ctf_reader_get_stats(r, &st);
     o->loaded = st.chunks_loaded;
@@ -122,4 +126,19 @@ TEST(handoff_keep_data_in_memory_reads_once_over_sweeps)
     /* Later sweeps use the held chunks and their records: nothing is read again. */
     ASSERT_U64_EQ(o.loaded, o.chunks);
     ASSERT_EQ(o.rescans, (long)o.chunks);
+}
+
+TEST(handoff_later_sweeps_reuse_the_window_buffers)
+{
+    ctf_error err;
+    run_out two, three, t3;
+    /* Without threads the loads happen in a fixed order: the third sweep allocates nothing. */
+    ASSERT_OK(run(0, 2, true, false, 2, &two, &err), &err);
+    ASSERT_OK(run(0, 2, true, false, 3, &three, &err), &err);
+    ASSERT(two.misses > 0);
+    ASSERT_EQ(three.misses, two.misses);
+    ASSERT_U64_EQ(three.loaded, 3 * three.chunks);
+    /* With threads the same bytes. */
+    ASSERT_OK(run(2, 6, true, false, 3, &t3, &err), &err);
+    ASSERT_U64_EQ(t3.digest, three.digest);
 }
