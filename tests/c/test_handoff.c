@@ -26,7 +26,9 @@ static const char *handoff_file(void)
         int lines = 1 + (int)((s >> 33) % 4);
         for (int l = 0; l < lines; l++) {
             n += (size_t)snprintf(text + n, cap - n, "%d |a %d %d.5", id, id % 97, l);
-            if (l == 0) n += (size_t)snprintf(text + n, cap - n, " |b %d:1 %d:2", id % 50, (id * 7) % 50);
+            if (l == 0)
+                n += (size_t)snprintf(text + n, cap - n, " |b %d:1 %d:2", id % 50,
+                                      (id * 7) % 50);
             text[n++] = '\n';
         }
     }
