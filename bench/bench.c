@@ -390,7 +390,11 @@ static uint64_t parse_only(const ctf__parse_cfg *pc0, const ctf_index *idx, cons
     po_job jobs[2];
     pthread_t th[2];
     ctf__parse_cfg pcv = *pc0;
+#ifdef BENCH_BEFORE
     pcv.pool = ctf__bufpool_for(pc0, (size_t)threads);
+#else
+    pcv.pool = ctf__bufpool_for(pc0, (size_t)threads, 0);
+#endif
     if (!pcv.pool) die("ctf__bufpool_create", NULL);
     const ctf__parse_cfg *pc = &pcv;
     for (int t = 0; t < threads; t++) {

@@ -230,6 +230,11 @@ uint64_t ctf__hash_bytes(uint64_t h, const void *data, size_t n);
  * under the index is CTF_ECHANGED. Thread-safe (idx is not modified). */
 int ctf__index_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__seqbuf *out,
                           ctf_error *err);
+#ifdef CTF_TESTING
+/* Test builds: chunks whose records were re-made from their bytes (every load, and every
+ * consumer lookup that no load answered), so that tests can count the re-makes of a sweep. */
+extern atomic_long ctf__rescan_count;
+#endif
 /* Chunk c's records from the index cache, when it holds them and they match the chunk.
  * @return : true when out holds them. */
 bool ctf__index_chunk_seqs_cached(const ctf_index *idx, size_t c, ctf__seqbuf *out);
@@ -268,9 +273,19 @@ typedef struct ctf__parse_cfg {
     ctf__bufpool *pool;          /* where stream buffers come from and go back to; may be NULL */
 } ctf__parse_cfg;
 
-/* The pool for `threads` parse threads over pc's streams: the buffers of (threads + 2) chunks
- * (each thread holds a set while the consumer gives one back, plus one in flight). */
-ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads);
+/* The pool for `threads` parse threads over pc's streams: the buffers of (threads + 2 + hold)
+ * chunks (each thread holds a set while the consumer gives one back, plus one in flight, plus
+ * the `hold` chunks a window holds at once, so that a later sweep reuses the buffers of the
+ * chunks the last one freed), each set with its sequence records. */
+ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t hold);
+#ifdef CTF_TESTING
+/* Test builds: pool takes that found no buffer (a fresh allocation followed). */
+extern atomic_long ctf__bufpool_misses;
+#endif
+/* The smallest pooled buffer of at least `need` bytes (*got: its capacity), or NULL. */
+void *ctf__bufpool_take(ctf__bufpool *p, size_t need, size_t *got);
+/* Keeps buf (bytes of capacity) for a later take, or frees it when the pool is full. */
+void ctf__bufpool_give(ctf__bufpool *p, void *buf, size_t bytes);
 
 /* One stream's data for the sequences of a parsed chunk. */
 typedef struct ctf__stream_data {
@@ -335,6 +350,11 @@ typedef struct ctf__chunk_data {
     size_t bytes;              /* memory held, for the residency counters */
     size_t elt;                /* bytes per value (the precision) */
     ctf__bufpool *pool;        /* a reference: the buffers go back there when freed */
+    /* The chunk's sequence records as its load made them (owned, seqs_cap of them, counted in
+     * bytes), so that the consumer does not make them again; NULL when the source does not
+     * hand them over (a join: its records are its own). */
+    ctf__seq *seqs;
+    size_t seqs_cap;
     /* Called first by ctf__chunk_data_free (a join releases the joined chunks it used). */
     void (*on_free)(void *ctx, const struct ctf__chunk_data *cd);
     void *on_free_ctx;
@@ -436,6 +456,11 @@ typedef struct ctf__readbuf {
     char *p;
     size_t cap;
     ctf__seqbuf seqs;   /* the loaded chunk's sequence records */
+    /* Set by the loader for a source with hands_seqs: the load hands chunk c's records over as
+     * soon as they are made, before parsing. The receiver owns them from then on and keeps them
+     * alive at least until the load returns; the load leaves rb->seqs empty. */
+    void (*publish)(void *ctx, size_t c, ctf__seq *seqs, size_t cap);
+    void *publish_ctx;
 } ctf__readbuf;
 /* @return : rb's buffer with at least `need` bytes, or NULL (out of memory; rb is empty then). */
 char *ctf__readbuf_get(ctf__readbuf *rb, size_t need);
@@ -475,6 +500,10 @@ struct ctf__source {
      * cd->chunk == c. Thread-safe; rb is the calling thread's buffer, pool may be NULL. */
     int (*load)(ctf__source *s, ctf__readbuf *rb, size_t c, ctf__bufpool *pool,
                 ctf__chunk_data **out, ctf_error *err);
+    /* The load's records are this source's `seqs` for the chunk: it hands them over through
+     * rb->publish, and the loader attaches them to the chunk's data (cd->seqs), so that the
+     * consumer reads them there instead of asking `seqs` to make them again. */
+    bool hands_seqs;
     /* Chunk c's sequence records, in chunk order. The records stay valid until the next call
      * of `seqs` on this source, so a source may produce them on demand per chunk (read from an
      * index cache, rescan the chunk) instead of holding every file's table: the reader asks for
@@ -578,16 +607,33 @@ int ctf__join_open(const ctf_config *cfg, ctf__source *primary, ctf__source **pa
 
 typedef struct ctf__loader ctf__loader;
 
-/* ctf__loader_create(pc, src, threads, out, err): starts `threads` workers (0: every load runs
- * on the caller's thread) that load src's chunks. pc (all streams, for the buffer pool) and src
- * must outlive it. @return : 0 or CTF_ENOMEM. */
-int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t threads,
+/* How a chunk's sequence records may be got when nobody holds them yet. */
+typedef enum ctf__seqs_how {
+    CTF__SEQS_HELD,  /* only records at hand (held, loaded, published): never waits or reads */
+    CTF__SEQS_ANY,   /* else a running load's (waiting for them), else the source's `seqs` */
+    CTF__SEQS_LOAD   /* else the chunk's load, run on the caller's thread if nobody runs it */
+} ctf__seqs_how;
+
+/* ctf__loader_create(pc, src, threads, hold, out, err): starts `threads` workers (0: every load
+ * runs on the caller's thread) that load src's chunks; its buffer pool also keeps the buffers of
+ * `hold` chunks (ctf__bufpool_for). pc (all streams, for the buffer pool) and src must outlive
+ * it. @return : 0 or CTF_ENOMEM. */
+int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t threads, size_t hold,
                        ctf__loader **out, ctf_error *err);
 /* Queues chunk c for a background load unless it is queued, loading or loaded already. */
 int ctf__loader_request(ctf__loader *l, size_t c);
 /* Hands over chunk c's parsed data, waiting for its load or loading it now. The caller owns
  * *out. @return : 0, or the load's error (CTF_EIO, CTF_ECHANGED, CTF_ENOMEM) with err filled. */
 int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error *err);
+/* ctf__loader_seqs(l, c, how, out): chunk c's sequence records as its load makes them (a
+ * source with hands_seqs): those of a loaded chunk, or of a running load as soon as it has made
+ * them (CTF__SEQS_ANY and _LOAD wait that long, not for the parse); with CTF__SEQS_LOAD a chunk
+ * queued or not requested is loaded on the caller's thread now, its data then waiting for
+ * ctf__loader_take. The records stay valid until the chunk is taken (then they are its data's)
+ * or cancelled.
+ * @return : true and *out, or false (no load made them: not requested, a failed load, a source
+ *           without hands_seqs). */
+bool ctf__loader_seqs(ctf__loader *l, size_t c, ctf__seqs_how how, const ctf__seq **out);
 /* Forgets every request and loaded-but-untaken chunk (after a seek). */
 void ctf__loader_drop_all(ctf__loader *l);
 /* Forgets the request for chunk c and its loaded data, if any (a request no longer needed). */
@@ -713,6 +759,13 @@ void ctf__cache_drop_next_sweep(ctf__cache *k);
 /* Chunk c's parsed data, held from now on until evicted; loaded now if nobody did.
  * @return : 0, or the load's error with err filled. */
 int ctf__cache_get(ctf__cache *k, size_t c, const ctf__chunk_data **out, ctf_error *err);
+/* ctf__cache_seqs(k, c, how, out, err): chunk c's sequence records for the consumer: those the
+ * chunk's load made (attached to its data, held or loaded ahead), so that a chunk's records are
+ * made once per load; failing that as `how` says, the source's `seqs` last. Valid while the
+ * chunk is held or loaded ahead, and until the next call otherwise. *out is NULL only with
+ * CTF__SEQS_HELD. @return : 0, or the source's error. */
+int ctf__cache_seqs(ctf__cache *k, size_t c, ctf__seqs_how how, const ctf__seq **out,
+                    ctf_error *err);
 /* One more sequence of chunk c cut in the current sweep. */
 void ctf__cache_consumed(ctf__cache *k, size_t c);
 /* A BPTT slot takes / lets go of a sequence of chunk c: held while pinned. */

@@ -1087,9 +1087,16 @@ static bool cache_read_chunk(const ctf_index *idx, const ctf__chunk *ch, ctf__se
 /* Re-scans chunk ch's bytes (a newline scan with the indexing pass's own line rule, no value
  * parsing) into out. @return : 0, CTF_ENOMEM, or CTF_ECHANGED when the bytes no longer give
  * the records the index holds. */
+#ifdef CTF_TESTING
+atomic_long ctf__rescan_count;
+#endif
+
 static int rescan_chunk(const ctf_index *idx, size_t c, const char *bytes, ctf__seqbuf *out,
                         ctf_error *err)
 {
+#ifdef CTF_TESTING
+    atomic_fetch_add(&ctf__rescan_count, 1);
+#endif
     const ctf__chunk *ch = &idx->chunks[c];
     ctf_index tmp = {.path = idx->path, .file = idx->file, .line_mode = idx->line_mode};
     ctf_error e;

@@ -856,12 +856,16 @@ ctf__bufpool *ctf__bufpool_create(size_t max_bufs)
     return p;
 }
 
-ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads)
+ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t hold)
 {
-    size_t per_chunk = 0; /* dense: values; sparse: values, indices, indptr */
+    size_t per_chunk = 1; /* its records; dense: values; sparse: values, indices, indptr */
     for (size_t k = 0; k < pc->num_streams; k++) per_chunk += pc->streams[k].is_sparse ? 3 : 1;
-    return ctf__bufpool_create((threads + 2) * per_chunk);
+    return ctf__bufpool_create((threads + 2 + hold) * per_chunk);
 }
+
+#ifdef CTF_TESTING
+atomic_long ctf__bufpool_misses;
+#endif
 
 static void pool_ref(ctf__bufpool *p)
 {
@@ -886,7 +890,7 @@ void ctf__bufpool_unref(ctf__bufpool *p)
 
 /* The smallest pooled buffer of at least `need` bytes (and not much more than 4x: a much larger
  * one would be held by a small chunk), or NULL. */
-static void *pool_take(ctf__bufpool *p, size_t need, size_t *got)
+void *ctf__bufpool_take(ctf__bufpool *p, size_t need, size_t *got)
 {
     void *r = NULL;
     pthread_mutex_lock(&p->mu);
@@ -903,11 +907,14 @@ static void *pool_take(ctf__bufpool *p, size_t need, size_t *got)
         p->bytes[best] = p->bytes[p->n];
     }
     pthread_mutex_unlock(&p->mu);
+#ifdef CTF_TESTING
+    if (!r) atomic_fetch_add(&ctf__bufpool_misses, 1);
+#endif
     return r;
 }
 
 /* Keeps buf for a later chunk; when the pool is full the smallest buffer is freed instead. */
-static void pool_give(ctf__bufpool *p, void *buf, size_t bytes)
+void ctf__bufpool_give(ctf__bufpool *p, void *buf, size_t bytes)
 {
     if (!buf) return;
     pthread_mutex_lock(&p->mu);
@@ -942,9 +949,9 @@ void ctf__chunk_data_free(ctf__chunk_data *cd)
         for (size_t k = 0; k < cd->num_streams; k++) {
             ctf__stream_data *sd = &cd->streams[k];
             if (cd->pool) {
-                pool_give(cd->pool, sd->values, sd->values_cap * cd->elt);
-                pool_give(cd->pool, sd->indices, sd->indices_cap * sizeof *sd->indices);
-                pool_give(cd->pool, sd->indptr, sd->indptr_cap * sizeof *sd->indptr);
+                ctf__bufpool_give(cd->pool, sd->values, sd->values_cap * cd->elt);
+                ctf__bufpool_give(cd->pool, sd->indices, sd->indices_cap * sizeof *sd->indices);
+                ctf__bufpool_give(cd->pool, sd->indptr, sd->indptr_cap * sizeof *sd->indptr);
             } else {
                 CTF_FREE(sd->values);
                 CTF_FREE(sd->indices);
@@ -952,6 +959,10 @@ void ctf__chunk_data_free(ctf__chunk_data *cd)
             }
             CTF_FREE(sd->dense_off);
         }
+    if (cd->pool)
+        ctf__bufpool_give(cd->pool, cd->seqs, cd->seqs_cap * sizeof *cd->seqs);
+    else
+        CTF_FREE(cd->seqs);
     ctf__bufpool_unref(cd->pool);
     CTF_FREE(cd->streams);
     CTF_FREE(cd->slices);
@@ -990,7 +1001,7 @@ static int presize_one(ctf__bufpool *pool, void **buf, size_t *cap, uint64_t n, 
     if (n > CTF__PRESIZE_MAX / elt) n = CTF__PRESIZE_MAX / elt;
     if (n == 0) return 0;
     size_t bytes = (size_t)n * elt, got = 0;
-    void *p = pool ? pool_take(pool, bytes, &got) : NULL;
+    void *p = pool ? ctf__bufpool_take(pool, bytes, &got) : NULL;
     if (!p) {
         /* With a pool, room for an eighth more (rounded up to 4 KiB), so that the buffers of
          * chunks of about the same size fit each other. */
@@ -1049,7 +1060,7 @@ static int shrink_one(ctf__bufpool *pool, void **buf, size_t *cap, size_t used, 
     if (!*buf || *cap - used <= *cap / 2) return 0;
     if (used == 0) {
         if (pool)
-            pool_give(pool, *buf, *cap * elt);
+            ctf__bufpool_give(pool, *buf, *cap * elt);
         else
             CTF_FREE(*buf);
         *buf = NULL;

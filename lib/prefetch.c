@@ -25,6 +25,10 @@ typedef struct load_result {
     ctf__chunk_data *cd;    /* parsed data, or NULL on failure */
     int rc;                 /* status of the load */
     ctf_error *err;         /* allocated only on failure */
+    /* The records the load handed over (ctf__readbuf.publish), set while it still parses: owned
+     * here while cd is NULL, then cd's (cd->seqs, the same buffer). */
+    ctf__seq *seqs;
+    size_t seqs_cap;
 } load_result;
 
 struct ctf__loader {
@@ -50,11 +54,62 @@ struct ctf__loader {
     ctf__readbuf caller_buf;    /* for loads run by ctf__loader_take on the caller's thread */
 };
 
-/* Reads and parses chunk c through the source; runs without the lock. */
-static int load_chunk(ctf__loader *l, ctf__readbuf *rb, size_t c, ctf__chunk_data **out,
-                      ctf_error *err)
+/* rb->publish of this loader's loads: the records wait in the chunk's result, and whoever
+ * waits for them (ctf__loader_seqs) is woken before the parse ends. */
+static void publish_seqs(void *ctx, size_t c, ctf__seq *seqs, size_t cap)
 {
-    return l->src->load(l->src, rb, c, l->pcv.pool, out, err);
+    ctf__loader *l = ctx;
+    pthread_mutex_lock(&l->mu);
+    l->res[c].seqs = seqs;
+    l->res[c].seqs_cap = cap;
+    pthread_cond_broadcast(&l->done);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Frees what a result owns: its data (with the records), or the records of a failed load. */
+static void result_free(ctf__loader *l, load_result *r)
+{
+    if (r->cd)
+        ctf__chunk_data_free(r->cd);
+    else if (r->seqs && l->pcv.pool)
+        ctf__bufpool_give(l->pcv.pool, r->seqs, r->seqs_cap * sizeof *r->seqs);
+    else
+        CTF_FREE(r->seqs);
+    CTF_FREE(r->err);
+    *r = (load_result){0};
+}
+
+/* Reads and parses chunk c (state ST_RUNNING, its result empty) through the source, without the
+ * lock: called and returning with it held. The records the load hands over go with the data.
+ * err: where the error goes (the caller's own load), or NULL to keep it in the result.
+ * @return : the load's status. */
+static int run_load(ctf__loader *l, ctf__readbuf *rb, size_t c, ctf__chunk_data **out,
+                    ctf_error *err)
+{
+    pthread_mutex_unlock(&l->mu);
+    ctf__chunk_data *cd = NULL;
+    ctf_error e;
+    ctf__error_clear(&e);
+    rb->publish = l->src->hands_seqs ? publish_seqs : NULL;
+    rb->publish_ctx = l;
+    int rc = l->src->load(l->src, rb, c, l->pcv.pool, &cd, err ? err : &e);
+    ctf_error *ecopy = NULL;
+    if (rc && !err) {
+        ecopy = CTF_MALLOC(sizeof *ecopy);
+        if (ecopy) *ecopy = e;
+    }
+    pthread_mutex_lock(&l->mu);
+    load_result *r = &l->res[c];
+    if (cd && r->seqs) {
+        cd->seqs = r->seqs;
+        cd->seqs_cap = r->seqs_cap;
+        cd->bytes += cd->num_seqs * sizeof *r->seqs; /* not the capacity: a pooled buffer's */
+    }
+    r->cd = cd;
+    r->rc = rc;
+    r->err = ecopy;
+    *out = cd;
+    return rc;
 }
 
 static void *worker_main(void *arg)
@@ -83,26 +138,13 @@ static void *worker_main(void *arg)
         l->q_head = (l->q_head + 1) % l->src->num_chunks;
         l->q_len--;
         l->state[c] = ST_RUNNING;
-        pthread_mutex_unlock(&l->mu);
-
-        ctf__chunk_data *cd = NULL;
-        ctf_error e;
-        ctf__error_clear(&e);
-        int rc = load_chunk(l, &rb, c, &cd, &e);
-        ctf_error *ecopy = NULL;
-        if (rc) {
-            ecopy = CTF_MALLOC(sizeof *ecopy);
-            if (ecopy) *ecopy = e;
-        }
-
-        pthread_mutex_lock(&l->mu);
+        ctf__chunk_data *cd;
+        (void)run_load(l, &rb, c, &cd, NULL);
         if (l->discard[c]) {
             l->discard[c] = 0;
             l->state[c] = ST_NONE;
-            ctf__chunk_data_free(cd);
-            CTF_FREE(ecopy);
+            result_free(l, &l->res[c]);
         } else {
-            l->res[c] = (load_result){cd, rc, ecopy};
             l->state[c] = ST_DONE;
             if (cd) {
                 l->held_chunks++;
@@ -117,7 +159,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t threads,
+int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t threads, size_t hold,
                        ctf__loader **out, ctf_error *err)
 {
     *out = NULL;
@@ -125,7 +167,7 @@ int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t thread
     if (!l) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     l->src = src;
     l->pcv = *pc;
-    l->pcv.pool = ctf__bufpool_for(pc, threads);
+    l->pcv.pool = ctf__bufpool_for(pc, threads, hold);
     if (!l->pcv.pool) {
         ctf__loader_free(l);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
@@ -188,44 +230,85 @@ static void queue_remove(ctf__loader *l, size_t c)
     l->q_len = w;
 }
 
+/* A load run on the caller's thread (state ST_NONE, lock held) keeps its result for a later
+ * take: its records are wanted now, its data when the chunk is reached. */
+static void load_here(ctf__loader *l, size_t c)
+{
+    ctf__chunk_data *cd;
+    l->state[c] = ST_RUNNING;
+    (void)run_load(l, &l->caller_buf, c, &cd, NULL);
+    l->state[c] = ST_DONE;
+    if (cd) {
+        l->held_chunks++;
+        l->held_bytes += cd->bytes;
+    }
+}
+
 int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error *err)
 {
     *out = NULL;
-    if (l->num_threads) {
-        pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&l->mu);
+    if (l->state[c] == ST_QUEUED) {
+        /* Not started yet: do it here rather than wait behind other chunks. */
+        queue_remove(l, c);
+        l->state[c] = ST_NONE;
+    }
+    if (l->state[c] == ST_RUNNING) l->discard[c] = 0;
+    while (l->state[c] == ST_RUNNING) pthread_cond_wait(&l->done, &l->mu);
+    if (l->state[c] == ST_DONE) {
+        load_result r = l->res[c];
+        l->res[c] = (load_result){0};
+        l->state[c] = ST_NONE;
+        if (r.cd) {
+            l->held_chunks--;
+            l->held_bytes -= r.cd->bytes;
+        }
+        pthread_mutex_unlock(&l->mu);
+        if (r.rc) {
+            const int rc = r.rc;
+            if (r.err && err) *err = *r.err;
+            else ctf__fail(err, rc, CTF__NOWHERE, "loading chunk %zu failed", c);
+            result_free(l, &r);
+            return rc;
+        }
+        *out = r.cd;
+        return 0;
+    }
+    /* Nobody loaded it: load it here, its error straight into err. */
+    l->state[c] = ST_RUNNING;
+    int rc = run_load(l, &l->caller_buf, c, out, err);
+    if (rc) result_free(l, &l->res[c]);
+    l->res[c] = (load_result){0};
+    l->state[c] = ST_NONE;
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+bool ctf__loader_seqs(ctf__loader *l, size_t c, ctf__seqs_how how, const ctf__seq **out)
+{
+    *out = NULL;
+    if (!l->src->hands_seqs) return false;
+    pthread_mutex_lock(&l->mu);
+    if (how == CTF__SEQS_LOAD) {
+        if (l->state[c] == ST_RUNNING) l->discard[c] = 0; /* wanted after all */
         if (l->state[c] == ST_QUEUED) {
-            /* Not started yet: do it here rather than wait behind other chunks. */
             queue_remove(l, c);
             l->state[c] = ST_NONE;
         }
-        if (l->state[c] == ST_RUNNING) l->discard[c] = 0;
-        while (l->state[c] == ST_RUNNING) pthread_cond_wait(&l->done, &l->mu);
-        if (l->state[c] == ST_DONE) {
-            load_result r = l->res[c];
-            l->res[c] = (load_result){0};
-            l->state[c] = ST_NONE;
-            if (r.cd) {
-                l->held_chunks--;
-                l->held_bytes -= r.cd->bytes;
-            }
-            pthread_mutex_unlock(&l->mu);
-            if (r.rc) {
-                if (r.err && err) *err = *r.err;
-                else ctf__fail(err, r.rc, CTF__NOWHERE, "loading chunk %zu failed", c);
-                CTF_FREE(r.err);
-                return r.rc;
-            }
-            *out = r.cd;
-            return 0;
-        }
-        pthread_mutex_unlock(&l->mu);
+        if (l->state[c] == ST_NONE) load_here(l, c);
     }
-    return load_chunk(l, &l->caller_buf, c, out, err);
+    /* Waiting for a load that will be thrown away would be for nothing. */
+    if (how != CTF__SEQS_HELD && !l->discard[c])
+        while (l->state[c] == ST_RUNNING && !l->res[c].seqs)
+            pthread_cond_wait(&l->done, &l->mu);
+    if ((l->state[c] == ST_RUNNING && !l->discard[c]) || l->state[c] == ST_DONE)
+        *out = l->res[c].seqs;
+    pthread_mutex_unlock(&l->mu);
+    return *out != NULL;
 }
 
 void ctf__loader_drop_all(ctf__loader *l)
 {
-    if (!l->num_threads) return;
     pthread_mutex_lock(&l->mu);
     for (size_t i = 0; i < l->q_len; i++)
         l->state[l->queue[(l->q_head + i) % l->src->num_chunks]] = ST_NONE;
@@ -233,9 +316,7 @@ void ctf__loader_drop_all(ctf__loader *l)
     for (size_t c = 0; c < l->src->num_chunks; c++) {
         if (l->state[c] == ST_RUNNING) l->discard[c] = 1;
         if (l->state[c] == ST_DONE) {
-            ctf__chunk_data_free(l->res[c].cd);
-            CTF_FREE(l->res[c].err);
-            l->res[c] = (load_result){0};
+            result_free(l, &l->res[c]);
             l->state[c] = ST_NONE;
         }
     }
@@ -246,7 +327,6 @@ void ctf__loader_drop_all(ctf__loader *l)
 
 void ctf__loader_cancel(ctf__loader *l, size_t c)
 {
-    if (!l->num_threads) return;
     pthread_mutex_lock(&l->mu);
     if (l->state[c] == ST_QUEUED) {
         queue_remove(l, c);
@@ -258,9 +338,7 @@ void ctf__loader_cancel(ctf__loader *l, size_t c)
             l->held_chunks--;
             l->held_bytes -= l->res[c].cd->bytes;
         }
-        ctf__chunk_data_free(l->res[c].cd);
-        CTF_FREE(l->res[c].err);
-        l->res[c] = (load_result){0};
+        result_free(l, &l->res[c]);
         l->state[c] = ST_NONE;
     }
     pthread_mutex_unlock(&l->mu);
@@ -296,11 +374,6 @@ void ctf__loader_run_parts(void *loader, void (*fn)(void *arg, size_t part), voi
 
 void ctf__loader_held(ctf__loader *l, size_t *chunks, size_t *bytes)
 {
-    if (!l->num_threads) {
-        *chunks = 0;
-        *bytes = 0;
-        return;
-    }
     pthread_mutex_lock(&l->mu);
     *chunks = l->held_chunks;
     *bytes = l->held_bytes;
@@ -318,10 +391,7 @@ void ctf__loader_free(ctf__loader *l)
         for (size_t i = 0; i < l->num_threads; i++) pthread_join(l->threads[i], NULL);
     }
     if (l->res)
-        for (size_t c = 0; c < l->src->num_chunks; c++) {
-            ctf__chunk_data_free(l->res[c].cd);
-            CTF_FREE(l->res[c].err);
-        }
+        for (size_t c = 0; c < l->src->num_chunks; c++) result_free(l, &l->res[c]);
     if (l->sync_ok) {
         pthread_mutex_destroy(&l->mu);
         pthread_cond_destroy(&l->work);
@@ -361,6 +431,9 @@ struct ctf__cache {
     uint32_t *consumed;          /* sequences of the chunk cut in the current sweep */
     uint32_t *pins;              /* BPTT slots holding one of its sequences */
 
+    /* Per chunk, the records the consumer got from its load (held or loaded ahead), so that a
+     * sequence's lookup is one load of a pointer: cleared when the chunk goes. */
+    const ctf__seq **seqs_at;
     uint8_t *requested;          /* asked for in the current sweep (1), then taken (2) */
     size_t scan_slot;            /* next slot of the current sweep to inspect */
     size_t scan_limit;           /* how far the look-ahead may run past the cursor, in slots */
@@ -369,6 +442,20 @@ struct ctf__cache {
     size_t scan_next;            /* next slot of gen_next to inspect */
     size_t outstanding;          /* requested, not yet taken */
 };
+
+/* The chunks a randomized window holds at once (a window in samples over the mean chunk): their
+ * buffers stay in the pool when the window has passed, for the next sweep's (or window's)
+ * chunks. Their sum with the held chunks' never exceeds the peak of held chunks, so the memory
+ * bound is the window's as before. In file order two or three chunks are held: the loaders'
+ * share covers them. keepDataInMemory never frees a chunk. */
+static size_t window_chunks(const ctf__source *src, const ctf__cache_cfg *cfg)
+{
+    const size_t nc = src->num_chunks;
+    if (!cfg->randomized || cfg->keep_data_in_memory || !nc) return 0;
+    uint64_t w = cfg->window;
+    if (cfg->window_in_samples) w = w / (src->total_samples / nc + 1) + 1;
+    return (size_t)CTF_MIN(w + 1, (uint64_t)nc);
+}
 
 int ctf__cache_create(const ctf__parse_cfg *pc, ctf__source *src, const ctf__cache_cfg *cfg,
                       ctf__cache **out, ctf_error *err)
@@ -386,15 +473,17 @@ int ctf__cache_create(const ctf__parse_cfg *pc, ctf__source *src, const ctf__cac
     k->requested = CTF_CALLOC(n, 1);
     k->requested_next = CTF_CALLOC(n, 1);
     k->pins = CTF_CALLOC(n, sizeof *k->pins);
+    k->seqs_at = CTF_CALLOC(n, sizeof *k->seqs_at);
     if (!k->resident || !k->resident_list || !k->consumed || !k->requested ||
-        !k->requested_next || !k->pins) {
+        !k->requested_next || !k->pins || !k->seqs_at) {
         ctf__cache_free(k);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     }
     size_t widest = 1;
     for (size_t c = 0; c < nc; c++) widest = CTF_MAX(widest, src->chunks[c].num_seqs);
     k->scan_limit = (cfg->prefetch_chunks + 2) * widest;
-    int rc = ctf__loader_create(pc, src, cfg->num_threads, &k->loader, err);
+    int rc = ctf__loader_create(pc, src, cfg->num_threads, window_chunks(src, cfg), &k->loader,
+                                err);
     if (rc) {
         ctf__cache_free(k);
         return rc;
@@ -414,6 +503,7 @@ static void cancel_untaken(ctf__cache *k, uint8_t *flags)
     for (size_t c = 0; c < k->src->num_chunks; c++) {
         if (flags[c] != 1) continue;
         ctf__loader_cancel(k->loader, c);
+        if (!k->resident[c]) k->seqs_at[c] = NULL;
         k->outstanding--;
         flags[c] = 0;
     }
@@ -469,6 +559,7 @@ static void evict(ctf__cache *k, size_t c)
     k->resident_bytes -= cd->bytes;
     ctf__chunk_data_free(cd);
     k->resident[c] = NULL;
+    k->seqs_at[c] = NULL;
     for (size_t i = 0; i < k->num_resident; i++)
         if (k->resident_list[i] == c) {
             k->resident_list[i] = k->resident_list[--k->num_resident];
@@ -520,6 +611,7 @@ int ctf__cache_get(ctf__cache *k, size_t c, const ctf__chunk_data **out, ctf_err
             k->outstanding--;
         }
         int rc = ctf__loader_take(k->loader, c, &cd, err);
+        k->seqs_at[c] = rc ? NULL : cd->seqs; /* the same records, now the held chunk's */
         if (rc) return rc;
         k->resident[c] = cd;
         k->resident_list[k->num_resident++] = c;
@@ -618,9 +710,39 @@ void ctf__cache_request(ctf__cache *k, size_t c)
     k->outstanding++;
 }
 
+int ctf__cache_seqs(ctf__cache *k, size_t c, ctf__seqs_how how, const ctf__seq **out,
+                    ctf_error *err)
+{
+    if (k->seqs_at[c]) {
+        *out = k->seqs_at[c];
+        return 0;
+    }
+    const ctf__chunk_data *cd = k->resident[c];
+    if (cd && cd->seqs) {
+        *out = k->seqs_at[c] = cd->seqs;
+        return 0;
+    }
+    const ctf__seq *q;
+    if (!cd && ctf__loader_seqs(k->loader, c, how, &q)) {
+        /* A chunk the caller had loaded counts as asked for in this sweep: taken with the cut,
+         * or cancelled with the sweep's other untaken requests. */
+        if (how == CTF__SEQS_LOAD && !k->requested[c] && k->requested_next[c] != 1) {
+            k->requested[c] = 1;
+            k->outstanding++;
+        }
+        *out = k->seqs_at[c] = q;
+        return 0;
+    }
+    *out = NULL;
+    if (how == CTF__SEQS_HELD) return 0;
+    return k->src->seqs(k->src, c, out, err);
+}
+
 void ctf__cache_restart(ctf__cache *k, size_t slot)
 {
     ctf__loader_drop_all(k->loader);
+    for (size_t c = 0; c < k->src->num_chunks; c++)
+        if (!k->resident[c]) k->seqs_at[c] = NULL;
     memset(k->requested, 0, k->src->num_chunks);
     memset(k->requested_next, 0, k->src->num_chunks);
     k->outstanding = 0;
@@ -649,5 +771,6 @@ void ctf__cache_free(ctf__cache *k)
     CTF_FREE(k->requested_next);
     ctf__sweepgen_free(k->gen_next);
     CTF_FREE(k->pins);
+    CTF_FREE(k->seqs_at);
     CTF_FREE(k);
 }

@@ -122,9 +122,36 @@ static int slot_seq(ctf_reader *r, size_t t, size_t *seq, size_t *chunk)
  * Prefetch and problems
  *====================================================================*/
 
+int ctf__reader_seq(ctf_reader *r, size_t c, size_t seq, ctf__seqs_how how, const ctf__seq **out)
+{
+    const ctf__seq *q;
+    int rc = ctf__cache_seqs(r->cache, c, how, &q, &r->err);
+    if (!rc && !q) rc = ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE, "no records for chunk %zu", c);
+    if (!rc) *out = q + (seq - r->src->chunks[c].first_seq);
+    return rc;
+}
+
+/* How the timeline gets chunk c's records when it reaches one of its sequences: from the
+ * chunk's load when this worker will load the chunk (loading it now if nobody has started: it
+ * is needed for this minibatch or, for the sequence that ends the cut, the next one: one chunk
+ * read ahead, so not with prefetch_chunks = 0), else made by the source (a chunk another worker
+ * parses). In file order the i-th sequence of a sweep goes to worker i mod N. */
+static ctf__seqs_how cut_how(const ctf_reader *r, size_t c)
+{
+    if (!r->cfg.prefetch_chunks) return CTF__SEQS_ANY;
+    if (r->num_workers == 1) return CTF__SEQS_LOAD;
+    if (r->randomized) return chunk_owned(r, c) ? CTF__SEQS_LOAD : CTF__SEQS_ANY;
+    const ctf__chunk *ch = &r->src->chunks[c];
+    const size_t n = r->num_workers, first_mine = (r->rank + n - ch->first_seq % n) % n;
+    return first_mine < ch->num_seqs ? CTF__SEQS_LOAD : CTF__SEQS_ANY;
+}
+
 /* Asks the cache to load ahead what this worker needs next (see ctf__cache_schedule). */
 static void schedule_prefetch(ctf_reader *r)
 {
+    /* At the end of the data the cursor stands at the next sweep's start: nothing more will
+     * be read, so nothing is loaded for it. */
+    if (r->position >= r->limit) return;
     ctf__cache_schedule(r->cache, r->gen, r->cur_sweep, r->cur_slot, r->num_workers, r->rank);
 }
 
@@ -420,7 +447,7 @@ static int bptt_fetch(ctf_reader *r, bptt_slot *s, bool *end_of_sweep)
     s->tslot = r->cur_slot;
     s->offset = 0;
     const ctf__seq *q;
-    rc = ctf__source_seq(r->src, chunk, seq, &q, &r->err);
+    rc = ctf__reader_seq(r, chunk, seq, cut_how(r, chunk), &q);
     if (rc) return rc;
     s->length = q->samples;
     ctf__cache_pin(r->cache, s->chunk);
@@ -453,7 +480,7 @@ static int bptt_check(ctf_reader *r, bptt_slot *s, const ctf__chunk_data *cd, si
             return 0;
         }
         const ctf__seq *q;
-        int rc = ctf__source_seq(r->src, s->chunk, s->seq, &q, &r->err);
+        int rc = ctf__reader_seq(r, s->chunk, s->seq, CTF__SEQS_ANY, &q);
         if (rc) return rc;
         ctf_error e;
         ctf__fail(&e, CTF_EPARSE,
@@ -518,7 +545,7 @@ static int bptt_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
                 s->recheck = false;
                 if (!cd->dropped[local] && !s->skip) {
                     const ctf__seq *q;
-                    rc = ctf__source_seq(r->src, s->chunk, s->seq, &q, &r->err);
+                    rc = ctf__reader_seq(r, s->chunk, s->seq, CTF__SEQS_ANY, &q);
                     if (rc) return fail_dead(r, rc);
                     rc = add_pick(r, np++, (ctf__pick){cd, local, q->key, q->line, cnt,
                                                        s->offset, cnt,
@@ -578,15 +605,16 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         if (r->randomized && r->cur_slot + 8 < ctf__sweepgen_num_slots(r->gen)) {
             size_t ahead;
             ctf_error ignored;
-            size_t home;
+            size_t home, ac;
             const ctf__seq *aq;
             if (!ctf__sweepgen_get(r->gen, r->cur_slot + 8, &ahead, &home, &ignored) &&
-                !ctf__source_seq(r->src, ctf__sweepgen_chunk_at(r->gen)[home], ahead, &aq,
-                                 &ignored))
-                CTF_PREFETCH(aq);
+                !ctf__cache_seqs(r->cache, ac = ctf__sweepgen_chunk_at(r->gen)[home],
+                                 CTF__SEQS_HELD, &aq, &ignored) &&
+                aq)
+                CTF_PREFETCH(aq + (ahead - r->src->chunks[ac].first_seq));
         }
         const ctf__seq *q;
-        rc = ctf__source_seq(r->src, chunk, seq, &q, &r->err);
+        rc = ctf__reader_seq(r, chunk, seq, cut_how(r, chunk), &q);
         if (rc) return fail_dead(r, rc);
         uint64_t smp = q->samples;
         if (n > 0 && total + smp > num_samples) break;
@@ -630,7 +658,7 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         size_t local = r->cut[i].seq - r->src->chunks[r->cut[i].chunk].first_seq;
         if (cd->dropped[local]) continue;
         const ctf__seq *s;
-        rc = ctf__source_seq(r->src, r->cut[i].chunk, r->cut[i].seq, &s, &r->err);
+        rc = ctf__reader_seq(r, r->cut[i].chunk, r->cut[i].seq, CTF__SEQS_ANY, &s);
         if (rc) return fail_dead(r, rc);
         rc = add_pick(r, np++, (ctf__pick){cd, local, s->key, s->line, s->samples, 0, UINT32_MAX,
                                            r->src->chunk_file[r->cut[i].chunk]});
@@ -672,7 +700,7 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
         rc = slot_seq(r, slot, &seq, &chunk);
         if (rc) return fail_dead(r, rc);
         const ctf__seq *q;
-        rc = ctf__source_seq(r->src, chunk, seq, &q, &r->err);
+        rc = ctf__reader_seq(r, chunk, seq, CTF__SEQS_ANY, &q);
         if (rc) return fail_dead(r, rc);
         acc += q->samples;
         ctf__cache_consumed(r->cache, chunk);

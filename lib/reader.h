@@ -69,5 +69,8 @@ void ctf__reader_evict_passed(ctf_reader *r);
 void ctf__reader_schedule_prefetch(ctf_reader *r);
 void ctf__reader_bptt_release(ctf_reader *r, bptt_slot *s);
 size_t ctf__reader_chunk_of_seq(const ctf_reader *r, size_t seq);
+/* Sequence seq of chunk c (numbered as in the chunk table): from the records the chunk's load
+ * made when there are such (ctf__cache_seqs), else the source's; how as there. */
+int ctf__reader_seq(ctf_reader *r, size_t c, size_t seq, ctf__seqs_how how, const ctf__seq **out);
 
 #endif /* CTFIO_READER_H */

@@ -353,11 +353,22 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
                            "byte %lld no longer matches the index); reopen the reader",
                            lc, (long long)bad);
     }
+    if (!rc && !rb->seqs.p && pool) {
+        /* The last load's records went with its chunk: a pooled buffer, not a fresh one. */
+        size_t got = 0;
+        rb->seqs.p = ctf__bufpool_take(pool, ch->num_seqs * sizeof *rb->seqs.p, &got);
+        rb->seqs.cap = rb->seqs.p ? got / sizeof *rb->seqs.p : 0;
+    }
     if (!rc) rc = ctf__index_chunk_seqs(idx, lc, buf + pre, &rb->seqs, err);
     if (rc) return rc;
+    const ctf__seq *seqs = rb->seqs.p;
+    if (rb->publish) {
+        rb->publish(rb->publish_ctx, c, rb->seqs.p, rb->seqs.cap);
+        rb->seqs = (ctf__seqbuf){0};
+    }
     ctf__parse_cfg pc = file->pc;
     pc.pool = pool;
-    rc = ctf__parse_chunk(&pc, idx, lc, rb->seqs.p, buf + pre, k->max_errors, out, err);
+    rc = ctf__parse_chunk(&pc, idx, lc, seqs, buf + pre, k->max_errors, out, err);
     if (!rc) (*out)->chunk = c;
     return rc;
 }
@@ -421,6 +432,7 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
     k->src.load = corpus_load;
     k->src.seqs = corpus_seqs;
     k->src.destroy = corpus_destroy;
+    k->src.hands_seqs = true;
     k->max_errors = max_errors;
     k->files = CTF_CALLOC(n, sizeof *k->files);
     k->num_fds = CTF_MAX(threads + 2, (size_t)8);

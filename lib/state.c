@@ -293,7 +293,7 @@ static int restore_bptt(ctf_reader *r, const kv *field)
         s->seq = seq;
         s->chunk = ctf__reader_chunk_of_seq(r, seq);
         const ctf__seq *q;
-        rc = ctf__source_seq(r->src, s->chunk, seq, &q, &r->err);
+        rc = ctf__reader_seq(r, s->chunk, seq, CTF__SEQS_ANY, &q);
         if (rc) goto fail;
         s->length = q->samples;
         if (v[2] >= s->length) goto bad;

@@ -36,7 +36,7 @@ TEST(prefetch_run_parts_runs_each_part_once)
     for (size_t ti = 0; ti < 3; ti++) {
         ctf__loader *l = NULL;
         ctf_error e;
-        ASSERT_EQ(ctf__loader_create(&pc, &src, threads[ti], &l, &e), 0);
+        ASSERT_EQ(ctf__loader_create(&pc, &src, threads[ti], 0, &l, &e), 0);
         for (size_t parts = 1; parts <= 40; parts += 3)
             for (int rep = 0; rep < 5; rep++) {
                 parts_log log;
