@@ -1,5 +1,5 @@
 /*
- * bench/bench.c -- throughput and memory benchmarks of ctfio (issues 2 and 3), all in one process
+ * bench/bench.c -- throughput and memory benchmarks of ctfio (indexing, parsing, the reader, memory), all in one process
  * per data file so that every ratio compares numbers taken in the same run.
  *
  * BENCH_BEFORE builds it against a library from before the two-level index (bench/mem.py's

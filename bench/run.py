@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/run.py -- builds bench/bench.c, generates the data (bench/gen.py) when missing, runs every
 measurement (median of --reps runs, 3 by default) and prints a Markdown report: the machine, the
-command, throughput tables in GB/s and the ratios the issues set as targets.
+command, throughput tables in GB/s and the ratios set as targets.
 
   python3 bench/run.py              256 MiB files (dense, mnist, sparse, seq)
   python3 bench/run.py --quick      32 MiB files, for a fast look
@@ -11,7 +11,7 @@ command, throughput tables in GB/s and the ratios the issues set as targets.
   python3 bench/run.py --from-json F   re-render the report from a saved results file
 
 Raw results (one JSON object per line, as bench.c prints them) go to bench/data/results.jsonl
-(or --json PATH). Targets (issues 2 and 3):
+(or --json PATH). Targets:
   indexing / newline scan >= 0.5      parsing / strtof >= 4
   pipeline / bare parsing >= 0.8      2 threads / 1 thread >= 1.7
   peak RSS independent of file size
@@ -194,7 +194,7 @@ def report(recs, meta):
           "consumer thread P: 1 thread takes ≥ max(W, P), 2 threads ≥ max(W/2, P, (W+P)/2)). "
           "*Read + parse*: parse-only with each chunk first `pread` into a buffer, so **own** = "
           "reader with 0 threads ÷ read + parse (per CPU-second) leaves out the file's reading "
-          "and measures what the pipeline itself adds (randomize + pack: the issue's ≤ 20%).")
+          "and measures what the pipeline itself adds (randomize + pack: the ≤ 20% target).")
         w("")
         hdr = ("| file | randomize | chunk | " + " | ".join("%d thr" % t for t in threads) +
                " | parse-only | **pipeline** (≥ 0.8) | read + parse | **own** (≥ 0.8) | **2 ÷ 1 thr** (≥ 1.7) | consumer share (1 thr) | 2-core bound |")
@@ -355,7 +355,7 @@ def main(argv=None):
                                "--mb-samples", str(a.mb_samples)], sink)
         # Peak RSS: the dense file of this run vs the big one, each in fresh processes.
         big = os.path.relpath(os.path.join(DATA, "dense_%dmb.ctf" % a.big_mb), ROOT)
-        # The issue compares 256 MiB with >= 1 GiB: use the 256 MiB file when it exists (--quick).
+        # The targets compare 256 MiB with >= 1 GiB: use the 256 MiB file when it exists (--quick).
         small = os.path.relpath(os.path.join(DATA, "dense_%dmb.ctf" % mb), ROOT)
         if os.path.exists(os.path.join(DATA, "dense_256mb.ctf")):
             small = os.path.relpath(os.path.join(DATA, "dense_256mb.ctf"), ROOT)
