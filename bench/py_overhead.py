@@ -86,6 +86,7 @@ def _rows(src, k, n, repeat):
                 next(it)
         rows.append(("CTFIterableDataset, batch %d" % k, _best(torch_loop, n, repeat)))
         it.close()
+    if ct is not None and hasattr(ct, "_reader_plan"):   # (an older ctfio has no plan)
         # The dataset's tensors of one minibatch, made again and again: what the batch costs
         # without the C call and the driver; then the same torch and NumPy calls written out
         # (no plan, no loop): torch's and NumPy's own cost, the floor of any Python adapter.

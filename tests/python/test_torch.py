@@ -495,6 +495,7 @@ def same_run(a, b):
     dict(source=dict(truncation_length=2)),
     dict(epoch_size=23),
     dict(epoch_size=INFINITELY_REPEAT, number_of_workers=2, worker_rank=1),
+    dict(number_of_workers=9, worker_rank=8, layout="padded", with_keys=True),  # empty shares
     dict(device="meta"),
 ])
 def test_reader_path_equals_the_general_path(tmp_path, case):
@@ -520,6 +521,8 @@ def test_reader_path_equals_the_general_path(tmp_path, case):
             assert [s for _, s, _ in a] == [s for _, s, _ in b]
         else:
             same_run(a, b)
+    if case.get("number_of_workers") == 9:
+        assert any(x["x"].shape[0] == 0 for x, _, _ in a)
 
 
 def test_reader_plan_follows_streams_and_layout(data):
