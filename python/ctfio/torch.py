@@ -27,7 +27,9 @@ What it does, in order, for every step:
    dim)`` plus a boolean ``<name>_mask``; a view when all sequences have one length, else the
    one copy padding needs); sparse streams are ``torch.sparse_csr`` ``(num_samples, dim)`` whose
    values and column indices are the reader's memory, plus ``<name>_lengths``. In frame mode a
-   stream is ``(num_sequences, dim)``.
+   stream is ``(num_sequences, dim)``. From ctfio's file source the tensors are made from the C
+   minibatch's buffers by a plan worked out once per iteration (``_reader_plan``); other
+   sources go through their ``MinibatchData`` (``_dense``, ``_sparse``): the same tensors.
 4. **Device.** The next minibatch is read one step ahead. With ``device="cuda"`` it is copied
    through pinned host buffers on a side stream while the caller trains on the current one
    (double buffering, ctfio/_staging.py, shared with the providers); before a batch is handed
@@ -227,7 +229,7 @@ def _sparse(md, name, frame_mode, out):
         crow = torch.from_numpy(indptr.astype(np.int32))
         col = _tensor(indices)
     else:
-        crow = torch.from_numpy(indptr.astype(np.int64))
+        crow = _tensor(indptr.astype(np.int64, copy=False))
         col = torch.from_numpy(indices.astype(np.int64))
     out[name] = _CSR(crow, col, values, (len(indptr) - 1, md.dim))
     if not frame_mode:
@@ -563,7 +565,9 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         general loop, made from the C minibatch directly. What does not change between
         minibatches is worked out here, once (the plan of the streams, the epoch rule, whether
         a position determines the state); per minibatch there remain the C call, the tensors
-        and a few reads of what the minibatch carries (its position, its end of sweep)."""
+        and a few reads of what the minibatch carries (its position, its end of sweep). The
+        worker's own sample count (``_local_samples``) is left as it is: it stands in for a
+        position, which the reader always reports."""
         reader = src._reader
         plan = _reader_plan(src, self.streams, self.layout, frame_mode)
         with_keys, direct = self.with_keys, transfer.passthrough
