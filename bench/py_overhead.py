@@ -1,7 +1,8 @@
 """Per-minibatch Python overhead: microseconds and minibatches per second of
 ``next_minibatch(K)`` on a small in-memory-resident CTF file, of the same through
 ``ctfio.torch.CTFIterableDataset`` at batch K, and of ``MinibatchSourceFromData.next_minibatch``
-with ``.values`` read once; K = 64 and 4096 by default.
+with ``.values`` read once; K = 64 and 4096 by default. Two rows split the torch row: the
+dataset's tensors of one minibatch alone, and the same torch and NumPy calls written out.
 
     .venv/bin/python bench/py_overhead.py [--n 20000] [--repeat 5] [--sizes 64,4096]
 
@@ -85,6 +86,32 @@ def _rows(src, k, n, repeat):
                 next(it)
         rows.append(("CTFIterableDataset, batch %d" % k, _best(torch_loop, n, repeat)))
         it.close()
+    if ct is not None and hasattr(ct, "_reader_plan"):   # (an older ctfio has no plan)
+        # The dataset's tensors of one minibatch, made again and again: what the batch costs
+        # without the C call and the driver; then the same torch and NumPy calls written out
+        # (no plan, no loop): torch's and NumPy's own cost, the floor of any Python adapter.
+        mb = reader.next(k)
+        plan = ct._reader_plan(src, None, "packed", False)
+
+        def tensors(n):
+            for _ in range(n):
+                ct._reader_batch(mb, plan, False, True)
+
+        torch, asarray, i32, i64 = ct.torch, np.asarray, np.int32, np.int64
+
+        def calls(n):
+            buf, from_numpy, csr = mb.buffer, torch.from_numpy, torch.sparse_csr_tensor
+            for _ in range(n):
+                from_numpy(asarray(buf(0, 0)))
+                from_numpy(asarray(buf(0, 1)).astype(i64))
+                v = from_numpy(asarray(buf(1, 0)))
+                p = asarray(buf(1, 2))
+                csr(from_numpy(p.astype(i32)), from_numpy(asarray(buf(1, 3))), v,
+                    size=(p.shape[0] - 1, 10), check_invariants=False)
+                from_numpy(asarray(buf(1, 1)).astype(i64))
+        rows.append(("- its tensors alone (the plan over one minibatch)",
+                     _best(tensors, n, repeat)))
+        rows.append(("- the same torch/NumPy calls written out", _best(calls, n, repeat)))
     return rows
 
 
@@ -121,7 +148,7 @@ def main():
     for rows in out:
         c_cpu = rows[0][1][0]
         for i, (name, (cpu, wall)) in enumerate(rows):
-            share = "" if i == 0 or name.startswith("MinibatchSourceFromData") else \
+            share = "" if i == 0 or name.startswith(("MinibatchSourceFromData", "-")) else \
                 "%.1f" % (cpu - c_cpu)
             print("| %s | %.1f | %.0f | %s | %.1f |" % (name, cpu, 1e6 / cpu, share, wall))
 

@@ -19,6 +19,11 @@ Epoch rules (both drivers):
 * ``INFINITELY_REPEAT``: one epoch that never ends (the source's own limits end the data).
 
 Cutting a request never changes the order of the data, only where minibatches begin and end.
+
+``ctfio.torch``'s path for the file source (``CTFIterableDataset._iter_reader``) applies the
+same two rules with the epoch's bound worked out once per iteration instead of calling
+``epoch_room`` / ``epoch_ends`` per minibatch; tests/python/test_torch.py checks that it cuts
+and ends epochs exactly as the general path, which calls them.
 """
 
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT

@@ -27,7 +27,9 @@ What it does, in order, for every step:
    dim)`` plus a boolean ``<name>_mask``; a view when all sequences have one length, else the
    one copy padding needs); sparse streams are ``torch.sparse_csr`` ``(num_samples, dim)`` whose
    values and column indices are the reader's memory, plus ``<name>_lengths``. In frame mode a
-   stream is ``(num_sequences, dim)``.
+   stream is ``(num_sequences, dim)``. From ctfio's file source the tensors are made from the C
+   minibatch's buffers by a plan worked out once per iteration (``_reader_plan``); other
+   sources go through their ``MinibatchData`` (``_dense``, ``_sparse``): the same tensors.
 4. **Device.** The next minibatch is read one step ahead. With ``device="cuda"`` it is copied
    through pinned host buffers on a side stream while the caller trains on the current one
    (double buffering, ctfio/_staging.py, shared with the providers); before a batch is handed
@@ -43,6 +45,7 @@ torch is imported by this module only: ``import ctfio`` never imports it, and ct
 without PyTorch installed.
 """
 
+import json
 import os
 import warnings
 
@@ -55,7 +58,7 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
 
 from . import _staging
 from ._loop import count_local, end_of_sweep, epoch_ends, epoch_room, source_timeline, timeline
-from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT, _np
+from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchData, _np
 
 __all__ = ["CTFIterableDataset", "detect_workers"]
 
@@ -193,17 +196,22 @@ def _dense(md, name, layout, frame_mode, out):
         out[name] = values
         out[name + "_lengths"] = _lengths(md)
         return
-    lengths = _lengths(md)
+    _padded(values, _lengths(md), md.dim, name, name + "_mask", out)
+
+
+def _padded(values, lengths, dim, name, mask_name, out):
+    """``(num_sequences, max_len, dim)`` from packed ``values`` and int64 ``lengths``, plus the
+    mask: a view when every sequence has one length, else the one copy padding needs."""
     n = lengths.shape[0]
     width = int(lengths.max()) if n else 0
     mask = torch.arange(width)[None, :] < lengths[:, None]
     if n and bool((lengths == width).all()):
-        out[name] = values.view(n, width, md.dim)     # equal lengths: still a view (no copy)
+        out[name] = values.view(n, width, dim)        # equal lengths: still a view (no copy)
     else:
-        padded = values.new_zeros((n, width, md.dim))
+        padded = values.new_zeros((n, width, dim))
         padded[mask] = values                         # row-major mask order = sequence order
         out[name] = padded
-    out[name + "_mask"] = mask
+    out[mask_name] = mask
 
 
 def _sparse(md, name, frame_mode, out):
@@ -221,11 +229,94 @@ def _sparse(md, name, frame_mode, out):
         crow = torch.from_numpy(indptr.astype(np.int32))
         col = _tensor(indices)
     else:
-        crow = torch.from_numpy(indptr.astype(np.int64))
+        crow = _tensor(indptr.astype(np.int64, copy=False))
         col = torch.from_numpy(indices.astype(np.int64))
     out[name] = _CSR(crow, col, values, (len(indptr) - 1, md.dim))
     if not frame_mode:
         out[name + "_lengths"] = _lengths(md)
+
+
+# ---------------------------------------------------------------------------------------------
+# The reader's path: a C minibatch -> tensors, planned once per iteration
+# ---------------------------------------------------------------------------------------------
+
+# What one selected stream becomes (the first field of a plan entry).
+_PLAIN, _PACKED, _PADDED, _CSR_PLAIN, _CSR_LENGTHS = range(5)
+
+
+def _reader_source(src):
+    """Whether ``src`` is ctfio's file source as ctfio defines it (no method of the per-batch
+    path overridden), so that batches can be made from its C minibatches directly."""
+    from .source import MinibatchSource
+    if not isinstance(src, MinibatchSource) or getattr(src, "_reader", None) is None:
+        return False
+    tp = type(src)
+    return all(getattr(tp, m) is getattr(MinibatchSource, m) for m in (
+        "next_minibatch", "_next", "_read", "_timeline", "_state_at", "get_checkpoint_state",
+        "restore_from_checkpoint", "_positional_state"))
+
+
+def _reader_plan(src, streams, layout, frame_mode):
+    """One entry per delivered stream, ``(kind, stream index, name, lengths or mask name,
+    dim)``: everything a batch needs that does not change between minibatches (which streams,
+    in which order, sparse or not, the layout, the key names). Unknown names raise here,
+    before anything is read."""
+    infos = list(src._keys)
+    index = {si.name: i for i, si in enumerate(infos)}
+    plan = []
+    for name in (streams if streams is not None else [si.name for si in infos]):
+        i = index.get(name)
+        if i is None:
+            raise KeyError("CTFIterableDataset.streams: the source has no stream %r "
+                           "(streams: %s)" % (name, ", ".join(si.name for si in infos)))
+        si = infos[i]
+        dim = int(si.shape[0])
+        if si.is_sparse:
+            plan.append((_CSR_PLAIN if frame_mode else _CSR_LENGTHS, i, name,
+                         name + "_lengths", dim))
+        elif frame_mode:
+            plan.append((_PLAIN, i, name, None, dim))
+        elif layout == "packed":
+            plan.append((_PACKED, i, name, name + "_lengths", dim))
+        else:
+            plan.append((_PADDED, i, name, name + "_mask", dim))
+    return tuple(plan)
+
+
+def _reader_batch(mb, plan, with_keys, build_csr):
+    """The batch of C minibatch ``mb`` by ``plan``: the same tensors as ``_dense`` /
+    ``_sparse`` make from its MinibatchData (values and column indices are the reader's
+    buffers; lengths and row pointers converted), without making the MinibatchData. Sparse
+    streams are CSR tensors when ``build_csr``, else ``_CSR`` parts for the device transfer."""
+    np = _np()
+    asarray, from_numpy, int64, buf = np.asarray, torch.from_numpy, np.int64, mb.buffer
+    out = {}
+    for kind, i, name, aux, dim in plan:
+        values = from_numpy(asarray(buf(i, 0)))
+        if kind == _PACKED:
+            out[name] = values
+            out[aux] = from_numpy(asarray(buf(i, 1)).astype(int64))
+        elif kind == _PLAIN:
+            out[name] = values
+        elif kind == _PADDED:
+            _padded(values, from_numpy(asarray(buf(i, 1)).astype(int64)), dim, name, aux, out)
+        else:
+            indptr = asarray(buf(i, 2))
+            if values.shape[0] < 2**31:     # the reader's column indices are int32: shared
+                crow = from_numpy(indptr.astype(np.int32))
+                col = from_numpy(asarray(buf(i, 3)))
+            else:
+                crow = from_numpy(indptr)
+                col = from_numpy(asarray(buf(i, 3)).astype(int64))
+            size = (indptr.shape[0] - 1, dim)
+            out[name] = torch.sparse_csr_tensor(crow, col, values, size=size,
+                                                check_invariants=False) \
+                if build_csr else _CSR(crow, col, values, size)
+            if kind == _CSR_LENGTHS:
+                out[aux] = from_numpy(asarray(buf(i, 1)).astype(int64))
+    if with_keys:
+        out["_keys"] = from_numpy(asarray(mb.keys).astype(int64))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,6 +363,16 @@ class _Fetched:
     def __init__(self, started, state, local_samples, ends_epoch, minibatch, position):
         self.started, self.state, self.local_samples = started, state, local_samples
         self.ends_epoch, self.minibatch, self.position = ends_epoch, minibatch, position
+
+
+class _Saved:
+    """A checkpoint state as the reader's JSON text, parsed only when asked for (sources
+    whose state a position does not determine: one C call per minibatch, no JSON)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
 
 
 class _At:
@@ -352,6 +453,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         self._local_samples = 0     # this worker's samples, for sources without a position
         self._batches = 0           # batches handed out, over all iterations
         self._epochs = 0            # epochs whose last batch was handed out
+        self._last_keys = None      # (keys, frame_mode) to make last_minibatch from a C one
         self.last_minibatch = None  # the source's {StreamInformation: MinibatchData} of it
 
     # -- source and workers --------------------------------------------------------------------
@@ -398,6 +500,8 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         """A state as a dict (an _At is turned into one by the source that made it)."""
         if isinstance(state, _At):
             return self.source._state_at(state.position)
+        if isinstance(state, _Saved):
+            return json.loads(state.text)
         return state
 
     def _sync_source(self):
@@ -435,6 +539,9 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         counted = pos if pos is not None else self._local_samples
         epoch_index = counted // self.epoch_size if self.epoch_size not in (
             FULL_DATA_SWEEP, INFINITELY_REPEAT) else 0
+        if pos is not None and _reader_source(src):
+            yield from self._iter_reader(src, n, r, pos, per, epoch_index, frame_mode, transfer)
+            return
         lazy = pos is not None and bool(getattr(src, "_positional_state", False))
         fetch = (src, n, r, epoch_index, per, lazy, frame_mode, transfer)
         pending = self._fetch(pos, self._local_samples, *fetch)
@@ -450,6 +557,63 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
             self._batches += 1
             self._epochs += pending.ends_epoch
             self.last_minibatch = pending.minibatch
+            yield batch
+            pending = ahead
+
+    def _iter_reader(self, src, n, r, pos, per, epoch_index, frame_mode, transfer):
+        """``__iter__`` for ctfio's file source: the same batches, states and epochs as the
+        general loop, made from the C minibatch directly. What does not change between
+        minibatches is worked out here, once (the plan of the streams, the epoch rule, whether
+        a position determines the state); per minibatch there remain the C call, the tensors
+        and a few reads of what the minibatch carries (its position, its end of sweep). The
+        worker's own sample count (``_local_samples``) is left as it is: it stands in for a
+        position, which the reader always reports."""
+        reader = src._reader
+        plan = _reader_plan(src, self.streams, self.layout, frame_mode)
+        with_keys, direct = self.with_keys, transfer.passthrough
+        lazy = bool(src._positional_state)
+        k_max, epoch_size = self.minibatch_size, self.epoch_size
+        # The epoch rule (ctfio/_loop.py's epoch_room / epoch_ends) for this iteration: room
+        # is what a request may take before the epoch's boundary; None, no bound.
+        sweep = epoch_size == FULL_DATA_SWEEP
+        limit = None if epoch_size in (FULL_DATA_SWEEP, INFINITELY_REPEAT) else \
+            (epoch_index + 1) * epoch_size
+        per = per if sweep and per else None
+        self._last_keys = (src._keys, frame_mode)
+
+        def read(pos):
+            k = k_max
+            if per is not None:
+                k = min(k, per - pos % per)
+            elif limit is not None:
+                k = min(k, limit - pos)
+            mb = reader.next(k if k > 1 else 1, n, r)
+            if mb is None:
+                return None
+            try:
+                batch = _reader_batch(mb, plan, with_keys, direct)
+                if not direct:
+                    batch = transfer.start(batch)
+                after = mb.position
+                state = _At(after) if lazy else _Saved(reader.get_state())
+                ends = mb.end_of_sweep if sweep else limit is not None and after >= limit
+            except BaseException:
+                reader.undo()   # as MinibatchSource._read: the minibatch never got out
+                raise
+            return batch, state, ends, mb, after
+
+        pending = read(pos)
+        while pending is not None:
+            batch, state, ends, mb, pos = pending
+            ahead = None if ends else read(pos)
+            if not direct:
+                batch = transfer.finish(batch)
+            self._state = state
+            self._ahead = ahead is not None
+            self._batches += 1
+            if ends:
+                self._epochs += 1
+            self._last_mb, self._last_data = mb, None
             yield batch
             pending = ahead
 
@@ -491,6 +655,21 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
                           pos_after if pos_after is not None else local_after,
                           end_of_sweep(data))
         return _Fetched(transfer.start(batch), after, local_after, ends, data, pos_after)
+
+    @property
+    def last_minibatch(self):
+        """The source's ``{StreamInformation: MinibatchData}`` behind the last batch handed out
+        (None before the first). From ctfio's file source it is made when first asked for, from
+        the C minibatch the batch's tensors already hold."""
+        data = self._last_data
+        if data is None and self._last_mb is not None:
+            keys, frame_mode = self._last_keys
+            data = self._last_data = self._last_mb.stream_data(MinibatchData, keys, frame_mode)
+        return data
+
+    @last_minibatch.setter
+    def last_minibatch(self, data):
+        self._last_data, self._last_mb = data, None
 
     # -- checkpoints (torchdata StatefulDataLoader convention) ---------------------------------
 
@@ -554,7 +733,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
             d["_src"] = None
             d["_restore"] = d["_restore"] if d["_restore"] is not None else (
                 self._resolved(d["_state"]) if self._src_pid == os.getpid() else d["_state"])
-        d["last_minibatch"] = None
+        d["_last_data"] = d["_last_mb"] = None
         return d
 
     def __repr__(self):

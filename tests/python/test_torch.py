@@ -434,6 +434,172 @@ def test_ranks_in_one_process_are_disjoint_and_complete(data):
 
 
 # ---------------------------------------------------------------------------------------------
+# the reader's path (batches made from the C minibatch, planned once per iteration)
+# ---------------------------------------------------------------------------------------------
+
+class GeneralSource(ctfio.MinibatchSource):
+    """The file source with next_minibatch overridden (unchanged): the dataset takes its
+    general path, over MinibatchData, which the reader's path must equal."""
+
+    def next_minibatch(self, *args, **kwargs):
+        return super().next_minibatch(*args, **kwargs)
+
+
+def general_factory(path, **kw):
+    def make():
+        src = make_source(path, **kw)
+        src.__class__ = GeneralSource
+        return src
+    return make
+
+
+def write_equal_lengths(path, n, lengths):
+    """Sequences whose streams have one length each (truncated BPTT needs it): x and y on
+    every line."""
+    rng = random.Random(3)
+    with open(path, "w") as f:
+        for s in range(n):
+            for _ in range(rng.randint(*lengths)):
+                f.write("%d |x %d 1 2 |y %d:1\n" % (s, rng.randrange(9), rng.randrange(5)))
+    return path
+
+
+def state_sequence(ds, steps):
+    out = []
+    for b in take(ds, steps):
+        out.append((b, json.dumps(ds.state_dict(), sort_keys=True), ds.epoch))
+    return out
+
+
+def same_run(a, b):
+    assert len(a) == len(b)
+    for (x, sx, ex), (y, sy, ey) in zip(a, b):
+        same_batch(x, y)
+        for k in x:
+            assert x[k].dtype == y[k].dtype and x[k].shape == y[k].shape, k
+            if x[k].layout == torch.sparse_csr:
+                assert x[k].crow_indices().dtype == y[k].crow_indices().dtype
+                assert x[k].col_indices().dtype == y[k].col_indices().dtype
+        assert list(x) == list(y)                         # same keys in the same order
+        assert (sx, ex) == (sy, ey)
+
+
+@pytest.mark.parametrize("case", [
+    dict(),
+    dict(layout="padded"),
+    dict(streams=["y", "x"]),
+    dict(streams=["y"], layout="padded"),
+    dict(streams=["x", "x"], with_keys=True),
+    dict(source=dict(frame_mode=True)),
+    dict(source=dict(precision="double"), layout="padded", with_keys=True),
+    dict(source=dict(truncation_length=2)),
+    dict(epoch_size=23),
+    dict(epoch_size=INFINITELY_REPEAT, number_of_workers=2, worker_rank=1),
+    dict(number_of_workers=9, worker_rank=8, layout="padded", with_keys=True),  # empty shares
+    dict(device="meta"),
+])
+def test_reader_path_equals_the_general_path(tmp_path, case):
+    """Batches (values, dtypes, shapes, key order, layouts, sparse index dtypes), states and
+    epochs of the reader's path are those of the general path over MinibatchData, for every
+    layout, stream selection and order, frame mode, precision, truncation, epoch rule, worker
+    split and device transfer."""
+    case = dict(case)
+    src_kw = case.pop("source", {})
+    lengths = (1, 1) if src_kw.get("frame_mode") else (1, 4)
+    path = write_data(str(tmp_path / "d.ctf"), n=40, lengths=lengths)
+    if "truncation_length" in src_kw:
+        path = write_equal_lengths(path, 40, (1, 5))
+    fast = ct.CTFIterableDataset(factory(path, **src_kw), 7, **case)
+    slow = ct.CTFIterableDataset(general_factory(path, **src_kw), 7, **case)
+    assert ct._reader_source(fast.source) and not ct._reader_source(slow.source)
+    for _ in range(2):      # two iterations: the second continues (and rewinds the read-ahead)
+        a, b = state_sequence(fast, 9), state_sequence(slow, 9)
+        if case.get("device") == "meta":
+            assert all(t.device.type == "meta" for x, _, _ in a for t in x.values())
+            assert [(list(x), [t.shape for t in x.values()]) for x, _, _ in a] == \
+                [(list(y), [t.shape for t in y.values()]) for y, _, _ in b]
+            assert [s for _, s, _ in a] == [s for _, s, _ in b]
+        else:
+            same_run(a, b)
+    if case.get("number_of_workers") == 9:
+        assert any(x["x"].shape[0] == 0 for x, _, _ in a)
+
+
+def test_reader_plan_follows_streams_and_layout(data):
+    src = make_source(data)
+    kinds = lambda plan: [(kind, i, name, aux) for kind, i, name, aux, _ in plan]  # noqa: E731
+    assert kinds(ct._reader_plan(src, None, "packed", False)) == [
+        (ct._PACKED, 0, "x", "x_lengths"), (ct._CSR_LENGTHS, 1, "y", "y_lengths")]
+    assert kinds(ct._reader_plan(src, ["y", "x"], "padded", False)) == [
+        (ct._CSR_LENGTHS, 1, "y", "y_lengths"), (ct._PADDED, 0, "x", "x_mask")]
+    assert kinds(ct._reader_plan(src, ["x"], "padded", True)) == [(ct._PLAIN, 0, "x", None)]
+    assert kinds(ct._reader_plan(src, ["y"], "packed", True)) == [(ct._CSR_PLAIN, 1, "y",
+                                                                    "y_lengths")]
+    assert [e[4] for e in ct._reader_plan(src, None, "packed", False)] == [3, 5]
+    # An iteration plans with the dataset's own settings: a stream selection is followed.
+    ds = ct.CTFIterableDataset(factory(data), 8, streams=["y"], layout="padded")
+    assert set(next(iter(ds))) == {"y", "y_lengths"}
+    ds.streams = ["x"]                                   # the next iteration plans anew
+    assert set(next(iter(ds))) == {"x", "x_mask"}
+
+
+def test_unknown_stream_is_refused_before_anything_is_read(data):
+    src = make_source(data)
+    ds = ct.CTFIterableDataset(src, 8, streams=["x", "z"])
+    with pytest.raises(KeyError, match="no stream 'z' \\(streams: x, y\\)"):
+        next(iter(ds))
+    assert src.get_checkpoint_state()["minibatchSourcePosition"] == 0
+
+
+def test_a_failure_while_making_a_batch_gives_the_minibatch_back(data, monkeypatch):
+    ds = ct.CTFIterableDataset(factory(data), 8, with_keys=True, epoch_size=INFINITELY_REPEAT)
+    want = keys_of(take(ct.CTFIterableDataset(factory(data), 8, with_keys=True,
+                                              epoch_size=INFINITELY_REPEAT), 3))
+    real = ct._reader_batch
+
+    def failing(*args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(ct, "_reader_batch", failing)
+    with pytest.raises(KeyboardInterrupt):
+        next(iter(ds))
+    assert ds.source.get_checkpoint_state()["minibatchSourcePosition"] == 0
+    monkeypatch.setattr(ct, "_reader_batch", real)
+    assert keys_of(take(ds, 3)) == want
+
+
+def test_last_minibatch_is_made_when_asked_and_can_be_dropped(data):
+    ds = ct.CTFIterableDataset(factory(data), 8, with_keys=True)
+    assert ds.last_minibatch is None
+    it = iter(ds)
+    batch = next(it)
+    mb = ds.last_minibatch
+    assert mb is ds.last_minibatch                       # made once
+    assert [si.name for si in mb] == ["x", "y"]
+    md = mb[ds.source.streams.x]
+    assert md.keys.tolist() == batch["_keys"].tolist()
+    assert md.position == ds.state_dict()["source"]["minibatchSourcePosition"]
+    next(it)
+    assert ds.last_minibatch is not mb                   # the next batch's
+    ds.last_minibatch = None
+    assert ds.last_minibatch is None
+    pickled = ds.__getstate__()
+    assert pickled["_last_mb"] is None and pickled["_last_data"] is None
+
+
+def test_truncated_source_state_is_saved_per_batch(tmp_path):
+    path = write_equal_lengths(str(tmp_path / "d.ctf"), 20, (3, 6))
+    ds = ct.CTFIterableDataset(factory(path, truncation_length=2), 4, with_keys=True,
+                               epoch_size=INFINITELY_REPEAT)
+    src = make_source(path, truncation_length=2)
+    it = iter(ds)
+    for _ in range(6):
+        next(it)
+        src.next_minibatch(4)
+        assert ds.state_dict()["source"] == src.get_checkpoint_state()
+        assert isinstance(ds._state, ct._Saved)
+
+
+# ---------------------------------------------------------------------------------------------
 # device path
 # ---------------------------------------------------------------------------------------------
 
