@@ -20,10 +20,9 @@ Epoch rules (both drivers):
 
 Cutting a request never changes the order of the data, only where minibatches begin and end.
 
-``ctfio.torch``'s path for the file source (``CTFIterableDataset._iter_reader``) applies the
-same two rules with the epoch's bound worked out once per iteration instead of calling
-``epoch_room`` / ``epoch_ends`` per minibatch; tests/python/test_torch.py checks that it cuts
-and ends epochs exactly as the general path, which calls them.
+``ctfio.torch``'s path for the file source (``CTFIterableDataset._iter_reader``) calls
+``epoch_room`` / ``epoch_ends`` too, with the reader's position as both count and timeline;
+tests/python/test_torch.py checks that it cuts and ends epochs exactly as the general path.
 """
 
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT

@@ -573,20 +573,15 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         with_keys, direct = self.with_keys, transfer.passthrough
         lazy = bool(src._positional_state)
         k_max, epoch_size = self.minibatch_size, self.epoch_size
-        # The epoch rule (ctfio/_loop.py's epoch_room / epoch_ends) for this iteration: room
-        # is what a request may take before the epoch's boundary; None, no bound.
-        sweep = epoch_size == FULL_DATA_SWEEP
-        limit = None if epoch_size in (FULL_DATA_SWEEP, INFINITELY_REPEAT) else \
-            (epoch_index + 1) * epoch_size
-        per = per if sweep and per else None
         self._last_keys = (src._keys, frame_mode)
 
         def read(pos):
+            # The epoch rule is _loop.py's, as for every source: the reader's position is both
+            # the count and the timeline.
             k = k_max
-            if per is not None:
-                k = min(k, per - pos % per)
-            elif limit is not None:
-                k = min(k, limit - pos)
+            room = epoch_room(epoch_size, epoch_index, pos, pos, per)
+            if room is not None and room < k:
+                k = room
             mb = reader.next(k if k > 1 else 1, n, r)
             if mb is None:
                 return None
@@ -596,7 +591,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
                     batch = transfer.start(batch)
                 after = mb.position
                 state = _At(after) if lazy else _Saved(reader.get_state())
-                ends = mb.end_of_sweep if sweep else limit is not None and after >= limit
+                ends = epoch_ends(epoch_size, epoch_index, after, mb.end_of_sweep)
             except BaseException:
                 reader.undo()   # as MinibatchSource._read: the minibatch never got out
                 raise
