@@ -214,6 +214,26 @@ static int64_t check_chunk_bounds(const ctf_index *idx, const ctf__chunk *ch, ch
     return -1;
 }
 
+/* Chunk c's bytes, with `pre` bytes before them, into rb (through the descriptor table: the
+ * inode indexed). */
+static int read_chunk(corpus *k, size_t c, size_t pre, ctf__readbuf *rb, char **out,
+                      ctf_error *err)
+{
+    const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
+    const ctf_index *idx = k->files[f].idx;
+    const ctf__chunk *ch = &idx->chunks[lc];
+    char *buf = *out = ctf__readbuf_get(rb, (size_t)ch->size + pre + 1);
+    if (!buf)
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         lc, idx->path);
+    size_t slot;
+    int fd = fd_acquire(k, f, &slot, err);
+    if (fd < 0) return fd;
+    int rc = ctf__file_pread(fd, idx->path, buf, (size_t)ch->size + pre, ch->offset - pre, err);
+    fd_release(k, slot, fd);
+    return rc;
+}
+
 int ctf__corpus_chunk_seqs(ctf__source *src, size_t c, ctf__readbuf *rb, ctf__seqbuf *out,
                            ctf_error *err)
 {
@@ -226,15 +246,8 @@ int ctf__corpus_chunk_seqs(ctf__source *src, size_t c, ctf__readbuf *rb, ctf__se
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
                          lc, idx->path);
     if (ctf__index_chunk_seqs_cached(idx, lc, out)) return 0;
-    char *buf = ctf__readbuf_get(rb, (size_t)ch->size + 1);
-    if (!buf)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         lc, idx->path);
-    size_t slot;
-    int fd = fd_acquire(k, f, &slot, err);
-    if (fd < 0) return fd;
-    int rc = ctf__file_pread(fd, idx->path, buf, (size_t)ch->size, ch->offset, err);
-    fd_release(k, slot, fd);
+    char *buf;
+    int rc = read_chunk(k, c, 0, rb, &buf, err);
     return rc ? rc : ctf__index_chunk_seqs(idx, lc, buf, out, err);
 }
 
@@ -271,15 +284,8 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
                          (unsigned long long)idx->file.size, (unsigned long long)now.size);
     /* One byte more in front, when there is one, for the line-start check of the first seq. */
     const size_t pre = ch->offset > idx->data_start ? 1 : 0;
-    char *buf = ctf__readbuf_get(rb, (size_t)ch->size + pre + 1);
-    if (!buf)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         lc, idx->path);
-    size_t slot;
-    int fd = fd_acquire(k, f, &slot, err);
-    if (fd < 0) return fd;
-    rc = ctf__file_pread(fd, idx->path, buf, (size_t)ch->size + pre, ch->offset - pre, err);
-    fd_release(k, slot, fd);
+    char *buf;
+    rc = read_chunk(k, c, pre, rb, &buf, err);
     if (!rc) {
         int64_t bad = check_chunk_bounds(idx, ch, pre ? buf[0] : 0, pre != 0, buf + pre);
         if (bad >= 0)
