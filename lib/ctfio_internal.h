@@ -481,9 +481,6 @@ struct ctf__source {
     size_t num_chunks;
     size_t num_seqs;
     uint64_t total_samples;
-    /* Per chunk, its sequence records in chunk order (samples, key, line, offset), for the
-     * sources' own use. The reader reaches them only through `seqs`. */
-    const ctf__seq *const *chunk_seqs;
     const uint32_t *chunk_file;        /* per chunk: index into files */
     const ctf__source_file *files;     /* the files that chunks and keys refer to */
     size_t num_files;
@@ -517,21 +514,6 @@ struct ctf__source {
     void (*destroy)(ctf__source *s);
 };
 
-/* `seqs` for sources that hold chunk_seqs in memory. */
-int ctf__source_seqs_mem(ctf__source *s, size_t c, const ctf__seq **out, ctf_error *err);
-
-/* Sequence seq (numbered as in the chunk table) of chunk c, through s->seqs; valid until the
- * next call on s. */
-static inline int ctf__source_seq(ctf__source *s, size_t c, size_t seq, const ctf__seq **out,
-                                  ctf_error *err)
-{
-    const ctf__seq *q;
-    int rc = s->seqs(s, c, &q, err);
-    if (!rc) *out = q + (seq - s->chunks[c].first_seq);
-    return rc;
-}
-
-/* Sequence seq of chunk c of a source holding chunk_seqs in memory (the sources' own use). */
 /* The chunk holding sequence `seq` (numbered over the whole source): a binary search over the
  * chunks' first sequences. */
 static inline size_t ctf__source_chunk_of(const ctf__source *s, size_t seq)
@@ -545,11 +527,6 @@ static inline size_t ctf__source_chunk_of(const ctf__source *s, size_t seq)
             hi = mid;
     }
     return lo;
-}
-
-static inline const ctf__seq *ctf__source_seq_mem(const ctf__source *s, size_t c, size_t seq)
-{
-    return &s->chunk_seqs[c][seq - s->chunks[c].first_seq];
 }
 
 void ctf__source_free(ctf__source *s);
@@ -573,13 +550,42 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
                      ctf__source **out, ctf_error *err);
 
 /* Chunk c's sequence records of a corpus into out (from the index cache, or re-made from its
- * bytes read into rb), leaving the consumer's set alone: for a pass over every chunk once (a
- * join's open). @return : 0, or an error (CTF_EIO, CTF_ECHANGED, CTF_ENOMEM). */
+ * bytes read into rb): the fill of the corpus's own set, and, leaving that set alone, a pass
+ * over every chunk once (a join's open). @return : 0, or an error (CTF_EIO, CTF_ECHANGED,
+ * CTF_ENOMEM). */
 int ctf__corpus_chunk_seqs(ctf__source *s, size_t c, ctf__readbuf *rb, ctf__seqbuf *out,
                            ctf_error *err);
-/* Chunks whose records the consumer's set holds at first: the window in chunks (a window in
- * samples over the mean chunk) and two more, at least 3; every chunk with keepDataInMemory. */
-size_t ctf__seq_set_size(const ctf_config *cfg, size_t num_chunks, uint64_t samples);
+
+/* The records of the chunks the consumer works in (at the cursor, in BPTT slots, in a seek's
+ * walk), which a source keeps for its `seqs` (seqset.c); the source only fills an entry. It
+ * holds at first the window in chunks (a window in samples over the mean chunk) and two more,
+ * at least 3; least recently used first out. A chunk that comes back within `cap` misses of
+ * being dropped doubles it, so a window wider than guessed costs one fill per chunk, not one
+ * per sequence. When it would hold every chunk (keepDataInMemory, or a window over all of
+ * them) each chunk has its own entry, filled once, exactly its size. */
+typedef struct ctf__seqset_entry {
+    size_t chunk;          /* SIZE_MAX: empty */
+    uint64_t used;         /* LRU clock */
+    ctf__seqbuf buf;
+} ctf__seqset_entry;
+typedef struct ctf__seqset {
+    ctf__seqset_entry *e;
+    size_t len, cap;
+    size_t num_chunks;
+    bool direct;           /* e[c] is chunk c's */
+    uint64_t tick, misses;
+    uint64_t *dropped;     /* per chunk: the miss count when it was last dropped (0: never) */
+} ctf__seqset;
+/* Fills out (grown to the chunk's count already) with chunk c's records. @return : 0 or an
+ * error with err filled. */
+typedef int (*ctf__seqset_fill_fn)(void *ctx, size_t c, ctf__seqbuf *out, ctf_error *err);
+/* @return : 0, or CTF_ENOMEM (s is then freed with ctf__seqset_free all the same). */
+int ctf__seqset_init(ctf__seqset *s, const ctf_config *cfg, size_t num_chunks, uint64_t samples);
+/* Chunk c's records (need of them): the set's, or filled into the entry of the least recently
+ * used chunk. Valid until the next call. @return : 0, or CTF_ENOMEM or fill's error. */
+int ctf__seqset_get(ctf__seqset *s, size_t c, size_t need, ctf__seqset_fill_fn fill, void *ctx,
+                    const ctf__seq **out, ctf_error *err);
+void ctf__seqset_free(ctf__seqset *s);
 
 /* ctf__expand_paths(patterns, n, out, num_out, err): the corpus's file list: each pattern holding
  * '*', '?' or '[' is replaced by its matches in byte-wise sorted order (none is an error), other

@@ -10,7 +10,7 @@
  * key and the part, counted); keys found only in parts are counted. A sequence's length on the
  * timeline is its length in the part holding the definesMBSize stream, else the largest over
  * the parts. The joined sequences' records and links to the parts stay on disk, read per chunk:
- * the consumer's records through a small set of chunks (as a corpus keeps them), a load's links
+ * the consumer's records through the set of chunks a corpus keeps too (seqset.c), a load's links
  * with one read.
  *
  * Loading chunk c: the primary chunk is loaded through the primary corpus, every part chunk
@@ -33,13 +33,6 @@ typedef struct jpart {
     uint8_t *loading;
 } jpart;
 
-/* One chunk's joined records, for the consumer's `seqs` calls. */
-typedef struct jseq_entry {
-    size_t chunk;          /* SIZE_MAX: empty */
-    uint64_t used;         /* LRU clock */
-    ctf__seqbuf buf;
-} jseq_entry;
-
 typedef struct join {
     ctf__source src;       /* first: a join is a source */
     ctf__source *prim;
@@ -56,16 +49,7 @@ typedef struct join {
     pthread_cond_t cv;
     bool sync_ok;
     size_t held_chunks, held_bytes; /* part chunks in the cache (under mu) */
-    /* The records of the chunks the consumer works in, least recently used first out; grows
-     * (doubling) when a chunk comes back soon after it was dropped, as a corpus's set does. */
-    jseq_entry *sq;
-    size_t sq_len, sq_cap;
-    uint64_t sq_tick, sq_misses;
-    uint64_t *sq_dropped;
-    /* Every entry's buffer is allocated at open (sq_max records; the look-ahead's calls may
-     * fail silently, so they allocate nothing); sq_ready entries exist. */
-    size_t sq_max, sq_ready;
-    bool sq_direct;        /* an entry per chunk (keepDataInMemory), each its chunk's size */
+    ctf__seqset sq;        /* the records of the chunks the consumer works in */
 } join;
 
 /* A joined chunk's part chunks, released when it is freed. */
@@ -77,63 +61,19 @@ typedef struct jheld {
     } r[];
 } jheld;
 
+static int join_fill(void *ctx, size_t c, ctf__seqbuf *out, ctf_error *err)
+{
+    const join *J = ctx;
+    const ctf__chunk *ch = &J->tab.chunks[c];
+    return ctf__jstore_read(&J->tab.seqs, out->p, ch->num_seqs * sizeof *out->p,
+                            (uint64_t)ch->first_seq * sizeof *out->p, err);
+}
+
 /* Chunk c's records for the consumer, from the set or read from the join's table into it. */
 static int join_seqs(ctf__source *src, size_t c, const ctf__seq **out, ctf_error *err)
 {
     join *J = (join *)src;
-    J->sq_tick++;
-    if (J->sq_direct) {
-        /* keepDataInMemory: every chunk has its entry, made once. */
-        jseq_entry *e = &J->sq[c];
-        if (e->chunk != c) {
-            int rc = ctf__jstore_read(&J->tab.seqs, e->buf.p,
-                                      J->tab.chunks[c].num_seqs * sizeof *e->buf.p,
-                                      (uint64_t)J->tab.chunks[c].first_seq * sizeof *e->buf.p,
-                                      err);
-            if (rc) return rc;
-            e->chunk = c;
-        }
-        *out = e->buf.p;
-        return 0;
-    }
-    for (size_t i = 0; i < J->sq_len; i++)
-        if (J->sq[i].chunk == c) {
-            J->sq[i].used = J->sq_tick;
-            *out = J->sq[i].buf.p;
-            return 0;
-        }
-    J->sq_misses++;
-    if (J->sq_dropped[c] && J->sq_misses - J->sq_dropped[c] <= J->sq_cap &&
-        J->sq_cap < J->src.num_chunks) {
-        jseq_entry *n = CTF_REALLOC(J->sq, 2 * J->sq_cap * sizeof *n);
-        if (!n) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
-        J->sq = n;
-        for (; J->sq_ready < 2 * J->sq_cap; J->sq_ready++) {
-            n[J->sq_ready] = (jseq_entry){.chunk = SIZE_MAX};
-            if (!(n[J->sq_ready].buf.p = CTF_MALLOC(J->sq_max * sizeof *n->buf.p)))
-                return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
-            n[J->sq_ready].buf.cap = J->sq_max;
-        }
-        J->sq_cap *= 2;
-    }
-    jseq_entry *e;
-    if (J->sq_len < J->sq_cap) {
-        e = &J->sq[J->sq_len++];
-    } else {
-        e = &J->sq[0];
-        for (size_t i = 1; i < J->sq_len; i++)
-            if (J->sq[i].used < e->used) e = &J->sq[i];
-        if (e->chunk != SIZE_MAX) J->sq_dropped[e->chunk] = J->sq_misses;
-    }
-    e->chunk = SIZE_MAX;
-    const ctf__chunk *ch = &J->tab.chunks[c];
-    int rc = ctf__jstore_read(&J->tab.seqs, e->buf.p, ch->num_seqs * sizeof *e->buf.p,
-                              (uint64_t)ch->first_seq * sizeof *e->buf.p, err);
-    if (rc) return rc;
-    e->chunk = c;
-    e->used = J->sq_tick;
-    *out = e->buf.p;
-    return 0;
+    return ctf__seqset_get(&J->sq, c, J->tab.chunks[c].num_seqs, join_fill, J, out, err);
 }
 
 /*======================================================================
@@ -479,9 +419,7 @@ static void join_destroy(ctf__source *src)
         pthread_cond_destroy(&J->cv);
     }
     ctf__jtable_free(&J->tab);
-    for (size_t i = 0; i < J->sq_ready; i++) CTF_FREE(J->sq[i].buf.p);
-    CTF_FREE(J->sq);
-    CTF_FREE(J->sq_dropped);
+    ctf__seqset_free(&J->sq);
     CTF_FREE(J->parts);
     CTF_FREE(J->part_base);
     CTF_FREE(J->part_ns);
@@ -581,24 +519,7 @@ int ctf__join_open(const ctf_config *cfg, ctf__source *primary, ctf__source **pa
     J->src.num_seqs = J->tab.num_seqs;
     J->src.total_samples = J->tab.total_samples;
     J->src.chunk_file = J->tab.chunk_file;
-    const size_t nc = J->tab.num_chunks ? J->tab.num_chunks : 1;
-    J->sq_cap = ctf__seq_set_size(cfg, J->tab.num_chunks, J->tab.total_samples);
-    J->sq_direct = J->sq_cap >= J->tab.num_chunks;
-    if (J->sq_direct) J->sq_cap = nc;
-    J->sq_max = 1;
-    for (size_t c = 0; c < J->tab.num_chunks; c++)
-        J->sq_max = CTF_MAX(J->sq_max, J->tab.chunks[c].num_seqs);
-    J->sq = CTF_MALLOC(J->sq_cap * sizeof *J->sq);
-    J->sq_dropped = CTF_CALLOC(nc, sizeof *J->sq_dropped);
-    if (!J->sq || !J->sq_dropped) goto oom;
-    for (; J->sq_ready < J->sq_cap; J->sq_ready++) {
-        jseq_entry *e = &J->sq[J->sq_ready];
-        const size_t need = J->sq_direct && J->sq_ready < J->tab.num_chunks
-                                ? J->tab.chunks[J->sq_ready].num_seqs
-                                : J->sq_max;
-        *e = (jseq_entry){.chunk = SIZE_MAX, .buf = {CTF_MALLOC(need * sizeof *e->buf.p), need}};
-        if (!e->buf.p) goto oom;
-    }
+    if (ctf__seqset_init(&J->sq, cfg, J->tab.num_chunks, J->tab.total_samples)) goto oom;
     *out = &J->src;
     return 0;
 oom:

@@ -35,13 +35,6 @@ char *ctf__readbuf_get(ctf__readbuf *rb, size_t need)
     return rb->p;
 }
 
-int ctf__source_seqs_mem(ctf__source *s, size_t c, const ctf__seq **out, ctf_error *err)
-{
-    CTF_UNUSED(err);
-    *out = s->chunk_seqs[c];
-    return 0;
-}
-
 void ctf__source_free(ctf__source *s)
 {
     if (s) s->destroy(s);
@@ -134,13 +127,6 @@ typedef struct fd_slot {
     unsigned busy;       /* reads in progress */
 } fd_slot;
 
-/* One chunk's re-made sequence records, for the consumer's `seqs` calls. */
-typedef struct seq_entry {
-    size_t chunk;        /* SIZE_MAX: empty */
-    uint64_t used;       /* LRU clock */
-    ctf__seqbuf buf;
-} seq_entry;
-
 typedef struct corpus {
     ctf__source src;     /* first: a corpus is a source */
     ctf__source_file *files;
@@ -154,14 +140,7 @@ typedef struct corpus {
     fd_slot *fds;
     size_t num_fds;
     uint64_t tick;
-    /* The records of the chunks the consumer works in (at the cursor, in its look-ahead, in
-     * BPTT slots): least recently used first out. The set grows (doubling) when a chunk comes
-     * back soon after it was dropped, so a window wider than guessed costs one re-make per
-     * chunk, not one per sequence. */
-    seq_entry *sq;
-    size_t sq_len, sq_cap;
-    uint64_t sq_tick, sq_misses;
-    uint64_t *sq_dropped;  /* per chunk: the miss count when it was last dropped (0: never) */
+    ctf__seqset sq;        /* the records of the chunks the consumer works in */
     ctf__readbuf cbuf;     /* the consumer's chunk bytes for re-making records */
 } corpus;
 
@@ -235,61 +214,24 @@ static int64_t check_chunk_bounds(const ctf_index *idx, const ctf__chunk *ch, ch
     return -1;
 }
 
-/* Chunk c's records for the consumer, from the LRU set or re-made into it. */
-static int corpus_seqs(ctf__source *src, size_t c, const ctf__seq **out, ctf_error *err)
+/* Chunk c's bytes, with `pre` bytes before them, into rb (through the descriptor table: the
+ * inode indexed). */
+static int read_chunk(corpus *k, size_t c, size_t pre, ctf__readbuf *rb, char **out,
+                      ctf_error *err)
 {
-    corpus *k = (corpus *)src;
-    k->sq_tick++;
-    for (size_t i = 0; i < k->sq_len; i++)
-        if (k->sq[i].chunk == c) {
-            k->sq[i].used = k->sq_tick;
-            *out = k->sq[i].buf.p;
-            return 0;
-        }
-    k->sq_misses++;
-    if (k->sq_dropped[c] && k->sq_misses - k->sq_dropped[c] <= k->sq_cap &&
-        k->sq_cap < k->src.num_chunks) {
-        seq_entry *n = CTF_REALLOC(k->sq, 2 * k->sq_cap * sizeof *n);
-        if (!n) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
-        k->sq = n;
-        k->sq_cap *= 2;
-    }
-    seq_entry *e;
-    if (k->sq_len < k->sq_cap) {
-        e = &k->sq[k->sq_len++];
-        *e = (seq_entry){.chunk = SIZE_MAX};
-    } else {
-        e = &k->sq[0];
-        for (size_t i = 1; i < k->sq_len; i++)
-            if (k->sq[i].used < e->used) e = &k->sq[i];
-        if (e->chunk != SIZE_MAX) k->sq_dropped[e->chunk] = k->sq_misses;
-    }
-    e->chunk = SIZE_MAX;
     const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
     const ctf_index *idx = k->files[f].idx;
-    const size_t need = idx->chunks[lc].num_seqs;
-    if (e->buf.cap < need && ctf__grow((void **)&e->buf.p, &e->buf.cap, need, sizeof *e->buf.p))
+    const ctf__chunk *ch = &idx->chunks[lc];
+    char *buf = *out = ctf__readbuf_get(rb, (size_t)ch->size + pre + 1);
+    if (!buf)
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
                          lc, idx->path);
-    if (!ctf__index_chunk_seqs_cached(idx, lc, &e->buf)) {
-        /* Re-made from the bytes, read through the descriptor table: the inode indexed. */
-        const ctf__chunk *ch = &idx->chunks[lc];
-        char *buf = ctf__readbuf_get(&k->cbuf, (size_t)ch->size + 1);
-        if (!buf)
-            return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                             lc, idx->path);
-        size_t slot;
-        int fd = fd_acquire(k, f, &slot, err);
-        if (fd < 0) return fd;
-        int rc = ctf__file_pread(fd, idx->path, buf, (size_t)ch->size, ch->offset, err);
-        fd_release(k, slot, fd);
-        if (!rc) rc = ctf__index_chunk_seqs(idx, lc, buf, &e->buf, err);
-        if (rc) return rc;
-    }
-    e->chunk = c;
-    e->used = k->sq_tick;
-    *out = e->buf.p;
-    return 0;
+    size_t slot;
+    int fd = fd_acquire(k, f, &slot, err);
+    if (fd < 0) return fd;
+    int rc = ctf__file_pread(fd, idx->path, buf, (size_t)ch->size + pre, ch->offset - pre, err);
+    fd_release(k, slot, fd);
+    return rc;
 }
 
 int ctf__corpus_chunk_seqs(ctf__source *src, size_t c, ctf__readbuf *rb, ctf__seqbuf *out,
@@ -304,16 +246,22 @@ int ctf__corpus_chunk_seqs(ctf__source *src, size_t c, ctf__readbuf *rb, ctf__se
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
                          lc, idx->path);
     if (ctf__index_chunk_seqs_cached(idx, lc, out)) return 0;
-    char *buf = ctf__readbuf_get(rb, (size_t)ch->size + 1);
-    if (!buf)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         lc, idx->path);
-    size_t slot;
-    int fd = fd_acquire(k, f, &slot, err);
-    if (fd < 0) return fd;
-    int rc = ctf__file_pread(fd, idx->path, buf, (size_t)ch->size, ch->offset, err);
-    fd_release(k, slot, fd);
+    char *buf;
+    int rc = read_chunk(k, c, 0, rb, &buf, err);
     return rc ? rc : ctf__index_chunk_seqs(idx, lc, buf, out, err);
+}
+
+static int corpus_fill(void *ctx, size_t c, ctf__seqbuf *out, ctf_error *err)
+{
+    corpus *k = ctx;
+    return ctf__corpus_chunk_seqs(&k->src, c, &k->cbuf, out, err);
+}
+
+/* Chunk c's records for the consumer, from the set or re-made into it. */
+static int corpus_seqs(ctf__source *src, size_t c, const ctf__seq **out, ctf_error *err)
+{
+    corpus *k = (corpus *)src;
+    return ctf__seqset_get(&k->sq, c, k->chunks[c].num_seqs, corpus_fill, k, out, err);
 }
 
 static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpool *pool,
@@ -336,15 +284,8 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
                          (unsigned long long)idx->file.size, (unsigned long long)now.size);
     /* One byte more in front, when there is one, for the line-start check of the first seq. */
     const size_t pre = ch->offset > idx->data_start ? 1 : 0;
-    char *buf = ctf__readbuf_get(rb, (size_t)ch->size + pre + 1);
-    if (!buf)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         lc, idx->path);
-    size_t slot;
-    int fd = fd_acquire(k, f, &slot, err);
-    if (fd < 0) return fd;
-    rc = ctf__file_pread(fd, idx->path, buf, (size_t)ch->size + pre, ch->offset - pre, err);
-    fd_release(k, slot, fd);
+    char *buf;
+    rc = read_chunk(k, c, pre, rb, &buf, err);
     if (!rc) {
         int64_t bad = check_chunk_bounds(idx, ch, pre ? buf[0] : 0, pre != 0, buf + pre);
         if (bad >= 0)
@@ -388,33 +329,11 @@ static void corpus_destroy(ctf__source *src)
     CTF_FREE(k->fds);
     CTF_FREE(k->files);
     CTF_FREE(k->chunks);
-    for (size_t i = 0; i < k->sq_len; i++) CTF_FREE(k->sq[i].buf.p);
-    CTF_FREE(k->sq);
-    CTF_FREE(k->sq_dropped);
+    ctf__seqset_free(&k->sq);
     CTF_FREE(k->cbuf.p);
     CTF_FREE(k->chunk_file);
     CTF_FREE(k->chunk_local);
     CTF_FREE(k);
-}
-
-/* How many chunks' records the consumer's set starts with: the randomization window in chunks
- * (a window in samples over the mean chunk) and a few more for the look-ahead. */
-size_t ctf__seq_set_size(const ctf_config *cfg, size_t num_chunks, uint64_t samples)
-{
-    /* keepDataInMemory holds every parsed chunk for later sweeps: their records too, so that a
-     * later sweep never reads the file again. */
-    if (cfg->keep_data_in_memory) return num_chunks ? num_chunks : 1;
-    uint64_t w = 0;
-    if (cfg->randomize && cfg->randomization_window) {
-        if (!cfg->window_in_samples) w = cfg->randomization_window;
-        else if (samples)
-            w = cfg->randomization_window / (samples / (num_chunks ? num_chunks : 1) + 1) + 1;
-    }
-    /* The cursor's sequences come from the chunks of one window: two more cover its edges. */
-    w += 2;
-    if (w < 3) w = 3;
-    if (num_chunks && w > num_chunks) w = num_chunks;
-    return (size_t)w;
 }
 
 int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
@@ -467,10 +386,9 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
     k->chunks = CTF_MALLOC((nc ? nc : 1) * sizeof *k->chunks);
     k->chunk_file = CTF_MALLOC((nc ? nc : 1) * sizeof *k->chunk_file);
     k->chunk_local = CTF_MALLOC((nc ? nc : 1) * sizeof *k->chunk_local);
-    k->sq_dropped = CTF_CALLOC(nc ? nc : 1, sizeof *k->sq_dropped);
-    k->sq_cap = ctf__seq_set_size(cfg, nc, k->src.total_samples);
-    k->sq = CTF_MALLOC(k->sq_cap * sizeof *k->sq);
-    if (!k->chunks || !k->chunk_file || !k->chunk_local || !k->sq_dropped || !k->sq) goto oom;
+    if (!k->chunks || !k->chunk_file || !k->chunk_local ||
+        ctf__seqset_init(&k->sq, cfg, nc, k->src.total_samples))
+        goto oom;
     size_t c = 0, seq_base = 0;
     /* The fingerprint of a corpus of one file is the file's, so that its checkpoints are the
      * file's; over several files it folds each file's size and index hash in order. */
