@@ -226,11 +226,11 @@ TEST(alloc_fail_each_allocation)
     reset_hooks();
     ASSERT(ok);
     ASSERT(count > 50);
-    /* Without threads only the reader's look-ahead may swallow a failed allocation: it is
-     * optional work (re-making a chunk's sequence records a few slots early), and the consumer's
-     * own call retries it; every other k fails the run (check_run proved each outcome). */
+    /* Without threads nothing is optional work: the reader's look-ahead only reads records
+     * already at hand, so every failed allocation fails the run (check_run proved each
+     * outcome). */
     const long all = count + (count + 3) / 4;
-    ASSERT(failed <= all && failed >= all - all / 20);
+    ASSERT_EQ(failed, all);
 }
 
 TEST(alloc_fail_each_allocation_with_index_cache)
@@ -317,19 +317,10 @@ static int io_scenario(const char *path, size_t threads, ctf_error *err)
     return rc;
 }
 
-/* A read may fail in work the reader does ahead and retries (prefetch threads, the look-ahead
- * that re-makes a chunk's sequence records a few slots early): then the run succeeds. Without
- * threads at most a few such reads exist. */
-static int lookahead_swallowed;
-static bool lookahead_ok(long k)
-{
-    CTF_UNUSED(k);
-    return ++lookahead_swallowed <= 8;
-}
-
+/* A read may fail in work the prefetch threads do ahead and the consumer retries: then the
+ * run succeeds. Without threads no read is optional, so every failed read fails the run. */
 static bool io_fail_each(size_t threads, long *count_out, int *eio_runs)
 {
-    lookahead_swallowed = 0;
     const char *p = test_write_str("alloc_io.ctf", alloc_data);
     char path[600];
     snprintf(path, sizeof path, "%s", p);
@@ -355,7 +346,7 @@ static bool io_fail_each(size_t threads, long *count_out, int *eio_runs)
         bool fine = leaked == 0 &&
                     (rc == CTF_EIO ? err.code == CTF_EIO && strstr(err.path, "alloc_io.ctf") &&
                                          strstr(err.message, "read failed")
-                                   : rc == 0 && (threads > 0 || lookahead_ok(k)));
+                                   : rc == 0 && threads > 0);
         if (rc == CTF_EIO) (*eio_runs)++;
         if (!fine) {
             fprintf(stderr, "  io_fail_at=%ld threads=%zu: rc %d (%s), error %d %s: %s; %ld blocks "
@@ -376,7 +367,7 @@ TEST(io_fail_each_pread)
     reset_hooks();
     ASSERT(ok);
     ASSERT(count >= 3); /* the index scan and at least two chunks */
-    ASSERT(eio >= count - lookahead_swallowed); /* lookahead_ok */
+    ASSERT_EQ(eio, count);
 }
 
 TEST(io_fail_each_pread_with_a_thread)
