@@ -8,12 +8,11 @@
 #include "join.h"
 #include "test.h"
 #include "test_bytes.h"
+#include "test_rss.h"
 
 #include <dirent.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 static const ctf_stream_def JX[] = {{.name = "x", .dim = 1}};
@@ -428,98 +427,34 @@ TEST(join_disk_read_only_directory)
  * The memory bound
  *====================================================================*/
 
-#if defined(__SANITIZE_ADDRESS__)
-#define JD_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define JD_SANITIZED 1
-#endif
-#endif
-#ifndef JD_SANITIZED
-#define JD_SANITIZED 0
-#endif
-
-/* `lines` short rows "|NAME 1\n" (line mode: the key is the line number). */
-static char *write_rows(const char *name, const char *row, size_t lines)
-{
-    char *path = malloc(700);
-    snprintf(path, 700, "%s/%s", test_tmpdir(), name);
-    FILE *f = fopen(path, "wb");
-    if (!f) abort();
-    const size_t len = strlen(row);
-    char *block = malloc(len * 4096);
-    for (size_t i = 0; i < 4096; i++) memcpy(block + len * i, row, len);
-    for (size_t left = lines; left;) {
-        size_t n = left < 4096 ? left : 4096;
-        if (fwrite(block, len, n, f) != n) abort();
-        left -= n;
-    }
-    free(block);
-    fclose(f);
-    return path;
-}
-
-/* In a child: one randomized sweep (1 MiB chunks, a window of 4) over the join of x and y, then
- * its peak RSS in KiB. @return : the peak, or -1. */
+/* One randomized sweep (1 MiB chunks, a window of 4) over the join of x and y, in a child.
+ * @return : its peak RSS in KiB, or -1. */
 static long join_peak_kib(const char *x, const char *y, uint64_t *sequences)
 {
-    int fds[2];
-    if (pipe(fds) != 0) return -1;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        close(fds[0]);
-        long out[2] = {-1, 0};
-        const char *yp[] = {y};
-        ctf_join_def jd;
-        ctf_config c;
-        join_cfg(&c, x, yp, &jd);
-        c.chunk_size_bytes = 1 << 20;
-        c.randomization_window = 4;
-        c.max_sweeps = 1;
-        ctf_reader *r = NULL;
-        ctf_error err;
-        if (ctf_reader_open(&c, &r, &err) == 0) {
-            ctf_minibatch *mb = NULL;
-            uint64_t n = 0;
-            int rc;
-            while ((rc = ctf_reader_next(r, 4096, &mb)) == 0 && mb) {
-                n += ctf_minibatch_num_sequences(mb);
-                ctf_minibatch_free(mb);
-            }
-            struct rusage ru;
-            if (rc == 0 && getrusage(RUSAGE_SELF, &ru) == 0) {
-                out[0] = ru.ru_maxrss;
-                out[1] = (long)n;
-            }
-            ctf_reader_free(r);
-        }
-        ssize_t w = write(fds[1], out, sizeof out);
-        _exit(w == (ssize_t)sizeof out ? 0 : 1);
-    }
-    close(fds[1]);
-    long in[2] = {-1, 0};
-    ssize_t got = read(fds[0], in, sizeof in);
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (got != (ssize_t)sizeof in || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
-    *sequences = (uint64_t)in[1];
-    return in[0];
+    const char *yp[] = {y};
+    ctf_join_def jd;
+    ctf_config c;
+    join_cfg(&c, x, yp, &jd);
+    c.chunk_size_bytes = 1 << 20;
+    c.randomization_window = 4;
+    c.max_sweeps = 1;
+    return test_child_sweep_peak_kib(&c, sequences);
 }
 
 TEST(join_disk_memory_is_per_chunk_not_per_sequence)
 {
-    if (JD_SANITIZED) return;
+    if (TEST_RSS_SANITIZED) return;
     /* 4 M and 12 M rows in each deserializer (20 and 60 MB): the window (4 chunks of 1 MiB,
      * about 0.84 M rows) and the read-ahead are full in both, and the big join holds 14 times
      * the window's sequences. Whole tables would cost 76 + 72 bytes per sequence: 1.2 GB more
      * for the big join. The peak moves by up to 60 MB from run to run with the threads'
      * timing (how many part chunks a window chunk holds when the consumer is late). */
     const size_t small = 4000000, big = 12000000;
-    char *x1 = write_rows("jm-x1.ctf", "|x 1\n", small), *y1 = write_rows("jm-y1.ctf", "|y 2\n", small);
-    char *x2 = write_rows("jm-x2.ctf", "|x 1\n", big), *y2 = write_rows("jm-y2.ctf", "|y 2\n", big);
+    char *x1 = test_write_rows("jm-x1.ctf", "|x 1\n", small);
+    char *y1 = test_write_rows("jm-y1.ctf", "|y 2\n", small);
+    char *x2 = test_write_rows("jm-x2.ctf", "|x 1\n", big);
+    char *y2 = test_write_rows("jm-y2.ctf", "|y 2\n", big);
+    ASSERT(x1 && y1 && x2 && y2);
     uint64_t n1 = 0, n2 = 0;
     long k1 = join_peak_kib(x1, y1, &n1);
     long k2 = join_peak_kib(x2, y2, &n2);
