@@ -241,11 +241,18 @@ bool ctf__index_chunk_seqs_cached(const ctf_index *idx, size_t c, ctf__seqbuf *o
 /* Bytes the index holds in memory (chunk table, options, path; not a re-made chunk's table). */
 uint64_t ctf__index_bytes(const ctf_index *idx);
 /* Files of at least this many bytes are indexed by two threads when cfg->num_threads >= 2 and
- * the file is in line mode (index.c; tests lower it). */
+ * the file is in line mode; and the sequence records the second indexing thread may keep
+ * before it stops and the first thread scans the rest alone. Variables only in test builds,
+ * which lower them. */
+#define CTF__INDEX_PARALLEL_MIN ((uint64_t)64 << 20)
+#define CTF__INDEX_HALF_KEEP ((size_t)1 << 20) /* 32 MB of records */
+#ifdef CTF_TESTING
 extern uint64_t ctf__index_parallel_min;
-/* Sequence records the second indexing thread may keep before it stops and the first thread
- * scans the rest alone (index.c; tests lower it). */
 extern size_t ctf__index_half_keep;
+#else
+#define ctf__index_parallel_min CTF__INDEX_PARALLEL_MIN
+#define ctf__index_half_keep CTF__INDEX_HALF_KEEP
+#endif
 
 /*======================================================================
  * Parsing (parse.c): bytes of whole sequences -> a parsed chunk.

@@ -324,9 +324,10 @@ static inline uint64_t hash_seq(uint64_t h, const ctf__seq *s)
 /* The parallel second half kept its limit of records: it stops (not an error). */
 #define SCAN_STOP 1
 /* Records the parallel second half may keep (32 MB): past that the first thread goes on alone,
- * so that indexing a file of very many short sequences never holds a table of them (a
- * variable, so that tests can lower it). */
-size_t ctf__index_half_keep = (size_t)1 << 20;
+ * so that indexing a file of very many short sequences never holds a table of them. */
+#ifdef CTF_TESTING
+size_t ctf__index_half_keep = CTF__INDEX_HALF_KEEP;
+#endif
 
 /* A chunk's fold of its records (ctf__chunk.hash). */
 static uint64_t chunk_fold(const ctf__seq *s, size_t n)
@@ -637,9 +638,9 @@ static int scan_finish(scan_state *st, ctf_error *err)
     return emit(st, &st->cur, idx->file.size);
 }
 
-/* Files of at least this many bytes are scanned by two threads when the reader has parse
- * threads (a variable, so that tests can lower it). */
-uint64_t ctf__index_parallel_min = (uint64_t)64 << 20;
+#ifdef CTF_TESTING
+uint64_t ctf__index_parallel_min = CTF__INDEX_PARALLEL_MIN;
+#endif
 
 /* The second half of the file, scanned by a thread of its own. */
 typedef struct half_job {

@@ -82,11 +82,18 @@ void ctf__jtable_free(ctf__jtable *t);
 void ctf__join_part_name(const ctf__source *src, const char *origin, size_t j, char *buf,
                          size_t cap);
 
-/* Bytes of records one sorted run holds in memory before it is written out (tests lower it). */
+/* Bytes of records one sorted run holds in memory before it is written out, and where spills
+ * start: 0 the primary's directory, 1 the system's temporary directory, 2 memory. Variables
+ * only in test builds (which lower the first, and raise the second to act out a read-only
+ * directory and no temporary directory). */
+#define CTF__JOIN_RUN_BYTES ((size_t)4 << 20)
+#ifdef CTF_TESTING
 extern size_t ctf__join_run_bytes;
-/* Where spills start: 0 the primary's directory, 1 the system's temporary directory, 2 memory
- * (tests raise it to act out a read-only directory and no temporary directory). */
 extern int ctf__join_spill_from;
+#else
+#define ctf__join_run_bytes CTF__JOIN_RUN_BYTES
+#define ctf__join_spill_from 0
+#endif
 #ifdef CTF_TESTING
 /* Sorted runs written to a store, and the spill level of the last table built (tests). */
 extern atomic_long ctf__join_runs_written;

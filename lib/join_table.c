@@ -14,8 +14,10 @@
 #include <inttypes.h>
 #include <unistd.h>
 
-size_t ctf__join_run_bytes = (size_t)4 << 20;
+#ifdef CTF_TESTING
+size_t ctf__join_run_bytes = CTF__JOIN_RUN_BYTES;
 int ctf__join_spill_from = 0;
+#endif
 #ifdef CTF_TESTING
 atomic_long ctf__join_runs_written;
 atomic_int ctf__join_spill_used;
