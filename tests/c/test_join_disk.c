@@ -147,7 +147,7 @@ static int spill_files_in(const char *dir)
 }
 
 /* Primary keys 0..N-1 without every 11th, y keys 0..N+40 without every 7th (in file orders
- * given by the seeds): the expected kept count, drops and unmatched keys. */
+ * set by xseed and yseed: 0 keeps key order): the expected kept count, drops and unmatched keys. */
 enum { JN = 3000 };
 
 typedef struct jfiles {
