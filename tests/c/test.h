@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ctfio.h"
+
 typedef void (*test_fn)(void);
 void test_register(const char *name, const char *file, test_fn fn);
 void test_fail(const char *file, int line, const char *expr, const char *detail);
@@ -122,5 +124,14 @@ const char *test_tmpdir(void);
 /* Continues digest h over everything minibatch mb delivers (test_util.c). */
 struct ctf_minibatch;
 uint64_t test_digest_minibatch(uint64_t h, const struct ctf_minibatch *mb);
+
+/* A log sink (ctf_config.log with user = a test_log): the formatted lines, one per entry, as
+ * many as fit, and the count of warnings (test_util.c). */
+typedef struct test_log {
+    char text[16384];
+    size_t n;
+    int warnings;
+} test_log;
+void test_log_capture(void *user, ctf_severity sev, const ctf_error *what);
 
 #endif

@@ -31,28 +31,6 @@ static uint64_t rnd(uint64_t *s) /* splitmix64 */
 
 static uint64_t rng(uint64_t *s, uint64_t lo, uint64_t hi) { return lo + rnd(s) % (hi - lo + 1); }
 
-typedef struct logbuf {
-    char text[8192];
-    size_t n;
-    int warnings;
-} logbuf;
-
-static void capture_log(void *user, ctf_severity sev, const ctf_error *what)
-{
-    logbuf *lb = user;
-    if (!lb) return;
-    if (sev == CTF_SEV_WARNING) lb->warnings++;
-    char line[1200];
-    ctf_error_format(what, sev, line, sizeof line);
-    size_t m = strlen(line);
-    if (lb->n + m + 2 < sizeof lb->text) {
-        memcpy(lb->text + lb->n, line, m);
-        lb->n += m;
-        lb->text[lb->n++] = '\n';
-        lb->text[lb->n] = 0;
-    }
-}
-
 /* Reads to the end (at most max_calls minibatches of k samples); every minibatch is appended
  * to b followed by a separator holding its sequence count and position. @return : calls, or
  * -1 on an error. */
@@ -153,7 +131,7 @@ static void cfg_init(ctf_config *c, const ctf_stream_def *s, size_t ns)
     ctf_config_init(c);
     c->streams = s;
     c->num_streams = ns;
-    c->log = capture_log;
+    c->log = test_log_capture;
     c->log_user = NULL;
 }
 
@@ -439,7 +417,7 @@ TEST(corpus_errors_name_the_file_and_budget_spans_files)
     c.num_paths = 2;
     c.randomize = false;
     c.max_errors = 1;
-    logbuf lb = {0};
+    test_log lb = {0};
     c.log_user = &lb;
     ctf_reader *r = open_or_null(&c);
     ASSERT(r);
@@ -693,7 +671,7 @@ TEST(join_missing_keys_dropped_and_counted)
     c.num_joins = 1;
     c.randomize = false;
     c.max_sweeps = 2;
-    logbuf lb = {0};
+    test_log lb = {0};
     c.log_user = &lb;
     ctf_reader *r = open_or_null(&c);
     ASSERT(r);

@@ -62,27 +62,6 @@ static char *write_keys(const char *name, const uint64_t *keys, size_t n, bool i
     return path;
 }
 
-typedef struct jlog {
-    char text[16384];
-    size_t n;
-    int warnings;
-} jlog;
-
-static void jlog_fn(void *user, ctf_severity sev, const ctf_error *what)
-{
-    jlog *lb = user;
-    if (sev == CTF_SEV_WARNING) lb->warnings++;
-    char line[1200];
-    ctf_error_format(what, sev, line, sizeof line);
-    size_t m = strlen(line);
-    if (lb->n + m + 2 < sizeof lb->text) {
-        memcpy(lb->text + lb->n, line, m);
-        lb->n += m;
-        lb->text[lb->n++] = '\n';
-        lb->text[lb->n] = 0;
-    }
-}
-
 static void join_cfg(ctf_config *c, const char *x, const char **ypath, ctf_join_def *jd)
 {
     *jd = (ctf_join_def){.paths = ypath, .num_paths = 1, .streams = JY, .num_streams = 1};
@@ -100,9 +79,9 @@ static void join_cfg(ctf_config *c, const char *x, const char **ypath, ctf_join_
 
 /* Everything a reader delivers (byte string), with each sequence's values checked against its
  * key. @return : sequences delivered per sweep, or -1. */
-static long read_checked(ctf_config *c, bytes *b, ctf_stats *st, jlog *lb)
+static long read_checked(ctf_config *c, bytes *b, ctf_stats *st, test_log *lb)
 {
-    c->log = lb ? jlog_fn : NULL;
+    c->log = lb ? test_log_capture : NULL;
     c->log_user = lb;
     ctf_reader *r;
     ctf_error e;
@@ -201,7 +180,7 @@ TEST(join_disk_runs_merge_and_spills_give_the_same_minibatches)
         join_cfg(&c, f.x, yp, &jd);
         bytes ref = {0};
         ctf_stats st;
-        jlog lref = {0};
+        test_log lref = {0};
         ASSERT_EQ(read_checked(&c, &ref, &st, &lref), f.kept);
         ASSERT_EQ(st.keys_missing, f.missing);
         ASSERT_EQ(st.dropped_sequences, f.missing);
@@ -214,7 +193,7 @@ TEST(join_disk_runs_merge_and_spills_give_the_same_minibatches)
         const size_t saved = ctf__join_run_bytes;
         ctf__join_run_bytes = 5 * 40;
         bytes tiny = {0};
-        jlog ltiny = {0};
+        test_log ltiny = {0};
         ASSERT_EQ(read_checked(&c, &tiny, &st, &ltiny), f.kept);
         ctf__join_run_bytes = saved;
         const long runs = atomic_load(&ctf__join_runs_written) - runs0;
@@ -231,7 +210,7 @@ TEST(join_disk_runs_merge_and_spills_give_the_same_minibatches)
             ctf__join_spill_from = level;
             ctf__join_run_bytes = 5 * 40;
             bytes o = {0};
-            jlog lo = {0};
+            test_log lo = {0};
             long n = read_checked(&c, &o, &st, &lo);
             ctf__join_spill_from = 0;
             ctf__join_run_bytes = saved;
@@ -406,7 +385,7 @@ TEST(join_disk_read_only_directory)
     const size_t saved = ctf__join_run_bytes;
     ctf__join_run_bytes = 64 * 40;
     bytes o = {0};
-    jlog lb = {0};
+    test_log lb = {0};
     long n = read_checked(&c, &o, NULL, &lb);
     ctf__join_run_bytes = saved;
     ctf__join_spill_from = 0;

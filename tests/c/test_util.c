@@ -1,9 +1,28 @@
 /*
  * test_util.c -- helpers the C tests share beyond the harness: a digest of everything a
- * minibatch delivers, to compare runs byte for byte (keys, positions, lengths, values, CSR).
+ * minibatch delivers, to compare runs byte for byte (keys, positions, lengths, values, CSR),
+ * and a log sink that keeps the formatted lines.
  */
 #include "ctfio.h"
 #include "test.h"
+
+#include <string.h>
+
+void test_log_capture(void *user, ctf_severity sev, const ctf_error *what)
+{
+    test_log *lb = user;
+    if (!lb) return;
+    if (sev == CTF_SEV_WARNING) lb->warnings++;
+    char line[1200];
+    ctf_error_format(what, sev, line, sizeof line);
+    size_t m = strlen(line);
+    if (lb->n + m + 2 < sizeof lb->text) {
+        memcpy(lb->text + lb->n, line, m);
+        lb->n += m;
+        lb->text[lb->n++] = '\n';
+        lb->text[lb->n] = 0;
+    }
+}
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
