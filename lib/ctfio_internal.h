@@ -496,12 +496,13 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
 
 /* A chunk read buffer kept from one load to the next (one per loading thread). */
 typedef struct ctf__readbuf {
-    char *p;
+    char *p;            /* a block of the chunk being loaded (CTF__LOAD_BLOCK) */
     size_t cap;
     ctf__seqbuf seqs;   /* the loaded chunk's sequence records */
-    /* Set by the loader for a source with hands_seqs: the load hands chunk c's records over as
-     * soon as they are made, before parsing. The receiver owns them from then on and keeps them
-     * alive at least until the load returns; the load leaves rb->seqs empty. */
+    /* Set by the loader for a source with hands_seqs: the load hands chunk c's records over
+     * once they are made and checked (a corpus: at the end of its block load). The receiver
+     * owns them from then on and keeps them alive at least until the load returns; the load
+     * leaves rb->seqs empty. */
     void (*publish)(void *ctx, size_t c, ctf__seq *seqs, size_t cap);
     void *publish_ctx;
 } ctf__readbuf;
@@ -683,8 +684,9 @@ int ctf__loader_request(ctf__loader *l, size_t c);
  * *out. @return : 0, or the load's error (CTF_EIO, CTF_ECHANGED, CTF_ENOMEM) with err filled. */
 int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error *err);
 /* ctf__loader_seqs(l, c, how, out): chunk c's sequence records as its load makes them (a
- * source with hands_seqs): those of a loaded chunk, or of a running load as soon as it has made
- * them (CTF__SEQS_ANY and _LOAD wait that long, not for the parse); with CTF__SEQS_LOAD a chunk
+ * source with hands_seqs): those of a loaded chunk, or of a running load as soon as it has
+ * published them (CTF__SEQS_ANY and _LOAD wait that long: a corpus's load publishes them at its
+ * end, as its last block completes them); with CTF__SEQS_LOAD a chunk
  * queued or not requested is loaded on the caller's thread now, its data then waiting for
  * ctf__loader_take. The records stay valid until the chunk is taken (then they are its data's)
  * or cancelled.

@@ -55,7 +55,7 @@ struct ctf__loader {
 };
 
 /* rb->publish of this loader's loads: the records wait in the chunk's result, and whoever
- * waits for them (ctf__loader_seqs) is woken before the parse ends. */
+ * waits for them (ctf__loader_seqs) is woken (a corpus publishes them at the end of its load). */
 static void publish_seqs(void *ctx, size_t c, ctf__seq *seqs, size_t cap)
 {
     ctf__loader *l = ctx;

@@ -8,9 +8,10 @@
  * are the file's own.
  *
  * Loading a chunk checks that its file still has the size and modification time it had when
- * indexed, reads the chunk's bytes, checks that every sequence still starts where the index put
- * it (a file changed under the reader is CTF_ECHANGED naming the file, never garbage), then
- * parses it with the file's parse configuration (its path for messages, its line mode).
+ * indexed, then reads the chunk block by block, re-making the records of each block's complete
+ * sequences and parsing them with the file's parse configuration (its path for messages, its
+ * line mode); at the end the records must be the index's, so that a file changed under the
+ * reader is CTF_ECHANGED naming the file, never garbage.
  *
  * Open descriptors are bounded: files are opened when a load needs them and kept in a small
  * LRU table (a corpus of 100,000 files never holds 100,000 descriptors). The table's mutex is
