@@ -686,9 +686,9 @@ int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error 
 /* ctf__loader_seqs(l, c, how, out): chunk c's sequence records as its load makes them (a
  * source with hands_seqs): those of a loaded chunk, or of a running load as soon as it has
  * published them (CTF__SEQS_ANY and _LOAD wait that long: a corpus's load publishes them at its
- * end, as its last block completes them); with CTF__SEQS_LOAD a chunk
- * queued or not requested is loaded on the caller's thread now, its data then waiting for
- * ctf__loader_take. The records stay valid until the chunk is taken (then they are its data's)
+ * end, as its last block completes them); with CTF__SEQS_LOAD a chunk queued or not requested
+ * is loaded on the caller's thread now, its data then waiting for ctf__loader_take, and while
+ * it would wait the caller runs the next queued loads the same way. The records stay valid until the chunk is taken (then they are its data's)
  * or cancelled.
  * @return : true and *out, or false (no load made them: not requested, a failed load, a source
  *           without hands_seqs). */
