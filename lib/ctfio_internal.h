@@ -230,6 +230,25 @@ uint64_t ctf__hash_bytes(uint64_t h, const void *data, size_t n);
  * under the index is CTF_ECHANGED. Thread-safe (idx is not modified). */
 int ctf__index_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__seqbuf *out,
                           ctf_error *err);
+/* A chunk's records re-made block by block, as its load reads it (source.c): begin, then
+ * ctf__rescan_block over consecutive byte ranges of the chunk in file order (each call scans
+ * the complete lines of its range; the chunk's last range also its unterminated last line and
+ * the sequence still open), then ctf__rescan_end, which checks the records against the chunk's
+ * record exactly as ctf__index_chunk_seqs does (same errors). The records go into out
+ * (ctf__rescan_kept of them are complete); out->p may move while blocks are scanned. */
+typedef struct ctf__rescan ctf__rescan;
+int ctf__rescan_begin(const ctf_index *idx, size_t c, ctf__seqbuf *out, ctf__rescan **r,
+                      ctf_error *err);
+/* Scans [p, end) (base: the file offset of p; p starts a line). @return : 0, or a status kept
+ * for ctf__rescan_end (later calls do nothing); *rest: the first byte not scanned (the start
+ * of an incomplete last line). */
+int ctf__rescan_block(ctf__rescan *r, const char *p, const char *end, uint64_t base, bool last,
+                      const char **rest);
+size_t ctf__rescan_kept(const ctf__rescan *r);
+/* @return : true and the file offset of the sequence still open, if one is. */
+bool ctf__rescan_open(const ctf__rescan *r, uint64_t *offset);
+/* Frees r. @return : 0, CTF_ENOMEM, or CTF_ECHANGED (the records do not match the index). */
+int ctf__rescan_end(ctf__rescan *r, ctf_error *err);
 #ifdef CTF_TESTING
 /* Test builds: chunks whose records were re-made from their bytes (every load, and every
  * consumer lookup that no load answered), so that tests can count the re-makes of a sweep. */
@@ -381,6 +400,23 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
                      const ctf__seq *seqs, const char *buf, uint64_t max_errors,
                      ctf__chunk_data **out, ctf_error *err);
 void ctf__chunk_data_free(ctf__chunk_data *cd);
+/* ctf__parse_chunk in steps, for a chunk whose bytes come block by block (source.c): begin
+ * (seqs and buf: the chunk's records and bytes when at hand, for pre-sizing the buffers; NULL
+ * and NULL: they are sized as the ranges come), then ctf__parse_seqs for consecutive
+ * ranges of sequences, then ctf__parse_end (which gives *out) or ctf__parse_abort (which frees
+ * everything; NULL is fine). ctf__parse_seqs parses sequences [the end of the last range, hi)
+ * of seqs; the last of them ends at file offset range_end; buf holds the file's bytes
+ * [base, base + len), all of theirs among them. ctf__parse_stopped: the error budget is
+ * spent (or a fatal problem was met); later ranges parse nothing. Errors: CTF_ENOMEM. */
+typedef struct ctf__parse_run ctf__parse_run;
+int ctf__parse_begin(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
+                     const ctf__seq *seqs, const char *buf, uint64_t max_errors,
+                     ctf__parse_run **out, ctf_error *err);
+int ctf__parse_seqs(ctf__parse_run *r, const ctf__seq *seqs, size_t hi, uint64_t range_end,
+                    const char *buf, uint64_t base, size_t len, ctf_error *err);
+bool ctf__parse_stopped(const ctf__parse_run *r);
+int ctf__parse_end(ctf__parse_run *r, ctf__chunk_data **out, ctf_error *err);
+void ctf__parse_abort(ctf__parse_run *r);
 
 /* The parser's hot-loop variant in use: "ssse3", "sse2" or "portable" (no SSE2, or
  * -DCTF_NO_SSE2). Chosen from the processor at the first parse. */
@@ -460,17 +496,26 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
 
 /* A chunk read buffer kept from one load to the next (one per loading thread). */
 typedef struct ctf__readbuf {
-    char *p;
+    char *p;            /* a block of the chunk being loaded (CTF__LOAD_BLOCK) */
     size_t cap;
     ctf__seqbuf seqs;   /* the loaded chunk's sequence records */
-    /* Set by the loader for a source with hands_seqs: the load hands chunk c's records over as
-     * soon as they are made, before parsing. The receiver owns them from then on and keeps them
-     * alive at least until the load returns; the load leaves rb->seqs empty. */
+    /* Set by the loader for a source with hands_seqs: the load hands chunk c's records over
+     * once they are made and checked (a corpus: at the end of its block load). The receiver
+     * owns them from then on and keeps them alive at least until the load returns; the load
+     * leaves rb->seqs empty. */
     void (*publish)(void *ctx, size_t c, ctf__seq *seqs, size_t cap);
     void *publish_ctx;
 } ctf__readbuf;
 /* @return : rb's buffer with at least `need` bytes, or NULL (out of memory; rb is empty then). */
 char *ctf__readbuf_get(ctf__readbuf *rb, size_t need);
+/* A load reads its chunk in blocks of this many bytes (more for a longer sequence: a block holds
+ * at least one whole sequence). A variable only in test builds, which lower it. */
+#define CTF__LOAD_BLOCK ((size_t)4 << 20)
+#ifdef CTF_TESTING
+extern size_t ctf__load_block;
+#else
+#define ctf__load_block CTF__LOAD_BLOCK
+#endif
 
 typedef struct ctf__source ctf__source;
 
@@ -639,10 +684,11 @@ int ctf__loader_request(ctf__loader *l, size_t c);
  * *out. @return : 0, or the load's error (CTF_EIO, CTF_ECHANGED, CTF_ENOMEM) with err filled. */
 int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error *err);
 /* ctf__loader_seqs(l, c, how, out): chunk c's sequence records as its load makes them (a
- * source with hands_seqs): those of a loaded chunk, or of a running load as soon as it has made
- * them (CTF__SEQS_ANY and _LOAD wait that long, not for the parse); with CTF__SEQS_LOAD a chunk
- * queued or not requested is loaded on the caller's thread now, its data then waiting for
- * ctf__loader_take. The records stay valid until the chunk is taken (then they are its data's)
+ * source with hands_seqs): those of a loaded chunk, or of a running load as soon as it has
+ * published them (CTF__SEQS_ANY and _LOAD wait that long: a corpus's load publishes them at its
+ * end, as its last block completes them); with CTF__SEQS_LOAD a chunk queued or not requested
+ * is loaded on the caller's thread now, its data then waiting for ctf__loader_take, and while
+ * it would wait the caller runs the next queued loads the same way. The records stay valid until the chunk is taken (then they are its data's)
  * or cancelled.
  * @return : true and *out, or false (no load made them: not requested, a failed load, a source
  *           without hands_seqs). */

@@ -1085,39 +1085,86 @@ static bool cache_read_chunk(const ctf_index *idx, const ctf__chunk *ch, ctf__se
  * A chunk's sequence records, re-made
  *====================================================================*/
 
-/* Re-scans chunk ch's bytes (a newline scan with the indexing pass's own line rule, no value
- * parsing) into out. @return : 0, CTF_ENOMEM, or CTF_ECHANGED when the bytes no longer give
- * the records the index holds. */
 #ifdef CTF_TESTING
 atomic_long ctf__rescan_count;
 #endif
 
-static int rescan_chunk(const ctf_index *idx, size_t c, const char *bytes, ctf__seqbuf *out,
-                        ctf_error *err)
+/* A chunk's re-scan: a newline scan of its bytes with the indexing pass's own line rule (no
+ * value parsing), fed block by block; its open sequence carries from one block to the next. */
+struct ctf__rescan {
+    scan_state st;
+    ctf_index tmp;      /* the scan's counts; path and file are the real index's */
+    const ctf_index *idx;
+    size_t c;
+    ctf__seqbuf *out;
+    int rc;             /* the first failure, kept for ctf__rescan_end */
+    ctf_error e;
+};
+
+int ctf__rescan_begin(const ctf_index *idx, size_t c, ctf__seqbuf *out, ctf__rescan **r,
+                      ctf_error *err)
 {
 #ifdef CTF_TESTING
     atomic_fetch_add(&ctf__rescan_count, 1);
 #endif
     const ctf__chunk *ch = &idx->chunks[c];
-    ctf_index tmp = {.path = idx->path, .file = idx->file, .line_mode = idx->line_mode};
-    ctf_error e;
-    scan_state st = {.idx = &tmp, .opts = idx->opts, .mode = idx->line_mode ? 1 : 0,
-                     .rescan = true, .line_no = ch->line, .keep = out, .err = &e};
-    const char *rest, *end = bytes + ch->size;
-    int rc = scan_lines(&st, bytes, end, ch->offset, &rest);
-    if (!rc) rc = scan_tail(&st, rest, end, ch->offset + (uint64_t)(rest - bytes));
-    if (!rc && st.have_seq) rc = emit(&st, &st.cur, ch->offset + ch->size);
-    if (rc == CTF_ENOMEM) {
-        *err = e;
-        return rc;
+    ctf__rescan *x = *r = CTF_CALLOC(1, sizeof *x);
+    if (!x)
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         c, idx->path);
+    x->tmp = (ctf_index){.path = idx->path, .file = idx->file, .line_mode = idx->line_mode};
+    x->idx = idx;
+    x->c = c;
+    x->out = out;
+    x->st = (scan_state){.idx = &x->tmp, .opts = idx->opts, .mode = idx->line_mode ? 1 : 0,
+                         .rescan = true, .line_no = ch->line, .keep = out, .err = &x->e};
+    return 0;
+}
+
+int ctf__rescan_block(ctf__rescan *r, const char *p, const char *end, uint64_t base, bool last,
+                      const char **rest)
+{
+    *rest = p;
+    if (r->rc) return r->rc;
+    int rc = scan_lines(&r->st, p, end, base, rest);
+    if (!rc && last) {
+        const ctf__chunk *ch = &r->idx->chunks[r->c];
+        rc = scan_tail(&r->st, *rest, end, base + (uint64_t)(*rest - p));
+        if (!rc && r->st.have_seq) rc = emit(&r->st, &r->st.cur, ch->offset + ch->size);
+        r->st.have_seq = false;
+        *rest = end;
     }
-    if (!rc && st.kept == ch->num_seqs && chunk_fold(out->p, st.kept) == ch->hash) return 0;
+    return r->rc = rc;
+}
+
+size_t ctf__rescan_kept(const ctf__rescan *r)
+{
+    return r->st.kept;
+}
+
+bool ctf__rescan_open(const ctf__rescan *r, uint64_t *offset)
+{
+    *offset = r->st.cur.offset;
+    return r->st.have_seq;
+}
+
+int ctf__rescan_end(ctf__rescan *r, ctf_error *err)
+{
+    const ctf_index *idx = r->idx;
+    const size_t c = r->c, kept = r->st.kept;
+    const ctf__chunk *ch = &idx->chunks[c];
+    const ctf__seqbuf *out = r->out;
+    const int rc = r->rc;
+    if (rc == CTF_ENOMEM) *err = r->e;
+    CTF_FREE(r);
+    if (rc == CTF_ENOMEM) return rc;
+    if (!rc && kept == ch->num_seqs && chunk_fold(out->p, kept) == ch->hash) return 0;
     /* Where: the first line whose sequence differs from the index's, when the index cache
      * holds the indexed records; else the chunk's first line. */
     uint64_t line = ch->line, at = ch->offset;
     ctf__seq *was = idx->cache_ok ? CTF_MALLOC(ch->num_seqs * sizeof *was) : NULL;
     if (was && cache_read_chunk(idx, ch, was) && chunk_fold(was, ch->num_seqs) == ch->hash) {
-        const size_t n = CTF_MIN(st.kept, ch->num_seqs);
+        const size_t n = CTF_MIN(kept, ch->num_seqs);
         size_t i = 0;
         while (i < n && !memcmp(&was[i], &out->p[i], sizeof *was)) i++;
         const ctf__seq *a = &was[i < ch->num_seqs ? i : ch->num_seqs - 1];
@@ -1131,7 +1178,7 @@ static int rescan_chunk(const ctf_index *idx, size_t c, const char *bytes, ctf__
                 line = b->line;
                 at = b->offset;
             }
-        } else if (i < ch->num_seqs && i == st.kept && st.kept) {
+        } else if (i < ch->num_seqs && i == kept && kept) {
             line = a->line;
         }
     }
@@ -1141,6 +1188,19 @@ static int rescan_chunk(const ctf_index *idx, size_t c, const char *bytes, ctf__
                      "index (the data file changed on disk); reopen the "
                      "reader",
                      c);
+}
+
+/* Re-makes chunk c's records from its bytes, all at hand, into out. */
+static int rescan_chunk(const ctf_index *idx, size_t c, const char *bytes, ctf__seqbuf *out,
+                        ctf_error *err)
+{
+    const ctf__chunk *ch = &idx->chunks[c];
+    ctf__rescan *r;
+    int rc = ctf__rescan_begin(idx, c, out, &r, err);
+    if (rc) return rc;
+    const char *rest;
+    ctf__rescan_block(r, bytes, bytes + ch->size, ch->offset, true, &rest);
+    return ctf__rescan_end(r, err);
 }
 
 bool ctf__index_chunk_seqs_cached(const ctf_index *idx, size_t c, ctf__seqbuf *out)

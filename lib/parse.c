@@ -41,10 +41,11 @@ typedef struct pstate {
     const ctf__parse_cfg *pc;
     const ctf_index *idx;
     const ctf__seq *seqs;     /* the chunk's sequence records */
-    size_t num_seqs;
+    size_t hi;                /* the sequences being parsed end before seqs[hi], */
+    uint64_t range_end;       /* at this file offset */
     ctf__chunk_data *cd;
-    const char *buf;          /* chunk bytes */
-    const char *limit;        /* end of the chunk bytes: how far the number fast path may read */
+    const char *buf;          /* the bytes at hand: the chunk's, or a block of them */
+    const char *limit;        /* end of the bytes at hand: how far the number fast path may read */
     uint64_t base;            /* file offset of buf[0] */
     const char *line_start;   /* current line, for columns */
     uint64_t line_no;         /* 0-based current line */
@@ -716,8 +717,7 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
     ctf__chunk_data *cd = ps->cd;
     CTF_UNUSED(si);
     const ctf__seq *seq = &ps->seqs[local];
-    const uint64_t seq_end = local + 1 < ps->num_seqs ? ps->seqs[local + 1].offset
-                                                      : ps->base + (uint64_t)(ps->limit - ps->buf);
+    const uint64_t seq_end = local + 1 < ps->hi ? ps->seqs[local + 1].offset : ps->range_end;
     const char *p = ps->buf + (seq->offset - ps->base);
     const char *end = ps->buf + (seq_end - ps->base);
     ctf__slice *sl = &cd->slices[local * pc->num_streams];
@@ -1088,16 +1088,41 @@ static int shrink(ctf__bufpool *pool, ctf__stream_data *sd, const ctf_stream_def
                       sd->dense_off ? sd->dense_off[sd->samples] : sd->samples * d->dim, elt);
 }
 
-int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
-                     const ctf__seq *seqs, const char *buf, uint64_t max_errors,
-                     ctf__chunk_data **out, ctf_error *err)
-{
-    *out = NULL;
-    const ctf__chunk *ch = &idx->chunks[chunk];
-    const size_t ns = pc->num_streams;
-    ctf__chunk_data *cd = CTF_CALLOC(1, sizeof *cd);
+/* A chunk being parsed, range of sequences after range. */
+struct ctf__parse_run {
+    pstate ps;
     const char *alias[CTF_MAX_STREAMS];
     size_t alias_len[CTF_MAX_STREAMS];
+    const ctf__chunk *ch;
+    size_t next;              /* sequences parsed so far */
+    bool sparse;              /* some stream is sparse */
+    bool colons_known;        /* the chunk's ':' were counted up front, */
+    bool rows_known;          /* and its rows, */
+    uint64_t colons, rows;    /* else those of the sequences parsed so far */
+};
+
+static int parse_fail(const ctf__parse_cfg *pc, size_t chunk, ctf_error *err)
+{
+    return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory parsing chunk %zu of %s",
+                     chunk, pc->path);
+}
+
+void ctf__parse_abort(ctf__parse_run *r)
+{
+    if (!r) return;
+    ctf__chunk_data_free(r->ps.cd);
+    CTF_FREE(r);
+}
+
+int ctf__parse_begin(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
+                     const ctf__seq *seqs, const char *buf, uint64_t max_errors,
+                     ctf__parse_run **out, ctf_error *err)
+{
+    const ctf__chunk *ch = &idx->chunks[chunk];
+    const size_t ns = pc->num_streams;
+    ctf__parse_run *r = *out = CTF_CALLOC(1, sizeof *r);
+    if (!r) return parse_fail(pc, chunk, err);
+    ctf__chunk_data *cd = r->ps.cd = CTF_CALLOC(1, sizeof *cd);
     if (!cd) goto oom;
     cd->chunk = chunk;
     cd->elt = (size_t)pc->precision;
@@ -1112,25 +1137,34 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
     cd->dropped = CTF_CALLOC(ch->num_seqs, 1);
     cd->dropped_samples = CTF_CALLOC(ns, sizeof *cd->dropped_samples);
     if (!cd->streams || !cd->slices || !cd->dropped || !cd->dropped_samples) goto oom;
+    r->ch = ch;
+    bool mb = false;
+    for (size_t k = 0; k < ns; k++) {
+        r->sparse |= pc->streams[k].is_sparse;
+        mb |= pc->streams[k].defines_mb_size;
+    }
     /* Rows the chunk can yield: every physical line in id mode, the first line of each
-     * sequence in line mode. A stream gets at most one sample per row. */
+     * sequence in line mode. A stream gets at most one sample per row. Without the records,
+     * the index's samples are the lines in id mode unless a stream defines the minibatch size
+     * (then they are a lower bound, and the dense buffers are sized as the ranges come). */
     uint64_t rows = 0;
+    r->rows_known = true;
     if (pc->line_mode) {
         rows = ch->num_seqs;
-    } else {
+    } else if (seqs) {
         for (size_t i = 0; i < ch->num_seqs; i++) rows += seqs[i].lines;
+    } else {
+        rows = ch->samples;
+        r->rows_known = !mb;
     }
-    uint64_t colons = 0;
-    for (size_t k = 0; k < ns; k++)
-        if (pc->streams[k].is_sparse) {
-            colons = count_colons(buf, (size_t)ch->size);
-            break;
-        }
+    /* Without the chunk's bytes the sparse buffers are sized as the ranges come (reserve). */
+    r->colons_known = buf != NULL;
+    const uint64_t colons = buf && r->sparse ? count_colons(buf, (size_t)ch->size) : 0;
     for (size_t k = 0; k < ns; k++) {
         const ctf_stream_def *d = &pc->streams[k];
         ctf__stream_data *sd = &cd->streams[k];
-        alias[k] = (d->alias && d->alias[0]) ? d->alias : d->name;
-        alias_len[k] = strlen(alias[k]);
+        r->alias[k] = (d->alias && d->alias[0]) ? d->alias : d->name;
+        r->alias_len[k] = strlen(r->alias[k]);
         sd->short_sample = -1;
         if (d->is_sparse) {
             if (presize_one(pc->pool, (void **)&sd->indptr, &sd->indptr_cap, rows + 1,
@@ -1140,22 +1174,135 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
         }
         if (presize(pc->pool, sd, d, rows, ch->size, colons, (size_t)pc->precision)) goto oom;
     }
-    pstate ps = {.pc = pc, .idx = idx, .seqs = seqs, .num_seqs = ch->num_seqs, .cd = cd,
-                 .buf = buf, .limit = buf + ch->size, .base = ch->offset, .max_errors = max_errors, .alias = alias,
-                 .alias_len = alias_len};
-    ps.line_start = buf;
+    r->ps = (pstate){.pc = pc, .idx = idx, .cd = cd, .max_errors = max_errors,
+                     .alias = r->alias, .alias_len = r->alias_len};
 #if CTF_TOKENIZE
-    ps.fns = value_fns_get();
+    r->ps.fns = value_fns_get();
 #endif
-    for (size_t i = 0; i < ch->num_seqs && !too_many_errors(&ps); i++) {
-        if (parse_sequence(&ps, ch->first_seq + i, i)) goto oom;
+    return 0;
+oom:
+    ctf__parse_abort(r);
+    *out = NULL;
+    return parse_fail(pc, chunk, err);
+}
+
+/* A buffer holding `used` elements, grown to `want` (kept from or given to the pool). */
+static int regrow(ctf__bufpool *pool, void **buf, size_t *cap, size_t used, uint64_t want,
+                  size_t elt)
+{
+    void *nb = NULL;
+    size_t ncap = 0;
+    if (presize_one(pool, &nb, &ncap, want, elt)) return CTF_ENOMEM;
+    if (!nb) return 0;
+    if (*buf) {
+        memcpy(nb, *buf, used * elt);
+        if (pool)
+            ctf__bufpool_give(pool, *buf, *cap * elt);
+        else
+            CTF_FREE(*buf);
     }
-    if (ps.oom) goto oom;
+    *buf = nb;
+    *cap = ncap;
+    return 0;
+}
+
+/* What the chunk will need, by what the sequences parsed so far needed per byte (done bytes of
+ * the chunk's), 1/16 more; at least need, at most bound. */
+static uint64_t extrapolate(uint64_t need, uint64_t done, uint64_t size, uint64_t bound)
+{
+    uint64_t want = done ? (uint64_t)((double)need * (double)size / (double)done) : need;
+    want = CTF_MIN(want + want / 16, bound);
+    return CTF_MAX(want, need);
+}
+
+/* Block loads: room in the buffers that could not be pre-sized for the sequences about to be
+ * parsed, by the bounds of presize over their bytes (sparse: their ':'; dense: their rows). A
+ * buffer that must grow is sized for the whole chunk by extrapolation, so that uniform data
+ * grow it once; never past presize's bounds for the chunk (or CTF__PRESIZE_MAX: beyond, the
+ * parse's own doubling, as with presize). */
+static int reserve(ctf__parse_run *r, uint64_t rows, uint64_t colons, uint64_t done)
+{
+    const ctf__parse_cfg *pc = r->ps.pc;
+    ctf__chunk_data *cd = r->ps.cd;
+    const uint64_t size = r->ch->size;
+    const size_t elt = (size_t)pc->precision;
+    r->rows += rows;
+    r->colons += colons;
+    for (size_t k = 0; k < pc->num_streams; k++) {
+        const ctf_stream_def *d = &pc->streams[k];
+        ctf__stream_data *sd = &cd->streams[k];
+        if (d->is_sparse && !r->colons_known) {
+            const uint64_t need = CTF_MIN(r->colons, (size + 1) / 4);
+            const uint64_t want = extrapolate(need, done, size, (size + 1) / 4);
+            if (sd->values_cap < need && sd->values_cap < CTF__PRESIZE_MAX / elt &&
+                regrow(pc->pool, &sd->values, &sd->values_cap, sd->nnz, want, elt))
+                return CTF_ENOMEM;
+            if (sd->indices_cap < need && sd->indices_cap < CTF__PRESIZE_MAX / 4 &&
+                regrow(pc->pool, (void **)&sd->indices, &sd->indices_cap, sd->nnz, want, 4))
+                return CTF_ENOMEM;
+        } else if (!d->is_sparse && !r->rows_known && d->dim) {
+            const uint64_t bound = (size + 1) / 2;
+            const uint64_t need = CTF_MIN(r->rows * d->dim, bound);
+            const size_t used = sd->dense_off ? sd->dense_off[sd->samples] : sd->samples * d->dim;
+            if (sd->values_cap < need && sd->values_cap < CTF__PRESIZE_MAX / elt &&
+                regrow(pc->pool, &sd->values, &sd->values_cap, used,
+                       extrapolate(need, done, size, bound), elt))
+                return CTF_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+int ctf__parse_seqs(ctf__parse_run *r, const ctf__seq *seqs, size_t hi, uint64_t range_end,
+                    const char *buf, uint64_t base, size_t len, ctf_error *err)
+{
+    pstate *ps = &r->ps;
+    const size_t lo = r->next;
+    if (lo >= hi) return 0;
+    ps->seqs = seqs;
+    ps->hi = hi;
+    ps->range_end = range_end;
+    ps->buf = buf;
+    ps->limit = buf + len;
+    ps->base = base;
+    ps->line_start = buf;
+    if ((r->sparse && !r->colons_known) || !r->rows_known) {
+        const uint64_t from = seqs[lo].offset - base;
+        uint64_t rows = 0;
+        if (!r->rows_known)
+            for (size_t i = lo; i < hi; i++) rows += seqs[i].lines;
+        const uint64_t colons =
+            r->sparse && !r->colons_known
+                ? count_colons(buf + from, (size_t)(range_end - seqs[lo].offset))
+                : 0;
+        if (reserve(r, rows, colons, range_end - r->ch->offset))
+            return parse_fail(ps->pc, ps->cd->chunk, err);
+    }
+    for (size_t i = lo; i < hi && !too_many_errors(ps); i++)
+        if (parse_sequence(ps, r->ch->first_seq + i, i)) return parse_fail(ps->pc, ps->cd->chunk, err);
+    if (ps->oom) return parse_fail(ps->pc, ps->cd->chunk, err);
+    r->next = hi;
+    return 0;
+}
+
+bool ctf__parse_stopped(const ctf__parse_run *r)
+{
+    return too_many_errors(&r->ps);
+}
+
+int ctf__parse_end(ctf__parse_run *r, ctf__chunk_data **out, ctf_error *err)
+{
+    const ctf__parse_cfg *pc = r->ps.pc;
+    ctf__chunk_data *cd = r->ps.cd;
+    const size_t ns = pc->num_streams;
+    *out = NULL;
     /* Sequences left unparsed after the error budget ran out are not delivered. */
     for (size_t k = 0; k < ns; k++)
-        if (shrink(pc->pool, &cd->streams[k], &pc->streams[k], (size_t)pc->precision))
-            goto oom;
-    size_t bytes = sizeof *cd + ch->num_seqs * (ns * sizeof *cd->slices + 1);
+        if (shrink(pc->pool, &cd->streams[k], &pc->streams[k], (size_t)pc->precision)) {
+            ctf__parse_abort(r);
+            return parse_fail(pc, cd->chunk, err);
+        }
+    size_t bytes = sizeof *cd + cd->num_seqs * (ns * sizeof *cd->slices + 1);
     for (size_t k = 0; k < ns; k++) {
         const ctf__stream_data *sd = &cd->streams[k];
         bytes += sd->values_cap * (size_t)pc->precision + sd->indices_cap * sizeof(int32_t) +
@@ -1163,9 +1310,23 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
     }
     cd->bytes = bytes + cd->problems_cap * sizeof(ctf__problem);
     *out = cd;
+    CTF_FREE(r);
     return 0;
-oom:
-    ctf__chunk_data_free(cd);
-    return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory parsing chunk %zu of %s",
-                     chunk, pc->path);
+}
+
+int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
+                     const ctf__seq *seqs, const char *buf, uint64_t max_errors,
+                     ctf__chunk_data **out, ctf_error *err)
+{
+    *out = NULL;
+    const ctf__chunk *ch = &idx->chunks[chunk];
+    ctf__parse_run *r;
+    int rc = ctf__parse_begin(pc, idx, chunk, seqs, buf, max_errors, &r, err);
+    if (!rc) rc = ctf__parse_seqs(r, seqs, ch->num_seqs, ch->offset + ch->size, buf, ch->offset,
+                                  (size_t)ch->size, err);
+    if (rc) {
+        ctf__parse_abort(r);
+        return rc;
+    }
+    return ctf__parse_end(r, out, err);
 }

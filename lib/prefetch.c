@@ -55,7 +55,7 @@ struct ctf__loader {
 };
 
 /* rb->publish of this loader's loads: the records wait in the chunk's result, and whoever
- * waits for them (ctf__loader_seqs) is woken before the parse ends. */
+ * waits for them (ctf__loader_seqs) is woken (a corpus publishes them at the end of its load). */
 static void publish_seqs(void *ctx, size_t c, ctf__seq *seqs, size_t cap)
 {
     ctf__loader *l = ctx;
@@ -298,9 +298,20 @@ bool ctf__loader_seqs(ctf__loader *l, size_t c, ctf__seqs_how how, const ctf__se
         if (l->state[c] == ST_NONE) load_here(l, c);
     }
     /* Waiting for a load that will be thrown away would be for nothing. */
+    /* A running load publishes its records when it ends: meanwhile a caller that would only
+     * wait runs the next queued load itself (with CTF__SEQS_LOAD, which may load here), as it
+     * would if it asked for that chunk next. */
     if (how != CTF__SEQS_HELD && !l->discard[c])
-        while (l->state[c] == ST_RUNNING && !l->res[c].seqs)
+        while (l->state[c] == ST_RUNNING && !l->res[c].seqs) {
+            if (how == CTF__SEQS_LOAD && l->q_len) {
+                const size_t x = l->queue[l->q_head];
+                queue_remove(l, x);
+                l->state[x] = ST_NONE;
+                load_here(l, x);
+                continue;
+            }
             pthread_cond_wait(&l->done, &l->mu);
+        }
     if ((l->state[c] == ST_RUNNING && !l->discard[c]) || l->state[c] == ST_DONE)
         *out = l->res[c].seqs;
     pthread_mutex_unlock(&l->mu);

@@ -8,9 +8,10 @@
  * are the file's own.
  *
  * Loading a chunk checks that its file still has the size and modification time it had when
- * indexed, reads the chunk's bytes, checks that every sequence still starts where the index put
- * it (a file changed under the reader is CTF_ECHANGED naming the file, never garbage), then
- * parses it with the file's parse configuration (its path for messages, its line mode).
+ * indexed, then reads the chunk block by block, re-making the records of each block's complete
+ * sequences and parsing them with the file's parse configuration (its path for messages, its
+ * line mode); at the end the records must be the index's, so that a file changed under the
+ * reader is CTF_ECHANGED naming the file, never garbage.
  *
  * Open descriptors are bounded: files are opened when a load needs them and kept in a small
  * LRU table (a corpus of 100,000 files never holds 100,000 descriptors). The table's mutex is
@@ -202,14 +203,14 @@ static void fd_release(corpus *k, size_t slot, int fd)
 }
 
 /* The chunk's boundaries: the byte before it (when pre_ok) ends a line, and a chunk that is not
- * the file's last ends with '\n'. Its sequences are then checked by re-making their records
- * from the bytes (ctf__index_chunk_seqs), which must give the index's. @return : the offset of
- * the first mismatch, or -1. */
+ * the file's last ends with '\n' (its last byte: last). Its sequences are then checked by
+ * re-making their records from the bytes, which must give the index's. @return : the offset
+ * of the first mismatch, or -1. */
 static int64_t check_chunk_bounds(const ctf_index *idx, const ctf__chunk *ch, char pre,
-                                  bool pre_ok, const char *buf)
+                                  bool pre_ok, char last)
 {
     if (pre_ok && pre != '\n') return (int64_t)ch->offset;
-    if (ch->offset + ch->size < idx->file.size && ch->size && buf[ch->size - 1] != '\n')
+    if (ch->offset + ch->size < idx->file.size && ch->size && last != '\n')
         return (int64_t)(ch->offset + ch->size - 1);
     return -1;
 }
@@ -264,15 +265,170 @@ static int corpus_seqs(ctf__source *src, size_t c, const ctf__seq **out, ctf_err
     return ctf__seqset_get(&k->sq, c, k->chunks[c].num_seqs, corpus_fill, k, out, err);
 }
 
+#ifdef CTF_TESTING
+size_t ctf__load_block = CTF__LOAD_BLOCK;
+#endif
+
+/* n bytes of file f at off into buf. A file that ends early says how many bytes the chunk still
+ * expected (up to chunk_end), as one read of the whole chunk would. */
+static int read_at(corpus *k, size_t f, char *buf, size_t n, uint64_t off, uint64_t chunk_end,
+                   ctf_error *err)
+{
+    const char *path = k->files[f].idx->path;
+    size_t slot;
+    int fd = fd_acquire(k, f, &slot, err);
+    if (fd < 0) return fd;
+    int rc = ctf__file_pread(fd, path, buf, n, off, err);
+    fd_release(k, slot, fd);
+    if (rc == CTF_ECHANGED && err->offset >= 0 && (uint64_t)err->offset < chunk_end)
+        rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){path, 0, 0, err->offset},
+                       "file ended early (expected %zu more bytes): the file changed since it "
+                       "was indexed",
+                       (size_t)(chunk_end - (uint64_t)err->offset));
+    return rc;
+}
+
+/* Chunk c, block by block: each block's complete sequences get their records (the chunk's
+ * re-scan goes on where the last block stopped) and are parsed while the block is in cache; the
+ * bytes of the sequence still open move to the front for the next block. Every block is read
+ * even after the scan or the parse stopped, so that the errors and their order are those of one
+ * read of the whole chunk: the read's, then the chunk's bounds, then its records', then the
+ * parse's. */
+static int load_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool,
+                       ctf__chunk_data **out, ctf_error *err)
+{
+    const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
+    const ctf__source_file *file = &k->files[f];
+    const ctf_index *idx = file->idx;
+    const ctf__chunk *ch = &idx->chunks[lc];
+    const uint64_t chunk_end = ch->offset + ch->size;
+    /* One byte more in front, when there is one, for the line-start check of the first seq. */
+    const size_t pre = ch->offset > idx->data_start ? 1 : 0;
+    size_t blk = (size_t)CTF_MIN((uint64_t)ctf__load_block, ch->size + pre);
+    if (blk == 0) blk = 1;
+    char *buf = ctf__readbuf_get(rb, blk + 1);
+    if (!buf)
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         lc, idx->path);
+    if (!rb->seqs.p && pool) {
+        /* The last load's records went with its chunk: a pooled buffer, not a fresh one. */
+        size_t got = 0;
+        rb->seqs.p = ctf__bufpool_take(pool, ch->num_seqs * sizeof *rb->seqs.p, &got);
+        rb->seqs.cap = rb->seqs.p ? got / sizeof *rb->seqs.p : 0;
+    }
+    if (rb->seqs.cap < ch->num_seqs &&
+        ctf__grow((void **)&rb->seqs.p, &rb->seqs.cap, ch->num_seqs, sizeof *rb->seqs.p))
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         lc, idx->path);
+    ctf__rescan *scan = NULL;
+    ctf__parse_run *run = NULL;
+    ctf__parse_cfg pc = file->pc;
+    pc.pool = pool;
+    int rc = ctf__rescan_begin(idx, lc, &rb->seqs, &scan, err);
+    if (rc) return rc;
+    rc = ctf__parse_begin(&pc, idx, lc, NULL, NULL, k->max_errors, &run, err);
+    if (rc) goto fail;
+
+    uint64_t pos = ch->offset - pre; /* the next byte to read */
+    uint64_t base = pos;             /* the file offset of buf[0] */
+    size_t have = 0, scan_at = pre, parsed = 0;
+    char first = 0, last_byte = '\n';
+    bool scanning = true, parsing = true;
+    ctf_error perr;
+    int parse_rc = 0;
+    for (;;) {
+        const size_t want = (size_t)CTF_MIN((uint64_t)(blk - have), chunk_end - pos);
+        rc = read_at(k, f, buf + have, want, pos, chunk_end, err);
+        if (rc) goto fail;
+        if (pos == ch->offset - pre) first = buf[0];
+        have += want;
+        pos += want;
+        const bool last = pos == chunk_end;
+        if (last && have) last_byte = buf[have - 1];
+        const char *rest = buf + scan_at;
+        if (scanning) {
+            scanning = !ctf__rescan_block(scan, buf + scan_at, buf + have, base + scan_at, last,
+                                          &rest);
+            scan_at = (size_t)(rest - buf);
+        }
+        const size_t kept = ctf__rescan_kept(scan);
+        uint64_t open_at = 0;
+        const bool open = ctf__rescan_open(scan, &open_at);
+        parsing = parsing && scanning;
+        if (parsing) {
+            const size_t hi = CTF_MIN(kept, ch->num_seqs);
+            if (hi > parsed) {
+                const ctf__seq *s = rb->seqs.p;
+                const uint64_t end = hi < kept ? s[hi].offset : open ? open_at : chunk_end;
+                parse_rc = ctf__parse_seqs(run, s, hi, end, buf, base, have, &perr);
+                parsed = hi;
+                parsing = !parse_rc && !ctf__parse_stopped(run) && parsed < ch->num_seqs;
+            }
+        }
+        if (last) break;
+        /* Keep what the next block needs: the line being scanned, and while parsing the
+         * sequences not yet parsed (the open one). */
+        size_t keep = scanning ? scan_at : have;
+        if (parsing) {
+            const uint64_t from = parsed < kept ? rb->seqs.p[parsed].offset : open ? open_at : pos;
+            if (from - base < keep) keep = (size_t)(from - base);
+        }
+        have -= keep;
+        memmove(buf, buf + keep, have);
+        base += keep;
+        scan_at -= keep;
+        if (have > blk / 2) {
+            /* A long sequence: the block doubles until one holds it whole. */
+            if (rb->cap < 2 * blk + 1) {
+                char *nb = CTF_REALLOC(rb->p, 2 * blk + 1);
+                if (!nb) {
+                    rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE,
+                                   "out of memory reading chunk %zu of %s", lc, idx->path);
+                    goto fail;
+                }
+                rb->p = buf = nb;
+                rb->cap = 2 * blk + 1;
+            }
+            blk *= 2;
+        }
+    }
+    int64_t bad = check_chunk_bounds(idx, ch, first, pre != 0, last_byte);
+    if (bad >= 0) {
+        rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, bad},
+                       "the data file changed on disk since it was indexed (chunk %zu at "
+                       "byte %lld no longer matches the index); reopen the reader",
+                       lc, (long long)bad);
+        goto fail;
+    }
+    rc = ctf__rescan_end(scan, err);
+    scan = NULL;
+    if (!rc && parse_rc) {
+        *err = perr;
+        rc = parse_rc;
+    }
+    if (rc) goto fail;
+    if (rb->publish) {
+        rb->publish(rb->publish_ctx, c, rb->seqs.p, rb->seqs.cap);
+        rb->seqs = (ctf__seqbuf){0};
+    }
+    rc = ctf__parse_end(run, out, err);
+    if (!rc) (*out)->chunk = c;
+    return rc;
+fail:
+    if (scan) {
+        ctf_error ignored;
+        ctf__rescan_end(scan, &ignored);
+    }
+    ctf__parse_abort(run);
+    return rc;
+}
+
 static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpool *pool,
                        ctf__chunk_data **out, ctf_error *err)
 {
     corpus *k = (corpus *)src;
-    const size_t f = k->chunk_file[c];
-    const ctf__source_file *file = &k->files[f];
-    const ctf_index *idx = file->idx;
-    const size_t lc = k->chunk_local[c];
-    const ctf__chunk *ch = &idx->chunks[lc];
+    const ctf_index *idx = k->files[k->chunk_file[c]].idx;
+    const ctf__chunk *ch = &idx->chunks[k->chunk_local[c]];
     ctf__file_id now;
     *out = NULL;
     int rc = ctf__file_stat(idx->path, &now, err);
@@ -282,36 +438,7 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
                          "the data file changed on disk since it was indexed (size %llu -> "
                          "%llu bytes, or a new modification time); reopen the reader",
                          (unsigned long long)idx->file.size, (unsigned long long)now.size);
-    /* One byte more in front, when there is one, for the line-start check of the first seq. */
-    const size_t pre = ch->offset > idx->data_start ? 1 : 0;
-    char *buf;
-    rc = read_chunk(k, c, pre, rb, &buf, err);
-    if (!rc) {
-        int64_t bad = check_chunk_bounds(idx, ch, pre ? buf[0] : 0, pre != 0, buf + pre);
-        if (bad >= 0)
-            rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, bad},
-                           "the data file changed on disk since it was indexed (chunk %zu at "
-                           "byte %lld no longer matches the index); reopen the reader",
-                           lc, (long long)bad);
-    }
-    if (!rc && !rb->seqs.p && pool) {
-        /* The last load's records went with its chunk: a pooled buffer, not a fresh one. */
-        size_t got = 0;
-        rb->seqs.p = ctf__bufpool_take(pool, ch->num_seqs * sizeof *rb->seqs.p, &got);
-        rb->seqs.cap = rb->seqs.p ? got / sizeof *rb->seqs.p : 0;
-    }
-    if (!rc) rc = ctf__index_chunk_seqs(idx, lc, buf + pre, &rb->seqs, err);
-    if (rc) return rc;
-    const ctf__seq *seqs = rb->seqs.p;
-    if (rb->publish) {
-        rb->publish(rb->publish_ctx, c, rb->seqs.p, rb->seqs.cap);
-        rb->seqs = (ctf__seqbuf){0};
-    }
-    ctf__parse_cfg pc = file->pc;
-    pc.pool = pool;
-    rc = ctf__parse_chunk(&pc, idx, lc, seqs, buf + pre, k->max_errors, out, err);
-    if (!rc) (*out)->chunk = c;
-    return rc;
+    return load_blocks(k, c, rb, pool, out, err);
 }
 
 static void corpus_destroy(ctf__source *src)
