@@ -157,6 +157,10 @@ typedef struct ctf_join_def {
 #define CTF_INFINITELY_REPEAT UINT64_MAX
 #define CTF_FULL_DATA_SWEEP (UINT64_MAX - 1)
 
+/* prefetch_chunks's default: 2 * num_threads + 2, worked out when the reader opens, so that it
+ * follows the num_threads the caller sets. */
+#define CTF_PREFETCH_AUTO SIZE_MAX
+
 #define CTF_DEFAULT_CHUNK_SIZE_BYTES 33554432u
 #define CTF_DEFAULT_WINDOW_CHUNKS 128u
 
@@ -193,7 +197,8 @@ typedef struct ctf_config {
     size_t num_workers;               /* number of workers sharing the data (>= 1) */
     size_t worker_rank;               /* this worker, < num_workers */
     size_t num_threads;               /* background parse threads (default: cores); 0 = caller */
-    size_t prefetch_chunks;           /* chunks parsed ahead of the consumer */
+    size_t prefetch_chunks;           /* chunks parsed ahead of the consumer (CTF_PREFETCH_AUTO:
+                                       * 2 * num_threads + 2) */
     ctf_log_fn log;                   /* warning/info sink; NULL = no logging */
     void *log_user;                   /* passed to log */
 } ctf_config;
@@ -201,7 +206,7 @@ typedef struct ctf_config {
 /* ctf_config_init(cfg):
  * Fills cfg with the defaults of rules 3: float, randomize, seed 0, window 128 chunks, maxErrors 0,
  * traceLevel 1, 32 MiB chunks, one worker, infinite repetition, one parse thread per core and
- * 2 * threads + 2 chunks parsed ahead. */
+ * CTF_PREFETCH_AUTO chunks parsed ahead (2 * num_threads + 2 of the num_threads at open). */
 void ctf_config_init(ctf_config *cfg);
 
 /* ctf_config_validate(cfg, err):

@@ -56,7 +56,7 @@ void ctf_config_init(ctf_config *cfg)
     /* As many parse threads as cores (at least one), a few chunks ahead each. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cfg->num_threads = cores > 0 ? (size_t)cores : 1;
-    cfg->prefetch_chunks = 2 * cfg->num_threads + 2;
+    cfg->prefetch_chunks = CTF_PREFETCH_AUTO;
 }
 
 static const char *stream_alias(const ctf_stream_def *s)

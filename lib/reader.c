@@ -54,6 +54,10 @@ static const ctf_stream_def *any_stream(const ctf_config *cfg, size_t i)
 static int copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err)
 {
     r->cfg = *cfg;
+    /* A few chunks ahead per thread: enough to keep every thread busy while the consumer
+     * works through one. */
+    if (r->cfg.prefetch_chunks == CTF_PREFETCH_AUTO)
+        r->cfg.prefetch_chunks = 2 * r->cfg.num_threads + 2;
     size_t ns = cfg->num_streams;
     for (size_t j = 0; j < cfg->num_joins; j++) ns += cfg->joins[j].num_streams;
     r->path = ctf__strdup(cfg->num_paths ? cfg->paths[0] : cfg->path);
@@ -341,7 +345,7 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     r->stats.keys_missing = r->src->keys_missing;
     r->stats.keys_unmatched = r->src->keys_unmatched;
     const ctf__cache_cfg cc = {
-        .num_threads = cfg->num_threads, .prefetch_chunks = cfg->prefetch_chunks,
+        .num_threads = cfg->num_threads, .prefetch_chunks = r->cfg.prefetch_chunks,
         .keep_data_in_memory = cfg->keep_data_in_memory, .randomized = r->randomized,
         .same_sweep_only = cfg->truncation_length != 0, .window = cfg->randomization_window,
         .window_in_samples = cfg->window_in_samples, .seed = cfg->randomization_seed,

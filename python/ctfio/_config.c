@@ -288,6 +288,7 @@ int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, 
     cfg->frame_mode = frame;
     cfg->cache_index = cache;
     cfg->trace_level = trace;
+    if (prefetch == Py_None) prefetch = NULL; /* the library's default (CTF_PREFETCH_AUTO) */
     const struct {
         PyObject *obj;
         const char *name;
@@ -399,7 +400,9 @@ PyObject *ctf_py_config_dict(const ctf_config *c)
     PUT("num_workers", PyLong_FromSize_t(c->num_workers));
     PUT("worker_rank", PyLong_FromSize_t(c->worker_rank));
     PUT("num_threads", PyLong_FromSize_t(c->num_threads));
-    PUT("prefetch_chunks", PyLong_FromSize_t(c->prefetch_chunks));
+    PUT("prefetch_chunks", c->prefetch_chunks == CTF_PREFETCH_AUTO
+                               ? Py_NewRef(Py_None)
+                               : PyLong_FromSize_t(c->prefetch_chunks));
     PUT("log", Py_NewRef(Py_None));
 #undef PUT
     if (rc) goto error;

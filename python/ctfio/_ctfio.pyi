@@ -185,7 +185,7 @@ class ReaderArgs(TypedDict):
     num_workers: int
     worker_rank: int
     num_threads: int
-    prefetch_chunks: int
+    prefetch_chunks: Optional[int]  # None: 2 * num_threads + 2
     log: None
 
 def bsconfig_load(

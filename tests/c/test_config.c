@@ -74,7 +74,7 @@ TEST(config_init_defaults)
     ASSERT_EQ(c.worker_rank, 0);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     ASSERT_EQ(c.num_threads, cores > 0 ? cores : 1); /* one parse thread per core */
-    ASSERT_EQ(c.prefetch_chunks, 2 * c.num_threads + 2);
+    ASSERT_EQ(c.prefetch_chunks, CTF_PREFETCH_AUTO); /* 2 * num_threads + 2 at open */
     ASSERT(c.log == NULL && c.log_user == NULL);
     ctf_config_init(NULL);
 }

@@ -1276,3 +1276,45 @@ TEST(reader_spec_5_6_vector)
     ctf_minibatch_free(mb);
     ctf_reader_free(r);
 }
+
+/* The chunks resident once the thread has had time to load ahead after one minibatch of one
+ * sample in file order (the counters are brought up to date by the next call, which stays in
+ * the first chunk): what the look-ahead holds. */
+static uint64_t resident_after_pause(const char *path, size_t prefetch)
+{
+    ctf_config c;
+    cfg_base(&c, path, X1, 1);
+    c.randomize = false;
+    c.chunk_size_bytes = 10; /* two lines a chunk: 40 chunks */
+    c.num_threads = 1;
+    if (prefetch) c.prefetch_chunks = prefetch;
+    ctf_reader *r = open_or_null(&c);
+    if (!r) return 0;
+    ctf_minibatch *mb = NULL;
+    uint64_t resident = 0;
+    if (ctf_reader_next(r, 1, &mb) == 0 && mb) {
+        usleep(200000);
+        ctf_minibatch_free(mb);
+        mb = NULL;
+        (void)ctf_reader_next(r, 1, &mb);
+        ctf_stats st;
+        ctf_reader_get_stats(r, &st);
+        resident = mb ? st.chunks_resident : 0;
+    }
+    ctf_minibatch_free(mb);
+    ctf_reader_free(r);
+    return resident;
+}
+
+TEST(reader_prefetch_default_follows_num_threads)
+{
+    /* The default look-ahead is 2 * num_threads + 2 of the threads the reader is given, not of
+     * the machine's cores: one thread holds 4 chunks (6 or more with the cores' default on a
+     * machine of 2 cores or more). */
+    const char *path = line_file("prefetch_auto.ctf", 80);
+    const uint64_t auto_resident = resident_after_pause(path, 0);
+    ASSERT(auto_resident >= 2);
+    ASSERT(auto_resident <= 4);
+    /* An explicit depth is taken as given (and the pause is long enough to see it). */
+    ASSERT(resident_after_pause(path, 20) >= 12);
+}

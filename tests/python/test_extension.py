@@ -595,6 +595,8 @@ def test_bsconfig_load(tmp_path):
     assert (d["randomize"], d["max_errors"], d["precision"]) == (False, 3, "float")
     # one encoding of "no limit" everywhere: the library's, which ctfio.INFINITELY_REPEAT is
     assert (d["max_samples"], d["max_sweeps"], d["log"]) == (2**64 - 1, 2**64 - 1, None)
+    # no prefetchChunks in the file: the default, worked out from num_threads at open
+    assert d["prefetch_chunks"] is None
     r = _ctfio.Reader(**d)
     assert np.asarray(r.next(4).stream(0)["values"]).tolist() == SMALL_X
     d2 = _ctfio.bsconfig_load(cfg, overrides=["randomizationSeed=9", "precision=double"])
