@@ -288,7 +288,7 @@ static uint64_t compute_limit(const ctf_config *cfg, uint64_t sweep_samples)
 static void warn_few_chunks(ctf_reader *r)
 {
     const ctf_config *cfg = &r->cfg;
-    const size_t nc = r->idx->num_chunks;
+    const size_t nc = r->src->num_chunks; /* every file's, and a join's primary's */
     if (!r->randomized || r->num_workers <= 1 || cfg->trace_level < 1) return;
     const uint64_t window_chunks = cfg->window_in_samples ? nc : cfg->randomization_window;
     if (CTF_MIN(window_chunks, (uint64_t)nc) >= r->num_workers) return;

@@ -310,6 +310,30 @@ TEST(reader_set_worker_warns_about_few_chunks)
     ctf_reader_free(r);
 }
 
+/* The warning counts the chunks of every file of a corpus, not the first file's. */
+TEST(reader_few_chunks_counts_the_whole_corpus)
+{
+    char *a = strdup(line_file("few_a.ctf", 8)), *b = strdup(line_file("few_b.ctf", 8));
+    const char *both[] = {a, b};
+    for (size_t files = 1; files <= 2; files++) {
+        ctf_config c;
+        int warned = 0;
+        cfg_base(&c, NULL, X1, 1);
+        c.paths = both;
+        c.num_paths = files;
+        c.num_workers = 2;
+        c.log = count_log;
+        c.log_user = &warned;
+        ctf_reader *r = open_or_null(&c);
+        ASSERT(r);
+        ctf_reader_free(r);
+        /* one chunk a file: one file is too few for 2 workers, two files are not */
+        ASSERT_EQ(warned, files == 1 ? 1 : 0);
+    }
+    free(a);
+    free(b);
+}
+
 TEST(reader_request_spans_many_sweeps)
 {
     const char *path = test_write_str("seven.ctf", "5 |x 1\n5 |x 2\n5 |x 3\n5 |x 4\n5 |x 5\n"
