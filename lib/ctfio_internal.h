@@ -688,8 +688,8 @@ int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error 
  * published them (CTF__SEQS_ANY and _LOAD wait that long: a corpus's load publishes them at its
  * end, as its last block completes them); with CTF__SEQS_LOAD a chunk queued or not requested
  * is loaded on the caller's thread now, its data then waiting for ctf__loader_take, and while
- * it would wait the caller runs the next queued loads the same way. The records stay valid until the chunk is taken (then they are its data's)
- * or cancelled.
+ * it would wait the caller runs the next queued loads the same way. The records stay valid
+ * until the chunk is taken (then they are its data's) or cancelled.
  * @return : true and *out, or false (no load made them: not requested, a failed load, a source
  *           without hands_seqs). */
 bool ctf__loader_seqs(ctf__loader *l, size_t c, ctf__seqs_how how, const ctf__seq **out);

@@ -5,7 +5,9 @@
  *
  * In:  the data file and the index-shaping options (skipSequenceIds, the stream aliases, the
  *      definesMBSize alias).
- * Out: a ctf_index: the sequence table in file order and the chunk table.
+ * Out: a ctf_index: the chunk table (per chunk: byte range, first line, sequence and sample
+ *      counts, a fold of its sequence records); the records themselves are made again per chunk
+ *      when a load needs them (the re-scan below, fed block by block) or read from the cache.
  *
  * The scan is line-oriented. In id mode (the default when the file starts with a digit) a line
  * starting with an id different from the previous one opens a sequence; every other line joins

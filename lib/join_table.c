@@ -678,7 +678,8 @@ static int emit_end(const ctf__jbuild *in, ctf__jtable *t, wstate *w, ctf_error 
 
 /* Merges the primary's sorted records with every part's: each primary sequence finds its key in
  * every part (or is marked missing). The result goes to `out` (sorted back by sequence), or
- * straight into the table when the primary's keys were in order (it comes in sequence order). */
+ * straight into the table when every deserializer's keys were in order (it then comes in
+ * sequence order). */
 static int merge_join(const ctf__jbuild *in, ctf__jtable *t, xsort *px, xsort *qx, pcur *pcs,
                       xsort *out, wstate *w, char *orbuf, ctf_error *err)
 {

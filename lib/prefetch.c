@@ -25,8 +25,8 @@ typedef struct load_result {
     ctf__chunk_data *cd;    /* parsed data, or NULL on failure */
     int rc;                 /* status of the load */
     ctf_error *err;         /* allocated only on failure */
-    /* The records the load handed over (ctf__readbuf.publish), set while it still parses: owned
-     * here while cd is NULL, then cd's (cd->seqs, the same buffer). */
+    /* The records the load handed over (ctf__readbuf.publish), set as its last block completes
+     * them: owned here while cd is NULL, then cd's (cd->seqs, the same buffer). */
     ctf__seq *seqs;
     size_t seqs_cap;
 } load_result;
@@ -297,10 +297,10 @@ bool ctf__loader_seqs(ctf__loader *l, size_t c, ctf__seqs_how how, const ctf__se
         }
         if (l->state[c] == ST_NONE) load_here(l, c);
     }
-    /* Waiting for a load that will be thrown away would be for nothing. */
     /* A running load publishes its records when it ends: meanwhile a caller that would only
      * wait runs the next queued load itself (with CTF__SEQS_LOAD, which may load here), as it
-     * would if it asked for that chunk next. */
+     * would if it asked for that chunk next. Waiting for a load that will be thrown away would
+     * be for nothing. */
     if (how != CTF__SEQS_HELD && !l->discard[c])
         while (l->state[c] == ST_RUNNING && !l->res[c].seqs) {
             if (how == CTF__SEQS_LOAD && l->q_len) {

@@ -22,14 +22,14 @@
  * (ctf_reader_open/next/seek/restore_state/free). The library may call the log callback inside
  * those calls, so the C callback (always installed: the library itself prints nothing) only
  * appends the record to a C array on the Reader; the records are handed to the Python callable,
- * or to Python's logging (logger "ctfio") when there is none, in order, once the GIL is back. A Reader must be used by one
- * thread at a time (ctfio.h rule 6): a `busy` flag, read and written under the GIL, turns a
+ * or to Python's logging (logger "ctfio") when there is none, in order, once the GIL is back.
+ * A Reader must be used by one thread at a time (ctfio.h rule 6): a `busy` flag, read and written under the GIL, turns a
  * second concurrent call into RuntimeError instead of a data race.
  *
- * Layout (STYLE.md section 9): boxed sections in the order module state, exceptions and error
- * mapping, configuration (bsconfig_load; the argument parsing lives in _config.c), Buffer
- * (_buffer.c), Minibatch, Reader, checkpoint helpers, module init. Types are heap types with module state (CPython's _csv.c);
- * every function that owns references has one `error` exit.
+ * Layout: boxed sections in the order module state, exceptions and error mapping,
+ * configuration (bsconfig_load; the argument parsing lives in _config.c), Buffer (_buffer.c),
+ * Minibatch, Reader, checkpoint helpers, module init. Types are heap types with module state
+ * (as CPython's _csv.c); every function that owns references has one `error` exit.
  *
  * Adding a ctf_config field: update ctf_py_reader_args_parse and ctf_py_config_dict (_config.c),
  * the Reader signature in _ctfio.pyi and ctfio/source.py.

@@ -1,9 +1,9 @@
 /*
  * _provider.c -- part of the ctfio._ctfio extension: the C side of the PaddlePaddle-style
- * providers (python/ctfio/_provider_impl.py, rules 12). Samples become compact records
+ * providers (python/ctfio/paddle/, rules 12). Samples become compact records
  * (provider_encode, with the GIL) and lists of records become batch arrays (provider_pack,
  * mostly without the GIL). Split from _ctfio.c, which registers the two functions, to keep each
- * file under 1500 lines (STYLE.md section 11).
+ * file under 1500 lines.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -78,7 +78,7 @@ def code():
 
 
 def test_there_are_gil_released_blocks(code):
-    # The reader must release the GIL at least around open and next (STYLE 9).
+    # The reader must release the GIL at least around open and next.
     bodies = [b for _, _, b in _blocks(code)]
     assert any("ctf_reader_next" in b for b in bodies)
     assert any("ctf_reader_open" in b for b in bodies)
