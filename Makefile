@@ -1,4 +1,4 @@
-# ctfio -- one Makefile, no configure step (STYLE.md section 7).
+# ctfio -- one Makefile, no configure step.
 #
 #   make            library, CLI and C test runner (build/)
 #   make test       everything: C tests, golden files, fuzz regression, conformance corpus,
