@@ -678,6 +678,10 @@ typedef enum ctf__seqs_how {
  * it. @return : 0 or CTF_ENOMEM. */
 int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t threads, size_t hold,
                        ctf__loader **out, ctf_error *err);
+#ifdef CTF_TESTING
+/* Test builds: chunks put on the loader's queue (not those a caller loaded itself at once). */
+extern atomic_long ctf__loader_queued;
+#endif
 /* Queues chunk c for a background load unless it is queued, loading or loaded already. */
 int ctf__loader_request(ctf__loader *l, size_t c);
 /* Hands over chunk c's parsed data, waiting for its load or loading it now. The caller owns
@@ -836,6 +840,8 @@ void ctf__cache_evict_passed(ctf__cache *k);
  * sweep `sweep` (gen), keeping at most prefetch_chunks outstanding. */
 void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, size_t slot,
                          size_t workers, size_t rank);
+/* Whether chunk c is held, or asked for in the current sweep or for the next. */
+bool ctf__cache_asked(const ctf__cache *k, size_t c);
 /* Asks the loader for chunk c of the current sweep now, unless held or asked for already
  * (a minibatch's chunks, all at once). */
 void ctf__cache_request(ctf__cache *k, size_t c);

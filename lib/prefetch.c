@@ -204,11 +204,18 @@ int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t thread
     return 0;
 }
 
+#ifdef CTF_TESTING
+atomic_long ctf__loader_queued;
+#endif
+
 int ctf__loader_request(ctf__loader *l, size_t c)
 {
     if (!l->num_threads) return 0;
     pthread_mutex_lock(&l->mu);
     if (l->state[c] == ST_NONE) {
+#ifdef CTF_TESTING
+        atomic_fetch_add(&ctf__loader_queued, 1);
+#endif
         l->queue[(l->q_head + l->q_len) % l->src->num_chunks] = c;
         l->q_len++;
         l->state[c] = ST_QUEUED;
@@ -710,6 +717,11 @@ void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, siz
         else
             k->scan_next++;
     }
+}
+
+bool ctf__cache_asked(const ctf__cache *k, size_t c)
+{
+    return k->resident[c] || k->requested[c] || k->requested_next[c] == 1;
 }
 
 void ctf__cache_request(ctf__cache *k, size_t c)

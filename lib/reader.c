@@ -330,6 +330,9 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     }
     r->randomized = cfg->randomize && cfg->randomization_window > 0;
     r->sweep_samples = r->src->total_samples;
+    r->min_seq_samples = UINT64_MAX;
+    for (size_t f = 0; f < r->src->num_files; f++)
+        r->min_seq_samples = CTF_MIN(r->min_seq_samples, r->src->files[f].idx->min_seq_samples);
     r->limit = compute_limit(cfg, r->sweep_samples);
     r->num_workers = cfg->num_workers;
     r->rank = cfg->worker_rank;
@@ -406,6 +409,32 @@ static void request_cut(ctf_reader *r, size_t n, uint64_t first_sweep)
     if (!r->cfg.num_threads || first_sweep != r->cur_sweep) return;
     for (size_t i = 0; i < n; i++)
         if (r->cut[i].owned) ctf__cache_request(r->cache, r->cut[i].chunk);
+}
+
+/* The cut reached a chunk nobody was asked to load. A randomized minibatch needs most chunks of
+ * its window (with the default window, every chunk of a small file, before the first
+ * minibatch), and past the look-ahead they would be loaded on the caller's thread one after
+ * another while the threads sit idle. So the chunks of every slot the rest of the cut can span
+ * are asked for at once: `left` samples cover at most left / min_seq_samples + 1 slots, and no
+ * more chunks are asked for than the window holds (or the look-ahead, if more). They are held
+ * for this minibatch anyway; the caller loads its share while the threads load theirs. */
+static void request_ahead(ctf_reader *r, uint64_t left)
+{
+    if (!r->cfg.num_threads || !r->cfg.prefetch_chunks) return;
+    const size_t slots = ctf__sweepgen_num_slots(r->gen);
+    uint64_t span = left / (r->min_seq_samples ? r->min_seq_samples : 1) + 1;
+    size_t cap = r->cfg.window_in_samples ? 0 : (size_t)r->cfg.randomization_window;
+    if (cap < r->cfg.prefetch_chunks) cap = r->cfg.prefetch_chunks;
+    for (size_t t = r->cur_slot; t < slots && span && cap; t++, span--) {
+        size_t seq, home;
+        ctf_error ignored; /* optional work: a failed get changes nothing */
+        if (ctf__sweepgen_get(r->gen, t, &seq, &home, &ignored)) return;
+        const size_t c = ctf__sweepgen_chunk_at(r->gen)[home];
+        if (!ctf__cache_asked(r->cache, c) && cut_how(r, c) == CTF__SEQS_LOAD) {
+            ctf__cache_request(r->cache, c);
+            cap--;
+        }
+    }
 }
 
 static int add_pick(ctf_reader *r, size_t np, ctf__pick pick)
@@ -617,8 +646,11 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
                 aq)
                 CTF_PREFETCH(aq + (ahead - r->src->chunks[ac].first_seq));
         }
+        const ctf__seqs_how how = cut_how(r, chunk);
+        if (how == CTF__SEQS_LOAD && r->randomized && !ctf__cache_asked(r->cache, chunk))
+            request_ahead(r, num_samples - total);
         const ctf__seq *q;
-        rc = ctf__reader_seq(r, chunk, seq, cut_how(r, chunk), &q);
+        rc = ctf__reader_seq(r, chunk, seq, how, &q);
         if (rc) return fail_dead(r, rc);
         uint64_t smp = q->samples;
         if (n > 0 && total + smp > num_samples) break;

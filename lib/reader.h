@@ -24,6 +24,7 @@ struct ctf_reader {
     /* Timeline. */
     bool randomized;             /* randomize and a non-zero window */
     uint64_t sweep_samples;      /* index samples in one sweep */
+    uint64_t min_seq_samples;    /* the fewest index samples of any sequence (every file's) */
     uint64_t limit;              /* stop before a sequence at this position (UINT64_MAX: none) */
     ctf__sweep_gen *gen;         /* the order of sweep cur_sweep, generated window by window */
     const size_t *pos_of_chunk;  /* randomized position of each chunk in cur_sweep (gen's) */

@@ -1342,3 +1342,27 @@ TEST(reader_prefetch_default_follows_num_threads)
     /* An explicit depth is taken as given (and the pause is long enough to see it). */
     ASSERT(resident_after_pause(path, 20) >= 12);
 }
+
+/* A randomized minibatch that needs every chunk of its window (the default window, a small
+ * file) asks the threads for all of them at once, not only for the look-ahead's few: past the
+ * look-ahead the caller would otherwise load them alone, one after another. */
+TEST(reader_randomized_cut_asks_for_its_whole_window)
+{
+    const char *path = line_file("whole_window.ctf", 160);
+    ctf_config c;
+    cfg_base(&c, path, X1, 1);
+    c.chunk_size_bytes = 100; /* 20 lines a chunk: 8 chunks, all in the default window */
+    c.num_threads = 2;
+    c.prefetch_chunks = 2;
+    c.max_sweeps = 1;
+    const long queued0 = atomic_load(&ctf__loader_queued);
+    ctf_reader *r = open_or_null(&c);
+    ASSERT(r);
+    ASSERT_EQ(ctf_reader_index(r)->num_chunks, 8);
+    ctf_minibatch *mb = NULL;
+    ASSERT_OK(ctf_reader_next(r, 160, &mb), ctf_reader_error(r)); /* the whole sweep */
+    ASSERT(mb && ctf_minibatch_num_sequences(mb) == 160);
+    ctf_minibatch_free(mb);
+    ctf_reader_free(r);
+    ASSERT(atomic_load(&ctf__loader_queued) - queued0 >= 8);
+}
