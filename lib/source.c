@@ -215,56 +215,6 @@ static int64_t check_chunk_bounds(const ctf_index *idx, const ctf__chunk *ch, ch
     return -1;
 }
 
-/* Chunk c's bytes, with `pre` bytes before them, into rb (through the descriptor table: the
- * inode indexed). */
-static int read_chunk(corpus *k, size_t c, size_t pre, ctf__readbuf *rb, char **out,
-                      ctf_error *err)
-{
-    const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
-    const ctf_index *idx = k->files[f].idx;
-    const ctf__chunk *ch = &idx->chunks[lc];
-    char *buf = *out = ctf__readbuf_get(rb, (size_t)ch->size + pre + 1);
-    if (!buf)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         lc, idx->path);
-    size_t slot;
-    int fd = fd_acquire(k, f, &slot, err);
-    if (fd < 0) return fd;
-    int rc = ctf__file_pread(fd, idx->path, buf, (size_t)ch->size + pre, ch->offset - pre, err);
-    fd_release(k, slot, fd);
-    return rc;
-}
-
-int ctf__corpus_chunk_seqs(ctf__source *src, size_t c, ctf__readbuf *rb, ctf__seqbuf *out,
-                           ctf_error *err)
-{
-    corpus *k = (corpus *)src;
-    const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
-    const ctf_index *idx = k->files[f].idx;
-    const ctf__chunk *ch = &idx->chunks[lc];
-    if (out->cap < ch->num_seqs &&
-        ctf__grow((void **)&out->p, &out->cap, ch->num_seqs, sizeof *out->p))
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         lc, idx->path);
-    if (ctf__index_chunk_seqs_cached(idx, lc, out)) return 0;
-    char *buf;
-    int rc = read_chunk(k, c, 0, rb, &buf, err);
-    return rc ? rc : ctf__index_chunk_seqs(idx, lc, buf, out, err);
-}
-
-static int corpus_fill(void *ctx, size_t c, ctf__seqbuf *out, ctf_error *err)
-{
-    corpus *k = ctx;
-    return ctf__corpus_chunk_seqs(&k->src, c, &k->cbuf, out, err);
-}
-
-/* Chunk c's records for the consumer, from the set or re-made into it. */
-static int corpus_seqs(ctf__source *src, size_t c, const ctf__seq **out, ctf_error *err)
-{
-    corpus *k = (corpus *)src;
-    return ctf__seqset_get(&k->sq, c, k->chunks[c].num_seqs, corpus_fill, k, out, err);
-}
-
 #ifdef CTF_TESTING
 size_t ctf__load_block = CTF__LOAD_BLOCK;
 #endif
@@ -286,6 +236,91 @@ static int read_at(corpus *k, size_t f, char *buf, size_t n, uint64_t off, uint6
                        "was indexed",
                        (size_t)(chunk_end - (uint64_t)err->offset));
     return rc;
+}
+
+/* Chunk c's records re-made from its bytes, read block by block as a load reads them (the
+ * line being scanned moves to the front for the next block). Every block is read even after
+ * the scan stopped, so that a read error comes first, as with one read of the whole chunk. */
+static int rescan_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *out, ctf_error *err)
+{
+    const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
+    const ctf_index *idx = k->files[f].idx;
+    const ctf__chunk *ch = &idx->chunks[lc];
+    const uint64_t chunk_end = ch->offset + ch->size;
+    size_t blk = (size_t)CTF_MIN((uint64_t)ctf__load_block, ch->size);
+    if (blk == 0) blk = 1;
+    char *buf = ctf__readbuf_get(rb, blk + 1);
+    if (!buf)
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         lc, idx->path);
+    ctf__rescan *scan;
+    int rc = ctf__rescan_begin(idx, lc, out, &scan, err);
+    if (rc) return rc;
+    uint64_t pos = ch->offset, base = pos; /* the next byte to read; the offset of buf[0] */
+    size_t have = 0;
+    bool scanning = true;
+    for (;;) {
+        const size_t want = (size_t)CTF_MIN((uint64_t)(blk - have), chunk_end - pos);
+        if ((rc = read_at(k, f, buf + have, want, pos, chunk_end, err))) break;
+        have += want;
+        pos += want;
+        const bool last = pos == chunk_end;
+        const char *rest = buf + have;
+        if (scanning) scanning = !ctf__rescan_block(scan, buf, buf + have, base, last, &rest);
+        if (last) break;
+        const size_t keep = (size_t)(rest - buf);
+        have -= keep;
+        memmove(buf, buf + keep, have);
+        base += keep;
+        if (have > blk / 2) {
+            /* A long line: the block doubles until one holds it whole. */
+            if (rb->cap < 2 * blk + 1) {
+                char *nb = CTF_REALLOC(rb->p, 2 * blk + 1);
+                if (!nb) {
+                    rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE,
+                                   "out of memory reading chunk %zu of %s", lc, idx->path);
+                    break;
+                }
+                rb->p = buf = nb;
+                rb->cap = 2 * blk + 1;
+            }
+            blk *= 2;
+        }
+    }
+    if (rc) {
+        ctf_error ignored;
+        ctf__rescan_end(scan, &ignored);
+        return rc;
+    }
+    return ctf__rescan_end(scan, err);
+}
+
+int ctf__corpus_chunk_seqs(ctf__source *src, size_t c, ctf__readbuf *rb, ctf__seqbuf *out,
+                           ctf_error *err)
+{
+    corpus *k = (corpus *)src;
+    const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
+    const ctf_index *idx = k->files[f].idx;
+    const ctf__chunk *ch = &idx->chunks[lc];
+    if (out->cap < ch->num_seqs &&
+        ctf__grow((void **)&out->p, &out->cap, ch->num_seqs, sizeof *out->p))
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         lc, idx->path);
+    if (ctf__index_chunk_seqs_cached(idx, lc, out)) return 0;
+    return rescan_blocks(k, c, rb, out, err);
+}
+
+static int corpus_fill(void *ctx, size_t c, ctf__seqbuf *out, ctf_error *err)
+{
+    corpus *k = ctx;
+    return ctf__corpus_chunk_seqs(&k->src, c, &k->cbuf, out, err);
+}
+
+/* Chunk c's records for the consumer, from the set or re-made into it. */
+static int corpus_seqs(ctf__source *src, size_t c, const ctf__seq **out, ctf_error *err)
+{
+    corpus *k = (corpus *)src;
+    return ctf__seqset_get(&k->sq, c, k->chunks[c].num_seqs, corpus_fill, k, out, err);
 }
 
 /* Chunk c, block by block: each block's complete sequences get their records (the chunk's

@@ -6,7 +6,8 @@
  * minibatches, logs the same problems in the same order with the same locations, stops at the
  * same error under maxErrors, and reports a file changed under the index with the same error.
  * Dense and sparse streams, id and line mode, a stream defining the minibatch size (the rows of
- * a chunk are then not known before its blocks are read).
+ * a chunk are then not known before its blocks are read), and the records of other workers'
+ * chunks, which the consumer re-makes from their bytes block by block as well.
  */
 #include "ctfio_internal.h"
 #include "test.h"
@@ -67,6 +68,11 @@ static void log_sink(void *user, ctf_severity sev, const ctf_error *e)
     w->logged++;
 }
 
+/* The workers sharing the file (the sweeps read as the last of them): with more than one, the
+ * cut needs the records of chunks other workers load, re-made from the bytes on the consumer's
+ * side, block by block too. */
+static size_t sweep_workers = 1;
+
 /* Called between the reader's open and its first read (the changed-file test), or NULL. */
 static void (*between_open_and_read)(const char *path);
 
@@ -87,6 +93,8 @@ static void run_sweep(const char *path, const ctf_stream_def *streams, size_t bl
     cfg.randomization_seed = 3;
     cfg.max_sweeps = 1;
     cfg.num_threads = threads;
+    cfg.num_workers = sweep_workers;
+    cfg.worker_rank = sweep_workers - 1;
     cfg.max_errors = max_errors;
     cfg.trace_level = 2;
     cfg.log = log_sink;
@@ -173,6 +181,17 @@ TEST(load_blocks_rows_unknown_with_a_minibatch_size_stream)
     const char *p = test_write_file("blocks_mb.ctf", t, n);
     free(t);
     check_blocks(p, LB_MB, 0, true);
+}
+
+TEST(load_blocks_other_workers_records_for_every_block_size)
+{
+    size_t n;
+    char *t = blocks_text(false, false, &n);
+    const char *p = test_write_file("blocks_workers.ctf", t, n);
+    free(t);
+    sweep_workers = 2;
+    check_blocks(p, LB, 0, true);
+    sweep_workers = 1;
 }
 
 TEST(load_blocks_same_problems_and_error_budget)
