@@ -474,6 +474,9 @@ typedef struct ctf__mb_info {
 
 /* Each part of a parallel copy moves at least this much (smaller minibatches: one part). */
 #define CTF__PACK_PART_BYTES ((size_t)256 << 10)
+/* Each part of a parallel sizes pass walks at least this many (pick, stream) pairs: before the
+ * sizes are known, the picks are what the pass costs (a few misses each when randomized). */
+#define CTF__PACK_PART_PICKS ((size_t)256)
 
 /* ctf__pack(pc, picks, n, info, out, err): copies the picked sequences' samples into one owned
  * minibatch, stream by stream, in pick order. Dropped sequences must not be passed.
