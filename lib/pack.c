@@ -302,11 +302,14 @@ static void copy_part(void *arg, size_t part)
 }
 
 /* How many parts a pass over n picks is split into: `wanted` (what the pass holds over what a
- * part must hold to pay for its handover), at most one per thread and one per pick. */
+ * part must hold to pay for its handover), at most one per pick and four per thread. The
+ * threads take the parts as they come, so smaller parts even out the threads that start late
+ * or share a core (with the consumer, threads + 1 of them run on as many cores as the host
+ * has: three equal parts on two cores took two rounds of a part each). */
 static size_t parts_for(const ctf__mb_info *info, size_t n, size_t wanted)
 {
     if (!info->run_parts || info->max_parts < 2 || n < 2) return 1;
-    const size_t parts = CTF_MIN(CTF_MIN(info->max_parts, n), wanted);
+    const size_t parts = CTF_MIN(CTF_MIN(4 * info->max_parts, n), wanted);
     return parts ? parts : 1;
 }
 
