@@ -379,8 +379,11 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
     /* Sizes first, so each buffer is allocated once. In a randomized minibatch the sizes pass is
      * a chain of misses per pick (above all for sparse streams), so a minibatch of enough picks
      * splits it like the copies: the parts count and prefetch on the threads, the sums below
-     * stay here, in order. */
-    pack_job job = {pc, picks, n, parts_for(info, n, n * ns / CTF__PACK_PART_PICKS), mb, scratch};
+     * stay here, in order. The sizes are not known yet: the picks stand for the pass's cost. */
+    const size_t pairs = n * ns;
+    pack_job job = {pc, picks, n, 1, mb, scratch};
+    if (pairs >= CTF__PACK_SPLIT_PICKS)
+        job.parts = parts_for(info, n, pairs / CTF__PACK_PART_PICKS);
     if (job.parts > 1) info->run_parts(info->run_ctx, size_part, &job, job.parts);
     else size_part(&job, 0);
     size_t total_bytes = 0;
