@@ -189,15 +189,73 @@ static void prefetch_range(const void *p, size_t n)
 #endif
 }
 
-/* One part of a minibatch's copies: picks [n * part / parts, n * (part + 1) / parts) of every
- * stream, into the places the sizes pass computed. */
+/* One part of a minibatch's sizes pass or of its copies: picks [n * part / parts,
+ * n * (part + 1) / parts) of every stream. */
 typedef struct pack_job {
     const ctf__parse_cfg *pc;
     const ctf__pick *picks;
     size_t n, parts;
     ctf_minibatch *mb;
-    const size_t *offsets;  /* per stream: n + 1 sample offsets, then n + 1 entry offsets */
+    size_t *offsets;        /* per stream: n + 1 sample offsets, then n + 1 entry offsets */
 } pack_job;
+
+/* The sizes pass of one part (the picks' lengths, and in place of the entry offsets what
+ * ctf__pack sums into them: a sparse pick's entries, or 1 + where a dense pick holds the sample
+ * the end of the file cut short, 0 if none). The same pass prefetches what the copies will
+ * read: in a randomized minibatch every sequence lies somewhere else in the window's chunks
+ * (megabytes), and reaching its samples is a chain of misses: its slices, then (sparse) its CSR
+ * offsets, then the values. Walked one sequence after another, the chains run one at a time;
+ * the first two passes start the first links of all of the part's chains together, the last
+ * starts the values. Sparse streams only for the first two: with two links (dense) the extra
+ * pass cost more than it saved. */
+static void size_part(void *arg, size_t part)
+{
+    const pack_job *j = arg;
+    const size_t ns = j->pc->num_streams, elt = (size_t)j->pc->precision, n = j->n;
+    const size_t i0 = n * part / j->parts, i1 = n * (part + 1) / j->parts;
+    const ctf__pick *picks = j->picks;
+    bool any_sparse = false;
+    for (size_t k = 0; k < ns; k++) any_sparse |= j->pc->streams[k].is_sparse;
+    for (size_t i = i0; any_sparse && i < i1; i++)
+        prefetch_range(&picks[i].cd->slices[picks[i].local * ns], 1);
+    for (size_t k = 0; k < ns; k++) {
+        if (!j->pc->streams[k].is_sparse) continue;
+        for (size_t i = i0; i < i1; i++) {
+            const ctf__slice sl = pick_slice(&picks[i], ns, k);
+            if (sl.count) prefetch_range(&picks[i].cd->streams[k].indptr[sl.first], 1);
+        }
+    }
+    for (size_t k = 0; k < ns; k++) {
+        const ctf_stream_def *def = &j->pc->streams[k];
+        uint32_t *lengths = j->mb->streams[k].lengths;
+        size_t *counts = j->offsets + 2 * k * (n + 1) + (n + 1);
+        for (size_t i = i0; i < i1; i++) {
+            const ctf__slice sl = pick_slice(&picks[i], ns, k);
+            lengths[i] = sl.count;
+            counts[i] = 0;
+            if (!sl.count) continue;
+            const ctf__stream_data *sd = &picks[i].cd->streams[k];
+            if (def->is_sparse) {
+                const int64_t b = sd->indptr[sl.first], e = sd->indptr[sl.first + sl.count];
+                counts[i] = (size_t)(e - b);
+                if (e > b) {
+                    prefetch_range((const char *)sd->values + (size_t)b * elt,
+                                   (size_t)(e - b) * elt);
+                    prefetch_range(sd->indices + b, (size_t)(e - b) * sizeof *sd->indices);
+                }
+            } else {
+                const size_t a = ctf__dense_at(sd, def->dim, sl.first);
+                const uint32_t last = sl.first + sl.count - 1;
+                prefetch_range((const char *)sd->values + a * elt,
+                               (ctf__dense_at(sd, def->dim, last) +
+                                ctf__dense_len(sd, def->dim, last) - a) *
+                                   elt);
+                if (sd->short_sample >= (int64_t)sl.first && sd->short_sample <= (int64_t)last)
+                    counts[i] = 1 + (size_t)sd->short_sample - sl.first;
+            }
+        }
+    }
+}
 
 static void copy_part(void *arg, size_t part)
 {
@@ -241,6 +299,18 @@ static void copy_part(void *arg, size_t part)
             }
         }
     }
+}
+
+/* How many parts a pass over n picks is split into: `wanted` (what the pass holds over what a
+ * part must hold to pay for its handover), at most one per pick and four per thread. The
+ * threads take the parts as they come, so smaller parts even out the threads that start late
+ * or share a core (with the consumer, threads + 1 of them run on as many cores as the host
+ * has: three equal parts on two cores took two rounds of a part each). */
+static size_t parts_for(const ctf__mb_info *info, size_t n, size_t wanted)
+{
+    if (!info->run_parts || info->max_parts < 2 || n < 2) return 1;
+    const size_t parts = CTF_MIN(CTF_MIN(4 * info->max_parts, n), wanted);
+    return parts ? parts : 1;
 }
 
 int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
@@ -292,22 +362,6 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
         mb->files[i] = picks[i].file;
         mb->num_samples += picks[i].samples;
     }
-    /* In a randomized minibatch each sequence lies somewhere else in the window's chunks, and
-     * reaching its samples is a chain of misses: its slices, then (sparse) its CSR offsets, then
-     * the values. Walked one sequence after another, the chains run one at a time; these passes
-     * start the first links of all of them together (the sizes pass below starts the last).
-     * Sparse streams only: with two links (dense) the extra pass cost more than it saved. */
-    bool any_sparse = false;
-    for (size_t k = 0; k < ns; k++) any_sparse |= pc->streams[k].is_sparse;
-    for (size_t i = 0; any_sparse && i < n; i++)
-        prefetch_range(&picks[i].cd->slices[picks[i].local * ns], 1);
-    for (size_t k = 0; k < ns; k++) {
-        if (!pc->streams[k].is_sparse) continue;
-        for (size_t i = 0; i < n; i++) {
-            const ctf__slice sl = pick_slice(&picks[i], ns, k);
-            if (sl.count) prefetch_range(&picks[i].cd->streams[k].indptr[sl.first], 1);
-        }
-    }
     /* Prefix sums per stream: where each pick's samples (rows) and entries (nzs) start. */
     if (pool) {
         if (ctf__grow((void **)&pool->scratch, &pool->scratch_cap, 2 * ns * (n + 1),
@@ -317,6 +371,21 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
     } else if (!(scratch = CTF_MALLOC(2 * ns * (n + 1) * sizeof *scratch))) {
         goto oom;
     }
+    for (size_t k = 0; k < ns; k++) {
+        mb_stream *s = &mb->streams[k];
+        if (!(s->lengths = reserve(s->lengths, &s->lengths_cap, n * sizeof *s->lengths)))
+            goto oom;
+    }
+    /* Sizes first, so each buffer is allocated once. In a randomized minibatch the sizes pass is
+     * a chain of misses per pick (above all for sparse streams), so a minibatch of enough picks
+     * splits it like the copies: the parts count and prefetch on the threads, the sums below
+     * stay here, in order. The sizes are not known yet: the picks stand for the pass's cost. */
+    const size_t pairs = n * ns;
+    pack_job job = {pc, picks, n, 1, mb, scratch};
+    if (pairs >= CTF__PACK_SPLIT_PICKS)
+        job.parts = parts_for(info, n, pairs / CTF__PACK_PART_PICKS);
+    if (job.parts > 1) info->run_parts(info->run_ctx, size_part, &job, job.parts);
+    else size_part(&job, 0);
     size_t total_bytes = 0;
     for (size_t k = 0; k < ns; k++) {
         const ctf_stream_def *def = &pc->streams[k];
@@ -324,46 +393,22 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
         size_t *rows = scratch + 2 * k * (n + 1), *nzs = rows + (n + 1);
         s->num_shorts = 0;
         s->nnz = 0;
-        if (!(s->lengths = reserve(s->lengths, &s->lengths_cap, n * sizeof *s->lengths)))
-            goto oom;
-        /* Sizes first, so each buffer is allocated once. The same pass prefetches what the
-         * copies will read: in a randomized minibatch every sequence lies somewhere else in the
-         * window's chunks (megabytes), and the copies stalled on those misses one by one. It
-         * also records the samples the end of the file cut short, in order. */
+        /* The sums, and the samples the end of the file cut short, in order. */
         size_t samples = 0, nnz = 0;
         for (size_t i = 0; i < n; i++) {
-            const ctf__chunk_data *cd = picks[i].cd;
-            const ctf__slice sl_ = pick_slice(&picks[i], ns, k), *sl = &sl_;
+            const size_t count = nzs[i];
             rows[i] = samples;
             nzs[i] = nnz;
-            s->lengths[i] = sl->count;
-            samples += sl->count;
-            if (!sl->count) continue;
-            const ctf__stream_data *sd = &cd->streams[k];
+            samples += s->lengths[i];
             if (def->is_sparse) {
-                const int64_t b = sd->indptr[sl->first], e = sd->indptr[sl->first + sl->count];
-                nnz += (size_t)(e - b);
-                if (e > b) {
-                    prefetch_range((const char *)sd->values + (size_t)b * elt,
-                                   (size_t)(e - b) * elt);
-                    prefetch_range(sd->indices + b, (size_t)(e - b) * sizeof *sd->indices);
-                }
-            } else {
-                const size_t a = ctf__dense_at(sd, def->dim, sl->first);
-                prefetch_range((const char *)sd->values + a * elt,
-                               (ctf__dense_at(sd, def->dim, sl->first + sl->count - 1) +
-                                ctf__dense_len(sd, def->dim, sl->first + sl->count - 1) - a) *
-                                   elt);
-                if (sd->short_sample >= (int64_t)sl->first &&
-                    sd->short_sample < (int64_t)sl->first + sl->count) {
-                    if (!s->num_shorts &&
-                        !(s->shorts =
-                              reserve(s->shorts, &s->shorts_cap, 2 * n * sizeof *s->shorts)))
-                        goto oom;
-                    s->shorts[2 * s->num_shorts] = rows[i] + (size_t)sd->short_sample - sl->first;
-                    s->shorts[2 * s->num_shorts + 1] = sd->short_count;
-                    s->num_shorts++;
-                }
+                nnz += count;
+            } else if (count) {
+                if (!s->num_shorts &&
+                    !(s->shorts = reserve(s->shorts, &s->shorts_cap, 2 * n * sizeof *s->shorts)))
+                    goto oom;
+                s->shorts[2 * s->num_shorts] = rows[i] + count - 1;
+                s->shorts[2 * s->num_shorts + 1] = picks[i].cd->streams[k].short_count;
+                s->num_shorts++;
             }
         }
         rows[n] = samples;
@@ -389,10 +434,7 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
     }
     /* The copies write disjoint ranges, so they can run on several threads with the same
      * result; a small minibatch is copied here (handing it over costs more than it saves). */
-    size_t parts = 1;
-    if (info->run_parts && info->max_parts > 1 && n > 1)
-        parts = CTF_MIN(CTF_MIN(info->max_parts, n), total_bytes / CTF__PACK_PART_BYTES);
-    pack_job job = {pc, picks, n, parts ? parts : 1, mb, scratch};
+    job.parts = parts_for(info, n, total_bytes / CTF__PACK_PART_BYTES);
     if (job.parts > 1) info->run_parts(info->run_ctx, copy_part, &job, job.parts);
     else copy_part(&job, 0);
     if (!pool) CTF_FREE(scratch);

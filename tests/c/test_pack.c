@@ -6,7 +6,8 @@
  * minibatch, that the minibatch owns its memory (the chunks may go first), and that every
  * allocation failure is CTF_ENOMEM with nothing leaked. The pool of freed minibatches: reuse
  * without allocating, held minibatches untouched, at most CTF__MB_POOL_SLOTS kept, closing it
- * with minibatches still out, allocation failures.
+ * with minibatches still out, allocation failures. A sizes pass split into parts (run out of
+ * order) gives the bytes of one part.
  */
 #include "ctfio_internal.h"
 #include "test.h"
@@ -252,6 +253,92 @@ TEST(pack_short_dense_samples_zero_filled)
     ASSERT_OK(ctf__pack(&pc, &pick, 1, &info, &mb, &err), &err);
     ASSERT_STR_EQ(json_of(mb, false), "{\"key\": 5, \"streams\": {\"d\": [[0, 0, 0]]}}\n");
     ctf_minibatch_free(mb);
+}
+
+/* A run_parts that runs the parts on the caller's thread, last first, and counts its calls. */
+typedef struct parts_log {
+    int calls;
+    size_t parts[4];
+} parts_log;
+
+static void parts_reversed(void *ctx, void (*fn)(void *arg, size_t part), void *arg, size_t parts)
+{
+    parts_log *log = ctx;
+    if (log->calls < 4) log->parts[log->calls] = parts;
+    log->calls++;
+    for (size_t p = parts; p-- > 0;) fn(arg, p);
+}
+
+/* The minibatch's whole JSON, malloc'd (NULL on failure). */
+static char *json_all(const ctf_minibatch *mb)
+{
+    FILE *f = tmpfile();
+    if (!f) return NULL;
+    char *t = NULL;
+    long n;
+    if (ctf_minibatch_print_json(mb, f, true) == 0 && (n = ftell(f)) >= 0 &&
+        (t = malloc((size_t)n + 1))) {
+        rewind(f);
+        t[fread(t, 1, (size_t)n, f)] = '\0';
+    }
+    fclose(f);
+    return t;
+}
+
+TEST(pack_sizes_pass_in_parts_matches_one_part)
+{
+    static fixture f;
+    fixture_init(&f);
+    f.sd[0].short_sample = 4; /* x's sample [9 10] was cut short: one value present */
+    f.sd[0].short_count = 1;
+    enum { N = 600 };
+    static ctf__pick picks[N];
+    for (size_t i = 0; i < N; i++) {
+        picks[i] = pick_of(&f, (i * 7 + i / 5) % 3, 2);
+        if (i % 11 == 0) picks[i].from = 1; /* windows: shorter slices, some empty */
+    }
+    ctf_error err;
+    ctf_minibatch *one = NULL, *split = NULL;
+    ctf__mb_info info = {0};
+    ASSERT_OK(ctf__pack(&f.pc, picks, N, &info, &one, &err), &err);
+    /* 600 picks of 2 streams: the sizes pass in 4 parts; the copies (a few KiB) in one. */
+    parts_log log = {0};
+    info = (ctf__mb_info){.run_parts = parts_reversed, .run_ctx = &log, .max_parts = 4};
+    ASSERT_OK(ctf__pack(&f.pc, picks, N, &info, &split, &err), &err);
+    ASSERT_EQ(log.calls, 1);
+    ASSERT_EQ(log.parts[0], 4);
+
+    /* The sparse stream against the picks' own entries. */
+    ctf_stream_view y;
+    ASSERT_EQ(ctf_minibatch_stream(split, 1, &y), 0);
+    size_t sample = 0, nnz = 0;
+    for (size_t i = 0; i < N; i++) {
+        ctf__slice sl = f.slices[picks[i].local * 2 + 1];
+        const uint32_t from = CTF_MIN(picks[i].from, sl.count);
+        sl.first += from;
+        sl.count -= from;
+        ASSERT_EQ(y.lengths[i], sl.count);
+        for (uint32_t r = 0; r < sl.count; r++, sample++) {
+            ASSERT_EQ(y.indptr[sample], (int64_t)nnz);
+            for (int64_t e = f.yp[sl.first + r]; e < f.yp[sl.first + r + 1]; e++, nnz++) {
+                ASSERT_EQ(y.indices[nnz], f.yi[e]);
+                ASSERT(y.values && ((const float *)y.values)[nnz] == f.yv[e]);
+            }
+        }
+    }
+    ASSERT_EQ(y.num_samples, sample);
+    ASSERT_EQ(y.nnz, nnz);
+    ASSERT_EQ(y.indptr[sample], (int64_t)nnz);
+
+    /* Everything else (the dense stream, its samples cut short) as one part has it. */
+    char *a = json_all(one), *b = json_all(split);
+    const bool same = a && b && strcmp(a, b) == 0;
+    ASSERT(!a || strstr(a, "\"x\": [[9]")); /* the short sample is in there */
+    free(a);
+    free(b);
+    ASSERT(same);
+    ctf_minibatch_free(one);
+    ctf_minibatch_free(split);
 }
 
 TEST(pack_empty_minibatch)
