@@ -238,6 +238,28 @@ static int read_at(corpus *k, size_t f, char *buf, size_t n, uint64_t off, uint6
     return rc;
 }
 
+/* Drops the block's first `keep` bytes (done with) and moves the rest to the front of rb; when
+ * the rest fills more than half the block (a line or a sequence longer than it), the block
+ * doubles until one holds it whole. @return : 0 or CTF_ENOMEM. */
+static int block_slide(ctf__readbuf *rb, size_t *blk, size_t *have, uint64_t *base, size_t keep,
+                       const ctf_index *idx, size_t lc, ctf_error *err)
+{
+    *have -= keep;
+    memmove(rb->p, rb->p + keep, *have);
+    *base += keep;
+    if (*have <= *blk / 2) return 0;
+    if (rb->cap < 2 * *blk + 1) {
+        char *nb = CTF_REALLOC(rb->p, 2 * *blk + 1);
+        if (!nb)
+            return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE,
+                             "out of memory reading chunk %zu of %s", lc, idx->path);
+        rb->p = nb;
+        rb->cap = 2 * *blk + 1;
+    }
+    *blk *= 2;
+    return 0;
+}
+
 /* Chunk c's records re-made from its bytes, read block by block as a load reads them (the
  * line being scanned moves to the front for the next block). Every block is read even after
  * the scan stopped, so that a read error comes first, as with one read of the whole chunk. */
@@ -268,24 +290,8 @@ static int rescan_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *out
         const char *rest = buf + have;
         if (scanning) scanning = !ctf__rescan_block(scan, buf, buf + have, base, last, &rest);
         if (last) break;
-        const size_t keep = (size_t)(rest - buf);
-        have -= keep;
-        memmove(buf, buf + keep, have);
-        base += keep;
-        if (have > blk / 2) {
-            /* A long line: the block doubles until one holds it whole. */
-            if (rb->cap < 2 * blk + 1) {
-                char *nb = CTF_REALLOC(rb->p, 2 * blk + 1);
-                if (!nb) {
-                    rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE,
-                                   "out of memory reading chunk %zu of %s", lc, idx->path);
-                    break;
-                }
-                rb->p = buf = nb;
-                rb->cap = 2 * blk + 1;
-            }
-            blk *= 2;
-        }
+        if ((rc = block_slide(rb, &blk, &have, &base, (size_t)(rest - buf), idx, lc, err))) break;
+        buf = rb->p;
     }
     if (rc) {
         ctf_error ignored;
@@ -408,24 +414,9 @@ static int load_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool
             const uint64_t from = parsed < kept ? rb->seqs.p[parsed].offset : open ? open_at : pos;
             if (from - base < keep) keep = (size_t)(from - base);
         }
-        have -= keep;
-        memmove(buf, buf + keep, have);
-        base += keep;
         scan_at -= keep;
-        if (have > blk / 2) {
-            /* A long sequence: the block doubles until one holds it whole. */
-            if (rb->cap < 2 * blk + 1) {
-                char *nb = CTF_REALLOC(rb->p, 2 * blk + 1);
-                if (!nb) {
-                    rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE,
-                                   "out of memory reading chunk %zu of %s", lc, idx->path);
-                    goto fail;
-                }
-                rb->p = buf = nb;
-                rb->cap = 2 * blk + 1;
-            }
-            blk *= 2;
-        }
+        if ((rc = block_slide(rb, &blk, &have, &base, keep, idx, lc, err))) goto fail;
+        buf = rb->p;
     }
     int64_t bad = check_chunk_bounds(idx, ch, first, pre != 0, last_byte);
     if (bad >= 0) {
