@@ -227,6 +227,7 @@ int ctf__loader_request(ctf__loader *l, size_t c)
     return 0;
 }
 
+/* Takes queued chunk c off the queue: nobody is loading it (ST_NONE). */
 static void queue_remove(ctf__loader *l, size_t c)
 {
     size_t n = l->src->num_chunks, w = 0;
@@ -235,6 +236,7 @@ static void queue_remove(ctf__loader *l, size_t c)
         if (x != c) l->queue[(l->q_head + w++) % n] = x;
     }
     l->q_len = w;
+    l->state[c] = ST_NONE;
 }
 
 /* A load run on the caller's thread (state ST_NONE, lock held) keeps its result for a later
@@ -258,7 +260,6 @@ int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error 
     if (l->state[c] == ST_QUEUED) {
         /* Not started yet: do it here rather than wait behind other chunks. */
         queue_remove(l, c);
-        l->state[c] = ST_NONE;
     }
     if (l->state[c] == ST_RUNNING) l->discard[c] = 0;
     while (l->state[c] == ST_RUNNING) pthread_cond_wait(&l->done, &l->mu);
@@ -300,7 +301,6 @@ bool ctf__loader_seqs(ctf__loader *l, size_t c, ctf__seqs_how how, const ctf__se
         if (l->state[c] == ST_RUNNING) l->discard[c] = 0; /* wanted after all */
         if (l->state[c] == ST_QUEUED) {
             queue_remove(l, c);
-            l->state[c] = ST_NONE;
         }
         if (l->state[c] == ST_NONE) load_here(l, c);
     }
@@ -313,7 +313,6 @@ bool ctf__loader_seqs(ctf__loader *l, size_t c, ctf__seqs_how how, const ctf__se
             if (how == CTF__SEQS_LOAD && l->q_len) {
                 const size_t x = l->queue[l->q_head];
                 queue_remove(l, x);
-                l->state[x] = ST_NONE;
                 load_here(l, x);
                 continue;
             }
@@ -348,7 +347,6 @@ void ctf__loader_cancel(ctf__loader *l, size_t c)
     pthread_mutex_lock(&l->mu);
     if (l->state[c] == ST_QUEUED) {
         queue_remove(l, c);
-        l->state[c] = ST_NONE;
     } else if (l->state[c] == ST_RUNNING) {
         l->discard[c] = 1;
     } else if (l->state[c] == ST_DONE) {
@@ -726,8 +724,7 @@ bool ctf__cache_asked(const ctf__cache *k, size_t c)
 
 void ctf__cache_request(ctf__cache *k, size_t c)
 {
-    if (!k->cfg.num_threads || k->resident[c] || k->requested[c] || k->requested_next[c] == 1)
-        return;
+    if (!k->cfg.num_threads || ctf__cache_asked(k, c)) return;
     k->requested[c] = 1;
     ctf__loader_request(k->loader, c);
     k->outstanding++;
