@@ -12,12 +12,17 @@
 #include "ctfio_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 /*======================================================================
  * Line reader
@@ -76,7 +81,8 @@ static int lines_rewind(lines *L, ctf_error *err)
     return 0;
 }
 
-/* Next line without its "\n" (and "\r"). @return : 1 with *line and *n set, 0 at the end, <0 error. */
+/* Next line without its "\n" (and "\r").
+ * @return : 1 with *line and *n set, 0 at the end, <0 error. */
 static int lines_next(lines *L, const char **line, size_t *n, ctf_error *err)
 {
     for (;;) {
@@ -87,6 +93,12 @@ static int lines_next(lines *L, const char **line, size_t *n, ctf_error *err)
             L->line_no++;
             L->line_off = L->base + start;
             if (stop > start && L->buf[stop - 1] == '\r') stop--;
+            /* A UTF-8 byte order mark (spreadsheets write one) is not part of the first cell. */
+            if (L->line_no == 1 && stop - start >= 3 &&
+                !memcmp(L->buf + start, "\xEF\xBB\xBF", 3)) {
+                start += 3;
+                L->line_off += 3;
+            }
             *line = L->buf + start;
             *n = stop - start;
             return 1;
@@ -135,6 +147,7 @@ typedef struct conv {
     uint64_t total;            /* file size * passes */
     uint64_t next_report;
     const char *line;          /* the current line, for error locations */
+    int write_errno;           /* the first failed write's errno, 0 while every write succeeded */
 } conv;
 
 static int conv_fail(conv *c, const char *at, const char *fmt, ...)
@@ -215,7 +228,7 @@ static int parse_u64(const char *p, const char *end, uint64_t *out)
 
 static void put(conv *c, const char *s, size_t n)
 {
-    fwrite(s, 1, n, c->out);
+    if (fwrite(s, 1, n, c->out) != n && !c->write_errno) c->write_errno = errno ? errno : EIO;
 }
 
 static void put_num(conv *c, double v)
@@ -238,9 +251,36 @@ static void put_name(conv *c, const char *name)
     put(c, name, strlen(name));
 }
 
-static int shorten(const char *p, const char *end)
+/* A token as a message can show it: at most 40 bytes, control bytes escaped (a NUL or a carriage
+ * return printed raw would cut the message short or overwrite it on a terminal), and a hint
+ * when the bytes say why the line is wrong. out must hold SHOW_MAX bytes. */
+#define SHOW_MAX 256
+static const char *show(char *out, const char *p, const char *end)
 {
-    return (int)CTF_MIN((size_t)(end - p), (size_t)40);
+    size_t n = 0, shown = 0;
+    bool nul = false, cr = false;
+    out[n++] = '\'';
+    for (; p < end && shown < 40; p++, shown++) {
+        unsigned char ch = (unsigned char)*p;
+        nul |= ch == 0;
+        cr |= ch == '\r';
+        if (ch == '\r') n += (size_t)snprintf(out + n, SHOW_MAX - n, "\\r");
+        else if (ch == '\t') n += (size_t)snprintf(out + n, SHOW_MAX - n, "\\t");
+        else if (ch < 0x20 || ch == 0x7f)
+            n += (size_t)snprintf(out + n, SHOW_MAX - n, "\\x%02x", ch);
+        else out[n++] = (char)ch;
+    }
+    for (const char *q = p; q < end && !(nul && cr); q++) {
+        nul |= *q == 0;
+        cr |= *q == '\r';
+    }
+    n += (size_t)snprintf(out + n, SHOW_MAX - n, "%s'", p < end ? "..." : "");
+    if (nul)
+        snprintf(out + n, SHOW_MAX - n, " (a NUL byte: is the input a text file?)");
+    else if (cr)
+        snprintf(out + n, SHOW_MAX - n, " (a carriage return inside a line: lines must end with "
+                                         "LF or CRLF, not CR alone)");
+    return out;
 }
 
 /*======================================================================
@@ -259,6 +299,7 @@ typedef struct svm_pass {
 static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
 {
     const ctf_convert_options *o = c->opt;
+    char sh[SHOW_MAX];
     const char *p = line, *end = line + n;
     const char *hash = memchr(line, '#', n);
     if (hash) end = hash;
@@ -269,15 +310,15 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
     double label;
     bool label_as_is;
     if (memchr(p, ',', (size_t)(te - p)))
-        return conv_fail(c, p, "multi-label rows ('%.*s') are not supported; convert one label "
-                         "per row", shorten(p, te), p);
+        return conv_fail(c, p, "multi-label rows (%s) are not supported; convert one label "
+                         "per row", show(sh, p, te));
     if (!parse_number(p, te, &label, &label_as_is))
-        return conv_fail(c, p, "expected a number (the label), found '%.*s'", shorten(p, te), p);
+        return conv_fail(c, p, "expected a number (the label), found %s", show(sh, p, te));
     uint64_t cls = 0;
     if (o->classes) {
         if (label < 0 || label != floor(label) || label >= (double)o->classes)
-            return conv_fail(c, p, "label '%.*s' is not a class number in 0..%zu (--classes %zu)",
-                             shorten(p, te), p, o->classes - 1, o->classes);
+            return conv_fail(c, p, "label %s is not a class number in 0..%zu (--classes %zu)",
+                             show(sh, p, te), o->classes - 1, o->classes);
         cls = (uint64_t)label;
     }
     const char *label_end = te;
@@ -289,7 +330,7 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
         te = token_end(p, end, 0);
         if (parse_u64(p + 4, te, &qv))
             return conv_fail(c, p + 4, "expected a query id (an unsigned integer after 'qid:'), "
-                             "found '%.*s'", shorten(p + 4, te), p + 4);
+                             "found %s", show(sh, p + 4, te));
         qid = true;
         p = te;
     }
@@ -333,17 +374,26 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
         uint64_t idx;
         if (!colon || parse_u64(p, colon, &idx))
             return conv_fail(c, p, "expected index:value (an unsigned integer, ':', a number), "
-                             "found '%.*s'", shorten(p, te), p);
+                             "found %s", show(sh, p, te));
         double v;
         bool as_is;
         if (!parse_number(colon + 1, te, &v, &as_is))
-            return conv_fail(c, colon + 1, "expected a number after '%.*s', found '%.*s'",
-                             (int)(colon + 1 - p), p, shorten(colon + 1, te), colon + 1);
+            return conv_fail(c, colon + 1, "expected a number after '%.*s', found %s",
+                             (int)(colon + 1 - p), p, show(sh, colon + 1, te));
         if (!first && idx <= prev)
             return conv_fail(c, p, "feature indices must increase along a line (%llu after %llu)",
                              (unsigned long long)idx, (unsigned long long)prev);
         first = false;
         prev = idx;
+        /* The reader's sparse indices are int32: an index it would refuse is refused here, at
+         * its line, rather than written. Before the base is known one-based is assumed; a zero
+         * index found later makes the second pass check the tighter bound. */
+        uint64_t assumed_base = s->emit ? (uint64_t)s->base : 1;
+        if (idx >= CTF_MAX_SPARSE_DIM && idx - assumed_base >= CTF_MAX_SPARSE_DIM)
+            return conv_fail(c, p, "feature index %llu is too large: a sparse dimension is at most "
+                             "%zu, so an index at most %zu (%s)", (unsigned long long)idx,
+                             CTF_MAX_SPARSE_DIM, CTF_MAX_SPARSE_DIM - (s->emit && !s->base),
+                             s->emit ? (s->base ? "one-based" : "zero-based") : "one-based");
         s->any_index = true;
         if (idx == 0) s->zero_index = true;
         if (idx > s->max_index) s->max_index = idx;
@@ -389,6 +439,11 @@ static int convert_libsvm(conv *c)
     if (o->index_base < -1 || o->index_base > 1)
         return ctf__fail(c->err, CTF_EINVAL, CTF__NOWHERE,
                          "index_base: expected 0, 1 or -1 (automatic), got %d", o->index_base);
+    if (o->dim > CTF_MAX_SPARSE_DIM || o->classes > CTF_MAX_SPARSE_DIM)
+        return ctf__fail(c->err, CTF_EINVAL, CTF__NOWHERE,
+                         "%s: %zu is above the largest sparse dimension the reader takes (%zu)",
+                         o->dim > CTF_MAX_SPARSE_DIM ? "dim" : "classes",
+                         o->dim > CTF_MAX_SPARSE_DIM ? o->dim : o->classes, CTF_MAX_SPARSE_DIM);
     bool first_pass = o->dim == 0 || o->index_base < 0;
     int passes = first_pass ? 2 : 1;
     c->total = r->bytes_read * (uint64_t)passes;
@@ -539,8 +594,9 @@ static int csv_row(conv *c, csv_state *st, const char *line, size_t n)
             goto out;
         }
         if (!parse_number(e->p, e->end, &st->vals[j], &st->as_is[j])) {
-            rc = conv_fail(c, e->p, "field %zu: expected a number, found '%.*s'", j + 1,
-                           shorten(e->p, e->end), e->p);
+            char sh[SHOW_MAX];
+            rc = conv_fail(c, e->p, "field %zu: expected a number, found %s", j + 1,
+                           show(sh, e->p, e->end));
             goto out;
         }
     }
@@ -604,6 +660,107 @@ static int convert_csv(conv *c)
 }
 
 /*======================================================================
+ * The output file
+ *====================================================================*/
+
+/* The output is written to a temporary file of its own, created exclusively (O_EXCL: never a
+ * file that exists, O_NOFOLLOW: never through a link planted at its name) next to the file it
+ * replaces, and renamed over it only when complete. So a failed or cancelled conversion leaves
+ * the old output as it was, two conversions to one output never mix (the last rename wins, whole),
+ * and no file but the named output is ever written or removed -- a file that happens to be named
+ * like a temporary one (a browser's "OUT.part") included. */
+typedef struct out_file {
+    FILE *f;
+    char *tmp;                 /* the temporary file; NULL when written in place */
+    char *final;               /* what tmp is renamed to: the output, or the file its link names */
+} out_file;
+
+static void out_free(out_file *o)
+{
+    if (o->f) fclose(o->f);
+    CTF_FREE(o->tmp);
+    CTF_FREE(o->final);
+    memset(o, 0, sizeof *o);
+}
+
+static int out_fail(ctf_error *err, const char *out_path, const char *fmt, const char *a,
+                    const char *b)
+{
+    return ctf__fail(err, CTF_EIO, (ctf__where){out_path, 0, 0, -1}, fmt, a, b);
+}
+
+/* A name no other process picks: the pid, the clock and a counter, retried on a collision. */
+static int out_create_tmp(out_file *o, ctf_error *err, const char *out_path)
+{
+    static _Atomic unsigned long counter;
+    size_t n = strlen(o->final) + 48;
+    o->tmp = CTF_MALLOC(n);
+    if (!o->tmp) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory (output path)");
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned long k = atomic_fetch_add(&counter, 1);
+        snprintf(o->tmp, n, "%s.%ld-%lx%lx.part", o->final, (long)getpid(),
+                 (unsigned long)ts.tv_nsec ^ (unsigned long)ts.tv_sec << 30, k);
+        int fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            o->f = fdopen(fd, "wb");
+            if (o->f) return 0;
+            int e = errno;
+            close(fd);
+            unlink(o->tmp);
+            errno = e;
+        }
+        if (errno != EEXIST)
+            return out_fail(err, out_path, "cannot create the temporary file %s: %s", o->tmp,
+                            strerror(errno));
+    }
+    return out_fail(err, out_path, "cannot create a temporary file next to %s: %s", o->final,
+                    "every name tried exists");
+}
+
+static int out_open(out_file *o, const char *in_path, int in_fd, const char *out_path,
+                    ctf_error *err)
+{
+    struct stat in_st, st, lst;
+    if (fstat(in_fd, &in_st) != 0)
+        return out_fail(err, in_path, "cannot stat %s: %s", in_path, strerror(errno));
+    bool exists = stat(out_path, &st) == 0;
+    if (!exists && errno != ENOENT)
+        return out_fail(err, out_path, "cannot stat %s: %s", out_path, strerror(errno));
+    if (!strcmp(in_path, out_path) ||
+        (exists && st.st_dev == in_st.st_dev && st.st_ino == in_st.st_ino))
+        return ctf__fail(err, CTF_EINVAL, (ctf__where){out_path, 0, 0, -1},
+                         "the output %s is the input file%s: converting would destroy it; name "
+                         "another output", out_path, strcmp(in_path, out_path) ? " (another "
+                         "name of it)" : "");
+    if (exists && S_ISDIR(st.st_mode))
+        return out_fail(err, out_path, "cannot write %s: %s", out_path, "it is a directory");
+    if (exists && !S_ISREG(st.st_mode)) {
+        /* A device or a pipe (/dev/stdout, /dev/null) is written in place: renaming a file over
+         * it would replace the device or the pipe itself. */
+        o->f = fopen(out_path, "wb");
+        if (!o->f) return out_fail(err, out_path, "cannot open %s: %s", out_path, strerror(errno));
+        return 0;
+    }
+    bool link = lstat(out_path, &lst) == 0 && S_ISLNK(lst.st_mode);
+    if (link && !exists)
+        return out_fail(err, out_path, "%s is a symbolic link to a missing file (%s); remove it "
+                        "or name another output", out_path, "nothing was written");
+    /* Through a link, the file it names is replaced and the link kept, as a write would. */
+    if (link) {
+        char *target = realpath(out_path, NULL);
+        if (!target)
+            return out_fail(err, out_path, "cannot resolve %s: %s", out_path, strerror(errno));
+        o->final = ctf__strdup(target);
+        free(target);
+    } else
+        o->final = ctf__strdup(out_path);
+    if (!o->final) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory (output path)");
+    return out_create_tmp(o, err, out_path);
+}
+
+/*======================================================================
  * Public entry points
  *====================================================================*/
 
@@ -615,43 +772,32 @@ int ctf_convert_file(const char *in_path, const char *out_path, const ctf_conver
     ctf_convert_result *r = result ? result : &dummy;
     memset(r, 0, sizeof *r);
     if (!in_path || !out_path || !opt)
-        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "convert: input, output and options are required");
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                         "convert: input, output and options are required");
     if (opt->format != CTF_CONVERT_LIBSVM && opt->format != CTF_CONVERT_CSV)
         return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "convert: unknown format %d",
                          (int)opt->format);
-    conv c = {opt, r, err, {0}, NULL, NULL, NULL, NULL, 0, 0, 0, NULL};
+    conv c = {opt, r, err, {0}, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, 0};
     c.fname = opt->features_name && *opt->features_name ? opt->features_name : "features";
     c.lname = opt->labels_name && *opt->labels_name ? opt->labels_name : "labels";
     if (!strcmp(c.fname, c.lname) || strpbrk(c.fname, " \t|:\n") || strpbrk(c.lname, " \t|:\n"))
         return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
                          "convert: stream names must differ and hold no blank, '|' or ':' "
                          "('%s', '%s')", c.fname, c.lname);
+    out_file o = {0};
     ctf__file_id id;
     int rc = ctf__file_stat(in_path, &id, err);
     if (rc) return rc;
     r->bytes_read = id.size;
     if ((rc = lines_open(&c.in, in_path, err))) return rc;
 
-    size_t plen = strlen(out_path);
-    char *tmp = CTF_MALLOC(plen + 6);
     c.outbuf = CTF_MALLOC(CONV_BLOCK);
-    if (!tmp || !c.outbuf) {
+    if (!c.outbuf) {
         rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory (output buffer)");
         goto done;
     }
-    memcpy(tmp, out_path, plen);
-    memcpy(tmp + plen, ".part", 6);
-    /* An existing output that is not a regular file (/dev/stdout, a pipe, /dev/null) is written
-     * in place: renaming a temporary file over it would replace the device or pipe itself. */
-    struct stat sb;
-    bool direct = stat(out_path, &sb) == 0 && !S_ISREG(sb.st_mode);
-    if (direct) memcpy(tmp, out_path, plen + 1);
-    c.out = fopen(tmp, "wb");
-    if (!c.out) {
-        rc = ctf__fail(err, CTF_EIO, (ctf__where){out_path, 0, 0, -1}, "cannot create %s: %s",
-                       tmp, strerror(errno));
-        goto done;
-    }
+    if ((rc = out_open(&o, in_path, fileno(c.in.f), out_path, err))) goto done;
+    c.out = o.f;
     setvbuf(c.out, c.outbuf, _IOFBF, CONV_BLOCK);
     rc = opt->format == CTF_CONVERT_LIBSVM ? convert_libsvm(&c) : convert_csv(&c);
     if (!rc) rc = conv_progress(&c, true);
@@ -659,18 +805,19 @@ int ctf_convert_file(const char *in_path, const char *out_path, const ctf_conver
         long pos = ftell(c.out); /* -1 on a pipe: counted as 0 */
         r->bytes_written = pos > 0 ? (uint64_t)pos : 0;
     }
-    bool bad_write = ferror(c.out) != 0;
-    if (fclose(c.out) != 0) bad_write = true;
-    c.out = NULL;
-    if (!rc && bad_write)
-        rc = ctf__fail(err, CTF_EIO, (ctf__where){out_path, 0, 0, -1}, "write error on %s", tmp);
-    if (!rc && !direct && rename(tmp, out_path) != 0)
+    if (fflush(c.out) != 0 && !c.write_errno) c.write_errno = errno ? errno : EIO;
+    if (fclose(c.out) != 0 && !c.write_errno) c.write_errno = errno ? errno : EIO;
+    c.out = o.f = NULL;
+    if (!rc && c.write_errno)
+        rc = ctf__fail(err, CTF_EIO, (ctf__where){out_path, 0, 0, -1}, "cannot write %s: %s",
+                       o.tmp ? o.tmp : out_path, strerror(c.write_errno));
+    if (!rc && o.tmp && rename(o.tmp, o.final) != 0)
         rc = ctf__fail(err, CTF_EIO, (ctf__where){out_path, 0, 0, -1}, "cannot rename %s to %s: %s",
-                       tmp, out_path, strerror(errno));
-    if (rc && !direct) remove(tmp);
+                       o.tmp, o.final, strerror(errno));
+    if (rc && o.tmp) unlink(o.tmp);
 done:
     lines_close(&c.in);
-    CTF_FREE(tmp);
+    out_free(&o);
     CTF_FREE(c.outbuf);
     return rc;
 }
@@ -689,8 +836,8 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(b->len < b->cap ? b->buf + b->len : NULL, b->len < b->cap ? b->cap - b->len : 0,
-                      fmt, ap);
+    bool room = b->len < b->cap;
+    int n = vsnprintf(room ? b->buf + b->len : NULL, room ? b->cap - b->len : 0, fmt, ap);
     va_end(ap);
     if (n > 0) b->len += (size_t)n;
 }
@@ -711,7 +858,8 @@ size_t ctf_convert_describe(const ctf_convert_result *r, const ctf_convert_optio
 {
     sbuf b = {buf, cap, 0};
     if (cap) buf[0] = 0;
-    const char *fn = opt && opt->features_name && *opt->features_name ? opt->features_name : "features";
+    bool named_f = opt && opt->features_name && *opt->features_name;
+    const char *fn = named_f ? opt->features_name : "features";
     const char *ln = opt && opt->labels_name && *opt->labels_name ? opt->labels_name : "labels";
     /* precision double: the values were parsed and written as float64 and read back exactly so. */
     sb_printf(&b, "# BrainScript reader section\nprecision = \"double\"\nreader = [\n"
@@ -722,10 +870,11 @@ size_t ctf_convert_describe(const ctf_convert_result *r, const ctf_convert_optio
               r->features_sparse ? "sparse" : "dense");
     sb_printf(&b, "        %s = [ dim = %zu ; format = \"%s\" ]\n", ln, r->labels_dim,
               r->labels_sparse ? "sparse" : "dense");
-    sb_printf(&b, "    ]\n]\n\n# Python\nimport ctfio\nsource = ctfio.MinibatchSource(ctfio.CTFDeserializer(");
+    sb_printf(&b, "    ]\n]\n\n# Python\nimport ctfio\n"
+                  "source = ctfio.MinibatchSource(ctfio.CTFDeserializer(");
     sb_quoted(&b, out_path);
-    sb_printf(&b, ", ctfio.StreamDefs(\n    %s=ctfio.StreamDef(field=\"%s\", shape=%zu%s),\n", fn, fn,
-              r->features_dim, r->features_sparse ? ", is_sparse=True" : "");
+    sb_printf(&b, ", ctfio.StreamDefs(\n    %s=ctfio.StreamDef(field=\"%s\", shape=%zu%s),\n", fn,
+              fn, r->features_dim, r->features_sparse ? ", is_sparse=True" : "");
     sb_printf(&b, "    %s=ctfio.StreamDef(field=\"%s\", shape=%zu%s)), precision=\"double\"))\n",
               ln, ln, r->labels_dim,
               r->labels_sparse ? ", is_sparse=True" : "");
