@@ -463,9 +463,13 @@ void ctf_minibatch_free(ctf_minibatch *mb);
 /* A converter reads a text file of another format once or twice, front to back, and writes a
  * CTF file: memory stays bounded by the longest input line, whatever the file's size. It never
  * prints; it reports progress through a callback and problems through the error record
- * (file, line, column, byte offset). The output is written to "OUT.part" and renamed when
- * complete, so a failed conversion leaves no half file; an existing OUT that is not a regular
- * file (/dev/stdout, a pipe) is written in place. See docs/convert.md. */
+ * (file, line, column, byte offset). The output is written to a temporary file of its own,
+ * created exclusively next to OUT ("OUT.PID-XXXX.part"), and renamed over OUT when complete, so
+ * a failed or cancelled conversion leaves no half file and the old OUT as it was, and two
+ * conversions to one OUT leave one of them whole. An OUT that is the input (the same path or the
+ * same file under another name) is refused; an OUT that is a symbolic link has the file it names
+ * replaced; an existing OUT that is not a regular file (/dev/stdout, a pipe) is written in place.
+ * See docs/convert.md. */
 typedef enum ctf_convert_format {
     CTF_CONVERT_LIBSVM = 1, /* "label [qid:Q] index:value ... [# comment]" */
     CTF_CONVERT_CSV = 2,    /* delimited numeric columns, some of them labels */
@@ -506,8 +510,8 @@ typedef struct ctf_convert_result {
 /* ctf_convert_file(in_path, out_path, opt, result, err):
  * Converts in_path (LibSVM or CSV, opt->format) into the CTF file out_path. Values are parsed
  * as float64 and written as the shortest text that reads back to the same float64.
- * @return : 0, CTF_EINVAL (options), CTF_EIO, CTF_EPARSE (malformed input, with its line and
- *           column), CTF_ENOMEM. */
+ * @return : 0, CTF_EINVAL (options, OUT is the input), CTF_EIO (with the errno's text),
+ *           CTF_EPARSE (malformed input, with its line and column), CTF_ENOMEM. */
 int ctf_convert_file(const char *in_path, const char *out_path, const ctf_convert_options *opt,
                      ctf_convert_result *result, ctf_error *err);
 

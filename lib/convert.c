@@ -182,7 +182,9 @@ static int conv_progress(conv *c, bool final)
     return 0;
 }
 
-/* A token ends at a blank or at the end of the line (CSV: at the delimiter). */
+/* A token ends at a blank or at the end of the line (CSV: at the delimiter). LibSVM has no
+ * delimiter: it passes a byte no line holds, so that a NUL byte stays inside its token. */
+#define NO_DELIM '\n'
 static const char *token_end(const char *p, const char *end, char delim)
 {
     while (p < end && *p != ' ' && *p != '\t' && *p != delim) p++;
@@ -305,7 +307,7 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
     if (hash) end = hash;
     while (p < end && (*p == ' ' || *p == '\t')) p++;
     if (p == end) return 0; /* blank or comment-only */
-    const char *te = token_end(p, end, 0);
+    const char *te = token_end(p, end, NO_DELIM);
     const char *label_text = p;
     double label;
     bool label_as_is;
@@ -327,7 +329,7 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
     bool qid = false;
     uint64_t qv = 0;
     if (end - p >= 4 && !memcmp(p, "qid:", 4)) {
-        te = token_end(p, end, 0);
+        te = token_end(p, end, NO_DELIM);
         if (parse_u64(p + 4, te, &qv))
             return conv_fail(c, p + 4, "expected a query id (an unsigned integer after 'qid:'), "
                              "found %s", show(sh, p + 4, te));
@@ -369,7 +371,7 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
     for (;;) {
         while (p < end && (*p == ' ' || *p == '\t')) p++;
         if (p == end) break;
-        te = token_end(p, end, 0);
+        te = token_end(p, end, NO_DELIM);
         const char *colon = memchr(p, ':', (size_t)(te - p));
         uint64_t idx;
         if (!colon || parse_u64(p, colon, &idx))
@@ -518,6 +520,11 @@ static size_t split_cells(const char *line, size_t n, char delim, cell *cells, s
 static int csv_setup(conv *c, csv_state *st, const char *line, size_t n, bool header)
 {
     const ctf_convert_options *o = c->opt;
+    /* A file with CR-only line ends is one line: say so, rather than that it holds no data. */
+    const char *cr = memchr(line, '\r', n);
+    if (cr)
+        return conv_fail(c, cr, "a carriage return inside the first line: lines must end with "
+                         "LF or CRLF, not CR alone");
     st->ncols = split_cells(line, n, st->delim, NULL, 0);
     cell *cells = CTF_MALLOC(st->ncols * sizeof *cells);
     st->is_label = CTF_MALLOC(st->ncols * sizeof *st->is_label);

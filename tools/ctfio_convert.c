@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,12 +50,24 @@ static int convert_usage_error(const char *fmt, const char *arg)
 typedef struct progress_line {
     const char *path;
     int last_permille;
-    bool drawn;
+    bool draw, drawn;
 } progress_line;
+
+/* SIGINT or SIGTERM during a conversion cancels it at the next line (the library then removes
+ * its temporary file), and the signal is raised again afterwards so that the exit status still
+ * tells that the command was interrupted. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+}
 
 static int draw_progress(void *user, uint64_t done, uint64_t total)
 {
     progress_line *p = user;
+    if (stop_signal) return 1;
+    if (!p->draw) return 0;
     int pm = total ? (int)(done * 1000 / total) : 1000;
     if (pm == p->last_permille) return 0;
     p->last_permille = pm;
@@ -143,15 +156,30 @@ int ctfio_cli_convert(int argc, char **argv)
     if (zero) opt.index_base = 0;
     if (one) opt.index_base = 1;
 
-    progress_line pl = {pos[1], -1, false};
-    if (isatty(STDERR_FILENO)) {
-        opt.progress = draw_progress;
-        opt.progress_user = &pl;
-    }
+    progress_line pl = {pos[1], -1, isatty(STDERR_FILENO) != 0, false};
+    opt.progress = draw_progress;
+    opt.progress_user = &pl;
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    /* A signal the caller ignores (nohup, a background job) stays ignored. */
+    sigaction(SIGINT, NULL, &old_int);
+    sigaction(SIGTERM, NULL, &old_term);
+    if (old_int.sa_handler != SIG_IGN) sigaction(SIGINT, &sa, NULL);
+    if (old_term.sa_handler != SIG_IGN) sigaction(SIGTERM, &sa, NULL);
     ctf_convert_result res;
     ctf_error err;
     int rc = ctf_convert_file(pos[1], pos[2], &opt, &res, &err);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     if (pl.drawn) fprintf(stderr, "\n");
+    if (stop_signal) {
+        signal(stop_signal, SIG_DFL);
+        raise(stop_signal);
+        return 1;
+    }
     if (rc) {
         char line[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
         fprintf(stderr, "%s\n", ctf_error_format(&err, CTF_SEV_ERROR, line, sizeof line));
