@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /*======================================================================
  * Usage
@@ -520,38 +521,67 @@ static int cmd_index(ctf_config *cfg)
     return 0;
 }
 
+/* A state grows with the sequences in flight (truncated BPTT) but stays far below this: a
+ * file above it is something else named by mistake (@train.ctf, @/dev/zero), and reading it
+ * whole would take the memory of the machine. */
+#define STATE_FILE_MAX ((size_t)64 << 20)
+
+static void state_file_refused(const char *path, const char *why)
+{
+    fprintf(stderr, "ctfio: --restore @%s: %s; a reader state is a JSON object of at most "
+            "64 MiB, as printed by dump --state (is this a data file?)\n", path, why);
+    exit(1);
+}
+
 static char *read_state_arg(const char *arg)
 {
     if (arg[0] != '@') return strdup(arg);
-    FILE *f = fopen(arg + 1, "rb");
+    const char *path = arg + 1;
+    FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "ctfio: cannot open state file %s: %s\n", arg + 1, strerror(errno));
+        fprintf(stderr, "ctfio: cannot open state file %s: %s\n", path, strerror(errno));
         exit(1);
     }
-    /* Any size: a state grows with the sequences in flight (truncated BPTT). */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
+        (uint64_t)st.st_size > STATE_FILE_MAX) {
+        fclose(f);
+        state_file_refused(path, "the file is larger than 64 MiB");
+    }
     size_t n = 0, cap = 0;
     char *buf = NULL;
     for (;;) {
         if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap = cap ? 2 * cap : 65536);
+            /* One byte past the limit tells a file (or a device, a pipe) that is too long. */
+            cap = !cap ? 65536 : 2 * cap < STATE_FILE_MAX + 2 ? 2 * cap : STATE_FILE_MAX + 2;
+            char *nb = realloc(buf, cap);
             if (!nb) {
                 free(buf);
                 fclose(f);
-                fprintf(stderr, "ctfio: out of memory reading state file %s\n", arg + 1);
+                fprintf(stderr, "ctfio: out of memory reading state file %s\n", path);
                 exit(1);
             }
             buf = nb;
         }
         size_t got = fread(buf + n, 1, cap - n - 1, f);
         n += got;
+        if (n > STATE_FILE_MAX) {
+            free(buf);
+            fclose(f);
+            state_file_refused(path, "more than 64 MiB");
+        }
         if (got == 0) break;
     }
     bool bad = ferror(f);
     fclose(f);
     if (bad) {
         free(buf);
-        fprintf(stderr, "ctfio: cannot read state file %s\n", arg + 1);
+        fprintf(stderr, "ctfio: cannot read state file %s\n", path);
         exit(1);
+    }
+    if (memchr(buf, 0, n)) {
+        free(buf);
+        state_file_refused(path, "it holds a NUL byte");
     }
     buf[n] = 0;
     return buf;

@@ -9,8 +9,8 @@
  * exception that C code would never see), as they have for the compiled binary.
  *
  * convert_file(...) runs ctf_convert_file() with the GIL released; the progress callback takes
- * the GIL back for the Python callable, whose exception (KeyboardInterrupt) cancels the
- * conversion. A failure returns the error record as a tuple; ctfio/convert.py raises it.
+ * the GIL back every few MiB to run Python's signal handlers and the Python callable (if any),
+ * whose exception (KeyboardInterrupt) cancels the conversion. A failure returns the error record as a tuple; ctfio/convert.py raises it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -71,14 +71,17 @@ static int call_progress(void *user, uint64_t done, uint64_t total)
 {
     py_progress *p = user;
     PyEval_RestoreThread(p->ts);
-    PyObject *r = PyObject_CallFunction(p->fn, "KK", (unsigned long long)done,
-                                        (unsigned long long)total);
     int stop = 0;
-    if (!r) {
-        p->failed = true; /* the exception stays set for the caller */
-        stop = 1;
+    /* Python's own signal handlers run here (a pending Ctrl-C becomes KeyboardInterrupt), with
+     * or without a callable: otherwise they would wait for the end of the conversion. */
+    if (PyErr_CheckSignals() < 0) stop = 1;
+    else if (p->fn != Py_None) {
+        PyObject *r = PyObject_CallFunction(p->fn, "KK", (unsigned long long)done,
+                                            (unsigned long long)total);
+        if (!r) stop = 1;
+        Py_XDECREF(r);
     }
-    Py_XDECREF(r);
+    if (stop) p->failed = true; /* the exception stays set for the caller */
     p->ts = PyEval_SaveThread();
     return stop;
 }
@@ -124,10 +127,8 @@ PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs
     opt.features_name = fname;
     opt.labels_name = lname;
     py_progress pp = {progress, NULL, false};
-    if (progress != Py_None) {
-        opt.progress = call_progress;
-        opt.progress_user = &pp;
-    }
+    opt.progress = call_progress;
+    opt.progress_user = &pp;
     const char *src = PyBytes_AS_STRING(src_o), *dst = PyBytes_AS_STRING(dst_o);
     ctf_convert_result r;
     ctf_error err;

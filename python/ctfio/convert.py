@@ -15,8 +15,11 @@ result (BrainScript and Python; ``show_config=False`` keeps quiet) and returns a
 (``precision="double"``), float32 arrays as float32. See docs/convert.md.
 """
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 
 __all__ = ["convert", "ConvertResult"]
 
@@ -186,13 +189,70 @@ def _write_blocks(dst, blocks, fname, lname, precision, classes):
     from .writer import _replace_atomically, write_ctf
     path = os.fspath(dst)
     rows = 0
-    with _replace_atomically(path, tmp="%s.part" % path) as f:
+    with _replace_atomically(path) as f:
         for X, y in blocks:
             streams = {fname: X}
             if y is not None:
                 streams[lname] = _one_hot(y, classes) if classes else y
             rows += write_ctf(f, streams, sequence_ids=False, precision=precision)
     return rows
+
+
+def _refuse_same_file(dst, *inputs):
+    """An output that is one of the inputs (the same path, or the same file under another name)
+    would destroy it: refused before anything is written."""
+    try:
+        out = os.stat(dst)
+    except (OSError, TypeError, ValueError):
+        out = None
+    for src in inputs:
+        if not isinstance(src, (str, bytes, os.PathLike)):
+            continue
+        same = os.fsdecode(os.fspath(src)) == os.fsdecode(os.fspath(dst))
+        if not same and out is not None:
+            try:
+                st = os.stat(src)
+                same = (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino)
+            except OSError:
+                pass
+        if same:
+            raise ValueError("convert: the output %s is the input file %s: converting would "
+                             "destroy it; name another output" % (os.fspath(dst), os.fspath(src)))
+
+
+@contextlib.contextmanager
+def _sigterm_cancels():
+    """SIGTERM during a conversion cancels it like Ctrl-C: the temporary file is removed, then
+    the process ends by SIGTERM as it would have. Only where SIGTERM has its default action and
+    this is the main thread (the only place Python runs signal handlers); a program that
+    handles SIGTERM itself keeps its handler."""
+    installed = False
+    if threading.current_thread() is threading.main_thread():
+        try:
+            installed = signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        except (AttributeError, ValueError):
+            installed = False
+    if not installed:
+        yield
+        return
+    got = []
+
+    def on_term(signum, frame):
+        got.append(signum)
+        raise _Terminated()
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    except _Terminated:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if got:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+class _Terminated(BaseException):
+    """Raised by the SIGTERM handler of a conversion; never escapes ``convert``."""
 
 
 def _is_sparse(x):
@@ -372,6 +432,17 @@ def convert(src, dst, format=None, *, labels=None, label=None, dim=None, zero_ba
         delimiter = "\t" if tsv else ","
     if precision not in (None, "float", "double"):
         raise ValueError("convert: precision must be 'float' or 'double' (got %r)" % (precision,))
+    _refuse_same_file(dst, src, labels)
+    with _sigterm_cancels():
+        result = _convert(src, dst, format, labels, label, dim, zero_based, classes, delimiter,
+                          header, features, features_name, labels_name, precision, progress)
+    if show_config:
+        print(result.config, end="", flush=True)
+    return result
+
+
+def _convert(src, dst, format, labels, label, dim, zero_based, classes, delimiter, header,
+             features, features_name, labels_name, precision, progress):
     if format in ("libsvm", "csv"):
         if labels is not None or features is not None:
             raise ValueError("convert: labels= and features= are for arrays; text formats take "
@@ -386,6 +457,4 @@ def convert(src, dst, format=None, *, labels=None, label=None, dim=None, zero_ba
                                   precision, progress)
     else:
         raise ValueError("convert: unknown format %r (libsvm, csv, numpy, parquet)" % (format,))
-    if show_config:
-        print(result.config, end="", flush=True)
     return result

@@ -11,6 +11,10 @@ written without a fraction (``1``, not ``1.0``). Sparse zeros are not written.
 
 import contextlib
 import os
+import secrets
+import signal
+import stat
+import threading
 
 __all__ = ["sequence_to_cntk_text_format", "write_ctf"]
 
@@ -406,22 +410,76 @@ def write_ctf(path, streams, *, sequence_ids=True, precision="float"):
     return n
 
 
+def _create_exclusive(path):
+    """A new temporary file next to `path` that no one else has: O_EXCL (never a file that
+    exists, a user's file named like it included) and O_NOFOLLOW (never through a link planted
+    at its name). Mode 0666 less the umask, as the file it replaces would get."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | \
+        getattr(os, "O_CLOEXEC", 0)
+    for _ in range(1000):
+        tmp = "%s.%d-%s.part" % (path, os.getpid(), secrets.token_hex(6))
+        try:
+            return tmp, os.open(tmp, flags, 0o666)
+        except FileExistsError:
+            continue
+    raise FileExistsError("cannot create a temporary file next to %s: every name tried exists"
+                          % path)
+
+
 @contextlib.contextmanager
-def _replace_atomically(path, tmp=None, fsync=False):
+def _replace_atomically(path, fsync=False):
     """Yields a text file (UTF-8, '\\n' line ends) that replaces `path` only when the block
-    completes: on any exception `path` stays as it was and the temporary file (`tmp`, by default
-    PATH.tmp-PID) is removed. fsync: flushed to the disk before the rename (checkpoints)."""
-    tmp = tmp or "%s.tmp-%d" % (path, os.getpid())
+    completes: on any exception `path` stays as it was and the temporary file is removed. The
+    temporary file is created exclusively (`_create_exclusive`), so two writers of one path
+    never mix: the last rename wins, whole. A `path` that is a symbolic link keeps the link and
+    has the file it names replaced. fsync: flushed to the disk before the rename (checkpoints)."""
     try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        # A device or a pipe (/dev/stdout, /dev/null) is written in place: a rename would
+        # replace the device or the pipe itself.
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            yield f
+        return
+    if os.path.islink(path):
+        if st is None:
+            raise FileNotFoundError("%s is a symbolic link to a missing file; remove it or name "
+                                    "another output" % path)
+        path = os.path.realpath(path)
+    # Ctrl-C or SIGTERM between the creation of the temporary file and the moment its name is
+    # known here would leave it behind: they wait (blocked) until then. Python runs signal
+    # handlers in the main thread only, so only it needs this.
+    mask = hasattr(signal, "pthread_sigmask") and \
+        threading.current_thread() is threading.main_thread()
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) \
+        if mask else None
+    tmp = f = None
+    try:
+        tmp, fd = _create_exclusive(path)
+        try:
+            f = open(fd, "w", encoding="utf-8", newline="\n")
+        except BaseException:
+            os.close(fd)
+            raise
+        if mask:
+            mask = False
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        with f:
             yield f
             if fsync:
                 f.flush()
                 os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if mask:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        if f is not None:
+            f.close()
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         raise
