@@ -331,6 +331,16 @@ uint64_t ctf_index_sequence_samples(const ctf_index *idx, size_t i);
 /* ctf_index_cache_path(data_path, buf, cap): the cache file used for a data file. @return buf. */
 char *ctf_index_cache_path(const char *data_path, char *buf, size_t cap);
 
+/* ctf_index_verify(idx, err):
+ * Reads the whole data file and checks it against the index, chunk by chunk, as a chunk load
+ * does: the file's size, modification time and inode, and the sequences the indexing rule
+ * finds in each chunk's bytes. An index loaded from the cache is thereby checked against the
+ * data, not only against the cache header. On a mismatch the index cache, when it holds this
+ * index, is invalidated (its header cleared), so that the next ctf_index_build scans the file
+ * again.
+ * @return : 0, CTF_ECHANGED (naming the file and where), CTF_EIO, CTF_ENOMEM. */
+int ctf_index_verify(const ctf_index *idx, ctf_error *err);
+
 /* ctf_index_free(idx): NULL is a no-op. */
 void ctf_index_free(ctf_index *idx);
 

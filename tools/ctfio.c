@@ -480,18 +480,48 @@ static int cmd_index(ctf_config *cfg)
 {
     ctf_error err;
     ctf_index *idx;
+    int rc;
     char cpath[1100];
     cfg->cache_index = true;
     if (cfg->num_paths) {
         /* A corpus: every file's cache, through a reader (which expands the patterns). */
         ctf_reader *r;
         if (ctf_reader_open(cfg, &r, &err)) return die_error(&err);
+        /* Each cache that was loaded is checked against its data; a stale one is removed by
+         * the check, and a second open indexes those files again. */
+        bool *stale = calloc(ctf_reader_num_files(r) + 1, sizeof *stale);
+        bool any_stale = false;
+        for (size_t f = 0; stale && f < ctf_reader_num_files(r); f++) {
+            ctf_index_info fi;
+            ctf_index_get_info(ctf_reader_file_index(r, f), &fi);
+            if (!fi.from_cache) continue;
+            rc = ctf_index_verify(ctf_reader_file_index(r, f), &err);
+            if (rc && rc != CTF_ECHANGED) {
+                free(stale);
+                ctf_reader_free(r);
+                return die_error(&err);
+            }
+            if (rc) {
+                char line[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
+                fprintf(stderr, "%s\n", ctf_error_format(&err, CTF_SEV_WARNING, line, sizeof line));
+                stale[f] = any_stale = true;
+            }
+        }
+        if (any_stale) {
+            ctf_reader_free(r);
+            if (ctf_reader_open(cfg, &r, &err)) {
+                free(stale);
+                return die_error(&err);
+            }
+        }
         ctf_index_info info, sum = {0};
         for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
             ctf_index_get_info(ctf_reader_file_index(r, f), &info);
             printf("index cache: %s (%s): sequences %" PRIu64 ", chunks %" PRIu64 "\n",
                    ctf_index_cache_path(ctf_reader_file_path(r, f), cpath, sizeof cpath),
-                   info.from_cache ? "valid, loaded" : "built", info.sequences, info.chunks);
+                   stale && stale[f] ? "stale, rebuilt" : info.from_cache ? "valid, loaded"
+                                                                          : "built",
+                   info.sequences, info.chunks);
             sum.sequences += info.sequences;
             sum.samples += info.samples;
             sum.lines += info.lines;
@@ -501,13 +531,28 @@ static int cmd_index(ctf_config *cfg)
                "\nchunks: %" PRIu64 "\n", ctf_reader_num_files(r), sum.sequences, sum.samples,
                sum.lines, sum.chunks);
         ctf_reader_free(r);
+        free(stale);
         return 0;
     }
     if (ctf_index_build(cfg, &idx, &err)) return die_error(&err);
     ctf_index_info info;
     ctf_index_get_info(idx, &info);
+    const char *state = info.from_cache ? "valid, loaded" : "built";
+    if (info.from_cache && (rc = ctf_index_verify(idx, &err)) != 0) {
+        /* The header matched, the data did not: the cache is gone; index the file again. */
+        if (rc != CTF_ECHANGED) {
+            ctf_index_free(idx);
+            return die_error(&err);
+        }
+        char line[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
+        fprintf(stderr, "%s\n", ctf_error_format(&err, CTF_SEV_WARNING, line, sizeof line));
+        ctf_index_free(idx);
+        if (ctf_index_build(cfg, &idx, &err)) return die_error(&err);
+        ctf_index_get_info(idx, &info);
+        state = "stale, rebuilt";
+    }
     printf("index cache: %s (%s)\n", ctf_index_cache_path(cfg->path, cpath, sizeof cpath),
-           info.from_cache ? "valid, loaded" : "built");
+           state);
     printf("sequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nlines: %" PRIu64 "\nchunks: %" PRIu64 "\n",
            info.sequences, info.samples, info.lines, info.chunks);
     ctf_index_free(idx);

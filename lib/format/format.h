@@ -59,6 +59,7 @@ struct ctf_index {
     uint64_t hist[65];     /* sequences by index samples: bucket b holds 2^(b-1) <= n < 2^b */
     struct ctf__index_opts *opts; /* the index-shaping options (owned), for re-scans */
     bool cache_ok;         /* the index cache holds this table: chunks are read from it */
+    ctf__file_id cache_file; /* the cache file's identity when cache_ok (for invalidation) */
     struct ctf__index_one *one; /* ctf_index_sequence_samples's chunk (owned) */
     uint64_t warnings;     /* warnings the indexing pass reported (the reader counts them) */
     /* The indexing pass's one warning (rules 1.5: an id that reappears after other ids), kept
@@ -73,6 +74,18 @@ struct ctf_index {
 /* The index cache's checksum step (FNV-1a over 8-byte words, with a mix): continues hash h over
  * n bytes. Not adversarial; it catches corruption. The fuzz target uses it to forge caches. */
 uint64_t ctf__hash_bytes(uint64_t h, const void *data, size_t n);
+
+/* ctf__index_cache_invalidate(idx): a read proved the data different from the index (same
+ * size, modification time and inode, other bytes: the cache's header cannot tell). Clears the
+ * index cache's header when the cache is still the file that holds this index, so that the
+ * next open scans the data again instead of failing the same way forever; the records stay
+ * readable for the readers that hold the index. Any thread; idempotent.
+ * @return : true when the cache is invalid now (by this call or an earlier one). */
+bool ctf__index_cache_invalidate(const ctf_index *idx);
+
+/* ctf__index_stale(idx, err): the same, after err (CTF_ECHANGED) proved the index wrong; when
+ * the cache is invalid, err's message says so (once). */
+void ctf__index_stale(const ctf_index *idx, ctf_error *err);
 
 /* ctf__index_chunk_seqs(idx, c, bytes, out, err): chunk c's sequence records, in file order,
  * into out->p (idx->chunks[c].num_seqs of them). bytes: the chunk's bytes (its size), already

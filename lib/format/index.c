@@ -22,6 +22,7 @@
 #include "format/format.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -951,6 +952,9 @@ static int cache_load(scan_state *st, const ctf_config *cfg, const index_opts *o
         why = "checksum mismatch (corrupt)";
         goto out;
     }
+    idx->cache_file = (ctf__file_id){(uint64_t)cst.st_size,
+                                     (int64_t)cst.st_mtim.tv_sec * 1000000000 + cst.st_mtim.tv_nsec,
+                                     (uint64_t)cst.st_ino};
     idx->num_seqs = (size_t)h.num_seqs;
     idx->total_lines = h.total_lines;
     idx->data_start = h.data_start;
@@ -1054,6 +1058,10 @@ static bool cache_end(scan_state *st, const ctf_config *cfg, const index_opts *o
         remove(tmp);
         goto fail;
     }
+    /* The identity of what is renamed into place (for ctf__index_cache_invalidate). */
+    ctf_error ignored;
+    if (ctf__file_stat(tmp, &st->idx->cache_file, &ignored) != 0)
+        memset(&st->idx->cache_file, 0, sizeof st->idx->cache_file);
     what = "rename";
     if (rename(tmp, cpath) != 0) {
         e = errno;
@@ -1065,6 +1073,37 @@ fail:
     log_at(cfg, CTF_SEV_WARNING, (ctf__where){cpath, 0, 0, -1},
            "could not %s the index cache (%s); continuing without it", what, strerror(e));
     return false;
+}
+
+bool ctf__index_cache_invalidate(const ctf_index *idx)
+{
+    if (!idx->cache_ok || !idx->cache_file.inode) return false;
+    char cpath[CTF_ERROR_PATH_MAX + 16];
+    ctf_index_cache_path(idx->path, cpath, sizeof cpath);
+    /* The header's magic is cleared in place rather than the file removed: readers that hold
+     * this index (this one included: its error locations come from the indexed records) keep
+     * reading their records from it, while every later open finds no valid header and scans.
+     * Only the very file that holds this index: a cache another process has rebuilt since
+     * (renamed into place: another inode) is left alone. */
+    int fd = open(cpath, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return errno == ENOENT;
+    struct stat now;
+    static const char cleared[8] = {0};
+    bool done = fstat(fd, &now) == 0 && S_ISREG(now.st_mode) &&
+                (uint64_t)now.st_ino == idx->cache_file.inode &&
+                (uint64_t)now.st_size == idx->cache_file.size &&
+                pwrite(fd, cleared, sizeof cleared, 0) == (ssize_t)sizeof cleared;
+    close(fd);
+    return done;
+}
+
+void ctf__index_stale(const ctf_index *idx, ctf_error *err)
+{
+    static const char note[] = " (its index cache was invalidated: a new reader indexes the "
+                               "file again)";
+    if (!ctf__index_cache_invalidate(idx) || !err || strstr(err->message, note)) return;
+    size_t n = strlen(err->message);
+    snprintf(err->message + n, sizeof err->message - n, "%s", note);
 }
 
 /* Chunk ch's records from the cache file (in file order: at the header's end plus
@@ -1185,11 +1224,11 @@ int ctf__rescan_end(ctf__rescan *r, ctf_error *err)
         }
     }
     CTF_FREE(was);
-    return ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, line + 1, 1, (int64_t)at},
-                     "the file changed since it was indexed: chunk %zu no longer matches the "
-                     "index (the data file changed on disk); reopen the "
-                     "reader",
-                     c);
+    ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, line + 1, 1, (int64_t)at},
+              "the file changed since it was indexed: chunk %zu no longer matches the "
+              "index (the data file changed on disk); reopen the reader", c);
+    ctf__index_stale(idx, err);
+    return CTF_ECHANGED;
 }
 
 /* Re-makes chunk c's records from its bytes, all at hand, into out. */
@@ -1379,6 +1418,53 @@ uint64_t ctf_index_sequence_samples(const ctf_index *idx, size_t i)
     if (one->chunk == lo) n = one->buf.p[i - idx->chunks[lo].first_seq].samples;
     pthread_mutex_unlock(&one->mu);
     return n;
+}
+
+int ctf_index_verify(const ctf_index *idx, ctf_error *err)
+{
+    ctf__error_clear(err);
+    ctf__file_id now;
+    int rc = ctf__file_stat(idx->path, &now, err);
+    if (rc) return rc;
+    if (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns ||
+        now.inode != idx->file.inode)
+        rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, -1},
+                       "the file changed since it was indexed (size, modification time or "
+                       "inode)");
+    int fd = rc ? -1 : ctf__file_open(idx->path, err);
+    if (fd < 0 && !rc) rc = fd;
+    char *bytes = NULL;
+    size_t cap = 0;
+    ctf__seqbuf seqs = {0};
+    /* Chunk by chunk, the records the indexing rule makes from the bytes now against the index
+     * (the same check as a chunk load), and every chunk but the last ends a line. */
+    for (size_t c = 0; !rc && c < idx->num_chunks; c++) {
+        const ctf__chunk *ch = &idx->chunks[c];
+        const size_t n = (size_t)ch->size;
+        if (n > cap) {
+            char *nb = CTF_REALLOC(bytes, n);
+            if (!nb) {
+                rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory verifying %s",
+                               idx->path);
+                break;
+            }
+            bytes = nb;
+            cap = n;
+        }
+        if ((rc = ctf__file_pread(fd, idx->path, bytes, n, ch->offset, err))) break;
+        if (c + 1 < idx->num_chunks && n && bytes[n - 1] != '\n')
+            rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0,
+                                                           (int64_t)(ch->offset + n - 1)},
+                           "the file changed since it was indexed: chunk %zu no longer ends a "
+                           "line", c);
+        else
+            rc = ctf__index_chunk_seqs(idx, c, bytes, &seqs, err);
+    }
+    if (fd >= 0) ctf__file_close(fd);
+    CTF_FREE(bytes);
+    CTF_FREE(seqs.p);
+    if (rc == CTF_ECHANGED) ctf__index_stale(idx, err);
+    return rc;
 }
 
 void ctf_index_free(ctf_index *idx)

@@ -464,7 +464,15 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
                          "the data file changed on disk since it was indexed (size %llu -> "
                          "%llu bytes, or a new modification time); reopen the reader",
                          (unsigned long long)idx->file.size, (unsigned long long)now.size);
-    return load_blocks(k, c, rb, pool, out, err);
+    rc = load_blocks(k, c, rb, pool, out, err);
+    /* The bytes contradict the index although the file's size, modification time and inode do
+     * not: the index cache would tell the next open the same lie, so it goes (the next open
+     * scans the file again). The chunk's parse may have found it too (a fatal problem kept in
+     * the chunk, reported when its turn comes). */
+    bool contradicted = rc == CTF_ECHANGED || (!rc && *out && (*out)->fatal &&
+                                               (*out)->fatal_code == CTF_ECHANGED);
+    if (contradicted) ctf__index_stale(idx, rc ? err : NULL);
+    return rc;
 }
 
 static void corpus_destroy(ctf__source *src)
