@@ -293,12 +293,22 @@ static void warn_few_chunks(ctf_reader *r)
     const uint64_t window_chunks = cfg->window_in_samples ? nc : cfg->randomization_window;
     if (CTF_MIN(window_chunks, (uint64_t)nc) >= r->num_workers) return;
     ctf_error e;
-    ctf__fail(&e, CTF_OK, (ctf__where){r->path, 0, 0, -1},
-              "the randomization window holds %llu chunks for %zu workers: some workers will "
-              "get no data for long stretches; lower chunkSizeInBytes (now %llu) to get more "
-              "chunks",
-              (unsigned long long)CTF_MIN(window_chunks, (uint64_t)nc), r->num_workers,
-              (unsigned long long)cfg->chunk_size_bytes);
+    /* The advice follows the window's unit: a window counted in chunks that is smaller than
+     * the data is widened; otherwise only smaller chunks give more of them. */
+    if (!cfg->window_in_samples && nc >= r->num_workers)
+        ctf__fail(&e, CTF_OK, (ctf__where){r->path, 0, 0, -1},
+                  "the randomization window holds %llu chunks for %zu workers: some workers "
+                  "will get no data for long stretches; raise randomizationWindow (now %llu "
+                  "chunks; the data has %zu) to at least %zu",
+                  (unsigned long long)window_chunks, r->num_workers,
+                  (unsigned long long)cfg->randomization_window, nc, r->num_workers);
+    else
+        ctf__fail(&e, CTF_OK, (ctf__where){r->path, 0, 0, -1},
+                  "the randomization window holds %llu chunks for %zu workers: some workers "
+                  "will get no data for long stretches; lower chunkSizeInBytes (now %llu) to "
+                  "get more chunks",
+                  (unsigned long long)CTF_MIN(window_chunks, (uint64_t)nc), r->num_workers,
+                  (unsigned long long)cfg->chunk_size_bytes);
     reader_log(r, CTF_SEV_WARNING, &e);
 }
 

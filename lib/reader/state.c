@@ -142,7 +142,7 @@ static int json_flat(const char *s, size_t len, kv *kvs, size_t max, size_t *cou
     p = json_ws(p, e);
     if (p < e && *p == '}') return json_ws(p + 1, e) == e ? 0 : -1;
     for (;;) {
-        if (*count == max) return -1;
+        if (*count == max) return -2; /* well formed or not, more keys than a state has */
         kv *x = &kvs[(*count)++];
         p = json_str(json_ws(p, e), e, &x->key, &x->klen);
         if (!p) return -1;
@@ -380,7 +380,12 @@ int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
     kv kvs[32];
     size_t n;
     char b1[72];
-    if (!state || json_flat(state, len, kvs, 32, &n) != 0)
+    int shape = state ? json_flat(state, len, kvs, 32, &n) : -1;
+    if (shape == -2)
+        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                         "checkpoint state: more than 32 keys: not a ctfio state (a ctfio state "
+                         "is a flat JSON object of at most 32 keys)");
+    if (shape != 0)
         return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
                          "checkpoint state: not a ctfio state (expected a flat JSON object)");
     for (size_t i = 1; i < n; i++)

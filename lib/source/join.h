@@ -27,6 +27,7 @@ typedef struct ctf__jstore {
     uint64_t cap;          /* mem's capacity */
     char *wbuf;            /* the append buffer (file stores) */
     size_t wlen;
+    const char *dir;       /* where the file store is, for messages (not owned) */
 } ctf__jstore;
 
 int ctf__jstore_open(ctf__jstore *s, ctf__jspill *sp, ctf_error *err);

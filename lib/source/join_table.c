@@ -62,6 +62,7 @@ int ctf__jstore_open(ctf__jstore *s, ctf__jspill *sp, ctf_error *err)
     *s = (ctf__jstore){.fd = -1};
     if (sp->level < ctf__join_spill_from) sp->level = ctf__join_spill_from;
     s->fd = sp->level < 2 ? open_spill_file(sp) : -1;
+    s->dir = sp->level == 0 ? sp->dir : "the system's temporary directory";
 #ifdef CTF_TESTING
     atomic_store(&ctf__join_spill_used, sp->level);
 #endif
@@ -85,15 +86,32 @@ int ctf__jstore_open(ctf__jstore *s, ctf__jspill *sp, ctf_error *err)
     return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n, uint64_t off, ctf_error *err)
+/* The errno names a full disk is reported with (the text alone varies with the C library). */
+static const char *errno_name(int e)
+{
+    switch (e) {
+    case ENOSPC: return "ENOSPC";
+    case EFBIG: return "EFBIG";
+#ifdef EDQUOT
+    case EDQUOT: return "EDQUOT";
+#endif
+    case EIO: return "EIO";
+    default: return "errno";
+    }
+}
+
+static int write_all(const ctf__jstore *s, const char *p, size_t n, uint64_t off, ctf_error *err)
 {
     while (n) {
-        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        ssize_t w = pwrite(s->fd, p, n, (off_t)off);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0)
-            return ctf__fail(err, CTF_EIO, CTF__NOWHERE,
-                             "could not write the join's temporary tables (%s)",
-                             w < 0 ? strerror(errno) : "no space");
+        if (w <= 0) {
+            /* A write that stores nothing without an error is a full disk too. */
+            const int e = w < 0 ? errno : ENOSPC;
+            return ctf__fail(err, CTF_EIO, (ctf__where){s->dir, 0, 0, -1},
+                             "could not write the join's temporary tables in %s: %s (%s %d)",
+                             s->dir, strerror(e), errno_name(e), e);
+        }
         p += w;
         n -= (size_t)w;
         off += (uint64_t)w;
@@ -104,7 +122,7 @@ static int write_all(int fd, const char *p, size_t n, uint64_t off, ctf_error *e
 int ctf__jstore_flush(ctf__jstore *s, ctf_error *err)
 {
     if (s->fd < 0 || !s->wlen) return 0;
-    int rc = write_all(s->fd, s->wbuf, s->wlen, s->len - s->wlen, err);
+    int rc = write_all(s, s->wbuf, s->wlen, s->len - s->wlen, err);
     s->wlen = 0;
     return rc;
 }
@@ -132,7 +150,7 @@ int ctf__jstore_append(ctf__jstore *s, const void *p, size_t n, ctf_error *err)
     }
     if (n >= JS_WBUF) {
         s->len += n;
-        return write_all(s->fd, p, n, s->len - n, err);
+        return write_all(s, p, n, s->len - n, err);
     }
     memcpy(s->wbuf + s->wlen, p, n);
     s->wlen += n;
