@@ -603,6 +603,17 @@ class MinibatchSource:
             return out
 
         streams = stream_tuples(d)
+        # Reader parameters apply to the whole source at once, as in the configuration language:
+        # a joined deserializer may repeat what the source or the first deserializer says, and
+        # only skip_sequence_ids is its own. Anything else would be silently ignored: refused.
+        for i, j in enumerate(deserializers[1:], 1):
+            for key, value in j["options"].items():
+                if key != "skip_sequence_ids" and value != opts[key]:
+                    raise ValueError(
+                        "MinibatchSource.deserializers[%d].%s: reader parameters apply to all "
+                        "deserializers at once; set it on the MinibatchSource or the first "
+                        "deserializer (got %r here, %r for the source)" % (i, key, value,
+                                                                           opts[key]))
         # Further deserializers are joined by sequence key to the first (the primary); their
         # streams follow the primary's in every minibatch.
         joins = [(j["file"] if isinstance(j["file"], list) else [j["file"]], stream_tuples(j),
