@@ -419,6 +419,17 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
     return 0;
 }
 
+/* UTF-16 and UTF-32 text reads as bytes with NULs between the digits: say what it is. */
+static int check_encoding(conv *c, const char *line, size_t n)
+{
+    if (c->in.line_no != 1 || n < 2) return 0;
+    const unsigned char *u = (const unsigned char *)line;
+    if ((u[0] == 0xFF && u[1] == 0xFE) || (u[0] == 0xFE && u[1] == 0xFF))
+        return conv_fail(c, line, "the file starts with a UTF-16 or UTF-32 byte order mark: "
+                         "convert it to UTF-8 (or ASCII) text first");
+    return 0;
+}
+
 static int svm_pass_run(conv *c, svm_pass *s)
 {
     const char *line;
@@ -428,7 +439,7 @@ static int svm_pass_run(conv *c, svm_pass *s)
     s->has_qid = -1;
     while ((rc = lines_next(&c->in, &line, &n, c->err)) > 0) {
         c->line = line;
-        if ((rc = svm_line(c, s, line, n))) return rc;
+        if ((rc = check_encoding(c, line, n)) || (rc = svm_line(c, s, line, n))) return rc;
         if ((rc = conv_progress(c, false))) return rc;
     }
     return rc;
@@ -644,6 +655,7 @@ static int convert_csv(conv *c)
     bool first = true;
     while ((rc = lines_next(&c->in, &line, &n, c->err)) > 0) {
         c->line = line;
+        if ((rc = check_encoding(c, line, n))) break;
         size_t i = 0;
         while (i < n && (line[i] == ' ' || line[i] == '\t')) i++;
         if (i == n) continue; /* blank line */

@@ -285,6 +285,13 @@ TEST(convert_shows_nul_bytes_and_cr_only_line_ends)
     ASSERT_EQ(ctf_convert_file(test_write_file("nul.csv", cnul, sizeof cnul - 1), out, &csv, NULL,
                                &e), CTF_EPARSE);
     ASSERT_STR_CONTAINS(e.message, "'\\x004'");
+    static const char u16[] = "\xFF\xFE" "1\0 \0" "1\0:\0" "1\0\n\0";
+    ASSERT_EQ(ctf_convert_file(test_write_file("u16.svm", u16, sizeof u16 - 1), out, &svm, NULL,
+                               &e), CTF_EPARSE);
+    ASSERT_STR_CONTAINS(e.message, "convert it to UTF-8");
+    ASSERT_EQ(ctf_convert_file(test_write_file("u16.csv", u16, sizeof u16 - 1), out, &csv, NULL,
+                               &e), CTF_EPARSE);
+    ASSERT_STR_CONTAINS(e.message, "convert it to UTF-8");
     csv.header = true;
     ASSERT_EQ(ctf_convert_file(test_write_str("cr.csv", "a,b\r1,2\r3,4\r"), out, &csv, NULL, &e),
               CTF_EPARSE);
