@@ -79,7 +79,7 @@ static int read_sweep(const char *path, size_t *seqs, bool *from_cache, ctf_erro
     return rc;
 }
 
-TEST(stale_index_cache_is_removed_by_the_read_that_proves_it_wrong)
+TEST(stale_index_cache_is_invalidated_by_the_read_that_proves_it_wrong)
 {
     const char *path = test_write_str("stale.ctf", OLD);
     char cpath[700];
@@ -104,7 +104,7 @@ TEST(stale_index_cache_is_removed_by_the_read_that_proves_it_wrong)
     ASSERT(cached && seqs == 3);
 }
 
-TEST(stale_index_cache_built_by_the_same_reader_is_removed_too)
+TEST(stale_index_cache_built_by_the_same_reader_is_invalidated_too)
 {
     /* The reader that wrote the cache meets the change: the cache it wrote goes as well. */
     const char *path = test_write_str("stale2.ctf", OLD);
