@@ -35,7 +35,8 @@ static const char usage_text[] =
     "Commands:\n"
     "  check    read the whole file; print every problem (up to maxErrors) and a summary\n"
     "  stats    sequences, samples and non-zeros per stream, sequence lengths, chunks\n"
-    "  index    build (or validate) the index cache next to the data file\n"
+    "  index    build the index cache next to the data file, or check a loaded one against\n"
+    "           the data (a stale one is rebuilt)\n"
     "  dump     sequences in file order as JSON lines; with --mb, minibatches\n"
     "  convert  LibSVM / CSV into CTF (run 'ctfio convert --help' for its options)\n"
     "\n"
@@ -65,7 +66,7 @@ static const char usage_text[] =
     "  --max-samples N | --max-sweeps N   end of data (default: endless with --mb)\n"
     "  --truncation-length T        truncated BPTT: max(1, K div T) parallel slots, T samples each\n"
     "  --state          print the checkpoint state after each minibatch ('state {...}')\n"
-    "  --restore STATE  start from a saved state (JSON text, or @FILE)\n"
+    "  --restore STATE  start from a saved state (JSON text, or @FILE of at most 64 MiB)\n"
     "  --line           add the first line number to each sequence (file-order dump)\n";
 
 static void usage_error(const char *fmt, const char *arg)
