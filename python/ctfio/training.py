@@ -18,9 +18,13 @@ CNTK-style calls work too: ``training_session(trainer=t, mb_source=src, mb_size=
 model_inputs_to_streams={x: src.streams.features, y: src.streams.labels}, ...)`` drives
 ``t.train_minibatch(arguments)`` and ``t.save_checkpoint`` / ``t.restore_from_checkpoint``.
 
-**Counting samples.** Sizes, epochs, limits and frequencies count samples as the source reports
-them: a minibatch counts the ``num_samples`` of the stream that ``defines_mb_size``, else the
-largest ``num_samples`` over its streams (CNTK's rule). With several workers every worker must
+**Counting samples.** With a ``trainer`` that reports ``total_number_of_samples_seen`` (CNTK's
+trainers do), a minibatch counts what that counter advanced by (the samples of the loss: one
+label per sequence for a sequence classifier), and epochs, ``max_samples`` and every frequency
+follow it, as in CNTK; ``mb_size`` still counts the source's samples. Otherwise sizes, epochs,
+limits and frequencies count samples as the source reports them: a minibatch counts the
+``num_samples`` of the stream that ``defines_mb_size``, else the largest ``num_samples`` over its
+streams (CNTK's rule). With several workers every worker must
 take the same decisions, so a minibatch counts its *global* size: given by ``aggregate_samples``
 (e.g. an MPI all-reduce of the local count, as CNTK's distributed trainer does) or, when not
 given, the minibatch's ``global_samples`` (the advance of the shared timeline, the same on
@@ -590,6 +594,20 @@ class TrainingSession:
                     pass
         return m
 
+    def _trainer_seen(self):
+        """The trainer's ``total_number_of_samples_seen`` when it reports one (an int), else
+        None: then the session counts the source's samples."""
+        if self.trainer is None:
+            return None
+        v = getattr(self.trainer, "total_number_of_samples_seen", None)
+        if isinstance(v, bool) or not isinstance(v, int):
+            try:
+                v = int(v) if v is not None and not isinstance(v, bool) and \
+                    float(v) == int(v) else None
+            except (TypeError, ValueError, OverflowError):
+                v = None
+        return v
+
     def _next_data(self, source, request):
         if self._device is None:
             return source._next(request, self.number_of_workers, self.worker_rank)
@@ -623,7 +641,13 @@ class TrainingSession:
                             epoch_samples=self.samples_seen - self.epoch_start, mb_size=size,
                             request=request, num_samples=samples, local_samples=local,
                             end_of_sweep=sweep_end, session=self)
+            before = self._trainer_seen()
             metrics = self._call(data, info)
+            after_t = self._trainer_seen() if before is not None else None
+            if after_t is not None and after_t >= before:
+                # CNTK counts what the trainer counts (the loss's samples: one per sequence
+                # for a sequence classifier); the request above stays in the source's unit.
+                samples = info.num_samples = after_t - before
             ran += 1
             epoch_avg.add(metrics, local)
             line_avg.add(metrics, local)
