@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #define MAX_OVERRIDE_PARTS 16   /* components of a dotted override key */
+#define WINDOW_ALL_SAMPLES (UINT64_MAX / 2) /* a window in samples that holds any data set */
 
 /*======================================================================
  * ctf_config: defaults and validation
@@ -384,6 +385,10 @@ static int select_reader(ctf_bsconfig *doc, const bs_expr *root, const char *sec
         }
         r = bs_dict_find(d, "reader", 6, true);
         if (!r && looks_like_reader(d)) r = sec;
+        /* CNTK looks a setting a block lacks up in the enclosing blocks: a section closed early
+         * by a ']' too many still finds its reader at the top level. */
+        for (const bs_expr *o = d->scope; !r && o; o = o->scope)
+            if ((r = bs_dict_find(o, "reader", 6, true)) && r->kids[0]->kind != E_DICT) r = NULL;
         if (!r && first_bad_include(d)) return bad_include(first_bad_include(d), err);
         if (!r) return tree_fail(doc, sec, err, "section '%s' has no 'reader' block%s", section, "");
         doc->section = section;
@@ -1030,6 +1035,10 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
                                   &c.randomization_window, err));
     if (v[K_SAMPLE_WINDOW]) TRY(get_bool(doc, v[K_SAMPLE_WINDOW], "sampleBasedRandomizationWindow",
                                          &c.window_in_samples, err));
+    /* A window in samples without a size is the whole data set, as CNTK's reader documents:
+     * a count beyond any data set (and small enough that window arithmetic cannot wrap). */
+    if (v[K_SAMPLE_WINDOW] && c.window_in_samples && !v[K_WINDOW])
+        c.randomization_window = WINDOW_ALL_SAMPLES;
     if (v[K_SKIP_IDS])
         TRY(get_bool(doc, v[K_SKIP_IDS], "skipSequenceIds", &c.skip_sequence_ids, err));
     if (v[K_MAX_ERRORS]) TRY(get_uint(doc, v[K_MAX_ERRORS], "maxErrors", 0, UINT64_MAX,
