@@ -388,7 +388,8 @@ static int select_reader(ctf_bsconfig *doc, const bs_expr *root, const char *sec
         /* CNTK looks a setting a block lacks up in the enclosing blocks: a section closed early
          * by a ']' too many still finds its reader at the top level. */
         for (const bs_expr *o = d->scope; !r && o; o = o->scope)
-            if ((r = bs_dict_find(o, "reader", 6, true)) && r->kids[0]->kind != E_DICT) r = NULL;
+            if ((r = ctf__bs_dict_find(o, "reader", 6, true)) && r->kids[0]->kind != E_DICT)
+                r = NULL;
         if (!r && first_bad_include(d)) return bad_include(first_bad_include(d), err);
         if (!r) return tree_fail(doc, sec, err, "section '%s' has no 'reader' block%s", section, "");
         doc->section = section;
