@@ -208,3 +208,29 @@ def test_define_py_data_sources2_pairs_and_no_test_list(trainer_config):
         define_py_data_sources2(train_list, None, "sentiment_provider", "hook")
     with pytest.raises(ModuleNotFoundError):
         define_py_data_sources2(train_list, None, "no_such_provider_module", "process")
+
+
+# ---------------------------------------------------------------------------------------------
+# next_minibatch's device
+# ---------------------------------------------------------------------------------------------
+
+def test_next_minibatch_device_goes_through_the_staging():
+    """None or the CPU: host ProviderData. Another PyTorch device: the batch is staged onto it
+    (the 'meta' device runs that path without a GPU: tensors there have shapes, no data)."""
+    torch = pytest.importorskip("torch")
+
+    @provider(input_types={"x": dense_vector(4), "y": integer_value(3)}, should_shuffle=False)
+    def process(settings, filename):
+        for i in range(10):
+            yield {"x": [float(i)] * 4, "y": i % 3}
+
+    dp = process(["f"])
+    host = dp.next_minibatch(4)
+    cpu = dp.next_minibatch(4, device="cpu")
+    assert [type(d).__name__ for d in host.values()] == ["ProviderData"] * 2
+    assert cpu[dp.stream_infos()[0]].value.tolist()[0] == [4.0] * 4
+    staged = dp.next_minibatch(2, device=torch.device("meta"))
+    x, y = (staged[si] for si in dp.stream_infos())
+    assert type(x).__name__ == "StagedData" and x.value.device.type == "meta"
+    assert tuple(x.value.shape) == (2, 4) and tuple(y.ids.shape) == (2,)
+    assert x.num_samples == 2
