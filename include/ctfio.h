@@ -311,6 +311,10 @@ typedef struct ctf_index_info {
     /* Bytes the index holds in memory: its chunk table (a few dozen bytes per chunk) and its
      * options; a chunk's sequence records are re-made when a chunk is read, not kept. */
     uint64_t index_bytes;
+    /* Sequences whose id was already used by lines before other ids (rules 1.5: CNTK's
+     * documentation calls such a file invalid; ctfio reads them as separate sequences, warns
+     * once per file and counts every one here). */
+    uint64_t repeated_ids;
 } ctf_index_info;
 
 /* ctf_index_build(cfg, out, err):

@@ -363,12 +363,17 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
             sum.sequences += info.sequences;
             sum.samples += info.samples;
             sum.chunks += info.chunks;
+            sum.repeated_ids += info.repeated_ids;
         }
         info = sum;
         printf("total:\n");
     }
     printf("bytes: %" PRIu64 "\nlines: %" PRIu64 "\nsequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nchunks: %" PRIu64 "\n",
            info.file_size, info.lines, info.sequences, info.samples, info.chunks);
+    /* Shown when there are any: CNTK calls such files invalid, ctfio reads them. */
+    if (info.repeated_ids)
+        printf("repeated sequence ids (reappearing after other ids): %" PRIu64 "\n",
+               info.repeated_ids);
     /* Every deserializer's streams: the primary's, then each joined one's (stats order). */
     size_t total = cfg->num_streams;
     for (size_t j = 0; j < cfg->num_joins; j++) total += cfg->joins[j].num_streams;

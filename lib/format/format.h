@@ -67,6 +67,7 @@ struct ctf_index {
         bool on;
         uint64_t id, line, first_line; /* 0-based lines: where it reappears, where first used */
         uint64_t offset;               /* byte offset of the reappearance */
+        uint64_t count;                /* reappearances in the whole file (each one counted) */
     } repeat;
 };
 

@@ -480,6 +480,7 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
             if (r < 0)
                 return ctf__fail(st->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s",
                                  path);
+            if (r == 1) idx->repeat.count++;
             if (r == 1 && !idx->repeat.on) {
                 idx->repeat.on = true;
                 idx->repeat.id = id;
@@ -776,8 +777,9 @@ static int scan_file(scan_state *st, int fd, ctf_error *err)
 
 #define CACHE_MAGIC "CTFIDX\x01\n"
 /* 2: the repeated-id warning; 3: line mode: an empty name is data; 4: the checksum runs over
- * the records, then the header, so that the table is written as it is scanned. */
-#define CACHE_VERSION 4u
+ * the records, then the header, so that the table is written as it is scanned; 5: repeat_on
+ * counts the repeated ids (it was 0 or 1). */
+#define CACHE_VERSION 5u
 
 typedef struct cache_header {
     char magic[8];
@@ -791,7 +793,8 @@ typedef struct cache_header {
     uint64_t total_lines;
     uint64_t data_start;
     uint64_t seq_bytes;       /* sizeof(ctf__seq), guards against layout changes */
-    uint64_t repeat_on;       /* the scan's repeated-id warning (ctf_index.repeat), 0 or 1 */
+    uint64_t repeat_on;       /* ids that reappear after other ids (ctf_index.repeat.count):
+                               * 0 none, else the scan's warning below is on */
     uint64_t repeat_id, repeat_line, repeat_first_line, repeat_offset;
 } cache_header;
 
@@ -898,7 +901,7 @@ static int cache_load(scan_state *st, const ctf_config *cfg, const index_opts *o
         why = "implausible line count or data start";
         goto out;
     }
-    if (h.repeat_on > 1 ||
+    if (h.repeat_on > h.total_lines ||
         (h.repeat_on && (h.line_mode || h.repeat_offset >= h.file_size ||
                          h.repeat_line >= h.total_lines || h.repeat_first_line >= h.repeat_line))) {
         why = "inconsistent warning record";
@@ -962,6 +965,7 @@ static int cache_load(scan_state *st, const ctf_config *cfg, const index_opts *o
         idx->repeat.line = h.repeat_line;
         idx->repeat.first_line = h.repeat_first_line;
         idx->repeat.offset = h.repeat_offset;
+        idx->repeat.count = h.repeat_on;
         warn_repeat(cfg, idx);
     }
     rc = 1;
@@ -1036,7 +1040,7 @@ static bool cache_end(scan_state *st, const ctf_config *cfg, const index_opts *o
     h.total_lines = idx->total_lines;
     h.data_start = idx->data_start;
     h.seq_bytes = sizeof(ctf__seq);
-    h.repeat_on = idx->repeat.on;
+    h.repeat_on = idx->repeat.on ? CTF_MAX(idx->repeat.count, 1) : 0;
     h.repeat_id = idx->repeat.id;
     h.repeat_line = idx->repeat.line;
     h.repeat_first_line = idx->repeat.first_line;
@@ -1355,6 +1359,7 @@ void ctf_index_get_info(const ctf_index *idx, ctf_index_info *info)
     info->min_sequence_samples = idx->min_seq_samples;
     memcpy(info->length_buckets, idx->hist, sizeof info->length_buckets);
     info->index_bytes = ctf__index_bytes(idx);
+    info->repeated_ids = idx->repeat.count;
 }
 
 uint64_t ctf_index_sequence_samples(const ctf_index *idx, size_t i)

@@ -68,6 +68,7 @@ PyObject *ctf_py_index_info_dict(const ctf_index_info *info)
     PUT("from_cache", PyBool_FromLong(info->from_cache));
     PUT("min_sequence_samples", PyLong_FromUnsignedLongLong(info->min_sequence_samples));
     PUT("index_bytes", PyLong_FromUnsignedLongLong(info->index_bytes));
+    PUT("repeated_ids", PyLong_FromUnsignedLongLong(info->repeated_ids));
 #undef PUT
     if (rc) {
         Py_DECREF(d);
