@@ -134,6 +134,68 @@ extern atomic_long ctf__io_short_at;
 extern atomic_long ctf__io_eof_at;
 #endif
 
+/* A monotonic clock in nanoseconds (CLOCK_MONOTONIC), for the stage counters below. */
+uint64_t ctf__now_ns(void);
+
+/*======================================================================
+ * Stage counters: where the time goes (merged and judged in stats.c)
+ *
+ * Each thread that works for a reader (the consumer calling ctf_reader_next, each prefetch
+ * thread) adds to its own slot, so counting takes no lock and shares no cache line; a reader
+ * sums the slots when asked (ctf_reader_get_perf). A slot has a single writer: its updates are
+ * a relaxed load and store, as cheap as a plain add, and a concurrent read of another thread's
+ * slot is still a defined (if slightly stale) value. A NULL slot counts nothing.
+ *====================================================================*/
+typedef enum ctf__perf_key {
+    CTF__PERF_READ_NS,      /* reading a chunk's bytes (every thread) */
+    CTF__PERF_READ_BYTES,
+    CTF__PERF_READS,        /* read calls */
+    CTF__PERF_RESCAN_NS,    /* re-making a chunk's sequence records as it is read */
+    CTF__PERF_PARSE_NS,     /* parsing a chunk's sequences into values */
+    CTF__PERF_PARSE_BYTES,  /* bytes of the chunks parsed to the end */
+    CTF__PERF_LOAD_NS,      /* whole chunk loads (read, rescan, parse and the rest) */
+    CTF__PERF_LOADS,
+    CTF__PERF_WAIT_NS,      /* the consumer blocked for a chunk (waiting, or loading it) */
+    CTF__PERF_WAITS,
+    CTF__PERF_EVICTED,      /* chunks the cache let go of */
+    CTF__PERF_NEXT_NS,      /* inside ctf_reader_next */
+    CTF__PERF_NEXT_CALLS,
+    CTF__PERF_CONSUMER_NS,  /* between two ctf_reader_next calls: the caller's own work */
+    CTF__PERF_PACK_NS,      /* copying picked sequences into minibatches */
+    CTF__PERF_PACK_BYTES,   /* bytes of the values, indices and offsets delivered */
+    CTF__PERF_MINIBATCHES,
+    CTF__PERF_CUT_SEQS,     /* sequences and samples the timeline cut (every worker's) */
+    CTF__PERF_CUT_SAMPLES,
+    /* Hooks for stages that other layers add: a binary chunk cache counts a chunk it serves
+     * (or has to build) on the loading thread's slot, a remote object store each request,
+     * retry and byte received, all through ctf__perf_add on ctf__readbuf.perf. */
+    CTF__PERF_CHUNK_CACHE_HITS,
+    CTF__PERF_CHUNK_CACHE_MISSES,
+    CTF__PERF_REMOTE_REQUESTS,
+    CTF__PERF_REMOTE_RETRIES,
+    CTF__PERF_REMOTE_BYTES,
+    CTF__PERF_NUM
+} ctf__perf_key;
+
+typedef struct ctf__perf_slot {
+    _Alignas(64) atomic_uint_least64_t v[CTF__PERF_NUM];
+} ctf__perf_slot;
+
+static inline void ctf__perf_add(ctf__perf_slot *s, ctf__perf_key k, uint64_t x)
+{
+    if (!s) return;
+    uint64_t v = atomic_load_explicit(&s->v[k], memory_order_relaxed);
+    atomic_store_explicit(&s->v[k], v + x, memory_order_relaxed);
+}
+
+/* Adds the time since t0 (a ctf__now_ns reading) to key k. @return : the time now. */
+static inline uint64_t ctf__perf_since(ctf__perf_slot *s, ctf__perf_key k, uint64_t t0)
+{
+    const uint64_t t = ctf__now_ns();
+    ctf__perf_add(s, k, t - t0);
+    return t;
+}
+
 /*======================================================================
  * Number conversion (number.c)
  *====================================================================*/
@@ -511,6 +573,8 @@ typedef struct ctf__readbuf {
      * leaves rb->seqs empty. */
     void (*publish)(void *ctx, size_t c, ctf__seq *seqs, size_t cap);
     void *publish_ctx;
+    /* The loading thread's stage counters (NULL: none), set by the loader. */
+    ctf__perf_slot *perf;
 } ctf__readbuf;
 /* @return : rb's buffer with at least `need` bytes, or NULL (out of memory; rb is empty then). */
 char *ctf__readbuf_get(ctf__readbuf *rb, size_t need);
@@ -551,6 +615,9 @@ struct ctf__source {
     uint64_t dropped_sequences;        /* sequences dropped while opening (missing keys) */
     uint64_t keys_missing;             /* primary sequences a joined deserializer lacks */
     uint64_t keys_unmatched;           /* joined sequences whose key the primary lacks */
+    /* Indexing at open, every file's: time, bytes scanned (0 for an index from its cache),
+     * files whose index came from the index cache, files scanned while cache_index was on. */
+    uint64_t index_ns, index_bytes, index_cache_hits, index_cache_misses;
     /* Reads and parses chunk c into data holding every stream the source delivers, with
      * cd->chunk == c. Thread-safe; rb is the calling thread's buffer, pool may be NULL. */
     int (*load)(ctf__source *s, ctf__readbuf *rb, size_t c, ctf__bufpool *pool,
@@ -684,6 +751,9 @@ typedef enum ctf__seqs_how {
  * it. @return : 0 or CTF_ENOMEM. */
 int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t threads, size_t hold,
                        ctf__loader **out, ctf_error *err);
+/* Counts the loader's work into perf (threads + 1 slots: the caller's, then its threads'), from
+ * the next load on. */
+void ctf__loader_set_perf(ctf__loader *l, ctf__perf_slot *perf);
 #ifdef CTF_TESTING
 /* Test builds: chunks put on the loader's queue (not those a caller loaded itself at once). */
 extern atomic_long ctf__loader_queued;
@@ -811,6 +881,9 @@ typedef struct ctf__cache_cfg {
     uint64_t sweep_samples;      /* index samples in one sweep */
     uint64_t limit;              /* the timeline ends here (UINT64_MAX: never) */
     ctf_stats *stats;            /* kept current: chunks_loaded, *_resident and their peaks */
+    /* Stage counters, num_threads + 1 slots: the consumer's first, then one per loader
+     * thread (NULL: none counted). Must outlive the cache. */
+    ctf__perf_slot *perf;
 } ctf__cache_cfg;
 
 /* ctf__cache_create(pc, src, cfg, out, err): the cache and its loader (cfg->num_threads
