@@ -25,7 +25,8 @@ setup(
             sources=["python/ctfio/_ctfio.c", "python/ctfio/_buffer.c", "python/ctfio/_config.c",
                      "python/ctfio/_stats.c",
                      "python/ctfio/_provider.c", "python/ctfio/_tools.c"]
-            + sorted(glob.glob("lib/*.c")) + ["tools/ctfio.c", "tools/ctfio_convert.c"],
+            + sorted(glob.glob("lib/*.c")) + ["tools/ctfio.c", "tools/ctfio_convert.c",
+                                                 "tools/ctfio_stats.c"],
             depends=["include/ctfio.h", "python/ctfio/_buffer.h", "python/ctfio/_config.h",
                      "python/ctfio/_pyutil.h", "python/ctfio/_stats.h",
                      "python/ctfio/_provider.h", "python/ctfio/_tools.h", "tools/cli.h"]

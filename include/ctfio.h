@@ -164,6 +164,10 @@ typedef struct ctf_join_def {
 #define CTF_DEFAULT_CHUNK_SIZE_BYTES 33554432u
 #define CTF_DEFAULT_WINDOW_CHUNKS 128u
 
+/* Progress of a long operation: work done so far and the total, in bytes (indexing: see
+ * ctf_config.progress; conversion: ctf_convert_options.progress). A non-zero return cancels. */
+typedef int (*ctf_progress_fn)(void *user, uint64_t done, uint64_t total);
+
 /* The reader configuration. Fill it with ctf_config_init(), then set fields. Adding a field:
  * update ctf_config_init, the validation and the fingerprint in state.c, the BrainScript keys
  * in config.c, the CLI flags in tools/ctfio.c and the keyword parsing of the Python extension. */
@@ -201,6 +205,11 @@ typedef struct ctf_config {
                                        * 2 * num_threads + 2) */
     ctf_log_fn log;                   /* warning/info sink; NULL = no logging */
     void *log_user;                   /* passed to log */
+    /* Indexing a file by scanning it (no usable index cache) reports its progress here, on the
+     * calling thread: bytes scanned and bytes to scan, per file. A non-zero return cancels the
+     * open (CTF_EINVAL, "indexing cancelled"). NULL: none. Not part of the fingerprint. */
+    ctf_progress_fn progress;
+    void *progress_user;              /* passed to progress */
 } ctf_config;
 
 /* ctf_config_init(cfg):
@@ -553,9 +562,9 @@ typedef enum ctf_convert_format {
     CTF_CONVERT_CSV = 2,    /* delimited numeric columns, some of them labels */
 } ctf_convert_format;
 
-/* Progress: bytes of input processed so far (over all passes) and the total (file size times
- * the number of passes). A non-zero return cancels the conversion (CTF_EINVAL, "cancelled"). */
-typedef int (*ctf_progress_fn)(void *user, uint64_t done, uint64_t total);
+/* Progress (ctf_progress_fn, with the configuration): bytes of input processed so far (over all
+ * passes) and the total (file size times the number of passes). A non-zero return cancels the
+ * conversion (CTF_EINVAL, "cancelled"). */
 
 typedef struct ctf_convert_options {
     ctf_convert_format format;
