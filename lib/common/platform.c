@@ -5,7 +5,7 @@
  * platform.h-style wrappers in prefetch.c.
  */
 
-#include "ctfio_internal.h"
+#include "common/common.h"
 
 #include <errno.h>
 #include <fcntl.h>
