@@ -120,16 +120,17 @@ void ctf_perf_verdict(const ctf_perf *perf, size_t size, ctf_verdict *out)
     if (open_share >= 0.5) {
         out->stage = CTF_STAGE_OPEN;
         out->share = open_share;
-        if (p.index_cache_hits == 0 && p.index_bytes > 0)
+        /* The index cache only helps when scanning was most of the open. */
+        if (p.index_cache_hits == 0 && p.index_bytes > 0 && 2 * p.index_ns >= p.open_ns)
             snprintf(t, cap,
-                     "opening: %d%% of the time (indexing %.3f s of it); set cache_index so "
-                     "that later opens load the index instead of scanning the data",
-                     pct(open_share), (double)p.index_ns * 1e-9);
+                     "opening: %d%% of the time (indexing %.1f ms of %.1f ms); set cache_index "
+                     "so that later opens load the index instead of scanning the data",
+                     pct(open_share), (double)p.index_ns * 1e-6, (double)p.open_ns * 1e-6);
         else
             snprintf(t, cap,
-                     "opening: %d%% of the time (indexing %.3f s of it); the run is too short "
-                     "for the reading to matter",
-                     pct(open_share), (double)p.index_ns * 1e-9);
+                     "opening: %d%% of the time (indexing %.1f ms of %.1f ms); the run is too "
+                     "short for the reading to matter",
+                     pct(open_share), (double)p.index_ns * 1e-6, (double)p.open_ns * 1e-6);
         out->stage_name = stage_names[out->stage];
         return;
     }
