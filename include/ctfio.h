@@ -395,7 +395,8 @@ typedef struct ctf_perf {
                                * order and the sequence records it looks up */
     uint64_t cut_sequences;   /* sequences cut from the timeline (every worker's share) */
     uint64_t cut_samples;     /* index samples the timeline advanced */
-    uint64_t pack_ns;         /* copying the picked sequences into minibatches */
+    uint64_t pack_ns;         /* copying the picked sequences into minibatches (and the
+                               * request's last steps: dropping passed chunks, the look-ahead) */
     uint64_t pack_bytes;      /* bytes delivered: values, indices, offsets */
     uint64_t minibatches;
     /* Opening. */

@@ -45,12 +45,13 @@ struct ctf_reader {
     uint64_t suppressed_warnings;
 
     /* Stage counters (stats.c): num_threads + 1 slots, the consumer's first, in perf_mem
-     * (aligned to a cache line); the open's time; the consumer's clock between calls. */
+     * (aligned to a cache line); the open's time; the consumer's clock. */
     void *perf_mem;
     ctf__perf_slot *perf;
     size_t num_perf;
     uint64_t open_ns;
-    uint64_t first_next_ns, last_return_ns; /* 0: no call yet */
+    uint64_t last_return_ns;     /* when the last ctf_reader_next returned (0: no call yet) */
+    uint64_t pack_t0;            /* when this request's packing began (0: not yet) */
 
     ctf__pick *picks;            /* scratch for next() */
     size_t picks_cap;
