@@ -65,7 +65,12 @@ static const char usage_text[] =
     "  --truncation-length T        truncated BPTT: max(1, K div T) parallel slots, T samples each\n"
     "  --state          print the checkpoint state after each minibatch ('state {...}')\n"
     "  --restore STATE  start from a saved state (JSON text, or @FILE)\n"
-    "  --line           add the first line number to each sequence (file-order dump)\n";
+    "  --line           add the first line number to each sequence (file-order dump)\n"
+    "  --stats          at the end, where the time went: each stage's time and bytes, and the\n"
+    "                   stage that limits throughput (on stderr, 'stats: ...' lines)\n"
+    "\n"
+    "check, stats and index draw a progress line on stderr when it is a terminal and the\n"
+    "input is 32 MiB or more: --progress draws it always, --no-progress never.\n";
 
 static void usage_error(const char *fmt, const char *arg)
 {
@@ -95,7 +100,8 @@ typedef struct opts {
         *workers, *rank, *restore, *truncation;
     bool skip_ids, keep, frame, cache;
     uint64_t mb, count;
-    bool have_mb, have_count, print_state, with_line;
+    bool have_mb, have_count, print_state, with_line, print_stats;
+    int progress; /* 1 --progress, -1 --no-progress, 0 on a terminal for large inputs */
 } opts;
 
 static uint64_t parse_u64_arg(const char *name, const char *s)
@@ -190,6 +196,9 @@ static void parse_args(opts *o, int argc, char **argv)
         else if (!strcmp(a, "--state")) o->print_state = true;
         else if (!strcmp(a, "--restore")) o->restore = NEXT();
         else if (!strcmp(a, "--line")) o->with_line = true;
+        else if (!strcmp(a, "--stats")) o->print_stats = true;
+        else if (!strcmp(a, "--progress")) o->progress = 1;
+        else if (!strcmp(a, "--no-progress")) o->progress = -1;
         else if (a[0] != '-' && strchr(a, '=')) {
             if (o->num_overrides == MAX_OVERRIDES) usage_error("too many overrides (%s)", a);
             o->overrides[o->num_overrides++] = a;
@@ -311,8 +320,20 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
  * Commands
  *====================================================================*/
 
-/* Reads one sweep in file order; shared by check and stats. */
-static int read_all(ctf_config *cfg, ctf_reader **out)
+/* Bytes of every file the reader reads. */
+static uint64_t data_bytes(const ctf_reader *r)
+{
+    uint64_t total = 0;
+    for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
+        ctf_index_info info;
+        ctf_index_get_info(ctf_reader_file_index(r, f), &info);
+        total += info.file_size;
+    }
+    return total;
+}
+
+/* Reads one sweep in file order, with a progress line; shared by check and stats. */
+static int read_all(ctf_config *cfg, ctf_reader **out, int progress, const char *what)
 {
     ctf_error err;
     cfg->randomize = false;
@@ -328,13 +349,21 @@ static int read_all(ctf_config *cfg, ctf_reader **out)
         if (!cfg->streams[k].is_sparse) per_sample += cfg->streams[k].dim * (size_t)cfg->precision;
     uint64_t mb_samples = ((uint64_t)16 << 20) / per_sample;
     mb_samples = mb_samples < 1 ? 1 : mb_samples > (1u << 20) ? (1u << 20) : mb_samples;
+    ctfio_progress pl;
+    ctfio_progress_init(&pl, what, progress, data_bytes(*out));
+    const uint64_t total = ctf_reader_samples_per_sweep(*out);
     for (;;) {
         ctf_minibatch *mb;
         int rc = ctf_reader_next(*out, mb_samples, &mb);
-        if (rc) return die_error(ctf_reader_error(*out));
+        if (rc) {
+            ctfio_progress_end(&pl);
+            return die_error(ctf_reader_error(*out));
+        }
         if (!mb) break;
         ctf_minibatch_free(mb);
+        ctfio_progress_draw(&pl, ctf_reader_position(*out), total);
     }
+    ctfio_progress_end(&pl);
     return 0;
 }
 
@@ -401,10 +430,10 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
                st.keys_missing, st.keys_unmatched);
 }
 
-static int cmd_check(ctf_config *cfg)
+static int cmd_check(ctf_config *cfg, int progress)
 {
     ctf_reader *r = NULL;
-    int rc = read_all(cfg, &r);
+    int rc = read_all(cfg, &r, progress, "checking");
     if (r) {
         print_summary(cfg, r);
         printf("result: %s\n", rc ? "FAILED" : "ok");
@@ -452,10 +481,10 @@ static void print_length_histogram(const ctf_reader *r)
     }
 }
 
-static int cmd_stats(ctf_config *cfg)
+static int cmd_stats(ctf_config *cfg, int progress)
 {
     ctf_reader *r = NULL;
-    int rc = read_all(cfg, &r);
+    int rc = read_all(cfg, &r, progress, "reading");
     if (rc) {
         ctf_reader_free(r);
         return rc;
@@ -480,16 +509,22 @@ static int cmd_stats(ctf_config *cfg)
     return 0;
 }
 
-static int cmd_index(ctf_config *cfg)
+static int cmd_index(ctf_config *cfg, int progress)
 {
     ctf_error err;
     ctf_index *idx;
     char cpath[1100];
     cfg->cache_index = true;
+    ctfio_progress pl;
+    ctfio_progress_init(&pl, "indexing", progress, 0);
+    cfg->progress = ctfio_progress_fn;
+    cfg->progress_user = &pl;
     if (cfg->num_paths) {
         /* A corpus: every file's cache, through a reader (which expands the patterns). */
         ctf_reader *r;
-        if (ctf_reader_open(cfg, &r, &err)) return die_error(&err);
+        const int rc = ctf_reader_open(cfg, &r, &err);
+        ctfio_progress_end(&pl);
+        if (rc) return die_error(&err);
         ctf_index_info info, sum = {0};
         for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
             ctf_index_get_info(ctf_reader_file_index(r, f), &info);
@@ -507,7 +542,9 @@ static int cmd_index(ctf_config *cfg)
         ctf_reader_free(r);
         return 0;
     }
-    if (ctf_index_build(cfg, &idx, &err)) return die_error(&err);
+    const int rc = ctf_index_build(cfg, &idx, &err);
+    ctfio_progress_end(&pl);
+    if (rc) return die_error(&err);
     ctf_index_info info;
     ctf_index_get_info(idx, &info);
     printf("index cache: %s (%s)\n", ctf_index_cache_path(cfg->path, cpath, sizeof cpath),
@@ -615,6 +652,10 @@ static int cmd_dump(opts *o, ctf_config *cfg)
         ctf_minibatch_free(mb);
         if (o->print_state && (rc = print_state(r)) != 0) break;
     }
+    if (o->print_stats) {
+        fflush(stdout);
+        ctfio_cli_print_perf(stderr, r);
+    }
     ctf_reader_free(r);
     return rc;
 }
@@ -646,9 +687,9 @@ int main(int argc, char **argv)
         usage_error("unknown command '%s'", o.command);
     rc = build_config(&o, &cfg, &doc, &lc);
     if (!rc) {
-        if (!strcmp(o.command, "check")) rc = cmd_check(&cfg);
-        else if (!strcmp(o.command, "stats")) rc = cmd_stats(&cfg);
-        else if (!strcmp(o.command, "index")) rc = cmd_index(&cfg);
+        if (!strcmp(o.command, "check")) rc = cmd_check(&cfg, o.progress);
+        else if (!strcmp(o.command, "stats")) rc = cmd_stats(&cfg, o.progress);
+        else if (!strcmp(o.command, "index")) rc = cmd_index(&cfg, o.progress);
         else rc = cmd_dump(&o, &cfg);
     }
     ctf_bsconfig_free(doc);

@@ -570,6 +570,14 @@ static int scan_range(scan_state *st, int fd, uint64_t from, uint64_t size, ctf_
             if (rc) goto done;
             have += want;
             read_pos += want;
+            /* Only the caller's own scan reports (not a re-scan, not the parallel half). */
+            const ctf_config *cfg = st->cfg;
+            if (cfg && cfg->progress && !st->keep &&
+                cfg->progress(cfg->progress_user, read_pos - from, size - from)) {
+                rc = ctf__fail(err, CTF_EINVAL, (ctf__where){path, 0, 0, (int64_t)read_pos},
+                               "indexing cancelled");
+                goto done;
+            }
         }
         size_t start = 0;
         if (first) {

@@ -222,14 +222,18 @@ size_t ctf__load_block = CTF__LOAD_BLOCK;
 /* n bytes of file f at off into buf. A file that ends early says how many bytes the chunk still
  * expected (up to chunk_end), as one read of the whole chunk would. */
 static int read_at(corpus *k, size_t f, char *buf, size_t n, uint64_t off, uint64_t chunk_end,
-                   ctf_error *err)
+                   ctf__perf_slot *perf, ctf_error *err)
 {
     const char *path = k->files[f].idx->path;
     size_t slot;
+    const uint64_t t0 = ctf__now_ns();
     int fd = fd_acquire(k, f, &slot, err);
     if (fd < 0) return fd;
     int rc = ctf__file_pread(fd, path, buf, n, off, err);
     fd_release(k, slot, fd);
+    ctf__perf_since(perf, CTF__PERF_READ_NS, t0);
+    ctf__perf_add(perf, CTF__PERF_READ_BYTES, rc ? 0 : n);
+    ctf__perf_add(perf, CTF__PERF_READS, 1);
     if (rc == CTF_ECHANGED && err->offset >= 0 && (uint64_t)err->offset < chunk_end)
         rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){path, 0, 0, err->offset},
                        "file ended early (expected %zu more bytes): the file changed since it "
@@ -283,7 +287,7 @@ static int rescan_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *out
     bool scanning = true;
     for (;;) {
         const size_t want = (size_t)CTF_MIN((uint64_t)(blk - have), chunk_end - pos);
-        if ((rc = read_at(k, f, buf + have, want, pos, chunk_end, err))) break;
+        if ((rc = read_at(k, f, buf + have, want, pos, chunk_end, rb->perf, err))) break;
         have += want;
         pos += want;
         const bool last = pos == chunk_end;
@@ -379,7 +383,7 @@ static int load_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool
     int parse_rc = 0;
     for (;;) {
         const size_t want = (size_t)CTF_MIN((uint64_t)(blk - have), chunk_end - pos);
-        rc = read_at(k, f, buf + have, want, pos, chunk_end, err);
+        rc = read_at(k, f, buf + have, want, pos, chunk_end, rb->perf, err);
         if (rc) goto fail;
         if (pos == ch->offset - pre) first = buf[0];
         have += want;
@@ -387,10 +391,12 @@ static int load_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool
         const bool last = pos == chunk_end;
         if (last && have) last_byte = buf[have - 1];
         const char *rest = buf + scan_at;
+        uint64_t t = ctf__now_ns();
         if (scanning) {
             scanning = !ctf__rescan_block(scan, buf + scan_at, buf + have, base + scan_at, last,
                                           &rest);
             scan_at = (size_t)(rest - buf);
+            t = ctf__perf_since(rb->perf, CTF__PERF_RESCAN_NS, t);
         }
         const size_t kept = ctf__rescan_kept(scan);
         uint64_t open_at = 0;
@@ -402,6 +408,7 @@ static int load_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool
                 const ctf__seq *s = rb->seqs.p;
                 const uint64_t end = hi < kept ? s[hi].offset : open ? open_at : chunk_end;
                 parse_rc = ctf__parse_seqs(run, s, hi, end, buf, base, have, &perr);
+                ctf__perf_since(rb->perf, CTF__PERF_PARSE_NS, t);
                 parsed = hi;
                 parsing = !parse_rc && !ctf__parse_stopped(run) && parsed < ch->num_seqs;
             }
@@ -437,8 +444,13 @@ static int load_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool
         rb->publish(rb->publish_ctx, c, rb->seqs.p, rb->seqs.cap);
         rb->seqs = (ctf__seqbuf){0};
     }
+    const uint64_t t = ctf__now_ns();
     rc = ctf__parse_end(run, out, err);
-    if (!rc) (*out)->chunk = c;
+    ctf__perf_since(rb->perf, CTF__PERF_PARSE_NS, t);
+    if (!rc) {
+        (*out)->chunk = c;
+        ctf__perf_add(rb->perf, CTF__PERF_PARSE_BYTES, ch->size);
+    }
     return rc;
 fail:
     if (scan) {
@@ -523,9 +535,14 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
         fc.num_joins = 0;
         fc.joins = NULL;
         if (!(k->files[f].path = ctf__strdup(paths[f]))) goto oom;
+        const uint64_t t0 = ctf__now_ns();
         rc = ctf_index_build(&fc, &k->files[f].idx, err);
         if (rc) goto fail;
         const ctf_index *idx = k->files[f].idx;
+        k->src.index_ns += ctf__now_ns() - t0;
+        k->src.index_bytes += idx->from_cache ? 0 : idx->file.size;
+        k->src.index_cache_hits += idx->from_cache;
+        k->src.index_cache_misses += cfg->cache_index && !idx->from_cache;
         k->files[f].pc = *pc;
         k->files[f].pc.path = k->files[f].path;
         k->files[f].pc.line_mode = idx->line_mode;

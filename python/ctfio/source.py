@@ -720,8 +720,13 @@ class MinibatchSource:
     # -- ctfio extras -------------------------------------------------------------------------
 
     def stats(self):
-        """Counters: sequences, samples, errors, dropped samples/rows/sequences, residency."""
-        return self._reader.stats()
+        """Counters: sequences, samples, errors, dropped samples/rows/sequences, residency;
+        ``"perf"``: where the time goes, per stage (times in nanoseconds, bytes), with
+        ``["perf"]["verdict"]``, the stage that limits throughput (``stage``, its ``share`` of
+        the consumer's time, and a ``text`` saying what to change). docs/performance.md."""
+        s = self._reader.stats()
+        s["perf"] = self._reader.perf()
+        return s
 
     @property
     def files(self):
