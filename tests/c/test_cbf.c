@@ -4,7 +4,7 @@
  * value for value, at both precisions, in file order and randomized, over workers, threads and
  * a checkpoint restore; damaged files must be clear errors.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 #include "test_bytes.h"
 

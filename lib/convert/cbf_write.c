@@ -10,7 +10,7 @@
  * ctf2bin's sort). A sequence's length is the most samples any of its streams has (ctf2bin's).
  * The output goes to OUT.part, renamed over OUT when complete; it is never the input.
  */
-#include "ctfio_internal.h"
+#include "format/format.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -14,7 +14,7 @@
  * Every count is checked against the bytes that hold it before anything is read or allocated
  * by it: a truncated or damaged file is CTF_EPARSE naming the byte, never a crash.
  */
-#include "ctfio_internal.h"
+#include "format/format.h"
 
 #define CBF_MAGIC 0x636e746b5f62696eull
 #define CBF_VERSION 1u
