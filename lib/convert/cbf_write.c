@@ -283,12 +283,24 @@ int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_si
         c.paths = NULL;
         c.num_paths = 0;
     }
-    int rc = ctf_config_validate(&c, err);
-    if (rc) return rc;
-    for (size_t k = 0; k < c.num_streams; k++)
-        if (c.streams[k].dim > UINT32_MAX || strlen(c.streams[k].name) > 4096)
-            return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "input.%s: too large for CBF",
-                             c.streams[k].name);
+    int rc;
+    /* The streams' own checks (this layer does not call the configuration's validator). */
+    if (!c.path || !c.path[0] || !c.streams || !c.num_streams ||
+        c.num_streams > CTF_MAX_STREAMS)
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "ctf_cbf_write: an input file and 1 to "
+                         "%d streams are required", CTF_MAX_STREAMS);
+    for (size_t k = 0; k < c.num_streams; k++) {
+        const ctf_stream_def *d = &c.streams[k];
+        if (!d->name || !d->name[0] || strlen(d->name) > 4096)
+            return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "streams[%zu]: a name of 1 to 4096 "
+                             "bytes is required", k);
+        if (d->dim == 0 || d->dim > (d->is_sparse ? CTF_MAX_SPARSE_DIM : CTF_MAX_DENSE_DIM))
+            return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "input.%s.dim: %zu is out of range",
+                             d->name, d->dim);
+        for (size_t j = 0; j < k; j++)
+            if (!strcmp(c.streams[j].name, d->name))
+                return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "input.%s: named twice", d->name);
+    }
     ctf__file_id in_id, out_id;
     if ((rc = ctf__file_stat(c.path, &in_id, err))) return rc;
     struct stat a, b;
