@@ -378,3 +378,60 @@ TEST(cbf_damaged_files)
     ASSERT(strstr(e.message, "version 2"));
     ctf_cbf_streams_free(fs, nfs);
 }
+
+/* CNTK's configuration forms of the binary reader: readerType = "CNTKBinaryReader" (streams
+ * renamed by `original`) and a CNTKBinaryFormatDeserializer, with every stream of the file when
+ * input is left out. */
+TEST(cbf_configuration_files)
+{
+    char ctf[256], cbf[256];
+    ASSERT_EQ(make_pair(30, 21, 1 << 20, CTF_FLOAT32, ctf, cbf, "cfg"), 0);
+    char text[1024];
+    snprintf(text, sizeof text,
+             "train = [ reader = [ readerType = \"CNTKBinaryReader\"; file = \"%s\"; "
+             "randomize = false; input = [ labels = [ original = \"b\" ]; a = [] ] ] ]\n", cbf);
+    ctf_bsconfig *doc;
+    ctf_error e;
+    ASSERT_EQ(ctf_bsconfig_parse(text, strlen(text), "t.cntk", NULL, NULL, 0, &doc, &e), 0);
+    ctf_config c;
+    ctf_config_init(&c);
+    ASSERT_EQ(ctf_bsconfig_apply(doc, &c, &e), 0);
+    ASSERT_EQ(c.num_streams, 2);
+    ASSERT_STR_EQ(c.streams[0].name, "labels");
+    ASSERT_STR_EQ(c.streams[0].alias, "b");
+    c.max_sweeps = 1;
+    bytes v1 = {0}, v2 = {0};
+    ASSERT_EQ(read_values(&c, 100, &v1, NULL), 30);
+    ctf_bsconfig_free(doc);
+    /* The text twin with the streams in the same order. */
+    const ctf_stream_def swapped[2] = {ctf_streams[1], ctf_streams[0]};
+    ctf_config t;
+    base_cfg(&t, ctf, swapped, 2, CTF_FLOAT32);
+    ASSERT_EQ(read_values(&t, 100, &v2, NULL), 30);
+    ASSERT(b_eq(&v1, &v2));
+    snprintf(text, sizeof text,
+             "r = [ reader = [ deserializers = ( [ type = \"CNTKBinaryFormatDeserializer\"; "
+             "file = \"%s\" ] ); randomize = false ] ]\n", cbf);
+    ASSERT_EQ(ctf_bsconfig_parse(text, strlen(text), "t.cntk", NULL, NULL, 0, &doc, &e), 0);
+    ctf_config_init(&c);
+    ASSERT_EQ(ctf_bsconfig_apply(doc, &c, &e), 0);
+    ASSERT_EQ(c.num_streams, 0);
+    c.max_sweeps = 1;
+    ctf_reader *r;
+    ASSERT_EQ(ctf_reader_open(&c, &r, &e), 0);
+    ctf_minibatch *mb;
+    ASSERT_EQ(ctf_reader_next(r, 1000, &mb), 0);
+    ASSERT_EQ(ctf_minibatch_num_streams(mb), 2);
+    ctf_minibatch_free(mb);
+    ctf_reader_free(r);
+    ctf_bsconfig_free(doc);
+    /* The text reader's parameters stay refused for other reader types. */
+    snprintf(text, sizeof text, "r = [ reader = [ readerType = \"HTKMLFReader\"; file = \"x\" ] ]");
+    ASSERT_EQ(ctf_bsconfig_parse(text, strlen(text), "t.cntk", NULL, NULL, 0, &doc, &e), 0);
+    ctf_config_init(&c);
+    ASSERT_EQ(ctf_bsconfig_apply(doc, &c, &e), CTF_EINVAL);
+    ASSERT(strstr(e.message, "CNTKBinaryReader"));
+    ctf_bsconfig_free(doc);
+    b_free(&v1);
+    b_free(&v2);
+}
