@@ -34,14 +34,14 @@ def run_ctf2bin(ctf, header_lines, out, chunk_size, precision):
         sys.argv = argv
 
 
-def sample_text(rng, n, with_sparse=True, digits=9):
+def sample_text(rng, n, with_sparse=True, digits=9, empty=True):
     lines = []
     for s in range(n):
         for t in range(int(rng.integers(1, 4))):
             vals = " ".join("%.*g" % (digits, v) for v in rng.normal(0, 1e3, 3))
             line = "%d |f %s" % (100 + s, vals)
             if with_sparse and (t == 0 or rng.random() < 0.5):
-                idx = rng.permutation(40)[:int(rng.integers(0, 5))]
+                idx = rng.permutation(40)[:int(rng.integers(0 if empty else 1, 5))]
                 line += " |l " + " ".join("%d:%.*g" % (i, digits, rng.normal()) for i in idx)
             lines.append(line)
     return "\n".join(lines) + "\n"
@@ -53,7 +53,9 @@ def test_one_chunk_is_byte_identical_to_ctf2bin(tmp_path, precision, sparse):
     rng = np.random.default_rng(7 if sparse else 8)
     ctf = str(tmp_path / "in.ctf")
     with open(ctf, "w") as f:
-        f.write(sample_text(rng, 60, sparse, digits=17))
+        # ctf2bin skips a sparse sample without entries ("|l" and nothing after it), where
+        # the text reader (CNTK's too) delivers an empty sample: the reference avoids them.
+        f.write(sample_text(rng, 60, sparse, digits=17, empty=False))
     header = ["features f dense 3"] + (["labels l sparse 40"] if sparse else [])
     ref = str(tmp_path / "ref.bin")
     run_ctf2bin(ctf, header, ref, 1 << 30, precision)
