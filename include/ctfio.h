@@ -348,6 +348,42 @@ char *ctf_index_cache_path(const char *data_path, char *buf, size_t cap);
 void ctf_index_free(ctf_index *idx);
 
 /*======================================================================
+ * CNTK's binary format (CBF; docs/cbf.md)
+ *
+ * A reader opens a CBF file (written by CNTK's ctf2bin.py or `ctfio convert cbf`) wherever it
+ * opens a CTF file: the file is recognised by its magic number. Its streams are found by alias
+ * (else name) among the file's; kind and dimension must match the file's, and the precision its
+ * element type. A sequence's key is its number in the file.
+ *====================================================================*/
+
+/* ctf_cbf_streams(path, streams, num_streams, precision, err):
+ * The streams a CBF file holds, in file order (name, dim, is_sparse; alias NULL), and the
+ * precision of its first stream (precision may be NULL). Free with ctf_cbf_streams_free.
+ * @return : 0, or CTF_EPARSE (not a valid CBF file), CTF_EIO, CTF_ENOMEM. */
+int ctf_cbf_streams(const char *path, ctf_stream_def **streams, size_t *num_streams,
+                    ctf_precision *precision, ctf_error *err);
+void ctf_cbf_streams_free(ctf_stream_def *streams, size_t num_streams);
+
+typedef struct ctf_cbf_write_result {
+    uint64_t sequences;      /* sequences written */
+    uint64_t samples;        /* their lengths' sum (a sequence: its longest stream) */
+    uint64_t nonzeros;       /* sparse entries written */
+    uint64_t chunks;         /* CBF chunks written */
+    uint64_t bytes_written;  /* the output's size */
+} ctf_cbf_write_result;
+
+/* ctf_cbf_write(cfg, out_path, chunk_size, precision, result, err):
+ * Writes the CTF file cfg describes (path, or paths with one file; streams; skipSequenceIds,
+ * frameMode) as the CBF file out_path: the streams under their names, in cfg's order, values
+ * stored at `precision`, chunks of about chunk_size bytes (each closed once it holds that
+ * much). The sequences and values are those a reader of cfg delivers; input with an error is
+ * refused (its first error). Written to OUT.part and renamed; out_path must not be the input.
+ * result may be NULL. @return : 0, CTF_EINVAL, CTF_EIO, CTF_EPARSE, CTF_ELIMIT, CTF_ENOMEM,
+ * CTF_ECHANGED (the input changed meanwhile). */
+int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_size,
+                  ctf_precision precision, ctf_cbf_write_result *result, ctf_error *err);
+
+/*======================================================================
  * Reader
  *====================================================================*/
 

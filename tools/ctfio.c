@@ -311,8 +311,27 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
     cfg->log_user = lc;
     if (!cfg->path && !cfg->num_paths)
         usage_error("no data file: give --config FILE or --file PATH%s", "");
-    if (!cfg->num_streams) usage_error("no inputs: give --config FILE or --input NAME:DIM:FORMAT%s", "");
-    if (ctf_config_validate(cfg, &err)) return die_error(&err);
+    if (!cfg->num_streams) {
+        /* A CBF file names its streams: without --input every stream of the file is read. */
+        static ctf_stream_def *file_streams;
+        size_t n = 0;
+        const char *first = cfg->num_paths ? cfg->paths[0] : cfg->path;
+        ctf_error e;
+        if (ctf_cbf_streams(first, &file_streams, &n, &cfg->precision, &e) == 0) {
+            cfg->streams = file_streams; /* kept until the command exits */
+            cfg->num_streams = n;
+            if (o->precision) cfg->precision = !strcmp(o->precision, "double") ? CTF_FLOAT64
+                                                                              : CTF_FLOAT32;
+        } else if (strstr(e.message, "magic number is missing") || e.code == CTF_EIO) {
+            usage_error("no inputs: give --config FILE or --input NAME:DIM:FORMAT%s", "");
+        } else {
+            return die_error(&e);
+        }
+    }
+    /* A CBF stream of dim 0 takes the file's: the reader completes and checks it. */
+    bool complete = true;
+    for (size_t k = 0; k < cfg->num_streams; k++) complete &= cfg->streams[k].dim != 0;
+    if (complete && ctf_config_validate(cfg, &err)) return die_error(&err);
     return 0;
 }
 
@@ -660,6 +679,57 @@ static int cmd_dump(opts *o, ctf_config *cfg)
     return rc;
 }
 
+/* `ctfio convert cbf IN OUT [--input ... | --config FILE [--section S]] [--chunk-size BYTES]
+ * [--precision float|double]`: the input is described as for reading; --chunk-size and
+ * --precision are the output's. */
+static int convert_cbf(int argc, char **argv)
+{
+    if (argc < 5 || argv[3][0] == '-' || argv[4][0] == '-') {
+        fprintf(stderr, "usage: ctfio convert cbf IN.ctf OUT.bin (--input NAME:DIM:FORMAT[:ALIAS] "
+                        "... | --config FILE [--section S]) [--chunk-size BYTES] "
+                        "[--precision float|double]\n");
+        return 2;
+    }
+    const char *in = argv[3], *out = argv[4];
+    char **args = malloc((size_t)(argc + 2) * sizeof *args);
+    if (!args) return 1;
+    int n = 0;
+    args[n++] = argv[0];
+    args[n++] = "convert";
+    for (int i = 5; i < argc; i++) args[n++] = argv[i];
+    opts o;
+    parse_args(&o, n, args);
+    free(args);
+    const char *chunk = o.chunk_size, *prec = o.precision;
+    o.chunk_size = NULL;
+    o.precision = NULL;
+    if (!o.config_file) o.files[o.num_files++] = in;
+    ctf_config cfg;
+    ctf_bsconfig *doc = NULL;
+    log_counts lc = {0};
+    int rc = build_config(&o, &cfg, &doc, &lc);
+    if (!rc && o.config_file) {
+        cfg.path = in; /* IN replaces the configuration's file */
+        cfg.paths = NULL;
+        cfg.num_paths = 0;
+    }
+    uint64_t chunk_bytes = chunk ? parse_u64_arg("--chunk-size", chunk) : (uint64_t)32 << 20;
+    ctf_precision p = CTF_FLOAT32;
+    if (prec && !strcmp(prec, "double")) p = CTF_FLOAT64;
+    else if (prec && strcmp(prec, "float")) usage_error("--precision: float or double (got '%s')",
+                                                       prec);
+    ctf_cbf_write_result res;
+    ctf_error err;
+    if (!rc && ctf_cbf_write(&cfg, out, chunk_bytes, p, &res, &err)) rc = die_error(&err);
+    if (!rc)
+        printf("wrote %s: %" PRIu64 " sequences, %" PRIu64 " samples, %" PRIu64 " chunks, %"
+               PRIu64 " bytes\n", out, res.sequences, res.samples, res.chunks,
+               res.bytes_written);
+    ctf_bsconfig_free(doc);
+    for (size_t i = 0; i < o.num_streams; i++) free(o.stream_specs[i]);
+    return rc ? 1 : 0;
+}
+
 #ifdef CTF_TESTING
 int ctf__parse_set_variant(const char *name); /* lib/format/format.h, test builds only */
 #endif
@@ -676,6 +746,8 @@ int main(int argc, char **argv)
         return 2;
     }
 #endif
+    if (argc > 2 && !strcmp(argv[1], "convert") && !strcmp(argv[2], "cbf"))
+        return convert_cbf(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "convert")) return ctfio_cli_convert(argc - 1, argv + 1);
     parse_args(&o, argc, argv);
     ctf_config cfg;

@@ -1231,6 +1231,7 @@ int ctf__index_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf
                           ctf_error *err)
 {
     const ctf__chunk *ch = &idx->chunks[c];
+    if (idx->cbf) return ctf__cbf_chunk_seqs(idx, c, bytes, out, err);
     if (out->cap < ch->num_seqs &&
         ctf__grow((void **)&out->p, &out->cap, ch->num_seqs, sizeof *out->p))
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
@@ -1287,6 +1288,25 @@ int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
     idx->one->chunk = SIZE_MAX;
     rc = ctf__file_stat(idx->path, &idx->file, err);
     if (rc) goto fail;
+    {
+        /* A CBF file (its magic number) is indexed by its own header: no scan, no cache. */
+        int fd = ctf__file_open(idx->path, err);
+        if (fd < 0) {
+            rc = fd;
+            goto fail;
+        }
+        bool cbf = false;
+        rc = ctf__cbf_sniff(fd, idx->path, idx->file.size, &cbf, err);
+        if (!rc && cbf) rc = ctf__cbf_index(idx, cfg, fd, err);
+        ctf__file_close(fd);
+        if (rc) goto fail;
+        if (cbf) {
+            idx->chunk_size_bytes = cfg->chunk_size_bytes;
+            opts_free(&o);
+            *out = idx;
+            return 0;
+        }
+    }
 
     scan_state st;
     memset(&st, 0, sizeof st);
@@ -1399,6 +1419,7 @@ void ctf_index_free(ctf_index *idx)
     if (!idx) return;
     CTF_FREE(idx->path);
     CTF_FREE(idx->chunks);
+    ctf__cbf_free(idx->cbf);
     if (idx->opts) {
         opts_free(idx->opts);
         CTF_FREE(idx->opts);

@@ -303,7 +303,83 @@ static void warn_few_chunks(ctf_reader *r)
     reader_log(r, CTF_SEV_WARNING, &e);
 }
 
+/* A CBF file names its streams: with none configured the reader delivers every stream of the
+ * (first) file, and a stream of dim 0 takes the file's dimension and kind. *own (to free, with
+ * *file) holds the completed streams when cfg needs them, and *use the configuration to open. */
+static int cbf_streams(const ctf_config *cfg, ctf_config *use, ctf_stream_def **own,
+                       ctf_stream_def **file, size_t *nfile, ctf_error *err)
+{
+    *use = *cfg;
+    *own = *file = NULL;
+    *nfile = 0;
+    bool needs = cfg->num_streams == 0 || !cfg->streams;
+    for (size_t k = 0; !needs && k < cfg->num_streams; k++) needs = cfg->streams[k].dim == 0;
+    const char *path = cfg->num_paths && cfg->paths ? cfg->paths[0] : cfg->path;
+    if (!needs || !path || !path[0]) return 0;
+    char **list = NULL;
+    size_t len = 0;
+    if (cfg->num_paths) {
+        int rc = ctf__expand_paths(cfg->paths, 1, &list, &len, err);
+        if (rc) return rc;
+        path = list[0];
+    }
+    ctf__file_id id;
+    bool is_cbf = false;
+    int rc = ctf__file_stat(path, &id, err);
+    int fd = rc ? rc : ctf__file_open(path, err);
+    if (fd >= 0) {
+        rc = ctf__cbf_sniff(fd, path, id.size, &is_cbf, err);
+        ctf__file_close(fd);
+    } else {
+        rc = fd;
+    }
+    if (!rc && is_cbf) rc = ctf_cbf_streams(path, file, nfile, NULL, err);
+    ctf__free_paths(list, len);
+    if (rc || !is_cbf) return rc == CTF_ENOMEM ? rc : 0; /* the usual checks will say more */
+    const size_t n = cfg->num_streams ? cfg->num_streams : *nfile;
+    if (!(*own = CTF_CALLOC(n, sizeof **own)))
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    for (size_t k = 0; k < n; k++) {
+        if (!cfg->num_streams) {
+            (*own)[k] = (*file)[k];
+            continue;
+        }
+        ctf_stream_def d = cfg->streams[k];
+        const char *want = d.alias && d.alias[0] ? d.alias : d.name;
+        for (size_t j = 0; d.dim == 0 && want && j < *nfile; j++)
+            if (!strcmp((*file)[j].name, want)) {
+                d.dim = (*file)[j].dim;
+                d.is_sparse = (*file)[j].is_sparse;
+            }
+        if (d.dim == 0)
+            return ctf__fail(err, CTF_EINVAL, (ctf__where){path, 0, 0, -1},
+                             "input.%s: the CBF file has no stream '%s'", d.name ? d.name : "",
+                             want ? want : "");
+        (*own)[k] = d;
+    }
+    use->streams = *own;
+    use->num_streams = n;
+    return 0;
+}
+
+static int reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err);
+
 int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
+{
+    if (!out) return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "ctf_reader_open: out is NULL");
+    *out = NULL;
+    if (!cfg) return ctf_config_validate(cfg, err);
+    ctf_config use;
+    ctf_stream_def *own, *file;
+    size_t nfile;
+    int rc = cbf_streams(cfg, &use, &own, &file, &nfile, err);
+    if (!rc) rc = reader_open(&use, out, err);
+    CTF_FREE(own);
+    ctf_cbf_streams_free(file, nfile);
+    return rc;
+}
+
+static int reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
 {
     *out = NULL;
     /* The joins are checked by open.c, which knows their files. */

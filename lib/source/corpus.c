@@ -305,6 +305,46 @@ static int rescan_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *out
     return ctf__rescan_end(scan, err);
 }
 
+/* A CBF chunk's records: its sequence lengths, the chunk's first bytes. */
+static int cbf_chunk_seqs(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *out,
+                          ctf_error *err)
+{
+    const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
+    const ctf_index *idx = k->files[f].idx;
+    const ctf__chunk *ch = &idx->chunks[lc];
+    const size_t nb = ch->num_seqs * 4;
+    char *buf = ctf__readbuf_get(rb, nb);
+    if (!buf)
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         lc, idx->path);
+    int rc = read_at(k, f, buf, nb, ch->offset, ch->offset + ch->size, err);
+    return rc ? rc : ctf__index_chunk_seqs(idx, lc, buf, out, err);
+}
+
+/* A CBF chunk: read whole (its size is checked against the header at open), then decoded. */
+static int cbf_load(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool,
+                    ctf__chunk_data **out, ctf_error *err)
+{
+    const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
+    const ctf__source_file *file = &k->files[f];
+    const ctf_index *idx = file->idx;
+    const ctf__chunk *ch = &idx->chunks[lc];
+    char *buf = ctf__readbuf_get(rb, ch->size ? (size_t)ch->size : 1);
+    if (!buf)
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         lc, idx->path);
+    int rc = read_at(k, f, buf, (size_t)ch->size, ch->offset, ch->offset + ch->size, err);
+    if (rc) return rc;
+    rc = ctf__cbf_decode(&file->pc, idx, lc, buf, pool, &rb->seqs, out, err);
+    if (rc) return rc;
+    (*out)->chunk = c;
+    if (rb->publish) {
+        rb->publish(rb->publish_ctx, c, rb->seqs.p, rb->seqs.cap);
+        rb->seqs = (ctf__seqbuf){0};
+    }
+    return 0;
+}
+
 int ctf__corpus_chunk_seqs(ctf__source *src, size_t c, ctf__readbuf *rb, ctf__seqbuf *out,
                            ctf_error *err)
 {
@@ -316,6 +356,7 @@ int ctf__corpus_chunk_seqs(ctf__source *src, size_t c, ctf__readbuf *rb, ctf__se
         ctf__grow((void **)&out->p, &out->cap, ch->num_seqs, sizeof *out->p))
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
                          lc, idx->path);
+    if (idx->cbf) return cbf_chunk_seqs(k, c, rb, out, err);
     if (ctf__index_chunk_seqs_cached(idx, lc, out)) return 0;
     return rescan_blocks(k, c, rb, out, err);
 }
@@ -476,6 +517,7 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
                          "the data file changed on disk since it was indexed (size %llu -> "
                          "%llu bytes, or a new modification time); reopen the reader",
                          (unsigned long long)idx->file.size, (unsigned long long)now.size);
+    if (idx->cbf) return cbf_load(k, c, rb, pool, out, err);
     return load_blocks(k, c, rb, pool, out, err);
 }
 

@@ -235,3 +235,18 @@ def convert_file(
     labels: Optional[str] = None,
     progress: Optional[Callable[[int, int], Any]] = None,
 ) -> Tuple[bool, Union[Dict[str, Any], _ConvertError]]: ...
+
+# A CBF file's streams: (True, [(name, dim, is_sparse, "float" | "double"), ...]) or the error.
+def cbf_streams(
+    path: _Path,
+) -> Tuple[bool, Union[List[Tuple[str, int, bool, str]], _ConvertError]]: ...
+
+# ctf_cbf_write: the CTF file (path, streams as for Reader) as the CBF file dst.
+def cbf_write(
+    path: Any,
+    streams: Any,
+    dst: _Path,
+    chunk_size: int,
+    precision: Literal["float", "double"],
+    skip_sequence_ids: bool = False,
+) -> Tuple[bool, Union[Dict[str, Any], _ConvertError]]: ...
