@@ -317,7 +317,7 @@ static int cbf_chunk_seqs(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *ou
     if (!buf)
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
                          lc, idx->path);
-    int rc = read_at(k, f, buf, nb, ch->offset, ch->offset + ch->size, err);
+    int rc = read_at(k, f, buf, nb, ch->offset, ch->offset + ch->size, rb->perf, err);
     return rc ? rc : ctf__index_chunk_seqs(idx, lc, buf, out, err);
 }
 
@@ -333,10 +333,13 @@ static int cbf_load(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool,
     if (!buf)
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
                          lc, idx->path);
-    int rc = read_at(k, f, buf, (size_t)ch->size, ch->offset, ch->offset + ch->size, err);
+    int rc = read_at(k, f, buf, (size_t)ch->size, ch->offset, ch->offset + ch->size, rb->perf, err);
     if (rc) return rc;
+    const uint64_t t = ctf__now_ns();
     rc = ctf__cbf_decode(&file->pc, idx, lc, buf, pool, &rb->seqs, out, err);
+    ctf__perf_since(rb->perf, CTF__PERF_PARSE_NS, t);
     if (rc) return rc;
+    ctf__perf_add(rb->perf, CTF__PERF_PARSE_BYTES, ch->size);
     (*out)->chunk = c;
     if (rb->publish) {
         rb->publish(rb->publish_ctx, c, rb->seqs.p, rb->seqs.cap);
