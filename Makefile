@@ -65,14 +65,15 @@ $(P)/lib/%.o: lib/%.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 -c $< -o $@
 
+# The archive is made anew: `ar rcs` on an old one would keep members whose sources are gone.
 $(B)/libctfio.a: $(LIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 $(T)/libctfio.a: $(TLIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 $(S)/libctfio.a: $(SLIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 $(P)/libctfio.a: $(PLIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 $(P)/ctfio: $(CLI_SRC) $(CLI_HDR) $(P)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 $(CLI_SRC) $(P)/libctfio.a -o $@ $(LDLIBS)
 $(P)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(P)/libctfio.a $(B)/libctfio.a $(LIB_HDR)
