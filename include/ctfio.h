@@ -387,7 +387,8 @@ typedef struct ctf_cbf_write_result {
  * frameMode) as the CBF file out_path: the streams under their names, in cfg's order, values
  * stored at `precision`, chunks of about chunk_size bytes (each closed once it holds that
  * much). The sequences and values are those a reader of cfg delivers; input with an error is
- * refused (its first error). Written to OUT.part and renamed; out_path must not be the input.
+ * refused (its first error). Written to a temporary file of its own next to OUT and renamed
+ * (as ctf_convert_file); out_path must not be the input.
  * result may be NULL. @return : 0, CTF_EINVAL, CTF_EIO, CTF_EPARSE, CTF_ELIMIT, CTF_ENOMEM,
  * CTF_ECHANGED (the input changed meanwhile). */
 int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_size,

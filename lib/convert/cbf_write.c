@@ -8,13 +8,15 @@
  * chunk holds chunk_size bytes; then the chunk is written (its lengths, then stream after
  * stream) and the next begins. Sparse entries are sorted by index within a sample (stably, as
  * ctf2bin's sort). A sequence's length is the most samples any of its streams has (ctf2bin's).
- * The output goes to OUT.part, renamed over OUT when complete; it is never the input.
+ * The output goes to a temporary file of its own next to OUT (convert.h), renamed over OUT when
+ * complete; it is never the input.
  */
-#include "format/format.h"
+#include "convert/convert.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define CBF_MAGIC 0x636e746b5f62696eull
 
@@ -303,11 +305,6 @@ int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_si
     }
     ctf__file_id in_id, out_id;
     if ((rc = ctf__file_stat(c.path, &in_id, err))) return rc;
-    struct stat a, b;
-    if (stat(c.path, &a) == 0 && stat(out_path, &b) == 0 && a.st_dev == b.st_dev &&
-        a.st_ino == b.st_ino)
-        return ctf__fail(err, CTF_EINVAL, (ctf__where){out_path, 0, 0, -1},
-                         "the output is the input file: choose another output path");
     ctf_index *idx = NULL;
     if ((rc = ctf_index_build(&c, &idx, err))) return rc;
     if (idx->cbf) {
@@ -315,21 +312,13 @@ int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_si
         return ctf__fail(err, CTF_EINVAL, (ctf__where){c.path, 0, 0, -1},
                          "the input is a CBF file already");
     }
-    const size_t plen = strlen(out_path);
-    char *tmp = CTF_MALLOC(plen + 6);
     writer w = {.cfg = &c, .prec = precision, .chunk_size = chunk_size, .res = result};
-    if (!tmp) {
-        ctf_index_free(idx);
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
-    }
-    memcpy(tmp, out_path, plen);
-    memcpy(tmp + plen, ".part", 6);
-    w.tmp = tmp;
-    w.out = fopen(tmp, "wb");
-    if (!w.out) {
-        rc = ctf__fail(err, CTF_EIO, (ctf__where){tmp, 0, 0, -1}, "cannot create %s: %s", tmp,
-                       strerror(errno));
-    } else {
+    /* A temporary file of its own next to the output, the input refused as the output. */
+    ctf__out_file of = {0};
+    rc = ctf__out_open(&of, c.path, -1, out_path, err);
+    if (!rc) {
+        w.out = of.f;
+        w.tmp = of.tmp ? of.tmp : out_path;
         bytes head = {0};
         rc = put64(&head, CBF_MAGIC) || put32(&head, 1)
                  ? ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory")
@@ -338,17 +327,18 @@ int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_si
         if (!rc) rc = convert_chunks(&w, idx, err);
         if (!rc) rc = flush_chunk(&w, err);
         if (!rc) rc = write_header(&w, err);
+        of.f = NULL;
         if (fclose(w.out) != 0 && !rc)
-            rc = ctf__fail(err, CTF_EIO, (ctf__where){tmp, 0, 0, -1}, "write error on %s: %s",
-                           tmp, strerror(errno));
+            rc = ctf__fail(err, CTF_EIO, (ctf__where){w.tmp, 0, 0, -1}, "write error on %s: %s",
+                           w.tmp, strerror(errno));
         if (!rc && ctf__file_stat(c.path, &out_id, err) == 0 &&
             (out_id.size != in_id.size || out_id.mtime_ns != in_id.mtime_ns))
             rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){c.path, 0, 0, -1},
                            "the input changed while it was converted");
-        if (!rc && rename(tmp, out_path) != 0)
+        if (!rc && of.tmp && rename(of.tmp, of.final) != 0)
             rc = ctf__fail(err, CTF_EIO, (ctf__where){out_path, 0, 0, -1},
-                           "cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
-        if (rc) remove(tmp);
+                           "cannot rename %s to %s: %s", of.tmp, of.final, strerror(errno));
+        if (rc && of.tmp) unlink(of.tmp);
     }
     result->chunks = w.chunks;
     result->bytes_written = w.pos;
@@ -356,7 +346,7 @@ int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_si
     CTF_FREE(w.table.p);
     CTF_FREE(w.pairs);
     for (size_t k = 0; k < CTF_MAX_STREAMS; k++) CTF_FREE(w.st[k].p);
-    CTF_FREE(tmp);
+    ctf__out_free(&of);
     ctf_index_free(idx);
     return rc;
 }

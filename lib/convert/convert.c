@@ -9,7 +9,7 @@
  * pass when the dimension or the index base is to be inferred; CSV never does. Nothing here
  * prints: progress goes to the caller's callback, problems to the error record.
  */
-#include "common/common.h"
+#include "convert/convert.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -682,19 +682,7 @@ static int convert_csv(conv *c)
  * The output file
  *====================================================================*/
 
-/* The output is written to a temporary file of its own, created exclusively (O_EXCL: never a
- * file that exists, O_NOFOLLOW: never through a link planted at its name) next to the file it
- * replaces, and renamed over it only when complete. So a failed or cancelled conversion leaves
- * the old output as it was, two conversions to one output never mix (the last rename wins, whole),
- * and no file but the named output is ever written or removed -- a file that happens to be named
- * like a temporary one (a browser's "OUT.part") included. */
-typedef struct out_file {
-    FILE *f;
-    char *tmp;                 /* the temporary file; NULL when written in place */
-    char *final;               /* what tmp is renamed to: the output, or the file its link names */
-} out_file;
-
-static void out_free(out_file *o)
+void ctf__out_free(ctf__out_file *o)
 {
     if (o->f) fclose(o->f);
     CTF_FREE(o->tmp);
@@ -709,7 +697,7 @@ static int out_fail(ctf_error *err, const char *out_path, const char *fmt, const
 }
 
 /* A name no other process picks: the pid, the clock and a counter, retried on a collision. */
-static int out_create_tmp(out_file *o, ctf_error *err, const char *out_path)
+static int out_create_tmp(ctf__out_file *o, ctf_error *err, const char *out_path)
 {
     static _Atomic unsigned long counter;
     size_t n = strlen(o->final) + 48;
@@ -738,11 +726,11 @@ static int out_create_tmp(out_file *o, ctf_error *err, const char *out_path)
                     "every name tried exists");
 }
 
-static int out_open(out_file *o, const char *in_path, int in_fd, const char *out_path,
-                    ctf_error *err)
+int ctf__out_open(ctf__out_file *o, const char *in_path, int in_fd, const char *out_path,
+                  ctf_error *err)
 {
     struct stat in_st, st, lst;
-    if (fstat(in_fd, &in_st) != 0)
+    if ((in_fd >= 0 ? fstat(in_fd, &in_st) : stat(in_path, &in_st)) != 0)
         return out_fail(err, in_path, "cannot stat %s: %s", in_path, strerror(errno));
     bool exists = stat(out_path, &st) == 0;
     if (!exists && errno != ENOENT)
@@ -803,7 +791,7 @@ int ctf_convert_file(const char *in_path, const char *out_path, const ctf_conver
         return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
                          "convert: stream names must differ and hold no blank, '|' or ':' "
                          "('%s', '%s')", c.fname, c.lname);
-    out_file o = {0};
+    ctf__out_file o = {0};
     ctf__file_id id;
     int rc = ctf__file_stat(in_path, &id, err);
     if (rc) return rc;
@@ -815,7 +803,7 @@ int ctf_convert_file(const char *in_path, const char *out_path, const ctf_conver
         rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory (output buffer)");
         goto done;
     }
-    if ((rc = out_open(&o, in_path, fileno(c.in.f), out_path, err))) goto done;
+    if ((rc = ctf__out_open(&o, in_path, fileno(c.in.f), out_path, err))) goto done;
     c.out = o.f;
     setvbuf(c.out, c.outbuf, _IOFBF, CONV_BLOCK);
     rc = opt->format == CTF_CONVERT_LIBSVM ? convert_libsvm(&c) : convert_csv(&c);
@@ -836,7 +824,7 @@ int ctf_convert_file(const char *in_path, const char *out_path, const ctf_conver
     if (rc && o.tmp) unlink(o.tmp);
 done:
     lines_close(&c.in);
-    out_free(&o);
+    ctf__out_free(&o);
     CTF_FREE(c.outbuf);
     return rc;
 }

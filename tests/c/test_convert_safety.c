@@ -330,3 +330,30 @@ TEST(convert_refuses_indices_and_dims_past_int32)
     ASSERT_EQ(ctf_convert_file(test_write_str("i32d.svm", "1 1:1\n"), out, &o, &r, &e), CTF_EINVAL);
     ASSERT_STR_CONTAINS(e.message, "classes");
 }
+
+TEST(cbf_write_shares_the_output_rules)
+{
+    static const ctf_stream_def xs[] = {{.name = "x", .dim = 1}};
+    const char *in = test_write_str("cbfin.ctf", "1 |x 1\n2 |x 2\n");
+    ctf_config c;
+    ctf_config_init(&c);
+    c.path = in;
+    c.streams = xs;
+    c.num_streams = 1;
+    c.num_threads = 0;
+    ctf_error e;
+    char lnk[600], out[600], planted[700];
+    path_in_tmp(lnk, sizeof lnk, "cbfin_link.ctf");
+    unlink(lnk);
+    ASSERT(symlink(in, lnk) == 0);
+    ASSERT_EQ(ctf_cbf_write(&c, lnk, 1 << 20, CTF_FLOAT32, NULL, &e), CTF_EINVAL);
+    ASSERT(file_is(in, "1 |x 1\n2 |x 2\n"));
+    const char *victim = test_write_str("cbf_victim.txt", "mine\n");
+    path_in_tmp(out, sizeof out, "cbfout.bin");
+    snprintf(planted, sizeof planted, "%s.part", out);
+    unlink(planted);
+    ASSERT(symlink(victim, planted) == 0);
+    ASSERT_OK(ctf_cbf_write(&c, out, 1 << 20, CTF_FLOAT32, NULL, &e), &e);
+    ASSERT(file_is(victim, "mine\n"));
+    ASSERT_EQ(leftovers("cbfout.bin.part."), 0);
+}
