@@ -31,6 +31,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <strings.h>
 #include <unistd.h>
@@ -66,10 +67,41 @@ static const char *stream_alias(const ctf_stream_def *s)
 
 #define BAD(...) ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, __VA_ARGS__)
 
+/* A mix takes its data from its parts only; their streams are checked when they open. */
+static int validate_mix(const ctf_config *cfg, ctf_error *err)
+{
+    if (!cfg->mix) return BAD("config.mix: NULL with num_mix %zu", cfg->num_mix);
+    if (cfg->num_mix > CTF_MAX_MIX_PARTS)
+        return BAD("config.mix: at most %d parts (got %zu)", CTF_MAX_MIX_PARTS, cfg->num_mix);
+    if ((cfg->path && cfg->path[0]) || cfg->num_paths || cfg->num_joins)
+        return BAD("config.mix: a mix reads its parts' data; leave config.path, paths and joins "
+                   "unset");
+    bool any = false;
+    for (size_t p = 0; p < cfg->num_mix; p++) {
+        const ctf_mix_part *mp = &cfg->mix[p];
+        if (!mp->num_paths || !mp->paths)
+            return BAD("config.mix[%zu].paths: at least one file is required", p);
+        for (size_t i = 0; i < mp->num_paths; i++)
+            if (!mp->paths[i] || !mp->paths[i][0])
+                return BAD("config.mix[%zu].paths[%zu]: must be a non-empty path", p, i);
+        if (!isfinite(mp->weight) || mp->weight < 0)
+            return BAD("config.mix[%zu].weight: must be a finite number >= 0 (got %g)", p,
+                       mp->weight);
+        if (mp->streams && !mp->num_streams)
+            return BAD("config.mix[%zu].streams: at least one stream, or NULL for the mix's", p);
+        any |= mp->weight > 0;
+    }
+    if (!any) return BAD("config.mix: at least one part needs a weight > 0 (all are 0)");
+    return 0;
+}
+
 int ctf_config_validate(const ctf_config *cfg, ctf_error *err)
 {
     if (!cfg) return BAD("config: NULL configuration");
-    if (cfg->num_paths) {
+    if (cfg->num_mix) {
+        int rc = validate_mix(cfg, err);
+        if (rc) return rc;
+    } else if (cfg->num_paths) {
         if (!cfg->paths) return BAD("config.paths: NULL with num_paths %zu", cfg->num_paths);
         for (size_t i = 0; i < cfg->num_paths; i++)
             if (!cfg->paths[i] || !cfg->paths[i][0])
