@@ -444,6 +444,22 @@ static PyObject *joins_list(const ctf_config *c)
     return l;
 }
 
+/* A mix's parts: [(paths, streams or None, skip_sequence_ids, weight), ...] */
+static PyObject *mix_list(const ctf_config *c)
+{
+    PyObject *l = PyList_New((Py_ssize_t)c->num_mix);
+    for (size_t i = 0; l && i < c->num_mix; i++) {
+        const ctf_mix_part *m = &c->mix[i];
+        PyObject *t = Py_BuildValue("(NNNd)", paths_list(m->paths, m->num_paths),
+                                    m->streams ? streams_list(m->streams, m->num_streams)
+                                               : Py_NewRef(Py_None),
+                                    PyBool_FromLong(m->skip_sequence_ids), m->weight);
+        if (!t) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, (Py_ssize_t)i, t);
+    }
+    return l;
+}
+
 PyObject *ctf_py_config_dict(const ctf_config *c)
 {
     PyObject *d = PyDict_New(), *streams = NULL;
@@ -454,6 +470,7 @@ PyObject *ctf_py_config_dict(const ctf_config *c)
     /* Only present when used, so that the dict stays Reader keyword arguments otherwise. */
     if (c->num_paths) rc = rc ? rc : dict_put(d, "paths", paths_list(c->paths, c->num_paths));
     if (c->num_joins) rc = rc ? rc : dict_put(d, "joins", joins_list(c));
+    if (c->num_mix) rc = rc ? rc : dict_put(d, "mix", mix_list(c));
 #define PUT(key, value) rc = rc ? rc : dict_put(d, key, value)
     PUT("precision", PyUnicode_FromString(c->precision == CTF_FLOAT64 ? "double" : "float"));
     PUT("randomize", PyBool_FromLong(c->randomize));

@@ -841,6 +841,14 @@ class MinibatchSource:
         else:
             args["randomization_window_in_chunks"] = c["randomization_window"]
         args.update(kwargs)
+        if c.get("mix"):
+            # The mix form: every part a deserializer of its own, with the mix's streams unless
+            # it names its own (aliases).
+            parts = [CTFDeserializer(m_paths if len(m_paths) > 1 else m_paths[0],
+                                     stream_defs(m_streams) if m_streams else streams,
+                                     skip_sequence_ids=m_skip)
+                     for m_paths, m_streams, m_skip, _w in c["mix"]]
+            return cls(Mix(parts, [w for *_rest, w in c["mix"]]), **args)
         primary = CTFDeserializer(files, streams)
         return cls([primary] + joined if joined else primary, **args)
 

@@ -573,3 +573,73 @@ TEST(mix_refuses_bad_configurations)
     ASSERT_STR_CONTAINS(e.message, "mix part 1");
     mixset_free(&m);
 }
+
+/*======================================================================
+ * The configuration language
+ *====================================================================*/
+
+TEST(mix_configuration_form)
+{
+    mixset m;
+    mixset_make(&m, "cfgform");
+    char text[2048];
+    snprintf(text, sizeof text,
+             "reader = {\n"
+             "    randomizationWindow = 3 ; randomizationSeed = 7 ; chunkSizeInBytes = 150\n"
+             "    input = { x = { dim = 2 ; format = \"dense\" }\n"
+             "              y = { dim = 10 ; format = \"sparse\" } }\n"
+             "    mix = ( { file = \"%s\" ; weight = 0.5 }\n"
+             "          : { file = \"%s\" ; weight = 0.3 }\n"
+             "          : { file = \"%s\" ; weight = 0.2 ;\n"
+             "              input = { x = { dim = 2 ; format = \"dense\" }\n"
+             "                        y = { dim = 10 ; format = \"sparse\" } } } )\n"
+             "}\n",
+             m.path[0], m.path[1], m.path[2]);
+    ctf_bsconfig *doc;
+    ctf_error e;
+    ASSERT_OK(ctf_bsconfig_parse(text, strlen(text), "mix.cntk", NULL, NULL, 0, &doc, &e), &e);
+    ctf_config fromdoc;
+    ctf_config_init(&fromdoc);
+    fromdoc.num_threads = 2;
+    ASSERT_OK(ctf_bsconfig_apply(doc, &fromdoc, &e), &e);
+    ASSERT_EQ(fromdoc.num_mix, 3);
+    ASSERT_DBL_EQ(fromdoc.mix[1].weight, 0.3);
+    ASSERT(fromdoc.mix[2].streams != NULL);
+    ctf_config c;
+    const double w[3] = {0.5, 0.3, 0.2};
+    mix_cfg(&c, &m, 3, w);
+    c.max_samples = 400;
+    fromdoc.max_samples = 400;
+    bytes x = {0}, y = {0};
+    ctf_reader *ra = mopen(&fromdoc), *rb = mopen(&c);
+    ASSERT(ra && rb);
+    ASSERT(mread(ra, 16, &x, 100000, true) > 0);
+    ASSERT(mread(rb, 16, &y, 100000, true) > 0);
+    ASSERT(b_eq(&x, &y));
+    ctf_reader_free(ra);
+    ctf_reader_free(rb);
+    ctf_bsconfig_free(doc);
+
+    /* file next to mix, and a part without a weight, are refused with their line. */
+    const char *bad[] = {
+        "reader = { file = \"a.ctf\" ; input = { x = { dim = 2 ; format = \"dense\" } }\n"
+        "  mix = ( { file = \"a.ctf\" ; weight = 1 } ) }\n",
+        "reader = { input = { x = { dim = 2 ; format = \"dense\" } }\n"
+        "  mix = ( { file = \"a.ctf\" } ) }\n",
+        "reader = { input = { x = { dim = 2 ; format = \"dense\" } }\n"
+        "  mix = ( { file = \"a.ctf\" ; weight = 1 ; wieght = 2 } ) }\n"};
+    const char *want[] = {"file: a mix reads its parts' files", "mix[0]: missing the required "
+                          "parameter 'weight'", "unknown parameter 'wieght'"};
+    for (size_t i = 0; i < 3; i++) {
+        ASSERT_OK(ctf_bsconfig_parse(bad[i], strlen(bad[i]), "bad.cntk", NULL, NULL, 0, &doc, &e),
+                  &e);
+        ctf_config_init(&fromdoc);
+        ASSERT_EQ(ctf_bsconfig_apply(doc, &fromdoc, &e), CTF_EINVAL);
+        ASSERT_STR_CONTAINS(e.message, want[i]);
+        ASSERT(e.line > 0);
+        ctf_bsconfig_free(doc);
+    }
+    b_free(&x);
+    b_free(&y);
+    mixset_free(&m);
+}
