@@ -670,7 +670,7 @@ class MinibatchSource:
             # The mix's streams are every stream of its first part (primary, then joins); each
             # part names its own primary's streams (aliases) and joins.
             parts = []
-            for i, (part, weight) in enumerate(zip(mixed["parts"], mixed["weights"])):
+            for part, weight in zip(mixed["parts"], mixed["weights"]):
                 primary = part[0]
                 pj = [(j["file"] if isinstance(j["file"], list) else [j["file"]],
                        stream_tuples(j, False),
