@@ -313,7 +313,7 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
 {
     *out = NULL;
     if (cfg && cfg->num_mix) return ctf__mix_open(cfg, out, err);
-    /* The joins are checked by source.c, which knows their files. */
+    /* The joins are checked by open.c, which knows their files. */
     int rc = ctf_config_validate(cfg, err);
     if (!rc) rc = ctf__joins_validate(cfg, err);
     if (rc) return rc;
