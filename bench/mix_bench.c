@@ -1,12 +1,13 @@
 /*
  * bench/mix_bench.c -- the cost of mixing: reads the same samples from one file (ALL) and from a
  * mix of its two halves (A, B; ALL is A then B), weighted by their sizes in samples so that both
- * parts end their sweep together. Each run reads one sweep's samples in minibatches of K; runs
- * alternate one / mix; prints the median wall and process CPU seconds of each and their ratios
+ * parts end their sweep together. Each run reads SWEEPS sweeps' samples (the steady state of a
+ * training run: no limit, so nothing is cut short) in minibatches of K; runs alternate one / mix;
+ * prints the median wall and process CPU seconds per million samples of each and their ratios
  * (one ÷ mix: the mix's throughput relative to the single file). bench/mix.sh drives it.
  *
  *   cc -O2 -Iinclude bench/mix_bench.c build/libctfio.a -lm -pthread -o build/mix_bench
- *   build/mix_bench ALL A B DIM K RUNS THREADS
+ *   build/mix_bench ALL A B DIM K RUNS THREADS CHUNK_BYTES SWEEPS
  */
 #include "ctfio.h"
 
@@ -55,7 +56,7 @@ static uint64_t samples_of(const char *path, const ctf_stream_def *s)
     return info.samples;
 }
 
-/* Reads `total` samples in minibatches of k; returns wall and CPU seconds. */
+/* Reads `total` samples in minibatches of k; returns wall and CPU seconds per million. */
 static void run(const ctf_config *c, uint64_t total, uint64_t k, double *wall, double *cpus)
 {
     ctf_reader *r;
@@ -76,14 +77,14 @@ static void run(const ctf_config *c, uint64_t total, uint64_t k, double *wall, d
         ctf_minibatch_free(mb);
     }
     ctf_reader_free(r);
-    *wall = now() - t0;
-    *cpus = cpu() - c0;
+    *wall = (now() - t0) * 1e6 / (double)got;
+    *cpus = (cpu() - c0) * 1e6 / (double)got;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 8) {
-        fprintf(stderr, "usage: mix_bench ALL A B DIM K RUNS THREADS\n");
+    if (argc != 10) {
+        fprintf(stderr, "usage: mix_bench ALL A B DIM K RUNS THREADS CHUNK_BYTES SWEEPS\n");
         return 2;
     }
     const ctf_stream_def s[1] = {{.name = "x", .dim = (size_t)atol(argv[4])}};
@@ -105,15 +106,17 @@ int main(int argc, char **argv)
     one.streams = s;
     one.num_streams = 1;
     one.num_threads = (size_t)atol(argv[7]);
+    one.chunk_size_bytes = strtoull(argv[8], NULL, 10);
+    const uint64_t want = total * strtoull(argv[9], NULL, 10);
     mix = one;
     mix.path = NULL;
     mix.mix = parts;
     mix.num_mix = 2;
     double w1[64], c1[64], w2[64], c2[64], d;
-    run(&one, total, k, &d, &d); /* warm the page cache */
+    run(&one, want, k, &d, &d); /* warm the page cache */
     for (int i = 0; i < runs; i++) {
-        run(&one, total, k, &w1[i], &c1[i]);
-        run(&mix, total, k, &w2[i], &c2[i]);
+        run(&one, want, k, &w1[i], &c1[i]);
+        run(&mix, want, k, &w2[i], &c2[i]);
     }
     qsort(w1, (size_t)runs, sizeof *w1, cmp);
     qsort(c1, (size_t)runs, sizeof *c1, cmp);
@@ -122,6 +125,6 @@ int main(int argc, char **argv)
     const int m = runs / 2;
     printf("{\"samples\": %llu, \"one_wall\": %.4f, \"mix_wall\": %.4f, \"one_cpu\": %.4f, "
            "\"mix_cpu\": %.4f, \"ratio_wall\": %.3f, \"ratio_cpu\": %.3f}\n",
-           (unsigned long long)total, w1[m], w2[m], c1[m], c2[m], w1[m] / w2[m], c1[m] / c2[m]);
+           (unsigned long long)want, w1[m], w2[m], c1[m], c2[m], w1[m] / w2[m], c1[m] / c2[m]);
     return 0;
 }

@@ -290,9 +290,10 @@ int ctf__mix_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         r->dead = 1;
         return rc;
     }
-    for (size_t p = 0; p < P; p++)
-        if (m->parts[p]->cut_n) ctf__reader_cut_done(m->parts[p]);
+    /* At the end of the mix no part reads on: nothing is loaded ahead for a next sweep. */
     r->ended = at_end(r);
+    for (size_t p = 0; p < P; p++)
+        if (m->parts[p]->cut_n) ctf__reader_cut_done(m->parts[p], !r->ended);
     return 0;
 }
 

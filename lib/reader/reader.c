@@ -564,10 +564,10 @@ int ctf__reader_cut_peek(ctf_reader *r, uint64_t left, bool walk, uint64_t *samp
 int ctf__reader_cut_take(ctf_reader *r) { return cut_take(r); }
 void ctf__reader_cut_close(ctf_reader *r) { ctf__sweepgen_release(r->gen, r->cur_slot); }
 int ctf__reader_cut_pick(ctf_reader *r, size_t *np) { return cut_pick(r, np); }
-void ctf__reader_cut_done(ctf_reader *r)
+void ctf__reader_cut_done(ctf_reader *r, bool more)
 {
     ctf__cache_evict_passed(r->cache);
-    schedule_prefetch(r);
+    if (more) schedule_prefetch(r);
     ctf__cache_update_stats(r->cache);
 }
 

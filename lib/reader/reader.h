@@ -87,14 +87,14 @@ typedef struct ctf__mix {
 
 /* The cut, one sequence at a time (reader.c), for the mix: begin; peek (1: *samples holds the
  * next sequence's index samples, 0: the limit) and take while it fits; close; pick this
- * worker's share (r->picks, cut[i].pick); done (evict, prefetch) after the minibatch is
- * packed. `walk`: only lengths are wanted (a seek), nothing is loaded. */
+ * worker's share (r->picks, cut[i].pick); done (evict, and prefetch when `more` is to be read)
+ * after the minibatch is packed. `walk`: only lengths are wanted (a seek), nothing is loaded. */
 void ctf__reader_cut_begin(ctf_reader *r);
 int ctf__reader_cut_peek(ctf_reader *r, uint64_t left, bool walk, uint64_t *samples);
 int ctf__reader_cut_take(ctf_reader *r);
 void ctf__reader_cut_close(ctf_reader *r);
 int ctf__reader_cut_pick(ctf_reader *r, size_t *np);
-void ctf__reader_cut_done(ctf_reader *r);
+void ctf__reader_cut_done(ctf_reader *r, bool more);
 
 /* Copies cfg into r (streams, names, the first path), as ctf_reader_open does. */
 int ctf__reader_copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err);
