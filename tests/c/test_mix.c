@@ -7,7 +7,6 @@
  * Part p's keys are p * 10000 + i, so a delivered key names its part; runs that must agree are
  * compared as byte strings of the delivered sequences (test_bytes.h).
  */
-#include "ctfio_internal.h"
 #include "test.h"
 #include "test_bytes.h"
 
