@@ -225,6 +225,45 @@ def test_cli_mix(tmp_path):
     assert keys == [0, 10000, 1, 10001, 2, 10002]
 
 
+def test_torch_dataset_epochs_and_resume(tmp_path):
+    torch = pytest.importorskip("torch")
+    import ctfio.torch as ct
+    paths = write_parts(tmp_path, [20, 9], [3, 2])
+
+    def factory():
+        return open_mix(paths, [2, 1], num_threads=0)
+
+    def keys(batches):
+        return [b["_keys"].tolist() for b in batches]
+
+    def run(ds, epochs):
+        return [b for _ in range(epochs) for b in ds]
+
+    full = run(ct.CTFIterableDataset(factory, 10, with_keys=True), 2)
+    # an epoch of FULL_DATA_SWEEP is one sweep of the mix: every key of both parts at least once
+    first_epoch, seen, n = [], set(), 0
+    for b in full:
+        seen.update(b["_keys"].tolist())
+        n += 1
+        if seen >= set(range(20)) | set(range(10000, 10009)):
+            break
+    assert n < len(full)
+    a = ct.CTFIterableDataset(factory, 10, with_keys=True)
+    head = []
+    for i, b in enumerate(a):
+        head.append(b)
+        if i == 4:
+            break
+    state = json.loads(json.dumps(a.state_dict()))
+    assert "mix_positions" in state["source"]
+    b = ct.CTFIterableDataset(factory, 10, with_keys=True)
+    b.load_state_dict(state)
+    rest = [x for _ in range(2) for x in b]
+    assert keys(head + rest) == keys(full)
+    for x, y in zip(head + rest, full):
+        assert torch.equal(x["x"], y["x"])
+
+
 # ---------------------------------------------------------------------------------------------
 # Properties
 # ---------------------------------------------------------------------------------------------
