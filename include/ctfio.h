@@ -11,7 +11,8 @@
  * (its ctf_index, with its own index cache); a corpus (ctf_config.paths: files and glob
  * patterns) is several files read as one data set, one timeline over all of them; further
  * deserializers (ctf_config.joins) add streams looked up by sequence key. Randomization, the
- * timeline, workers, checkpoints and the memory bound are the same for all of them. Over a
+ * timeline, workers, checkpoints and the memory bound are the same for all of them. A mix
+ * (ctf_config.mix) interleaves several such data sets on one timeline by weight. Over a
  * corpus a key identifies a sequence within its file: ctf_minibatch_files() names the file
  * (docs/design.md, "The deserializer seam").
  *
