@@ -67,7 +67,7 @@ static int part_failed(ctf_reader *r, size_t p, int rc)
  * Open and free
  *====================================================================*/
 
-void ctf__mix_free(ctf__mix *m)
+static void mix_free(ctf__mix *m)
 {
     if (!m) return;
     for (size_t p = 0; p < m->num_parts; p++)
@@ -144,7 +144,10 @@ static uint64_t mix_hash(const ctf_config *cfg)
     return h ? h : 1;
 }
 
-int ctf__mix_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
+static const ctf__mix_ops mix_ops;
+
+/* A mix: its own configuration copy and packing, its parts opened as readers of one source. */
+static int mix_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
 {
     int rc = ctf_config_validate(cfg, err);
     if (rc) return rc;
@@ -164,6 +167,7 @@ int ctf__mix_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
                              .frame_mode = cfg->frame_mode, .trace_level = cfg->trace_level};
     ctf__mix *m = r->mix = CTF_CALLOC(1, sizeof *m);
     const size_t np = cfg->num_mix;
+    if (m) m->ops = &mix_ops; /* from here on, freeing the reader frees the mix */
     if (!m || !(m->parts = CTF_CALLOC(np, sizeof *m->parts)) ||
         !(m->weights = CTF_CALLOC(np, sizeof *m->weights)) ||
         !(m->file_base = CTF_CALLOC(np, sizeof *m->file_base)) ||
@@ -175,7 +179,7 @@ int ctf__mix_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     for (size_t p = 0; p < np; p++) {
         const ctf_config pc = part_config(cfg, p);
         m->weights[p] = cfg->mix[p].weight;
-        rc = ctf_reader_open(&pc, &m->parts[p], err);
+        rc = ctf__reader_open_source(&pc, &m->parts[p], err);
         if (rc) {
             if (err) {
                 char msg[CTF_ERROR_MSG_MAX];
@@ -215,10 +219,23 @@ fail:
  * next()
  *====================================================================*/
 
-int ctf__mix_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
+static int mix_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
 {
     ctf__mix *m = r->mix;
     const size_t P = m->num_parts;
+    /* As for one source: a request spanning more sweeps of all the data than anyone means is
+     * refused rather than built until memory runs out. */
+    uint64_t all = 0;
+    for (size_t p = 0; p < P; p++)
+        if (m->weights[p] > 0) all += m->parts[p]->sweep_samples;
+    const uint64_t take = CTF_MIN(num_samples, r->limit - CTF_MIN(r->position, r->limit));
+    if (take / all > CTF_MAX_MB_SWEEPS)
+        return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
+                         "num_samples: a minibatch of %llu samples would span more than %u "
+                         "sweeps of the mix's data (%llu samples over its weighted parts); use "
+                         "a smaller minibatch",
+                         (unsigned long long)num_samples, CTF_MAX_MB_SWEEPS,
+                         (unsigned long long)all);
     for (size_t p = 0; p < P; p++) {
         ctf__reader_cut_begin(m->parts[p]);
         m->next_pick[p] = 0;
@@ -301,7 +318,7 @@ int ctf__mix_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
  * Position, workers, files, counters
  *====================================================================*/
 
-int ctf__mix_set_positions(ctf_reader *r, const uint64_t *positions)
+static int mix_set_positions(ctf_reader *r, const uint64_t *positions)
 {
     ctf__mix *m = r->mix;
     uint64_t sum = 0;
@@ -351,7 +368,7 @@ static int walk_next(ctf_reader *q, walker *w, uint64_t *len)
 
 /* The choice replayed from the start of the timeline up to the first sequence boundary at or
  * after `position`: O(sequences before it). A checkpoint restores without it. */
-int ctf__mix_seek(ctf_reader *r, uint64_t position)
+static int mix_seek(ctf_reader *r, uint64_t position)
 {
     ctf__mix *m = r->mix;
     uint64_t taken[CTF_MAX_MIX_PARTS] = {0};
@@ -370,10 +387,10 @@ int ctf__mix_seek(ctf_reader *r, uint64_t position)
     }
     for (size_t i = 0; i < m->num_parts; i++) ctf__sweepgen_free(w[i].g);
     if (rc) return part_failed(r, p, rc);
-    return ctf__mix_set_positions(r, taken);
+    return mix_set_positions(r, taken);
 }
 
-int ctf__mix_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
+static int mix_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
 {
     ctf__mix *m = r->mix;
     for (size_t p = 0; p < m->num_parts; p++) {
@@ -396,19 +413,19 @@ static const ctf_reader *file_part(const ctf_reader *r, size_t *i)
     return m->parts[p];
 }
 
-const char *ctf__mix_file_path(const ctf_reader *r, size_t i)
+static const char *mix_file_path(const ctf_reader *r, size_t i)
 {
     const ctf_reader *q = file_part(r, &i);
     return q ? ctf_reader_file_path(q, i) : NULL;
 }
 
-const ctf_index *ctf__mix_file_index(const ctf_reader *r, size_t i)
+static const ctf_index *mix_file_index(const ctf_reader *r, size_t i)
 {
     const ctf_reader *q = file_part(r, &i);
     return q ? ctf_reader_file_index(q, i) : NULL;
 }
 
-void ctf__mix_stats(const ctf_reader *r, ctf_stats *st)
+static void mix_stats(const ctf_reader *r, ctf_stats *st)
 {
     const ctf__mix *m = r->mix;
     memset(st, 0, sizeof *st);
@@ -434,4 +451,21 @@ void ctf__mix_stats(const ctf_reader *r, ctf_stats *st)
             st->streams[k].dropped_samples += s.streams[k].dropped_samples;
         }
     }
+}
+
+static const ctf__mix_ops mix_ops = {mix_free,   mix_next,       mix_seek,      mix_set_worker,
+                                     mix_stats,  mix_file_path,  mix_file_index,
+                                     mix_set_positions};
+
+/*======================================================================
+ * The public open: a mix, or one source (reader.c)
+ *====================================================================*/
+
+int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
+{
+    if (cfg && cfg->num_mix) {
+        *out = NULL;
+        return mix_open(cfg, out, err);
+    }
+    return ctf__reader_open_source(cfg, out, err);
 }

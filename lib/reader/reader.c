@@ -261,7 +261,7 @@ static int get_chunk(ctf_reader *r, size_t c, const ctf__chunk_data **out)
 void ctf_reader_free(ctf_reader *r)
 {
     if (!r) return;
-    ctf__mix_free(r->mix);
+    if (r->mix) r->mix->ops->free(r->mix);
     ctf__mb_pool_close(r->mb_pool);
     ctf__cache_free(r->cache);
     CTF_FREE(r->committed);
@@ -309,10 +309,9 @@ static void warn_few_chunks(ctf_reader *r)
     reader_log(r, CTF_SEV_WARNING, &e);
 }
 
-int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
+int ctf__reader_open_source(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
 {
     *out = NULL;
-    if (cfg && cfg->num_mix) return ctf__mix_open(cfg, out, err);
     /* The joins are checked by open.c, which knows their files. */
     int rc = ctf_config_validate(cfg, err);
     if (!rc) rc = ctf__joins_validate(cfg, err);
@@ -747,7 +746,7 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
                          num_samples < want ? " (truncation_length)" : "", CTF_MAX_MB_SWEEPS,
                          r->path, (unsigned long long)r->sweep_samples);
     if (r->cfg.truncation_length) return bptt_next(r, num_samples, out);
-    if (r->mix) return ctf__mix_next(r, num_samples, out);
+    if (r->mix) return r->mix->ops->next(r, num_samples, out);
 
     /* 1. Cut the global minibatch from the timeline. */
     uint64_t total = 0;
@@ -790,7 +789,7 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
         return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
                          "position: must be <= %" PRIu64 " (got %" PRIu64 ")",
                          (uint64_t)CTF_MAX_POSITION, position);
-    if (r->mix) return ctf__mix_seek(r, position);
+    if (r->mix) return r->mix->ops->seek(r, position);
     uint64_t k = position / r->sweep_samples;
     uint64_t within = position - k * r->sweep_samples;
     /* A fresh generator for sweep k (the current one may have released earlier slots). */
@@ -841,20 +840,20 @@ size_t ctf_reader_num_files(const ctf_reader *r)
 
 const char *ctf_reader_file_path(const ctf_reader *r, size_t i)
 {
-    if (r->mix) return ctf__mix_file_path(r, i);
+    if (r->mix) return r->mix->ops->file_path(r, i);
     return i < r->src->num_files ? r->src->files[i].path : NULL;
 }
 
 const ctf_index *ctf_reader_file_index(const ctf_reader *r, size_t i)
 {
-    if (r->mix) return ctf__mix_file_index(r, i);
+    if (r->mix) return r->mix->ops->file_index(r, i);
     return i < r->src->num_files ? r->src->files[i].idx : NULL;
 }
 
 void ctf_reader_get_stats(const ctf_reader *r, ctf_stats *stats)
 {
     if (r->mix)
-        ctf__mix_stats(r, stats);
+        r->mix->ops->stats(r, stats);
     else
         *stats = r->stats;
 }
@@ -866,7 +865,7 @@ int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
                          "worker_rank: must be < num_workers (got rank %zu of %zu)", rank,
                          num_workers);
     if (num_workers == r->num_workers && rank == r->rank) return 0;
-    if (r->mix) return ctf__mix_set_worker(r, num_workers, rank);
+    if (r->mix) return r->mix->ops->set_worker(r, num_workers, rank);
     const bool changed = num_workers != r->num_workers;
     r->num_workers = num_workers;
     r->rank = rank;

@@ -73,6 +73,7 @@ typedef struct bptt_slot {
  * its cfg, streams, pc, position, limit, error record and minibatch pool are its own; the
  * parts hold the data, the caches and the threads. */
 typedef struct ctf__mix {
+    const struct ctf__mix_ops *ops; /* mix.c's functions */
     size_t num_parts;
     ctf_reader **parts;
     double *weights;
@@ -99,17 +100,23 @@ void ctf__reader_cut_done(ctf_reader *r, bool more);
 /* Copies cfg into r (streams, names, the first path), as ctf_reader_open does. */
 int ctf__reader_copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err);
 
-/* mix.c: the mix reader's versions of the public calls (the public ones hand over to these). */
-int ctf__mix_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err);
-void ctf__mix_free(ctf__mix *m);
-int ctf__mix_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out);
-int ctf__mix_seek(ctf_reader *r, uint64_t position);
-int ctf__mix_set_worker(ctf_reader *r, size_t num_workers, size_t rank);
-void ctf__mix_stats(const ctf_reader *r, ctf_stats *stats);
-const char *ctf__mix_file_path(const ctf_reader *r, size_t i);
-const ctf_index *ctf__mix_file_index(const ctf_reader *r, size_t i);
-/* Moves every part to the given positions (a restore): the mix's position is their sum. */
-int ctf__mix_set_positions(ctf_reader *r, const uint64_t *positions);
+/* The calls a mix reader hands over to mix.c: installed there, so that reader.c and state.c,
+ * which mix.c builds on, name no symbol of it (the files' calls form no cycle). */
+typedef struct ctf__mix_ops {
+    void (*free)(ctf__mix *m);
+    int (*next)(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out);
+    int (*seek)(ctf_reader *r, uint64_t position);
+    int (*set_worker)(ctf_reader *r, size_t num_workers, size_t rank);
+    void (*stats)(const ctf_reader *r, ctf_stats *stats);
+    const char *(*file_path)(const ctf_reader *r, size_t i);
+    const ctf_index *(*file_index)(const ctf_reader *r, size_t i);
+    /* Moves every part to the given positions (a restore): the mix's position is their sum. */
+    int (*set_positions)(ctf_reader *r, const uint64_t *positions);
+} ctf__mix_ops;
+
+/* The reader of one source (reader.c); ctf_reader_open (mix.c) opens a mix or this. */
+int ctf__reader_open_source(const ctf_config *cfg, ctf_reader **out, ctf_error *err);
+
 /* state.c: "size.sequences.index_hash.config_hash" of a reader's data and configuration, the
  * fingerprint a mix keeps per part. @return : its length (snprintf-style). */
 int ctf__reader_fingerprint(const ctf_reader *r, char *buf, size_t cap);

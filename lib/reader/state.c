@@ -478,7 +478,7 @@ static int restore_mix(ctf_reader *r, const kv *kvs, size_t n, uint64_t pos)
         if (sum > CTF_MAX_POSITION) goto bad;
     }
     if (p != e || sum != pos) goto bad;
-    return ctf__mix_set_positions(r, positions);
+    return m->ops->set_positions(r, positions);
 bad:
     return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
                      "checkpoint state: malformed \"mix_positions\" (one position per part, "

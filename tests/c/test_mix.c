@@ -570,6 +570,17 @@ TEST(mix_refuses_bad_configurations)
     m.parts[1].paths = missing;
     ASSERT(ctf_reader_open(&c, &r, &e) != 0);
     ASSERT_STR_CONTAINS(e.message, "mix part 1");
+    /* A minibatch of more sweeps than anyone means is refused (EINVAL: the reader goes on). */
+    m.parts[1].paths = m.paths[1];
+    r = mopen(&c);
+    ASSERT(r);
+    ctf_minibatch *mb;
+    ASSERT_EQ(ctf_reader_next(r, UINT64_MAX / 2, &mb), CTF_EINVAL);
+    ASSERT_STR_CONTAINS(ctf_reader_error(r)->message, "num_samples");
+    ASSERT_OK(ctf_reader_next(r, 5, &mb), ctf_reader_error(r));
+    ASSERT(mb && ctf_minibatch_num_sequences(mb) > 0);
+    ctf_minibatch_free(mb);
+    ctf_reader_free(r);
     mixset_free(&m);
 }
 
