@@ -12,6 +12,9 @@
  *
  * A mix's sweep ends when every part of weight > 0 has finished one more sweep of its own;
  * max_sweeps counts these, max_samples counts the mix's samples.
+ *
+ * The public ctf_reader_open is here: it opens a mix, or hands one source to reader.c. reader.c
+ * and state.c reach the mix only through its ops table, so no file of the layer calls back.
  */
 #include "reader.h"
 
