@@ -158,9 +158,15 @@ static int mix_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
         return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
                          "config.truncation_length: not supported for a mix (got %zu)",
                          cfg->truncation_length);
+    const uint64_t t_open = ctf__now_ns();
     ctf_reader *r = CTF_CALLOC(1, sizeof *r);
     if (!r) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     ctf__error_clear(&r->err);
+    /* One counter slot, the consumer's: the parts count their own loads (stats.c sums them). */
+    if (ctf__reader_perf_init(r, 0)) {
+        CTF_FREE(r);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    }
     rc = ctf__reader_copy_config(r, cfg, err);
     if (rc) goto fail;
     r->cfg.mix = NULL;
@@ -211,6 +217,7 @@ static int mix_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     r->stats.num_streams = r->cfg.num_streams;
     r->cur_sweep = mix_sweep(r);
     r->ended = at_end(r);
+    r->open_ns = ctf__now_ns() - t_open;
     *out = r;
     return 0;
 fail:
@@ -272,6 +279,7 @@ static int mix_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         if (q->cur_sweep != sweep_before) r->cur_sweep = mix_sweep(r);
     }
     for (size_t p = 0; p < P; p++) ctf__reader_cut_close(m->parts[p]);
+    ctf__perf_add(r->perf, CTF__PERF_CUT_SEQS, n);
     if (n == 0) {
         r->ended = true;
         return 0;
@@ -305,11 +313,14 @@ static int mix_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
     ctf__mb_info info = {r->position, first_sweep, r->cur_sweep != first_sweep, m->num_files > 1,
                          ctf__loader_run_parts, ctf__cache_loader(helper->cache),
                          helper->cfg.num_threads + 1, &r->mb_pool};
+    r->pack_t0 = ctf__now_ns(); /* the stage counters: packing runs to the end of the call */
     rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
     if (rc) {
         r->dead = 1;
         return rc;
     }
+    ctf__perf_add(r->perf, CTF__PERF_PACK_BYTES, ctf__minibatch_bytes(*out));
+    ctf__perf_add(r->perf, CTF__PERF_MINIBATCHES, 1);
     /* At the end of the mix no part reads on: nothing is loaded ahead for a next sweep. */
     r->ended = at_end(r);
     for (size_t p = 0; p < P; p++)

@@ -157,6 +157,12 @@ TEST(mix_parts_keep_their_own_order)
     ASSERT_EQ(ctf_reader_num_files(r), 3);
     ASSERT_STR_EQ(ctf_reader_file_path(r, 2), m.path[2]);
     size_t n = mix_keys(r, N, mk, ms);
+    /* The stage counters of a mix: its calls, and the parts' loads. */
+    ctf_perf perf;
+    ctf_reader_get_perf(r, &perf, sizeof perf);
+    ASSERT_U64_EQ(perf.cut_sequences, N);
+    ASSERT_U64_EQ(perf.minibatches, N);
+    ASSERT(perf.parse_bytes > 0 && perf.chunks_loaded > 0);
     ctf_reader_free(r);
     ASSERT_EQ(n, N);
     for (size_t p = 0; p < 3; p++) {

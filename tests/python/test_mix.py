@@ -1,4 +1,4 @@
-"""ctfio.mix: several data sets interleaved on one timeline (docs/rules.md, section 16).
+"""ctfio.mix: several data sets interleaved on one timeline (docs/rules.md, section 17).
 
 Part p's keys are p * 10000 + i, so every delivered key names its part. The property tests
 (hypothesis) draw files, weights, minibatch-size schedules, worker counts and checkpoint points,
