@@ -11,7 +11,8 @@
  * (its ctf_index, with its own index cache); a corpus (ctf_config.paths: files and glob
  * patterns) is several files read as one data set, one timeline over all of them; further
  * deserializers (ctf_config.joins) add streams looked up by sequence key. Randomization, the
- * timeline, workers, checkpoints and the memory bound are the same for all of them. Over a
+ * timeline, workers, checkpoints and the memory bound are the same for all of them. A mix
+ * (ctf_config.mix) interleaves several such data sets on one timeline by weight. Over a
  * corpus a key identifies a sequence within its file: ctf_minibatch_files() names the file
  * (docs/design.md, "The deserializer seam").
  *
@@ -144,6 +145,25 @@ typedef struct ctf_join_def {
     const char *origin;            /* where it was configured ("train.cntk:12:5"), or NULL */
 } ctf_join_def;
 
+/* One part of a mix (ctf_config.mix): a data set read as its own deserializer (a file, a corpus,
+ * a corpus with joins), randomized and swept as if it were read alone with the mix's settings.
+ * A mix interleaves the parts' sequences on one timeline (docs/rules.md, "Mixing"): the part
+ * whose samples taken divided by its weight is lowest supplies the next sequence, ties to the
+ * lower part. Every part must deliver the mix's streams (ctf_config.streams), by name, dim,
+ * storage and definesMBSize, in order; aliases may differ per part. */
+typedef struct ctf_mix_part {
+    const char *const *paths;      /* its files and glob patterns, read as one corpus (>= 1) */
+    size_t num_paths;
+    const ctf_stream_def *streams; /* its primary's streams (aliases); NULL: the mix's streams */
+    size_t num_streams;
+    const ctf_join_def *joins;     /* deserializers joined to it by key (may be NULL) */
+    size_t num_joins;
+    bool skip_sequence_ids;        /* line mode for its files (or set on the mix for all) */
+    double weight;                 /* its share of the samples: finite, >= 0; 0 never reads */
+} ctf_mix_part;
+
+#define CTF_MAX_MIX_PARTS 64
+
 /* Limits checked by ctf_config_validate. A dense sample of the largest dimension takes 1 GiB
  * (float32); a sparse index must fit int32; more parse threads than this only cost memory. */
 #define CTF_MAX_DENSE_DIM ((size_t)1 << 28)
@@ -210,6 +230,9 @@ typedef struct ctf_config {
      * open (CTF_EINVAL, "indexing cancelled"). NULL: none. Not part of the fingerprint. */
     ctf_progress_fn progress;
     void *progress_user;              /* passed to progress */
+    const ctf_mix_part *mix;          /* a mix of data sets (num_mix > 0 replaces path, paths
+                                       * and joins; streams are the mix's); see ctf_mix_part */
+    size_t num_mix;
 } ctf_config;
 
 /* ctf_config_init(cfg):
@@ -512,7 +535,9 @@ void ctf_perf_verdict(const ctf_perf *perf, size_t size, ctf_verdict *out);
 
 /* ctf_reader_samples_per_sweep(reader): index samples in one sweep of all the data (every file
  * of a corpus; for joined deserializers the joined sequences), the checkpoint's
- * "samples_per_sweep": a minibatch's position divided by it is its sweep. */
+ * "samples_per_sweep": a minibatch's position divided by it is its sweep. 0 for a mix, whose
+ * sweep ends when every part of weight > 0 has finished one more sweep of its own (not at a
+ * fixed number of samples): its minibatches' sweep and end_of_sweep say where. */
 uint64_t ctf_reader_samples_per_sweep(const ctf_reader *reader);
 
 /* ctf_reader_index(reader): the index of the reader's (first) data file (owned by the reader).
@@ -520,7 +545,7 @@ uint64_t ctf_reader_samples_per_sweep(const ctf_reader *reader);
 const ctf_index *ctf_reader_index(const ctf_reader *reader);
 
 /* ctf_reader_num_files(reader): the files of the (primary) deserializer, after pattern
- * expansion: 1 for a single path. ctf_minibatch_files() indexes this list. */
+ * expansion: 1 for a single path. A mix lists each part's primary files in part order. ctf_minibatch_files() indexes this list. */
 size_t ctf_reader_num_files(const ctf_reader *reader);
 /* ctf_reader_file_path(reader, i), ctf_reader_file_index(reader, i): file i's path and index
  * (owned by the reader), or NULL when i >= ctf_reader_num_files(). */

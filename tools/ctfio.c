@@ -51,6 +51,11 @@ static const char usage_text[] =
     "      --file may be repeated, and PATH may be a pattern ('data/part-*.ctf', quoted):\n"
     "      the files are read as one corpus, in the order given (a pattern's matches in\n"
     "      byte-wise sorted order); stats and check report each file and the total.\n"
+    "or a mix of data sets, each read with the --input streams:\n"
+    "  --mix WEIGHT:PATH [--mix WEIGHT:PATH ...]\n"
+    "      interleaves the parts' sequences on one timeline in proportion to the weights\n"
+    "      (PATH may be a pattern: a corpus); each part keeps its own randomization and\n"
+    "      sweeps; a sweep ends when every part of weight > 0 finished one.\n"
     "\n"
     "Reader parameters (override the configuration file):\n"
     "  --precision float|double      --randomize true|false      --seed N\n"
@@ -93,6 +98,9 @@ typedef struct opts {
     size_t num_overrides;
     const char *files[MAX_FILE_ARGS]; /* --file, repeated */
     size_t num_files;
+    ctf_mix_part mix[CTF_MAX_MIX_PARTS]; /* --mix, repeated */
+    const char *mix_paths[CTF_MAX_MIX_PARTS];
+    size_t num_mix;
     ctf_stream_def streams[CTF_MAX_STREAMS];
     char *stream_specs[CTF_MAX_STREAMS];
     size_t num_streams;
@@ -122,6 +130,22 @@ static bool parse_bool_arg(const char *name, const char *s)
     if (!strcmp(s, "false") || !strcmp(s, "0")) return false;
     usage_error("%s: expected true or false", name);
     return false;
+}
+
+/* --mix WEIGHT:PATH: one part of a mix. */
+static void parse_mix_spec(opts *o, const char *spec)
+{
+    if (o->num_mix == CTF_MAX_MIX_PARTS) usage_error("--mix: too many parts (%s)", spec);
+    const char *colon = strchr(spec, ':');
+    char *end = NULL;
+    errno = 0;
+    double w = colon ? strtod(spec, &end) : 0;
+    if (!colon || end != colon || errno || !colon[1])
+        usage_error("--mix %s: expected WEIGHT:PATH (e.g. 0.7:train-a.ctf)", spec);
+    o->mix_paths[o->num_mix] = colon + 1;
+    o->mix[o->num_mix] = (ctf_mix_part){.paths = &o->mix_paths[o->num_mix], .num_paths = 1,
+                                        .weight = w};
+    o->num_mix++;
 }
 
 static void parse_input_spec(opts *o, const char *spec)
@@ -173,6 +197,7 @@ static void parse_args(opts *o, int argc, char **argv)
             o->files[o->num_files++] = NEXT();
         }
         else if (!strcmp(a, "--input")) parse_input_spec(o, NEXT());
+        else if (!strcmp(a, "--mix")) parse_mix_spec(o, NEXT());
         else if (!strcmp(a, "--precision")) o->precision = NEXT();
         else if (!strcmp(a, "--randomize")) o->randomize = NEXT();
         else if (!strcmp(a, "--seed")) o->seed = NEXT();
@@ -262,6 +287,17 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
         cfg->paths = o->files;
         cfg->num_paths = o->num_files;
     }
+    if (o->num_mix) {
+        if (o->num_files) usage_error("--mix: the parts name the files; drop --file (%s)",
+                                      o->files[0]);
+        cfg->path = NULL;
+        cfg->paths = NULL;
+        cfg->num_paths = 0;
+        cfg->joins = NULL;
+        cfg->num_joins = 0;
+        cfg->mix = o->mix;
+        cfg->num_mix = o->num_mix;
+    }
     if (o->num_streams) {
         cfg->streams = o->streams;
         cfg->num_streams = o->num_streams;
@@ -311,7 +347,7 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
     if (o->rank) cfg->worker_rank = (size_t)parse_u64_arg("--rank", o->rank);
     cfg->log = cli_log;
     cfg->log_user = lc;
-    if (!cfg->path && !cfg->num_paths)
+    if (!cfg->path && !cfg->num_paths && !cfg->num_mix)
         usage_error("no data file: give --config FILE or --file PATH%s", "");
     if (!cfg->num_streams) {
         /* A CBF file names its streams: without --input every stream of the file is read. */
@@ -541,7 +577,7 @@ static int cmd_index(ctf_config *cfg, int progress)
     ctfio_progress_init(&pl, "indexing", progress, 0);
     cfg->progress = ctfio_progress_fn;
     cfg->progress_user = &pl;
-    if (cfg->num_paths) {
+    if (cfg->num_paths || cfg->num_mix) {
         /* A corpus: every file's cache, through a reader (which expands the patterns). */
         ctf_reader *r;
         rc = ctf_reader_open(cfg, &r, &err);

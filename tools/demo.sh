@@ -1,8 +1,9 @@
 #!/bin/sh
 # make demo: generate a sample CTF file, check it, show its statistics, dump it in file order,
 # then read randomized minibatches (with the stage counters and their verdict), save a
-# checkpoint and resume from it; read it split into a
-# corpus of shards by two workers, and (in Python) as a composite of two files joined by key. Given a Python with
+# checkpoint and resume from it; read it split into a corpus of shards by two workers, mixed
+# 3:1 with a second data set on one timeline, and (in Python) as a composite of two files
+# joined by key. Given a Python with
 # the ctfio package installed (make passes .venv/bin/python), it then trains a model on
 # scikit-learn's digits through training_session (examples/train_digits.py).
 # Usage: demo.sh [CTFIO] [PYTHON]
@@ -78,6 +79,28 @@ else
     exit 1
 fi
 set +f
+
+echo
+echo "== a mix of two data sets on one timeline: sample.ctf (weight 3) and a smaller set (weight 1)"
+python3 tools/make_sample.py $D/small.ctf 40
+MIX="--mix 3:$D/sample.ctf --mix 1:$D/small.ctf --input features:4:dense --input labels:3:sparse"
+$CTFIO dump $MIX --mb 8 --count 1 --seed 2 | cut -c1-150
+echo "..."
+$CTFIO dump $MIX --mb 32 --seed 2 --max-sweeps 1 > $D/mix.jsonl
+python3 - $D/mix.jsonl <<'PY'
+import json, sys
+taken = [0, 0]
+for line in open(sys.argv[1]):
+    for s in json.loads(line)["sequences"]:
+        taken[s["file"]] += len(s["streams"]["features"])
+total = sum(taken)
+print("one sweep of the mix (until both parts finished theirs): %d samples, %d from sample.ctf "
+      "(%.1f%%), %d from small.ctf (%.1f%%); weights 3:1 ask for 75%% / 25%%"
+      % (total, taken[0], 100.0 * taken[0] / total, taken[1], 100.0 * taken[1] / total))
+# sequences of at most 5 samples: within 0.75 * max(5 / 0.75, 5 / 0.25) = 15 of the share
+if abs(taken[0] - 0.75 * total) > 15:
+    sys.exit("MISMATCH: the mix does not hold its proportions")
+PY
 
 if [ -n "$PY" ]; then
     echo

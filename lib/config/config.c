@@ -31,6 +31,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <strings.h>
 #include <unistd.h>
@@ -67,10 +68,41 @@ static const char *stream_alias(const ctf_stream_def *s)
 
 #define BAD(...) ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, __VA_ARGS__)
 
+/* A mix takes its data from its parts only; their streams are checked when they open. */
+static int validate_mix(const ctf_config *cfg, ctf_error *err)
+{
+    if (!cfg->mix) return BAD("config.mix: NULL with num_mix %zu", cfg->num_mix);
+    if (cfg->num_mix > CTF_MAX_MIX_PARTS)
+        return BAD("config.mix: at most %d parts (got %zu)", CTF_MAX_MIX_PARTS, cfg->num_mix);
+    if ((cfg->path && cfg->path[0]) || cfg->num_paths || cfg->num_joins)
+        return BAD("config.mix: a mix reads its parts' data; leave config.path, paths and joins "
+                   "unset");
+    bool any = false;
+    for (size_t p = 0; p < cfg->num_mix; p++) {
+        const ctf_mix_part *mp = &cfg->mix[p];
+        if (!mp->num_paths || !mp->paths)
+            return BAD("config.mix[%zu].paths: at least one file is required", p);
+        for (size_t i = 0; i < mp->num_paths; i++)
+            if (!mp->paths[i] || !mp->paths[i][0])
+                return BAD("config.mix[%zu].paths[%zu]: must be a non-empty path", p, i);
+        if (!isfinite(mp->weight) || mp->weight < 0)
+            return BAD("config.mix[%zu].weight: must be a finite number >= 0 (got %g)", p,
+                       mp->weight);
+        if (mp->streams && !mp->num_streams)
+            return BAD("config.mix[%zu].streams: at least one stream, or NULL for the mix's", p);
+        any |= mp->weight > 0;
+    }
+    if (!any) return BAD("config.mix: at least one part needs a weight > 0 (all are 0)");
+    return 0;
+}
+
 int ctf_config_validate(const ctf_config *cfg, ctf_error *err)
 {
     if (!cfg) return BAD("config: NULL configuration");
-    if (cfg->num_paths) {
+    if (cfg->num_mix) {
+        int rc = validate_mix(cfg, err);
+        if (rc) return rc;
+    } else if (cfg->num_paths) {
         if (!cfg->paths) return BAD("config.paths: NULL with num_paths %zu", cfg->num_paths);
         for (size_t i = 0; i < cfg->num_paths; i++)
             if (!cfg->paths[i] || !cfg->paths[i][0])
@@ -160,6 +192,9 @@ struct ctf_bsconfig {
     deser_slot *slots;        /* [0] primary, then the joined deserializers */
     size_t num_slots;
     ctf_join_def *joins;      /* num_slots - 1 of them */
+    deser_slot *mix_slots;    /* the mix form: one per part */
+    ctf_mix_part *mix;
+    size_t num_mix;
     bool binary;              /* CNTKBinaryReader / CNTKBinaryFormatDeserializer: CBF files */
 };
 
@@ -234,7 +269,7 @@ typedef enum key_id {
     K_MAX_ERRORS, K_TRACE, K_VERBOSITY, K_CHUNK, K_KEEP, K_FRAME, K_CACHE, K_MAX_SAMPLES,
     K_MAX_SWEEPS, K_TRUNC, K_TRUNCATED, K_THREADS, K_PREFETCH, K_MT_DESER,
     /* Keys below are structure, not parameters: an undotted override never targets them. */
-    K_READER_TYPE, K_TYPE, K_MODULE, K_DESERIALIZERS, K_COUNT
+    K_READER_TYPE, K_TYPE, K_MODULE, K_DESERIALIZERS, K_MIX, K_COUNT
 } key_id;
 
 static const char *const key_names[K_COUNT] = {
@@ -242,7 +277,7 @@ static const char *const key_names[K_COUNT] = {
     "sampleBasedRandomizationWindow", "skipSequenceIds", "maxErrors", "traceLevel", "verbosity",
     "chunkSizeInBytes", "keepDataInMemory", "frameMode", "cacheIndex", "maxSamples", "maxSweeps",
     "truncationLength", "truncated", "numThreads", "prefetchChunks",
-    "multiThreadedDeserialization", "readerType", "type", "module", "deserializers",
+    "multiThreadedDeserialization", "readerType", "type", "module", "deserializers", "mix",
 };
 
 static int key_lookup(const char *s, size_t n)
@@ -646,6 +681,48 @@ static int count_files(const cfg_node *f)
     return f && f->kind == N_ARRAY ? (int)f->num_kids : 1;
 }
 
+/* The mix form: reader.mix is an array of part blocks, each with its file (or files), its
+ * weight and optionally its own input (the aliases of its files) and skipSequenceIds. */
+static int prepare_mix(ctf_bsconfig *doc, ctf_error *err)
+{
+    bs_arena *a = &doc->arena;
+    cfg_node *m = dict_find(doc->reader, "mix");
+    char got[80];
+    if (!m) return 0;
+    if (doc->deser)
+        return doc_fail(doc, m, true, err, "mix: cannot be combined with deserializers; a mix "
+                        "interleaves whole data sets, a join adds streams by key");
+    /* One block alone is a mix of one part (as ( { ... } ) evaluates to the block). */
+    cfg_node **parts = &m;
+    size_t n = 1;
+    if (m->kind == N_ARRAY) {
+        parts = m->kids;
+        n = m->num_kids;
+    }
+    if ((m->kind != N_ARRAY && m->kind != N_DICT) || !n)
+        return doc_fail(doc, m, false, err, "mix: must be an array of part blocks ({ file = ...; "
+                        "weight = ... } : { ... }) (got %s)", describe(m, got, sizeof got));
+    doc->num_mix = n;
+    if (!(doc->mix_slots = ctf__bs_alloc(a, doc->num_mix * sizeof *doc->mix_slots)) ||
+        !(doc->mix = ctf__bs_alloc(a, doc->num_mix * sizeof *doc->mix)))
+        return oom(err);
+    for (size_t i = 0; i < doc->num_mix; i++) {
+        deser_slot *s = &doc->mix_slots[i];
+        memset(s, 0, sizeof *s);
+        s->node = parts[i];
+        if (s->node->kind != N_DICT)
+            return doc_fail(doc, s->node, false, err, "mix[%zu]: must be a block { file = ...; "
+                            "weight = ... } (got %s)", i, describe(s->node, got, sizeof got));
+        s->input = dict_find(s->node, "input");
+        const cfg_node *f = dict_find(s->node, "file");
+        size_t ns = s->input && s->input->kind == N_DICT ? s->input->num_kids : 0;
+        if ((ns && !(s->streams = ctf__bs_alloc(a, ns * sizeof *s->streams))) ||
+            !(s->paths = ctf__bs_alloc(a, (size_t)count_files(f) * sizeof *s->paths)))
+            return oom(err);
+    }
+    return 0;
+}
+
 /* Sizes the storage ctf_bsconfig_apply fills: streams and files of every deserializer. */
 static int prepare(ctf_bsconfig *doc, cfg_node **items, size_t n, ctf_error *err)
 {
@@ -671,7 +748,7 @@ static int prepare(ctf_bsconfig *doc, cfg_node **items, size_t n, ctf_error *err
                  s->node->line, s->node->col);
         if (!(s->origin = ctf__bs_strndup(a, origin, strlen(origin)))) return oom(err);
     }
-    return 0;
+    return prepare_mix(doc, err);
 }
 
 int ctf_bsconfig_parse(const char *text, size_t len, const char *name, const char *section,
@@ -712,7 +789,7 @@ int ctf_bsconfig_parse(const char *text, size_t len, const char *name, const cha
     if ((rc = merge_defs(a, root, ovs, err))) goto fail;
     if ((rc = select_reader(doc, root, section, &rdef, err))) goto fail;
     /* In these members a bare name may stand for a block (`input = commonInputs`). */
-    static const char *const block_keys[] = {"reader", "input", "deserializers", NULL};
+    static const char *const block_keys[] = {"reader", "input", "deserializers", "mix", NULL};
     bs_eval_ctx cx = {.arena = a, .err = err, .block_keys = block_keys};
     if ((rc = ctf__bs_eval_def(&cx, rdef, &doc->reader))) goto fail;
     if (doc->reader->kind != N_DICT) {
@@ -848,7 +925,7 @@ static int collect(const ctf_bsconfig *doc, const cfg_node *blk, bool is_reader,
     for (size_t i = 0; i < blk->num_kids; i++) {
         const cfg_node *e = blk->kids[i];
         int k = key_lookup(e->key, strlen(e->key));
-        if (k < 0 || (k == K_DESERIALIZERS && !is_reader))
+        if (k < 0 || ((k == K_DESERIALIZERS || k == K_MIX) && !is_reader))
             return unknown_key(doc, e, is_reader ? "reader" : "deserializer", key_names,
                                K_COUNT, err);
         v[k] = e;
@@ -1046,6 +1123,48 @@ static int apply_join(const ctf_bsconfig *doc, size_t i, const cfg_node *const *
     return 0;
 }
 
+/* Part i of the mix form: its files, weight, line mode and (optionally) its own streams. */
+static int apply_mix_part(const ctf_bsconfig *doc, size_t i, ctf_mix_part *mp, ctf_error *err)
+{
+    static const char *const keys[] = {"file", "weight", "input", "skipSequenceIds", "type",
+                                       "module"};
+    const deser_slot *slot = &doc->mix_slots[i];
+    const cfg_node *f = NULL, *w = NULL, *skip = NULL;
+    char where[48], name[64], got[80];
+    snprintf(where, sizeof where, "mix[%zu]", i);
+    for (size_t k = 0; k < slot->node->num_kids; k++) {
+        const cfg_node *e = slot->node->kids[k];
+        size_t j = 0;
+        while (j < 6 && strcasecmp(keys[j], e->key)) j++;
+        if (j == 6) return unknown_key(doc, e, where, keys, 6, err);
+        if (j == 0) f = e;
+        if (j == 1) w = e;
+        if (j == 3) skip = e;
+    }
+    memset(mp, 0, sizeof *mp);
+    if (!f) return doc_fail(doc, slot->node, false, err, "%s: missing the required parameter "
+                            "'file'", where);
+    if (!w) return doc_fail(doc, slot->node, false, err, "%s: missing the required parameter "
+                            "'weight'", where);
+    snprintf(name, sizeof name, "%s.file", where);
+    TRY(apply_files(doc, f, name, slot->paths, &mp->num_paths, err));
+    mp->paths = slot->paths;
+    char *end = NULL;
+    errno = 0;
+    mp->weight = w->kind == N_SCALAR ? strtod(w->text, &end) : -1;
+    if (w->kind != N_SCALAR || end == w->text || *end || errno || !isfinite(mp->weight) ||
+        mp->weight < 0)
+        return doc_fail(doc, w, false, err, "%s.weight: must be a number >= 0 (got %s)", where,
+                        describe(w, got, sizeof got));
+    const cfg_node *sk = skip ? skip : dict_find(doc->reader, "skipSequenceIds");
+    if (sk) TRY(get_bool(doc, sk, "skipSequenceIds", &mp->skip_sequence_ids, err));
+    if (slot->input) {
+        TRY(apply_streams(doc, slot, where, &mp->num_streams, err));
+        mp->streams = slot->streams;
+    }
+    return 0;
+}
+
 int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
 {
     static const char *const precisions[2] = {"float", "double"};
@@ -1074,18 +1193,26 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
                             describe(t, got, sizeof got));
         binary |= cbf;
     }
-    if (!v[K_FILE])
+    if (doc->num_mix && v[K_FILE])
+        return doc_fail(doc, v[K_FILE], true, err, "file: a mix reads its parts' files; give "
+                        "file in each block of mix");
+    if (!v[K_FILE] && !doc->num_mix)
         return doc_fail(doc, doc->deser ? doc->deser : doc->reader, false, err,
                         "%s: missing the required parameter 'file'",
                         doc->deser ? "deserializer" : "reader");
-    size_t np = 0;
-    TRY(apply_files(doc, v[K_FILE], "file", doc->slots[0].paths, &np, err));
-    c.path = doc->slots[0].paths[0];
+    c.path = NULL;
     c.paths = NULL;
     c.num_paths = 0;
-    if (np > 1 || has_pattern(c.path)) {
-        c.paths = doc->slots[0].paths;
-        c.num_paths = np;
+    c.mix = NULL;
+    c.num_mix = 0;
+    if (v[K_FILE]) {
+        size_t np = 0;
+        TRY(apply_files(doc, v[K_FILE], "file", doc->slots[0].paths, &np, err));
+        c.path = doc->slots[0].paths[0];
+        if (np > 1 || has_pattern(c.path)) {
+            c.paths = doc->slots[0].paths;
+            c.num_paths = np;
+        }
     }
     if (v[K_PRECISION]) {
         int k = get_word(v[K_PRECISION], precisions, 2);
@@ -1174,6 +1301,11 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
     if (doc->num_slots > 1) {
         c.joins = doc->joins;
         c.num_joins = doc->num_slots - 1;
+    }
+    for (size_t i = 0; i < doc->num_mix; i++) TRY(apply_mix_part(doc, i, &doc->mix[i], err));
+    if (doc->num_mix) {
+        c.mix = doc->mix;
+        c.num_mix = doc->num_mix;
     }
     /* The combinations (maxSamples with maxSweeps, frameMode with truncation, ...) are checked
      * once, by the same code that checks configurations built in C. */

@@ -60,7 +60,8 @@ static int copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err)
         r->cfg.prefetch_chunks = 2 * r->cfg.num_threads + 2;
     size_t ns = cfg->num_streams;
     for (size_t j = 0; j < cfg->num_joins; j++) ns += cfg->joins[j].num_streams;
-    r->path = ctf__strdup(cfg->num_paths ? cfg->paths[0] : cfg->path);
+    r->path = ctf__strdup(cfg->num_mix ? cfg->mix[0].paths[0]
+                          : cfg->num_paths ? cfg->paths[0] : cfg->path);
     r->streams = CTF_CALLOC(ns, sizeof *r->streams);
     r->strings = CTF_CALLOC(ns * 2, sizeof *r->strings);
     if (!r->path || !r->streams || !r->strings) goto oom;
@@ -87,6 +88,11 @@ static int copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err)
     return 0;
 oom:
     return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory copying the configuration");
+}
+
+int ctf__reader_copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err)
+{
+    return copy_config(r, cfg, err);
 }
 
 /*======================================================================
@@ -255,6 +261,7 @@ static int get_chunk(ctf_reader *r, size_t c, const ctf__chunk_data **out)
 void ctf_reader_free(ctf_reader *r)
 {
     if (!r) return;
+    if (r->mix) r->mix->ops->free(r->mix);
     ctf__mb_pool_close(r->mb_pool);
     ctf__cache_free(r->cache);
     CTF_FREE(r->committed);
@@ -374,7 +381,9 @@ static int cbf_streams(const ctf_config *cfg, ctf_config *use, ctf_stream_def **
 
 static int reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err);
 
-int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
+/* The reader of one source; ctf_reader_open (mix.c) hands it every configuration without a
+ * mix. */
+int ctf__reader_open_source(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
 {
     if (!out) return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "ctf_reader_open: out is NULL");
     *out = NULL;
@@ -542,6 +551,123 @@ static int add_pick(ctf_reader *r, size_t np, ctf__pick pick)
         return ctf__fail(&r->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     r->picks[np] = pick;
     return 0;
+}
+
+/*======================================================================
+ * The cut, one sequence at a time: begin, then peek at the next sequence and take it while it
+ * fits, then pick this worker's share. next() drives it for one source; a mix (mix.c) drives
+ * one cut per part and decides which part's next sequence comes next.
+ *====================================================================*/
+
+static void cut_begin(ctf_reader *r)
+{
+    r->cut_n = 0;
+    r->cut_first_sweep = r->cur_sweep;
+    r->cut_eos = false;
+}
+
+/* The timeline's next sequence, not taken yet: its index samples in *samples. `left` is what
+ * the minibatch may still take (for the loads asked ahead); `walk`: only its length is wanted
+ * (nothing is loaded for it). @return : 1, 0 at the limit, or a negative code. */
+static int cut_peek(ctf_reader *r, uint64_t left, bool walk, uint64_t *samples)
+{
+    if (r->position >= r->limit) return 0;
+    size_t seq, chunk;
+    int rc = slot_seq(r, r->cur_slot, &seq, &chunk);
+    if (rc) return rc;
+    /* In a randomized sweep each sequence's index entry is a cache miss of its own: ask for
+     * the one a few slots ahead (optional work: a failed get changes nothing). */
+    if (!walk && r->randomized && r->cur_slot + 8 < ctf__sweepgen_num_slots(r->gen)) {
+        size_t ahead;
+        ctf_error ignored;
+        size_t home, ac;
+        const ctf__seq *aq;
+        if (!ctf__sweepgen_get(r->gen, r->cur_slot + 8, &ahead, &home, &ignored) &&
+            !ctf__cache_seqs(r->cache, ac = ctf__sweepgen_chunk_at(r->gen)[home],
+                             CTF__SEQS_HELD, &aq, &ignored) &&
+            aq)
+            CTF_PREFETCH(aq + (ahead - r->src->chunks[ac].first_seq));
+    }
+    const ctf__seqs_how how = walk ? CTF__SEQS_ANY : cut_how(r, chunk);
+    if (how == CTF__SEQS_LOAD && r->randomized && !ctf__cache_asked(r->cache, chunk))
+        request_ahead(r, left);
+    const ctf__seq *q;
+    rc = ctf__reader_seq(r, chunk, seq, how, &q);
+    if (rc) return rc;
+    r->peek_seq = seq;
+    r->peek_chunk = chunk;
+    r->peek_samples = q->samples;
+    *samples = q->samples;
+    return 1;
+}
+
+/* Takes the sequence cut_peek saw into the cut and moves the timeline past it. */
+static int cut_take(ctf_reader *r)
+{
+    const size_t n = r->cut_n;
+    if (n == r->cut_cap && ctf__grow((void **)&r->cut, &r->cut_cap, n + 1, sizeof *r->cut))
+        return ctf__fail(&r->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    r->cut[n].seq = r->peek_seq;
+    r->cut[n].chunk = r->peek_chunk;
+    /* Without randomization the i-th sequence of a sweep goes to worker i mod N. */
+    r->cut[n].owned =
+        r->num_workers == 1 || r->randomized || r->cur_slot % r->num_workers == r->rank;
+    r->cut_n = n + 1;
+    r->position += r->peek_samples;
+    ctf__cache_consumed(r->cache, r->peek_chunk);
+    if (++r->cur_slot == ctf__sweepgen_num_slots(r->gen)) {
+        r->cut_eos = true;
+        r->cur_sweep++;
+        r->cur_slot = 0;
+        /* Keep chunks of the new sweep's head; the old sweep's are all passed. */
+        int rc = load_sweep(r, r->cur_sweep);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Decides which sequences of the cut this worker owns, loads their chunks (in timeline order)
+ * and makes r->picks: *np of them; cut[i].pick is sequence i's pick, or SIZE_MAX. */
+static int cut_pick(ctf_reader *r, size_t *np_out)
+{
+    const size_t n = r->cut_n;
+    if (r->randomized)
+        for (size_t i = 0; i < n; i++) r->cut[i].owned = chunk_owned(r, r->cut[i].chunk);
+    request_cut(r, n, r->cut_first_sweep);
+    size_t np = 0;
+    for (size_t i = 0; i < n; i++) {
+        r->cut[i].pick = SIZE_MAX;
+        if (!r->cut[i].owned) continue;
+        const ctf__chunk_data *cd;
+        int rc = get_chunk(r, r->cut[i].chunk, &cd);
+        if (rc) return rc;
+        size_t local = r->cut[i].seq - r->src->chunks[r->cut[i].chunk].first_seq;
+        if (cd->dropped[local]) continue;
+        const ctf__seq *s;
+        rc = ctf__reader_seq(r, r->cut[i].chunk, r->cut[i].seq, CTF__SEQS_ANY, &s);
+        if (rc) return rc;
+        r->cut[i].pick = np;
+        rc = add_pick(r, np++, (ctf__pick){cd, local, s->key, s->line, s->samples, 0, UINT32_MAX,
+                                           r->src->chunk_file[r->cut[i].chunk]});
+        if (rc) return rc;
+    }
+    *np_out = np;
+    return 0;
+}
+
+void ctf__reader_cut_begin(ctf_reader *r) { cut_begin(r); }
+int ctf__reader_cut_peek(ctf_reader *r, uint64_t left, bool walk, uint64_t *samples)
+{
+    return cut_peek(r, left, walk, samples);
+}
+int ctf__reader_cut_take(ctf_reader *r) { return cut_take(r); }
+void ctf__reader_cut_close(ctf_reader *r) { ctf__sweepgen_release(r->gen, r->cur_slot); }
+int ctf__reader_cut_pick(ctf_reader *r, size_t *np) { return cut_pick(r, np); }
+void ctf__reader_cut_done(ctf_reader *r, bool more)
+{
+    ctf__cache_evict_passed(r->cache);
+    if (more) schedule_prefetch(r);
+    ctf__cache_update_stats(r->cache);
 }
 
 /*======================================================================
@@ -737,87 +863,33 @@ static int reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
                          num_samples < want ? " (truncation_length)" : "", CTF_MAX_MB_SWEEPS,
                          r->path, (unsigned long long)r->sweep_samples);
     if (r->cfg.truncation_length) return bptt_next(r, num_samples, out);
+    if (r->mix) return r->mix->ops->next(r, num_samples, out);
 
     /* 1. Cut the global minibatch from the timeline. */
-    size_t n = 0;
-    uint64_t total = 0, first_sweep = r->cur_sweep;
-    bool end_of_sweep = false;
+    uint64_t total = 0;
     int rc;
+    cut_begin(r);
     for (;;) {
-        if (r->position >= r->limit) break;
-        size_t seq, chunk;
-        rc = slot_seq(r, r->cur_slot, &seq, &chunk);
+        uint64_t smp;
+        rc = cut_peek(r, num_samples - total, false, &smp);
+        if (rc < 0) return fail_dead(r, rc);
+        if (rc == 0 || (r->cut_n > 0 && total + smp > num_samples)) break;
+        rc = cut_take(r);
         if (rc) return fail_dead(r, rc);
-        /* In a randomized sweep each sequence's index entry is a cache miss of its own: ask for
-         * the one a few slots ahead (optional work: a failed get changes nothing). */
-        if (r->randomized && r->cur_slot + 8 < ctf__sweepgen_num_slots(r->gen)) {
-            size_t ahead;
-            ctf_error ignored;
-            size_t home, ac;
-            const ctf__seq *aq;
-            if (!ctf__sweepgen_get(r->gen, r->cur_slot + 8, &ahead, &home, &ignored) &&
-                !ctf__cache_seqs(r->cache, ac = ctf__sweepgen_chunk_at(r->gen)[home],
-                                 CTF__SEQS_HELD, &aq, &ignored) &&
-                aq)
-                CTF_PREFETCH(aq + (ahead - r->src->chunks[ac].first_seq));
-        }
-        const ctf__seqs_how how = cut_how(r, chunk);
-        if (how == CTF__SEQS_LOAD && r->randomized && !ctf__cache_asked(r->cache, chunk))
-            request_ahead(r, num_samples - total);
-        const ctf__seq *q;
-        rc = ctf__reader_seq(r, chunk, seq, how, &q);
-        if (rc) return fail_dead(r, rc);
-        uint64_t smp = q->samples;
-        if (n > 0 && total + smp > num_samples) break;
-        if (n == r->cut_cap &&
-            ctf__grow((void **)&r->cut, &r->cut_cap, n + 1, sizeof *r->cut))
-            return fail_dead(r, ctf__fail(&r->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory"));
-        r->cut[n].seq = seq;
-        r->cut[n].chunk = chunk;
-        /* Without randomization the i-th sequence of a sweep goes to worker i mod N. */
-        r->cut[n].owned = r->num_workers == 1 || r->randomized ||
-                          r->cur_slot % r->num_workers == r->rank;
-        n++;
         total += smp;
-        r->position += smp;
-        ctf__cache_consumed(r->cache, r->cut[n - 1].chunk);
-        if (++r->cur_slot == ctf__sweepgen_num_slots(r->gen)) {
-            end_of_sweep = true;
-            r->cur_sweep++;
-            r->cur_slot = 0;
-            /* Keep chunks of the new sweep's head; the old sweep's are all passed. */
-            rc = load_sweep(r, r->cur_sweep);
-            if (rc) return fail_dead(r, rc);
-        }
     }
     ctf__sweepgen_release(r->gen, r->cur_slot);
-    ctf__perf_add(r->perf, CTF__PERF_CUT_SEQS, n);
-    if (n == 0) {
+    ctf__perf_add(r->perf, CTF__PERF_CUT_SEQS, r->cut_n);
+    if (r->cut_n == 0) {
         r->ended = true;
         return 0;
     }
 
     /* 2. Load this worker's chunks (in timeline order) and pick its sequences. */
-    if (r->randomized)
-        for (size_t i = 0; i < n; i++) r->cut[i].owned = chunk_owned(r, r->cut[i].chunk);
-    request_cut(r, n, first_sweep);
-    size_t np = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!r->cut[i].owned) continue;
-        const ctf__chunk_data *cd;
-        rc = get_chunk(r, r->cut[i].chunk, &cd);
-        if (rc) return fail_dead(r, rc);
-        size_t local = r->cut[i].seq - r->src->chunks[r->cut[i].chunk].first_seq;
-        if (cd->dropped[local]) continue;
-        const ctf__seq *s;
-        rc = ctf__reader_seq(r, r->cut[i].chunk, r->cut[i].seq, CTF__SEQS_ANY, &s);
-        if (rc) return fail_dead(r, rc);
-        rc = add_pick(r, np++, (ctf__pick){cd, local, s->key, s->line, s->samples, 0, UINT32_MAX,
-                                           r->src->chunk_file[r->cut[i].chunk]});
-        if (rc) return fail_dead(r, rc);
-    }
-
-    rc = finish_minibatch(r, np, first_sweep, end_of_sweep, out);
+    size_t np;
+    rc = cut_pick(r, &np);
+    if (rc) return fail_dead(r, rc);
+    rc = finish_minibatch(r, np, r->cut_first_sweep, r->cut_eos, out);
     if (!rc && r->position >= r->limit) r->ended = true;
     return rc;
 }
@@ -835,6 +907,7 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
         return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
                          "position: must be <= %" PRIu64 " (got %" PRIu64 ")",
                          (uint64_t)CTF_MAX_POSITION, position);
+    if (r->mix) return r->mix->ops->seek(r, position);
     uint64_t k = position / r->sweep_samples;
     uint64_t within = position - k * r->sweep_samples;
     /* A fresh generator for sweep k (the current one may have released earlier slots). */
@@ -878,21 +951,29 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
 uint64_t ctf_reader_position(const ctf_reader *r) { return r->position; }
 const ctf_error *ctf_reader_error(const ctf_reader *r) { return &r->err; }
 const ctf_index *ctf_reader_index(const ctf_reader *r) { return r->idx; }
-size_t ctf_reader_num_files(const ctf_reader *r) { return r->src->num_files; }
+size_t ctf_reader_num_files(const ctf_reader *r)
+{
+    return r->mix ? r->mix->num_files : r->src->num_files;
+}
 
 const char *ctf_reader_file_path(const ctf_reader *r, size_t i)
 {
+    if (r->mix) return r->mix->ops->file_path(r, i);
     return i < r->src->num_files ? r->src->files[i].path : NULL;
 }
 
 const ctf_index *ctf_reader_file_index(const ctf_reader *r, size_t i)
 {
+    if (r->mix) return r->mix->ops->file_index(r, i);
     return i < r->src->num_files ? r->src->files[i].idx : NULL;
 }
 
 void ctf_reader_get_stats(const ctf_reader *r, ctf_stats *stats)
 {
-    *stats = r->stats;
+    if (r->mix)
+        r->mix->ops->stats(r, stats);
+    else
+        *stats = r->stats;
 }
 
 int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
@@ -902,6 +983,7 @@ int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
                          "worker_rank: must be < num_workers (got rank %zu of %zu)", rank,
                          num_workers);
     if (num_workers == r->num_workers && rank == r->rank) return 0;
+    if (r->mix) return r->mix->ops->set_worker(r, num_workers, rank);
     const bool changed = num_workers != r->num_workers;
     r->num_workers = num_workers;
     r->rank = rank;

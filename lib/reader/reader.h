@@ -55,8 +55,13 @@ struct ctf_reader {
 
     ctf__pick *picks;            /* scratch for next() */
     size_t picks_cap;
-    struct cut_item { size_t seq, chunk; bool owned; } *cut;
-    size_t cut_cap;
+    struct cut_item { size_t seq, chunk, pick; bool owned; } *cut;
+    size_t cut_cap, cut_n;       /* the cut being made: its sequences so far */
+    uint64_t cut_first_sweep;    /* the sweep current when it began */
+    bool cut_eos;                /* it crossed a sweep end */
+    size_t peek_seq, peek_chunk; /* the sequence the last peek saw, not yet taken */
+    uint64_t peek_samples;
+    struct ctf__mix *mix;        /* a mix of parts (mix.c), or NULL: this reader reads src */
     ctf__mb_pool *mb_pool;       /* freed minibatches for reuse (pack.c) */
 };
 
@@ -72,6 +77,58 @@ typedef struct bptt_slot {
     bool skip;               /* dropped (unequal stream lengths): advance without delivering */
     bool recheck;            /* restored mid-sequence: redo the length check, quietly */
 } bptt_slot;
+
+/* A mix: several part readers, one timeline (mix.c). The mix reader itself reads no source:
+ * its cfg, streams, pc, position, limit, error record and minibatch pool are its own; the
+ * parts hold the data, the caches and the threads. */
+typedef struct ctf__mix {
+    const struct ctf__mix_ops *ops; /* mix.c's functions */
+    size_t num_parts;
+    ctf_reader **parts;
+    double *weights;
+    size_t *file_base;           /* each part's first entry in the mix's file list */
+    size_t num_files;
+    uint8_t *order;              /* the part of each sequence of the cut being made */
+    size_t order_cap;
+    size_t *next_pick;           /* per part: the next sequence of its cut to merge */
+    uint64_t max_sweeps;         /* end once every weighted part finished this many sweeps */
+    uint64_t hash;               /* the weights and parts, for the configuration fingerprint */
+} ctf__mix;
+
+/* The cut, one sequence at a time (reader.c), for the mix: begin; peek (1: *samples holds the
+ * next sequence's index samples, 0: the limit) and take while it fits; close; pick this
+ * worker's share (r->picks, cut[i].pick); done (evict, and prefetch when `more` is to be read)
+ * after the minibatch is packed. `walk`: only lengths are wanted (a seek), nothing is loaded. */
+void ctf__reader_cut_begin(ctf_reader *r);
+int ctf__reader_cut_peek(ctf_reader *r, uint64_t left, bool walk, uint64_t *samples);
+int ctf__reader_cut_take(ctf_reader *r);
+void ctf__reader_cut_close(ctf_reader *r);
+int ctf__reader_cut_pick(ctf_reader *r, size_t *np);
+void ctf__reader_cut_done(ctf_reader *r, bool more);
+
+/* Copies cfg into r (streams, names, the first path), as ctf_reader_open does. */
+int ctf__reader_copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err);
+
+/* The calls a mix reader hands over to mix.c: installed there, so that reader.c and state.c,
+ * which mix.c builds on, name no symbol of it (the files' calls form no cycle). */
+typedef struct ctf__mix_ops {
+    void (*free)(ctf__mix *m);
+    int (*next)(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out);
+    int (*seek)(ctf_reader *r, uint64_t position);
+    int (*set_worker)(ctf_reader *r, size_t num_workers, size_t rank);
+    void (*stats)(const ctf_reader *r, ctf_stats *stats);
+    const char *(*file_path)(const ctf_reader *r, size_t i);
+    const ctf_index *(*file_index)(const ctf_reader *r, size_t i);
+    /* Moves every part to the given positions (a restore): the mix's position is their sum. */
+    int (*set_positions)(ctf_reader *r, const uint64_t *positions);
+} ctf__mix_ops;
+
+/* The reader of one source (reader.c); ctf_reader_open (mix.c) opens a mix or this. */
+int ctf__reader_open_source(const ctf_config *cfg, ctf_reader **out, ctf_error *err);
+
+/* state.c: "size.sequences.index_hash.config_hash" of a reader's data and configuration, the
+ * fingerprint a mix keeps per part. @return : its length (snprintf-style). */
+int ctf__reader_fingerprint(const ctf_reader *r, char *buf, size_t cap);
 
 /* stats.c: the slots of a reader with `threads` prefetch threads into r->perf / perf_mem.
  * @return : 0 or CTF_ENOMEM. */

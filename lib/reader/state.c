@@ -44,8 +44,52 @@ static uint64_t config_hash(const ctf_reader *r)
 
 uint64_t ctf_reader_samples_per_sweep(const ctf_reader *r) { return r->sweep_samples; }
 
+int ctf__reader_fingerprint(const ctf_reader *r, char *buf, size_t cap)
+{
+    return snprintf(buf, cap, "%" PRIu64 ".%zu.%016" PRIx64 ".%016" PRIx64, r->src->total_bytes,
+                    r->src->num_seqs, r->src->hash, config_hash(r));
+}
+
+/* A mix's state: its position and sweep, its own configuration's hash, then per part its
+ * position ("mix_positions", ';'-separated) and its fingerprint ("mix_parts"), so that a
+ * restore moves every part back and names a part whose data or settings changed. */
+static int save_mix_state(const ctf_reader *r, char *buf, size_t cap, size_t *len)
+{
+    const ctf__mix *m = r->mix;
+    const size_t need = 512 + m->num_parts * 96;
+    char *tmp = CTF_MALLOC(need);
+    if (!tmp) return CTF_ENOMEM;
+    size_t at = (size_t)snprintf(tmp, need,
+                                 "{\"version\": 1, \"minibatchSourcePosition\": %" PRIu64
+                                 ", \"sweep\": %" PRIu64 ", \"samples_per_sweep\": 0"
+                                 ", \"config_hash\": \"%016" PRIx64
+                                 "\", \"randomization_seed\": %" PRIu64 ", \"mix_positions\": \"",
+                                 r->position, r->cur_sweep, config_hash(r),
+                                 r->cfg.randomization_seed);
+    for (size_t p = 0; p < m->num_parts; p++)
+        at += (size_t)snprintf(tmp + at, need - at, "%s%" PRIu64, p ? ";" : "",
+                               m->parts[p]->position);
+    at += (size_t)snprintf(tmp + at, need - at, "\", \"mix_parts\": \"");
+    for (size_t p = 0; p < m->num_parts; p++) {
+        if (p) tmp[at++] = ';';
+        at += (size_t)ctf__reader_fingerprint(m->parts[p], tmp + at, need - at);
+    }
+    at += (size_t)snprintf(tmp + at, need - at, "\"}");
+    *len = at;
+    int rc = 0;
+    if (cap != 0) {
+        if (at + 1 > cap)
+            rc = CTF_ELIMIT;
+        else
+            memcpy(buf, tmp, at + 1);
+    }
+    CTF_FREE(tmp);
+    return rc;
+}
+
 int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *len)
 {
+    if (r->mix) return save_mix_state(r, buf, cap, len);
     char head[640];
     int n = snprintf(head, sizeof head,
                      "{\"version\": 1, \"minibatchSourcePosition\": %" PRIu64
@@ -374,6 +418,73 @@ static int check_files(const ctf_reader *r, const kv *field, char *diff, size_t 
     return 0;
 }
 
+/* The next ';'-separated item of [*p, e) as [*b, return). */
+static const char *list_item(const char **p, const char *e, const char **b)
+{
+    *b = *p;
+    const char *q = memchr(*p, ';', (size_t)(e - *p));
+    if (!q) q = e;
+    *p = q < e ? q + 1 : e;
+    return q;
+}
+
+static int restore_mix(ctf_reader *r, const kv *kvs, size_t n, uint64_t pos)
+{
+    const ctf__mix *m = r->mix;
+    const kv *fp = kv_find(kvs, n, "mix_parts"), *ps = kv_find(kvs, n, "mix_positions");
+    char b1[72], hex[24];
+    if (!fp || !ps)
+        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                         "checkpoint state: saved by a reader of one data set, this reader "
+                         "reads a mix of %zu parts", m->num_parts);
+    size_t saved = 1;
+    for (size_t i = 0; i < fp->vlen; i++) saved += fp->val[i] == ';';
+    if (saved != m->num_parts)
+        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                         "checkpoint state: saved for a mix of %zu parts, this reader mixes %zu",
+                         saved, m->num_parts);
+    const char *p = fp->val, *e = fp->val + fp->vlen, *b;
+    for (size_t i = 0; i < m->num_parts; i++) {
+        const char *q = list_item(&p, e, &b);
+        char mine[96];
+        int ml = ctf__reader_fingerprint(m->parts[i], mine, sizeof mine);
+        if (q - b != ml || memcmp(b, mine, (size_t)ml))
+            return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                             "checkpoint state does not fit mix part %zu (%s): its data or "
+                             "settings changed (size.sequences.index_hash.config_hash: state "
+                             "has %.*s, the part has %s)",
+                             i, m->parts[i]->path, (int)CTF_MIN(q - b, 96), b, mine);
+    }
+    snprintf(hex, sizeof hex, "%016" PRIx64, config_hash(r));
+    const char *h = kv_get(kvs, n, "config_hash", b1, sizeof b1);
+    if (!h || strcmp(h, hex))
+        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                         "checkpoint state does not fit this mix: config_hash: state has %s, "
+                         "reader has %s (the weights, streams or randomization differ)",
+                         h ? h : "nothing", hex);
+    uint64_t positions[CTF_MAX_MIX_PARTS], sum = 0;
+    p = ps->val;
+    e = ps->val + ps->vlen;
+    for (size_t i = 0; i < m->num_parts; i++) {
+        const char *q = list_item(&p, e, &b);
+        char num[32];
+        if (q - b <= 0 || q - b >= (ptrdiff_t)sizeof num) goto bad;
+        memcpy(num, b, (size_t)(q - b));
+        num[q - b] = 0;
+        if (!parse_u64(num, &positions[i]) || positions[i] > CTF_MAX_POSITION ||
+            (positions[i] && !(m->weights[i] > 0)))
+            goto bad;
+        sum += positions[i];
+        if (sum > CTF_MAX_POSITION) goto bad;
+    }
+    if (p != e || sum != pos) goto bad;
+    return m->ops->set_positions(r, positions);
+bad:
+    return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                     "checkpoint state: malformed \"mix_positions\" (one position per part, "
+                     "summing to minibatchSourcePosition)");
+}
+
 int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
 {
     if (r->dead) return r->err.code;
@@ -404,6 +515,11 @@ int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
         return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
                          "checkpoint state: missing or invalid minibatchSourcePosition (a "
                          "number <= %" PRIu64 ")", (uint64_t)CTF_MAX_POSITION);
+    if (r->mix) return restore_mix(r, kvs, n, pos);
+    if (kv_find(kvs, n, "mix_positions"))
+        return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                         "checkpoint state: saved by a mix of data sets, this reader reads one "
+                         "data set");
     /* Field-by-field fingerprint check; mtime alone is not checked, so a checkpoint can move
      * with an identical copy of the data. */
     char diff[CTF_ERROR_MSG_MAX] = "";

@@ -45,9 +45,23 @@ uint64_t ctf__minibatch_bytes(const ctf_minibatch *mb)
 size_t ctf_reader_get_perf(const ctf_reader *r, ctf_perf *out, size_t size)
 {
     uint64_t v[CTF__PERF_NUM] = {0};
-    for (size_t i = 0; i < r->num_perf; i++)
-        for (size_t k = 0; k < CTF__PERF_NUM; k++)
-            v[k] += atomic_load_explicit(&r->perf[i].v[k], memory_order_relaxed);
+    /* A mix: its own slot (the calls, the consumer, the packing) and every part's (the loads,
+     * the waits); the index figures are the parts' sums. */
+    const size_t nparts = r->mix ? r->mix->num_parts : 0;
+    uint64_t index_ns = 0, index_bytes = 0, cache_hits = 0, cache_misses = 0, resident = 0;
+    for (size_t q = 0; q <= nparts; q++) {
+        const ctf_reader *x = q ? r->mix->parts[q - 1] : r;
+        for (size_t i = 0; i < x->num_perf; i++)
+            for (size_t k = 0; k < CTF__PERF_NUM; k++)
+                v[k] += atomic_load_explicit(&x->perf[i].v[k], memory_order_relaxed);
+        if (x->src) {
+            index_ns += x->src->index_ns;
+            index_bytes += x->src->index_bytes;
+            cache_hits += x->src->index_cache_hits;
+            cache_misses += x->src->index_cache_misses;
+            resident += x->stats.chunks_resident;
+        }
+    }
     ctf_perf p = {0};
     p.next_calls = v[CTF__PERF_NEXT_CALLS];
     p.next_ns = v[CTF__PERF_NEXT_NS];
@@ -64,10 +78,10 @@ size_t ctf_reader_get_perf(const ctf_reader *r, ctf_perf *out, size_t size)
     p.cut_sequences = v[CTF__PERF_CUT_SEQS];
     p.cut_samples = v[CTF__PERF_CUT_SAMPLES];
     p.open_ns = r->open_ns;
-    p.index_ns = r->src->index_ns;
-    p.index_bytes = r->src->index_bytes;
-    p.index_cache_hits = r->src->index_cache_hits;
-    p.index_cache_misses = r->src->index_cache_misses;
+    p.index_ns = index_ns;
+    p.index_bytes = index_bytes;
+    p.index_cache_hits = cache_hits;
+    p.index_cache_misses = cache_misses;
     p.read_ns = v[CTF__PERF_READ_NS];
     p.read_bytes = v[CTF__PERF_READ_BYTES];
     p.reads = v[CTF__PERF_READS];
@@ -77,7 +91,7 @@ size_t ctf_reader_get_perf(const ctf_reader *r, ctf_perf *out, size_t size)
     p.load_ns = v[CTF__PERF_LOAD_NS];
     p.chunks_loaded = v[CTF__PERF_LOADS];
     p.chunks_evicted = v[CTF__PERF_EVICTED];
-    p.chunks_resident = r->stats.chunks_resident;
+    p.chunks_resident = resident;
     p.chunk_cache_hits = v[CTF__PERF_CHUNK_CACHE_HITS];
     p.chunk_cache_misses = v[CTF__PERF_CHUNK_CACHE_MISSES];
     p.remote_requests = v[CTF__PERF_REMOTE_REQUESTS];

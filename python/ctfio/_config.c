@@ -1,5 +1,5 @@
 /*
- * _config.c -- Reader() arguments (path or corpus, streams, joins, keyword options) to a
+ * _config.c -- Reader() arguments (path or corpus, streams, joins, a mix, keyword options) to a
  * ctf_config, and a ctf_config back to Reader keyword arguments (what bsconfig_load returns).
  *
  * Adding a ctf_config field: update ctf_py_reader_args_parse (keyword list and format string),
@@ -80,6 +80,12 @@ void ctf_py_reader_args_clear(ctf_py_reader_args *ra)
     ra->jargs = NULL;
     ra->joins = NULL;
     ra->num_joins = 0;
+    for (size_t p = 0; ra->margs && p < ra->num_mix; p++) ctf_py_reader_args_clear(&ra->margs[p]);
+    PyMem_Free(ra->margs);
+    PyMem_Free(ra->mix);
+    ra->margs = NULL;
+    ra->mix = NULL;
+    ra->num_mix = 0;
 }
 
 /* A str, bytes or os.PathLike is one path; any other sequence a list of them (a corpus; the
@@ -175,6 +181,62 @@ error:
     return status;
 }
 
+/* mix: a sequence of (paths, streams, joins, skip_sequence_ids, weight), one per part
+ * (ctf_mix_part); streams None: the mix's streams; joins None: none. */
+static int parse_mix(PyObject *mix, ctf_config *cfg, ctf_py_reader_args *ra)
+{
+    PyObject *seq = PySequence_Fast(mix, "mix: must be a sequence of (paths, streams, joins, "
+                                         "skip_sequence_ids, weight) tuples");
+    if (!seq) return -1;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int status = -1;
+    ra->margs = PyMem_Calloc((size_t)(n ? n : 1), sizeof *ra->margs);
+    ra->mix = PyMem_Calloc((size_t)(n ? n : 1), sizeof *ra->mix);
+    if (!ra->margs || !ra->mix) {
+        PyErr_NoMemory();
+        goto error;
+    }
+    ra->num_mix = (size_t)n;
+    for (Py_ssize_t p = 0; p < n; p++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, p);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 5) {
+            PyErr_Format(PyExc_TypeError, "mix[%zd]: must be a (paths, streams, joins, "
+                         "skip_sequence_ids, weight) tuple (got %R)", p, item);
+            goto error;
+        }
+        ctf_py_reader_args *ma = &ra->margs[p];
+        ctf_config pc;
+        ctf_config_init(&pc);
+        pc.streams = NULL;
+        pc.num_streams = 0;
+        PyObject *streams = PyTuple_GET_ITEM(item, 1), *joins = PyTuple_GET_ITEM(item, 2);
+        if (parse_paths(PyTuple_GET_ITEM(item, 0), "mix[].paths", &ma->paths) < 0) goto error;
+        if (streams != Py_None && parse_streams(streams, &pc, ma) < 0) goto error;
+        if (joins != Py_None) {
+            if (streams == Py_None) {
+                PyErr_Format(PyExc_TypeError, "mix[%zd]: a part with joins names its primary's "
+                             "streams (got None)", p);
+                goto error;
+            }
+            if (parse_joins(joins, &pc, ma) < 0) goto error;
+        }
+        int skip = PyObject_IsTrue(PyTuple_GET_ITEM(item, 3));
+        if (skip < 0) goto error;
+        double w = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 4));
+        if (w == -1.0 && PyErr_Occurred()) goto error;
+        ra->mix[p] = (ctf_mix_part){.paths = ma->paths.v, .num_paths = ma->paths.n,
+                                    .streams = pc.streams, .num_streams = pc.num_streams,
+                                    .joins = pc.joins, .num_joins = pc.num_joins,
+                                    .skip_sequence_ids = skip, .weight = w};
+    }
+    cfg->mix = ra->mix;
+    cfg->num_mix = ra->num_mix;
+    status = 0;
+error:
+    Py_DECREF(seq);
+    return status;
+}
+
 /* Fills cfg->streams from a sequence of (name, alias, dim, is_sparse, defines_mb_size). */
 static int parse_streams(PyObject *streams, ctf_config *cfg, ctf_py_reader_args *ra)
 {
@@ -245,8 +307,8 @@ int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, 
                              "max_errors", "trace_level", "chunk_size_bytes",
                              "keep_data_in_memory", "frame_mode", "cache_index", "max_samples",
                              "max_sweeps", "truncation_length", "num_workers", "worker_rank",
-                             "num_threads", "prefetch_chunks", "log", "joins", NULL};
-    PyObject *path, *joins = NULL;
+                             "num_threads", "prefetch_chunks", "log", "joins", "mix", NULL};
+    PyObject *path, *joins = NULL, *mix = NULL;
     PyObject *streams, *seed = NULL, *window = NULL, *max_errors = NULL, *chunk = NULL;
     PyObject *max_samples = Py_None, *max_sweeps = Py_None, *trunc = NULL, *workers = NULL;
     PyObject *rank = NULL, *threads = NULL, *prefetch = NULL, *log = Py_None;
@@ -254,13 +316,23 @@ int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, 
     int randomize = cfg->randomize, in_samples = cfg->window_in_samples;
     int skip_ids = cfg->skip_sequence_ids, keep = cfg->keep_data_in_memory;
     int frame = cfg->frame_mode, cache = cfg->cache_index, trace = cfg->trace_level;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$spOOppOiOpppOOOOOOOOO:Reader", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$spOOppOiOpppOOOOOOOOOO:Reader", kwlist,
                                      &path, &streams, &precision,
                                      &randomize, &seed, &window, &in_samples, &skip_ids,
                                      &max_errors, &trace, &chunk, &keep, &frame, &cache,
                                      &max_samples, &max_sweeps, &trunc, &workers, &rank,
-                                     &threads, &prefetch, &log, &joins))
+                                     &threads, &prefetch, &log, &joins, &mix))
         return -1;
+    if (mix && mix != Py_None) {
+        /* A mix reads its parts' files: path is None. */
+        if (path != Py_None) {
+            PyErr_SetString(PyExc_TypeError, "path: must be None for a mix (the parts name "
+                                             "their files)");
+            return -1;
+        }
+        if (parse_streams(streams, cfg, ra) < 0 || parse_mix(mix, cfg, ra) < 0) return -1;
+        goto options;
+    }
     /* path: one file, or a list of files and patterns read as one corpus. */
     if (parse_paths(path, "path", &ra->paths) < 0) return -1;
     ra->path = Py_NewRef(PyList_GET_ITEM(ra->paths.keep, 0));
@@ -272,6 +344,7 @@ int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, 
     }
     if (parse_streams(streams, cfg, ra) < 0) return -1;
     if (joins && joins != Py_None && parse_joins(joins, cfg, ra) < 0) return -1;
+options:
     if (!strcmp(precision, "float") || !strcmp(precision, "float32"))
         cfg->precision = CTF_FLOAT32;
     else if (!strcmp(precision, "double") || !strcmp(precision, "float64"))
@@ -371,6 +444,22 @@ static PyObject *joins_list(const ctf_config *c)
     return l;
 }
 
+/* A mix's parts: [(paths, streams or None, skip_sequence_ids, weight), ...] */
+static PyObject *mix_list(const ctf_config *c)
+{
+    PyObject *l = PyList_New((Py_ssize_t)c->num_mix);
+    for (size_t i = 0; l && i < c->num_mix; i++) {
+        const ctf_mix_part *m = &c->mix[i];
+        PyObject *t = Py_BuildValue("(NNNd)", paths_list(m->paths, m->num_paths),
+                                    m->streams ? streams_list(m->streams, m->num_streams)
+                                               : Py_NewRef(Py_None),
+                                    PyBool_FromLong(m->skip_sequence_ids), m->weight);
+        if (!t) Py_CLEAR(l);
+        else PyList_SET_ITEM(l, (Py_ssize_t)i, t);
+    }
+    return l;
+}
+
 PyObject *ctf_py_config_dict(const ctf_config *c)
 {
     PyObject *d = PyDict_New(), *streams = NULL;
@@ -381,6 +470,7 @@ PyObject *ctf_py_config_dict(const ctf_config *c)
     /* Only present when used, so that the dict stays Reader keyword arguments otherwise. */
     if (c->num_paths) rc = rc ? rc : dict_put(d, "paths", paths_list(c->paths, c->num_paths));
     if (c->num_joins) rc = rc ? rc : dict_put(d, "joins", joins_list(c));
+    if (c->num_mix) rc = rc ? rc : dict_put(d, "mix", mix_list(c));
 #define PUT(key, value) rc = rc ? rc : dict_put(d, key, value)
     PUT("precision", PyUnicode_FromString(c->precision == CTF_FLOAT64 ? "double" : "float"));
     PUT("randomize", PyBool_FromLong(c->randomize));

@@ -30,6 +30,9 @@ typedef struct reader_args {
     struct reader_args *jargs;   /* per join: its streams and files (PyMem) */
     ctf_join_def *joins;         /* PyMem */
     size_t num_joins;
+    struct reader_args *margs;   /* per mix part: its files, streams and joins (PyMem) */
+    ctf_mix_part *mix;           /* PyMem */
+    size_t num_mix;
 } ctf_py_reader_args;
 
 /* Parses Reader(path, streams, **options) into cfg (which ctf_config_init filled); cfg points
@@ -44,7 +47,7 @@ void ctf_py_reader_args_clear(ctf_py_reader_args *ra);
 int ctf_py_to_u64(PyObject *obj, const char *name, uint64_t max, uint64_t *out);
 
 /* A configuration as Reader keyword arguments plus "path" and "streams" ("paths" for a corpus,
- * "joins" for joined deserializers). @return : a new dict, or NULL with an exception set. */
+ * "joins" for joined deserializers, "mix" for a mix's parts). @return : a new dict, or NULL with an exception set. */
 PyObject *ctf_py_config_dict(const ctf_config *c);
 
 #endif

@@ -103,7 +103,8 @@ typedef struct {
     size_t worker_rank;
     int busy;                    /* a call is in progress (possibly without the GIL) */
     uint64_t samples_per_sweep;  /* index samples in one sweep (every file, joined) */
-    int bptt;                    /* truncation_length > 0: a position alone is not a state */
+    int bptt;                    /* truncation_length > 0 or a mix: undo restores a state (a
+                                  * mix's seek replays its timeline from the start) */
     int undo_ok;                 /* the fields below can take back the last next() */
     uint64_t undo_pos;           /* the position before it */
     char *undo_state;            /* bptt: the state before it (PyMem) */
@@ -789,7 +790,8 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     ctf_config_init(&cfg);
     if (ctf_py_reader_args_parse(args, kwargs, &cfg, &ra) < 0) goto error;
     if (!(self = (ReaderObject *)type->tp_alloc(type, 0))) goto error;
-    if (!(self->path = PyUnicode_DecodeFSDefault(cfg.path))) goto error;
+    if (!(self->path = PyUnicode_DecodeFSDefault(cfg.num_mix ? cfg.mix[0].paths[0] : cfg.path)))
+        goto error;
     self->names = ra.names;
     ra.names = NULL;
     if (ra.log) {
@@ -808,7 +810,7 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->reader = reader;
     if (reader_finish(self, rc, &err) < 0) goto error;
     self->samples_per_sweep = ctf_reader_samples_per_sweep(reader);
-    self->bptt = cfg.truncation_length > 0;
+    self->bptt = cfg.truncation_length > 0 || cfg.num_mix > 0;
     self->busy = 0;
     ctf_py_reader_args_clear(&ra);
     return (PyObject *)self;

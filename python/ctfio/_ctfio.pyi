@@ -113,7 +113,7 @@ class IndexInfo(TypedDict):
 class Reader:
     def __new__(
         cls,
-        path: Union[_Path, Sequence[_Path]],  # a list, or a pattern: a corpus
+        path: Union[_Path, Sequence[_Path], None],  # a list, or a pattern: a corpus; None: mix
         streams: Sequence[StreamTuple],
         *,
         precision: Literal["float", "float32", "double", "float64"] = "float",
@@ -138,6 +138,11 @@ class Reader:
         log: Optional[LogCallback] = None,  # None: logging.getLogger("ctfio")
         # deserializers joined by key: (paths, streams, skip_sequence_ids)
         joins: Optional[Sequence[Tuple[Sequence[_Path], Sequence[StreamTuple], bool]]] = None,
+        # a mix: (paths, streams or None, joins or None, skip_sequence_ids, weight) per part
+        mix: Optional[Sequence[Tuple[Sequence[_Path], Optional[Sequence[StreamTuple]],
+                                     Optional[Sequence[Tuple[Sequence[_Path],
+                                                             Sequence[StreamTuple], bool]]],
+                                     bool, float]]] = None,
     ) -> "Reader": ...
     def next(
         self, num_samples: int, num_workers: Optional[int] = None,

@@ -16,8 +16,8 @@ from . import _ctfio
 
 __all__ = [
     "INFINITELY_REPEAT", "FULL_DATA_SWEEP", "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS",
-    "StreamDef", "StreamDefs", "CTFDeserializer", "StreamInformation", "MinibatchData",
-    "MinibatchSource", "UserMinibatchSource", "Value",
+    "StreamDef", "StreamDefs", "CTFDeserializer", "Mix", "mix", "StreamInformation",
+    "MinibatchData", "MinibatchSource", "UserMinibatchSource", "Value",
 ]
 
 #: ``max_samples`` / ``max_sweeps`` / ``epoch_size``: no limit.
@@ -129,6 +129,40 @@ class CTFDeserializer(_Record):
 
     def __repr__(self):
         return "CTFDeserializer(%r, %r)" % (self["file"], self["input"])
+
+
+class Mix(_Record):
+    """``mix([part, ...], weights=[...])``: several data sets interleaved on one timeline
+    (docs/rules.md, "Mixing"). A part is a ``CTFDeserializer`` (a file or a corpus) or a list of
+    them (a join by key: the first drives the order). Every part delivers the same streams, by
+    name, shape and storage; each keeps its own randomization and sweeps, and the part whose
+    samples taken divided by its weight is lowest supplies the next sequence. Use it wherever a
+    deserializer goes: ``MinibatchSource(ctfio.mix([a, b], weights=[0.7, 0.3]), ...)``."""
+
+    def __init__(self, parts, weights=None):
+        if isinstance(parts, (CTFDeserializer, str, bytes)):
+            raise TypeError("mix: the parts must be a list of deserializers (got %r)" % (parts,))
+        norm = []
+        for i, part in enumerate(parts):
+            part = [part] if isinstance(part, CTFDeserializer) else list(part)
+            if not part or not all(isinstance(d, CTFDeserializer) for d in part):
+                raise TypeError("mix: part %d must be a CTFDeserializer or a list of them (a "
+                                "join; got %r)" % (i, part))
+            norm.append(part)
+        if not norm:
+            raise ValueError("mix: at least one part is required")
+        weights = [1.0] * len(norm) if weights is None else [float(w) for w in weights]
+        if len(weights) != len(norm):
+            raise ValueError("mix: %d weights for %d parts" % (len(weights), len(norm)))
+        super().__init__(type="Mix", parts=norm, weights=weights)
+
+    def __repr__(self):
+        return "mix(%r, weights=%r)" % (self["parts"], self["weights"])
+
+
+def mix(parts, weights=None):
+    """``mix([source_a, source_b, ...], weights=[0.7, 0.3, ...])``: see ``Mix``."""
+    return Mix(parts, weights)
 
 
 class CBFDeserializer(CTFDeserializer):
@@ -631,6 +665,9 @@ class MinibatchSource:
                  randomize=True, max_errors=0, *, num_threads=None, prefetch_chunks=None,
                  keep_data_in_memory=False, cache_index=False, chunk_size_in_bytes=None,
                  precision="float", skip_sequence_ids=False, log=None):
+        mixed = deserializers if isinstance(deserializers, Mix) else None
+        if mixed is not None:
+            deserializers = mixed["parts"][0]
         if isinstance(deserializers, CTFDeserializer):
             deserializers = [deserializers]
         deserializers = list(deserializers)
@@ -650,7 +687,7 @@ class MinibatchSource:
         infos = []
         dtype = "float64" if opts["precision"] in ("double", "float64") else "float32"
 
-        def stream_tuples(des):
+        def stream_tuples(des, record=True):
             out = []
             for name, sd in des["input"].items():
                 if not isinstance(sd, StreamDef):
@@ -658,9 +695,11 @@ class MinibatchSource:
                                     % (name, sd))
                 out.append((name, sd["field"], sd["shape"], sd["is_sparse"],
                             sd["defines_mb_size"]))
-                infos.append(StreamInformation(name, len(infos),
+                if record:
+                    infos.append(StreamInformation(name, len(infos),
                                                "sparse" if sd["is_sparse"] else "dense",
-                                               dtype, (sd["shape"],), sd["defines_mb_size"]))
+                                                   dtype, (sd["shape"],),
+                                                   sd["defines_mb_size"]))
             return out
 
         streams = stream_tuples(d)
@@ -698,9 +737,31 @@ class MinibatchSource:
             prefetch_chunks=prefetch_chunks, log=log)
         self._params = {k: v for k, v in self._params.items() if v is not None or k == "log"}
         self._path = d["file"]
-        if joins:
-            self._params["joins"] = joins
-        self._reader = _ctfio.Reader(d["file"], streams, **self._params)
+        self._mixed = mixed is not None
+        if self._mixed:
+            # The mix's streams are every stream of its first part (primary, then joins); each
+            # part names its own primary's streams (aliases) and joins.
+            parts = []
+            for part, weight in zip(mixed["parts"], mixed["weights"]):
+                primary = part[0]
+                pj = [(j["file"] if isinstance(j["file"], list) else [j["file"]],
+                       stream_tuples(j, False),
+                       bool(j["options"].get("skip_sequence_ids", skip_sequence_ids)))
+                      for j in part[1:]]
+                parts.append((primary["file"] if isinstance(primary["file"], list)
+                              else [primary["file"]], stream_tuples(primary, False),
+                              pj or None,
+                              bool(primary["options"].get("skip_sequence_ids", False)),
+                              weight))
+            all_streams = streams + [t for j in joins for t in j[1]]
+            self._path = [p[0] for p in parts]
+            self._params["skip_sequence_ids"] = bool(skip_sequence_ids)  # per part otherwise
+            self._params["mix"] = parts
+            self._reader = _ctfio.Reader(None, all_streams, **self._params)
+        else:
+            if joins:
+                self._params["joins"] = joins
+            self._reader = _ctfio.Reader(d["file"], streams, **self._params)
         self._infos = infos
         self._keys = tuple(infos)
         self.streams = _Record((si.name, si) for si in infos)
@@ -756,8 +817,9 @@ class MinibatchSource:
     @property
     def _positional_state(self):
         """A timeline position determines the checkpoint state (not with truncated BPTT,
-        whose state also holds the partly delivered sequences)."""
-        return not self._params.get("truncation_length")
+        whose state also holds the partly delivered sequences, nor for a mix, whose state holds
+        every part's position)."""
+        return not self._params.get("truncation_length") and not self._mixed
 
     def _state_at(self, position):
         """The checkpoint state this reader had at an earlier ``position`` of its timeline
@@ -856,6 +918,14 @@ class MinibatchSource:
         else:
             args["randomization_window_in_chunks"] = c["randomization_window"]
         args.update(kwargs)
+        if c.get("mix"):
+            # The mix form: every part a deserializer of its own, with the mix's streams unless
+            # it names its own (aliases).
+            parts = [CTFDeserializer(m_paths if len(m_paths) > 1 else m_paths[0],
+                                     stream_defs(m_streams) if m_streams else streams,
+                                     skip_sequence_ids=m_skip)
+                     for m_paths, m_streams, m_skip, _w in c["mix"]]
+            return cls(Mix(parts, [w for *_rest, w in c["mix"]]), **args)
         primary = CTFDeserializer(files, streams)
         return cls([primary] + joined if joined else primary, **args)
 
