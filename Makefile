@@ -23,9 +23,20 @@ CFLAGS_REL := $(BASE_CFLAGS) $(OPT)
 CFLAGS_TST := $(CFLAGS_REL) -DCTF_TESTING
 CFLAGS_SAN := $(BASE_CFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -DCTF_DEBUG -DCTF_TESTING
 LDLIBS := -lm -pthread
+# libcurl serves remote paths (s3://, http(s)://; docs/remote.md). Found with curl-config or
+# pkg-config; a build without it still reads local files and refuses remote paths, saying why.
+CURL_LIBS := $(shell curl-config --libs 2>/dev/null || pkg-config --libs libcurl 2>/dev/null)
+ifneq ($(strip $(CURL_LIBS)),)
+CURL_CFLAGS := $(shell curl-config --cflags 2>/dev/null || pkg-config --cflags libcurl 2>/dev/null)
+BASE_CFLAGS += -DCTF_HAVE_CURL $(CURL_CFLAGS)
+CFLAGS_REL := $(BASE_CFLAGS) $(OPT)
+CFLAGS_TST := $(CFLAGS_REL) -DCTF_TESTING
+CFLAGS_SAN := $(BASE_CFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -DCTF_DEBUG -DCTF_TESTING
+LDLIBS += $(CURL_LIBS)
+endif
 
-LIB_SRC := $(sort $(wildcard lib/*.c))
-LIB_HDR := include/ctfio.h $(wildcard lib/*.h)
+LIB_SRC := $(sort $(wildcard lib/*.c lib/io/*.c))
+LIB_HDR := include/ctfio.h $(wildcard lib/*.h lib/io/*.h)
 TEST_SRC := $(sort $(wildcard tests/c/*.c))
 CLI_SRC := tools/ctfio.c tools/ctfio_convert.c
 CLI_HDR := tools/cli.h

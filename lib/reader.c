@@ -27,6 +27,7 @@
  * sweep: the budget and the log do not depend on threads, prefetch depth or eviction.
  */
 #include "reader.h"
+#include "io/io.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -261,6 +262,7 @@ void ctf_reader_free(ctf_reader *r)
     CTF_FREE(r->bp);
     ctf__sweepgen_free(r->gen);
     ctf__source_free(r->src);
+    ctf__remote_unref(r->remote);
     if (r->strings)
         for (size_t i = 0; i < r->cfg.num_streams * 2; i++) CTF_FREE(r->strings[i]);
     CTF_FREE(r->strings);
@@ -317,7 +319,9 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     r->pc = (ctf__parse_cfg){.path = r->path, .streams = r->streams,
                              .num_streams = r->cfg.num_streams, .precision = cfg->precision,
                              .frame_mode = cfg->frame_mode, .trace_level = cfg->trace_level};
-    rc = ctf__source_open(cfg, &r->pc, &r->src, &r->join_hash, err);
+    rc = ctf__remote_new(&cfg->remote, &r->remote, err);
+    if (rc) goto fail;
+    rc = ctf__source_open(cfg, r->remote, &r->pc, &r->src, &r->join_hash, err);
     if (rc) goto fail;
     r->idx = r->src->files[0].idx;
     r->pc.line_mode = r->idx->line_mode;
@@ -772,6 +776,11 @@ const char *ctf_reader_file_path(const ctf_reader *r, size_t i)
 const ctf_index *ctf_reader_file_index(const ctf_reader *r, size_t i)
 {
     return i < r->src->num_files ? r->src->files[i].idx : NULL;
+}
+
+void ctf_reader_get_io_counters(const ctf_reader *r, ctf_io_counters *out)
+{
+    ctf__remote_counters(r->remote, out);
 }
 
 void ctf_reader_get_stats(const ctf_reader *r, ctf_stats *stats)
