@@ -143,7 +143,8 @@ $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip setuptools wheel
 	$(VPY) -m pip install -q "numpy>=1.21" "scipy>=1.7" "pytest>=7" "scikit-learn>=1.0" "torch==2.13.0" \
-		"torchdata==0.11.0" "tqdm==4.70.1" "hypothesis==6.170.17" "pyarrow==26.0.1"
+		"torchdata==0.11.0" "tqdm==4.70.1" "hypothesis==6.170.17" "pyarrow==26.0.1" \
+		"moto[server]==5.2.5"
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.deps $(PY_SRC) $(LIB_SRC) $(LIB_HDR)

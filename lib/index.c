@@ -1292,9 +1292,10 @@ int ctf__index_build(const ctf_config *cfg, ctf__remote *rem, ctf_index **out, c
     idx->remote = ctf__remote_ref(rem);
     rc = ctf__io_stat(rem, idx->path, &idx->file, err);
     if (rc) goto fail;
-    /* A local file's cache sits beside it; a remote object's in the cache directory, keyed by
-     * URL, ETag and size (none without a directory). */
-    if (cfg->cache_index) {
+    /* A local file's cache sits beside it (when cache_index); a remote object's in the cache
+     * directory, keyed by URL, ETag and size, whenever one is given: a remote open without it
+     * would read every object whole. */
+    if (cfg->cache_index || (rem && ctf__io_is_remote(idx->path))) {
         char cpath[CTF_ERROR_PATH_MAX + 64];
         if (!ctf__io_is_remote(idx->path)) ctf_index_cache_path(idx->path, cpath, sizeof cpath);
         else if (!ctf__io_cache_path(rem, idx->path, &idx->file, cpath, sizeof cpath))

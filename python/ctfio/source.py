@@ -13,6 +13,7 @@ import operator
 import os
 
 from . import _ctfio
+from . import remote as _remote
 
 __all__ = [
     "INFINITELY_REPEAT", "FULL_DATA_SWEEP", "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS",
@@ -569,7 +570,8 @@ class MinibatchSource:
                  multithreaded_deserializer=None, frame_mode=False, truncation_length=0,
                  randomize=True, max_errors=0, *, num_threads=None, prefetch_chunks=None,
                  keep_data_in_memory=False, cache_index=False, chunk_size_in_bytes=None,
-                 precision="float", skip_sequence_ids=False, log=None):
+                 precision="float", skip_sequence_ids=False, log=None, storage_options=None,
+                 cache_dir=None):
         if isinstance(deserializers, CTFDeserializer):
             deserializers = [deserializers]
         deserializers = list(deserializers)
@@ -628,6 +630,10 @@ class MinibatchSource:
         self._path = d["file"]
         if joins:
             self._params["joins"] = joins
+        # Remote paths (s3://, http(s)://): endpoint, credentials and the index cache directory
+        # resolved here from storage_options and the environment (docs/remote.md).
+        if any(_remote.any_remote(x["file"]) for x in deserializers):
+            self._params["remote"] = _remote.resolve(storage_options, cache_dir)
         self._reader = _ctfio.Reader(d["file"], streams, **self._params)
         self._infos = infos
         self._keys = tuple(infos)
@@ -747,7 +753,7 @@ class MinibatchSource:
 
     def __repr__(self):
         return "MinibatchSource(%r, %s)" % (self._path, ", ".join(
-            "%s=%r" % kv for kv in sorted(self._params.items()) if kv[0] != "log"))
+            "%s=%r" % kv for kv in sorted(self._params.items()) if kv[0] not in ("log", "remote")))
 
     @classmethod
     def from_config(cls, path, section=None, overrides=(), **kwargs):
