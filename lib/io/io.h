@@ -8,7 +8,7 @@
 #ifndef CTF_IO_H
 #define CTF_IO_H
 
-#include "ctfio_internal.h"
+#include "common/common.h"
 
 #include <stdbool.h>
 #include <stdint.h>
