@@ -310,3 +310,32 @@ def test_remote_options_from_the_environment_and_profiles(tmp_path):
     assert "access_key_id" not in r
     with pytest.raises(TypeError):
         remote.resolve({"bogus": 1}, env=dict(base))
+
+
+def test_remote_cli_and_configuration_file(s3, corpus, tmp_path):
+    """`ctfio dump --file 's3://...*'` and a configuration file's `file = "s3://..."` read
+    the bucket with the endpoint and keys from the AWS variables; the output is the local
+    files' output."""
+    local, _, pattern = corpus
+    env = dict(os.environ, **s3.env(), CTFIO_CACHE_DIR=str(tmp_path / "cache"))
+
+    def dump(args):
+        p = subprocess.run([sys.executable, "-m", "ctfio", "dump"] + args + [
+            "--input", "x:2:dense", "--input", "y:6:sparse", "--seed", "3", "--window", "2",
+            "--chunk-size", "150", "--mb", "7", "--max-sweeps", "2"], env=env,
+            capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return p.stdout
+
+    ref = dump(sum((["--file", f] for f in local), []))
+    assert ref.count("\n") > 10
+    assert dump(["--file", pattern]) == ref
+    cfg = tmp_path / "r.cntk"
+    cfg.write_text('reader = [\n readerType = "CNTKTextFormatReader"\n file = "%s"\n'
+                   ' input = [ x = [ dim = 2 ; format = "dense" ]\n'
+                   '           y = [ dim = 6 ; format = "sparse" ] ]\n]\n' % pattern)
+    p = subprocess.run([sys.executable, "-m", "ctfio", "dump", "--config", str(cfg), "--count",
+                        "5", "--randomize", "false"], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.count("\n") == 5 and '"key": 0' in p.stdout
