@@ -25,7 +25,10 @@ CFLAGS_SAN := $(BASE_CFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,u
 LDLIBS := -lm -pthread
 # libcurl serves remote paths (s3://, http(s)://; docs/remote.md). Found with curl-config or
 # pkg-config; a build without it still reads local files and refuses remote paths, saying why.
+# (`make NO_CURL=1` builds without it, as a machine without libcurl would.)
+ifeq ($(NO_CURL),)
 CURL_LIBS := $(shell curl-config --libs 2>/dev/null || pkg-config --libs libcurl 2>/dev/null)
+endif
 ifneq ($(strip $(CURL_LIBS)),)
 CURL_CFLAGS := $(shell curl-config --cflags 2>/dev/null || pkg-config --cflags libcurl 2>/dev/null)
 BASE_CFLAGS += -DCTF_HAVE_CURL $(CURL_CFLAGS)

@@ -202,7 +202,7 @@ def test_remote_index_cache_keyed_by_url_etag_size(s3, corpus, tmp_path):
     assert read(src, 13) == first
 
 
-def test_remote_changed_object_is_refused(s3, tmp_path):
+def test_remote_changed_object_is_refused(s3, corpus, tmp_path):
     seqs = gen(40, seed=11)
     s3.client.put_object(Bucket=BUCKET, Key="chg/a.ctf", Body=render(seqs).encode())
     url = "s3://%s/chg/a.ctf" % BUCKET
@@ -339,3 +339,34 @@ def test_remote_cli_and_configuration_file(s3, corpus, tmp_path):
                        timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.count("\n") == 5 and '"key": 0' in p.stdout
+
+
+def test_remote_torchrun_two_ranks_over_one_bucket(s3, corpus, tmp_path):
+    """torchrun with 2 ranks, each reading the same object through ctfio.torch with the
+    endpoint and keys from the environment: per step the shares are disjoint and their union
+    is the single-process run over the same file on local disk."""
+    pytest.importorskip("torch")
+    import test_torchrun as tt
+    import torchrun_worker as tw
+    local = tmp_path / "local"
+    local.mkdir()
+    tt.write_data(str(local / "data.ctf"))
+    s3.client.put_object(Bucket=BUCKET, Key="torchrun/data.ctf",
+                         Body=(local / "data.ctf").read_bytes())
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, OMP_NUM_THREADS="1", **s3.env(),
+               CTFIO_CACHE_DIR=str(tmp_path / "cache"))
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(var, None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           os.path.join(HERE, "torchrun_worker.py"), "run", "s3://%s/torchrun" % BUCKET,
+           str(out)]
+    p = subprocess.run(cmd, cwd=str(out), env=env, capture_output=True, text=True,
+                       timeout=tt.TIMEOUT)
+    assert p.returncode == 0, p.stderr[-4000:]
+    ranks = tt.load(str(out), "run", 2)
+    ref, _ = tt.reference(str(local), tw.STEPS)
+    tt.check_steps(ranks, ref)
+    keys = [k for res in ranks for step in res["sweep"] for k in step]
+    assert sorted(keys) == list(range(tt.NUM_SEQS))
