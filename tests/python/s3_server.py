@@ -149,3 +149,58 @@ class FaultProxy:
 
 
 socketserver.TCPServer.allow_reuse_address = True
+
+
+class RangeServer:
+    """A plain HTTP server (no S3, no signatures) serving ``files`` (path -> bytes) with range
+    requests and an ETag: what a static web server offers."""
+
+    def __init__(self, files):
+        self.files = files
+        srv = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                body = srv.files.get(self.path)
+                if body is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                etag = '"%08x"' % (hash(body) & 0xffffffff)
+                rng = self.headers.get("Range")
+                if rng:
+                    a, b = rng.split("=")[1].split("-")
+                    a, b = int(a), min(int(b), len(body) - 1)
+                    if a >= len(body):
+                        self.send_response(416)
+                        self.send_header("Content-Range", "bytes */%d" % len(body))
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    part = body[a:b + 1]
+                    self.send_response(206)
+                    self.send_header("Content-Range", "bytes %d-%d/%d" % (a, b, len(body)))
+                else:
+                    part = body
+                    self.send_response(200)
+                self.send_header("ETag", etag)
+                self.send_header("Content-Length", str(len(part)))
+                self.end_headers()
+                self.wfile.write(part)
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()

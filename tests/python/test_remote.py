@@ -31,7 +31,7 @@ import ctfio  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from s3_server import S3, FaultProxy, free_port  # noqa: E402
+from s3_server import S3, FaultProxy, RangeServer, free_port  # noqa: E402
 
 N = 120
 SHARDS = 4
@@ -370,3 +370,22 @@ def test_remote_torchrun_two_ranks_over_one_bucket(s3, corpus, tmp_path):
     tt.check_steps(ranks, ref)
     keys = [k for res in ranks for step in res["sweep"] for k in step]
     assert sorted(keys) == list(range(tt.NUM_SEQS))
+
+
+def test_plain_https_url_unsigned(corpus, tmp_path):
+    """An http:// URL is read unsigned by range requests, as the local file; a pattern over
+    HTTP is refused (there is no listing)."""
+    local, _, _ = corpus
+    srv = RangeServer({"/d/%d.ctf" % i: open(p, "rb").read() for i, p in enumerate(local)})
+    try:
+        urls = ["%s/d/%d.ctf" % (srv.url, i) for i in range(len(local))]
+        ref = read(source(local, max_sweeps=2), 8)
+        assert read(source(urls, max_sweeps=2, cache_dir=str(tmp_path)), 8) == ref
+        with pytest.raises(ValueError) as e:
+            source(srv.url + "/d/*.ctf", cache_dir=str(tmp_path))
+        assert "no listing" in str(e.value)
+        with pytest.raises((ctfio.CTFError, OSError)) as e:
+            source(srv.url + "/d/missing.ctf", cache_dir=str(tmp_path))
+        assert "404" in str(e.value)
+    finally:
+        srv.stop()
