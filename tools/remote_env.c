@@ -93,9 +93,10 @@ void cli_remote_options(ctf_remote_options *o, const char *endpoint, const char 
         ini_get(conf, section, "region", g_region, sizeof g_region);
     }
     o->region = g_region[0] ? g_region : NULL;
+    const char *xdg = env("XDG_CACHE_HOME"), *mine = env("CTFIO_CACHE_DIR");
     if (cache_dir) snprintf(g_cache, sizeof g_cache, "%s", cache_dir);
-    else if (env("CTFIO_CACHE_DIR")) snprintf(g_cache, sizeof g_cache, "%s", env("CTFIO_CACHE_DIR"));
-    else if (env("XDG_CACHE_HOME")) snprintf(g_cache, sizeof g_cache, "%s/ctfio", env("XDG_CACHE_HOME"));
+    else if (mine) snprintf(g_cache, sizeof g_cache, "%s", mine);
+    else if (xdg) snprintf(g_cache, sizeof g_cache, "%s/ctfio", xdg);
     else snprintf(g_cache, sizeof g_cache, "%s/.cache/ctfio", home);
     o->cache_dir = g_cache;
 }

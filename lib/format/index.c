@@ -1256,7 +1256,8 @@ struct ctf__index_one {
 int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
 {
     *out = NULL;
-    if (!cfg || !cfg->path || !ctf__io_is_remote(cfg->path)) return ctf__index_build(cfg, NULL, out, err);
+    if (!cfg || !cfg->path || !ctf__io_is_remote(cfg->path))
+        return ctf__index_build(cfg, NULL, out, err);
     ctf__remote *rem;
     int rc = ctf__remote_new(&cfg->remote, &rem, err);
     if (rc) return rc;

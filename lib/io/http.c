@@ -581,10 +581,12 @@ static int perform(ctf__remote *rem, const target *t, const char *path, const re
             cc == CURLE_COULDNT_RESOLVE_PROXY || cc == CURLE_UNSUPPORTED_PROTOCOL ||
             cc == CURLE_URL_MALFORMAT)
             return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, offset},
-                             "cannot reach %s: %s", t->host, cerr[0] ? cerr : curl_easy_strerror(cc));
+                             "cannot reach %s: %s", t->host,
+                             cerr[0] ? cerr : curl_easy_strerror(cc));
         if (cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CACERT_BADFILE)
             return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, offset},
-                             "TLS with %s failed: %s", t->host, cerr[0] ? cerr : curl_easy_strerror(cc));
+                             "TLS with %s failed: %s", t->host,
+                             cerr[0] ? cerr : curl_easy_strerror(cc));
         if (cc == CURLE_WRITE_ERROR && r->overflow && r->keep_body)
             return ctf__fail(err, CTF_ELIMIT, (ctf__where){path, 0, 0, offset},
                              "the server's answer is larger than %zu bytes", r->body_limit);

@@ -73,7 +73,8 @@ TEST(io_sigv4_s3_get_object_example)
     ASSERT_EQ(ctf__sigv4_authorization(&req, auth, sizeof auth), 0);
     ASSERT_STR_EQ(auth, "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/"
                         "aws4_request, SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
-                        "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
+                        "Signature="
+                        "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
 }
 
 TEST(io_sigv4_s3_list_example)
@@ -87,7 +88,8 @@ TEST(io_sigv4_s3_list_example)
                             "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"};
     char auth[512];
     ASSERT_EQ(ctf__sigv4_authorization(&req, auth, sizeof auth), 0);
-    ASSERT(strstr(auth, "Signature=34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"));
+    ASSERT(strstr(auth,
+                  "Signature=34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"));
 }
 
 TEST(io_sigv4_test_suite_get_vanilla)
@@ -100,7 +102,8 @@ TEST(io_sigv4_test_suite_get_vanilla)
     ASSERT_EQ(ctf__sigv4_authorization(&req, auth, sizeof auth), 0);
     ASSERT_STR_EQ(auth, "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/"
                         "aws4_request, SignedHeaders=host;x-amz-date, "
-                        "Signature=5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31");
+                        "Signature="
+                        "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31");
     /* A buffer too small is refused, not cut. */
     char small[40];
     ASSERT_EQ(ctf__sigv4_authorization(&req, small, sizeof small), -1);
