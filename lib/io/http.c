@@ -37,6 +37,13 @@ struct ctf__remote {
     void **idle;            /* idle curl handles, each with its live connection */
     size_t num_idle, cap_idle;
     uint64_t rng;           /* jitter only: never touches the data */
+    /* Identities (ETag, size) a listing gave, sorted by URL: opening the objects a pattern
+     * matched then asks nothing more of the server when their index caches are valid. */
+    struct known_id {
+        char *url;
+        ctf__file_id id;
+    } *known;
+    size_t num_known, cap_known;
     atomic_ullong requests, retries, bytes;
 };
 
@@ -108,6 +115,8 @@ void ctf__remote_unref(ctf__remote *rem)
     for (size_t i = 0; i < rem->num_idle; i++) curl_easy_cleanup(rem->idle[i]);
 #endif
     CTF_FREE(rem->idle);
+    for (size_t i = 0; i < rem->num_known; i++) CTF_FREE(rem->known[i].url);
+    CTF_FREE(rem->known);
     pthread_mutex_destroy(&rem->mu);
     if (rem->secret_key) memset(rem->secret_key, 0, strlen(rem->secret_key));
     CTF_FREE(rem->endpoint);
@@ -639,9 +648,21 @@ static int64_t etag_hash(const char *etag)
     return (int64_t)(h >> 1);
 }
 
+static int cmp_known(const void *a, const void *b)
+{
+    return strcmp(((const struct known_id *)a)->url, ((const struct known_id *)b)->url);
+}
+
 int ctf__http_stat(ctf__remote *rem, const char *url, ctf__file_id *id, ctf_error *err)
 {
     memset(id, 0, sizeof *id);
+    pthread_mutex_lock(&rem->mu);
+    const struct known_id key = {(char *)url, {0}};
+    const struct known_id *k =
+        rem->num_known ? bsearch(&key, rem->known, rem->num_known, sizeof key, cmp_known) : NULL;
+    if (k) *id = k->id;
+    pthread_mutex_unlock(&rem->mu);
+    if (k) return 0;
     target t;
     int rc = resolve(rem, url, &t, err);
     if (rc) return rc;
@@ -740,6 +761,29 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Keeps a listed object's identity (nothing when the entry lacks one, or memory is short:
+ * the object is then asked at open). */
+static void remember(ctf__remote *rem, const char *url, const char *etag, const char *size)
+{
+    if (!etag[0] || !size[0]) return;
+    char *u = ctf__strdup(url);
+    if (!u) return;
+    pthread_mutex_lock(&rem->mu);
+    if (ctf__grow((void **)&rem->known, &rem->cap_known, rem->num_known + 1,
+                  sizeof *rem->known)) {
+        pthread_mutex_unlock(&rem->mu);
+        CTF_FREE(u);
+        return;
+    }
+    struct known_id *k = &rem->known[rem->num_known++];
+    memset(k, 0, sizeof *k);
+    k->url = u;
+    k->id.size = strtoull(size, NULL, 10);
+    snprintf(k->id.etag, sizeof k->id.etag, "%s", etag);
+    k->id.mtime_ns = etag_hash(etag);
+    pthread_mutex_unlock(&rem->mu);
+}
+
 int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *num,
                    ctf_error *err)
 {
@@ -787,10 +831,10 @@ int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n
             CTF_FREE(r.body);
             goto fail;
         }
-        const char *p = r.body ? r.body : "";
+        char *p = r.body ? r.body : (char *)"";
         while ((p = strstr(p, "<Key>")) != NULL) {
             p += 5;
-            const char *e = strstr(p, "</Key>");
+            char *e = strstr(p, "</Key>");
             if (!e) break;
             size_t kl = (size_t)(e - p);
             char *key = CTF_MALLOC(kl + 1);
@@ -812,6 +856,17 @@ int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n
                 }
                 snprintf(u, ul, "s3://%s/%s", t.bucket, key);
                 v[len++] = u;
+                /* The entry's ETag and size, for ctf__http_stat. */
+                char *end = strstr(e, "</Contents>");
+                if (end) {
+                    *end = '\0';
+                    char etag[CTF__ETAG_MAX], size[32];
+                    xml_field(e, "ETag", etag, sizeof etag);
+                    xml_field(e, "Size", size, sizeof size);
+                    xml_unescape(etag);
+                    *end = '<';
+                    remember(rem, u, etag, size);
+                }
             }
             CTF_FREE(key);
             p = e + 6;
@@ -830,6 +885,9 @@ int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n
     }
     /* Byte-wise, as for local patterns. */
     qsort(v, len, sizeof *v, cmp_str);
+    pthread_mutex_lock(&rem->mu);
+    if (rem->num_known) qsort(rem->known, rem->num_known, sizeof *rem->known, cmp_known);
+    pthread_mutex_unlock(&rem->mu);
     *out = v;
     *num = len;
     return 0;

@@ -184,7 +184,7 @@ def test_remote_restore_in_a_new_process_from_the_environment(s3, corpus, tmp_pa
 
 
 def test_remote_index_cache_keyed_by_url_etag_size(s3, corpus, tmp_path):
-    _, urls, _ = corpus
+    _, urls, pattern = corpus
     cache = tmp_path / "cache"
     kw = dict(max_sweeps=1, storage_options=s3.options(), cache_dir=str(cache),
               prefetch_chunks=0)
@@ -199,6 +199,12 @@ def test_remote_index_cache_keyed_by_url_etag_size(s3, corpus, tmp_path):
     # A warm open asks each object's identity once and reads no data for indexing.
     assert warm["requests"] == SHARDS and warm["bytes"] <= SHARDS
     assert cold["bytes"] > warm["bytes"]
+    assert read(src, 13) == first
+    # Over a pattern the listing gives each object's ETag and size: with valid caches the
+    # open is the listing alone, one request per 1,000 keys.
+    src = source(pattern, **kw)
+    assert src._reader.io_counters()["requests"] == 1
+    assert src._reader.index_info()["from_cache"]
     assert read(src, 13) == first
 
 
