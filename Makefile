@@ -45,7 +45,7 @@ TEST_SRC := $(sort $(wildcard tests/c/*.c))
 # The tool's parts; TOOL_LIB_SRC is what the C tests and the fuzz driver link too (the JSON that
 # `ctfio dump` prints, the configuration text that `ctfio convert` prints).
 TOOL_LIB_SRC := tools/dump_json.c tools/describe.c tools/cli_util.c tools/remote_env.c
-CLI_SRC := tools/ctfio.c tools/ctfio_convert.c $(TOOL_LIB_SRC)
+CLI_SRC := tools/ctfio.c tools/ctfio_convert.c tools/ctfio_stats.c $(TOOL_LIB_SRC)
 CLI_HDR := tools/cli.h tools/dump_json.h
 FUZZ_SRC := tests/fuzz/fuzz_targets.c tests/fuzz/regression.c
 FUZZ_HDR := tests/fuzz/fuzz.h
@@ -79,14 +79,15 @@ $(P)/lib/%.o: lib/%.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 -c $< -o $@
 
+# The archive is made anew: `ar rcs` on an old one would keep members whose sources are gone.
 $(B)/libctfio.a: $(LIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 $(T)/libctfio.a: $(TLIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 $(S)/libctfio.a: $(SLIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 $(P)/libctfio.a: $(PLIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 $(P)/ctfio: $(CLI_SRC) $(CLI_HDR) $(P)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 $(CLI_SRC) $(P)/libctfio.a -o $@ $(LDLIBS)
 $(P)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(P)/libctfio.a $(B)/libctfio.a $(LIB_HDR)

@@ -1058,6 +1058,17 @@ static PyObject *Reader_io_counters(ReaderObject *self, PyObject *Py_UNUSED(igno
                          (unsigned long long)c.retries, "bytes", (unsigned long long)c.bytes);
 }
 
+PyDoc_STRVAR(Reader_perf_doc, "perf() -> dict\n\nWhere the time goes: the stage counters "
+                              "(ctf_perf) and the verdict naming the limiting stage.");
+
+static PyObject *Reader_perf(ReaderObject *self, PyObject *Py_UNUSED(ignored))
+{
+    ctf_perf p;
+    if (reader_enter(self) < 0) return NULL;
+    ctf_reader_get_perf(self->reader, &p, sizeof p);
+    return ctf_py_perf_dict(&p);
+}
+
 PyDoc_STRVAR(Reader_index_info_doc, "index_info() -> dict\n\nFacts about the index (ctf_index_info).");
 
 static PyObject *Reader_index_info(ReaderObject *self, PyObject *Py_UNUSED(ignored))
@@ -1145,6 +1156,7 @@ static PyMethodDef Reader_methods[] = {
     {"stats", (PyCFunction)(void (*)(void))Reader_stats, METH_NOARGS, Reader_stats_doc},
     {"io_counters", (PyCFunction)(void (*)(void))Reader_io_counters, METH_NOARGS,
      Reader_io_counters_doc},
+    {"perf", (PyCFunction)(void (*)(void))Reader_perf, METH_NOARGS, Reader_perf_doc},
     {"index_info", (PyCFunction)(void (*)(void))Reader_index_info, METH_NOARGS,
      Reader_index_info_doc},
     {"close", (PyCFunction)(void (*)(void))Reader_close, METH_NOARGS,
