@@ -23,6 +23,20 @@ CFLAGS_REL := $(BASE_CFLAGS) $(OPT)
 CFLAGS_TST := $(CFLAGS_REL) -DCTF_TESTING
 CFLAGS_SAN := $(BASE_CFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -DCTF_DEBUG -DCTF_TESTING
 LDLIBS := -lm -pthread
+# libcurl serves remote paths (s3://, http(s)://; docs/remote.md). Found with curl-config or
+# pkg-config; a build without it still reads local files and refuses remote paths, saying why.
+# (`make NO_CURL=1` builds without it, as a machine without libcurl would.)
+ifeq ($(NO_CURL),)
+CURL_LIBS := $(shell curl-config --libs 2>/dev/null || pkg-config --libs libcurl 2>/dev/null)
+endif
+ifneq ($(strip $(CURL_LIBS)),)
+CURL_CFLAGS := $(shell curl-config --cflags 2>/dev/null || pkg-config --cflags libcurl 2>/dev/null)
+BASE_CFLAGS += -DCTF_HAVE_CURL $(CURL_CFLAGS)
+CFLAGS_REL := $(BASE_CFLAGS) $(OPT)
+CFLAGS_TST := $(CFLAGS_REL) -DCTF_TESTING
+CFLAGS_SAN := $(BASE_CFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -DCTF_DEBUG -DCTF_TESTING
+LDLIBS += $(CURL_LIBS)
+endif
 
 # lib/ is layered: one folder per layer (docs/design.md), each with its own header.
 LIB_SRC := $(sort $(wildcard lib/*/*.c))
@@ -30,7 +44,7 @@ LIB_HDR := include/ctfio.h $(wildcard lib/*/*.h)
 TEST_SRC := $(sort $(wildcard tests/c/*.c))
 # The tool's parts; TOOL_LIB_SRC is what the C tests and the fuzz driver link too (the JSON that
 # `ctfio dump` prints, the configuration text that `ctfio convert` prints).
-TOOL_LIB_SRC := tools/dump_json.c tools/describe.c tools/cli_util.c
+TOOL_LIB_SRC := tools/dump_json.c tools/describe.c tools/cli_util.c tools/remote_env.c
 CLI_SRC := tools/ctfio.c tools/ctfio_convert.c tools/ctfio_stats.c $(TOOL_LIB_SRC)
 CLI_HDR := tools/cli.h tools/dump_json.h
 FUZZ_SRC := tests/fuzz/fuzz_targets.c tests/fuzz/regression.c
@@ -137,7 +151,8 @@ $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip setuptools wheel
 	$(VPY) -m pip install -q "numpy>=1.21" "scipy>=1.7" "pytest>=7" "scikit-learn>=1.0" "torch==2.13.0" \
-		"torchdata==0.11.0" "tqdm==4.70.1" "hypothesis==6.170.17" "pyarrow==26.0.1"
+		"torchdata==0.11.0" "tqdm==4.70.1" "hypothesis==6.170.17" "pyarrow==26.0.1" \
+		"moto[server]==5.2.5"
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.deps $(PY_SRC) $(LIB_SRC) $(LIB_HDR)

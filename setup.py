@@ -5,6 +5,8 @@ The command-line tool (tools/*.c) is compiled in too, its main() renamed ctfio_c
 Environment switches: CTFIO_DEBUG=1 (-O0, asserts), CTFIO_SANITIZE=1 (ASan + UBSan)."""
 import glob
 import os
+import shutil
+import subprocess
 
 from setuptools import Extension, setup
 
@@ -17,6 +19,28 @@ else:
 if os.environ.get("CTFIO_SANITIZE"):
     args += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
     link += ["-fsanitize=address,undefined"]
+
+
+
+def _curl():
+    """libcurl's flags (remote paths, docs/remote.md) from curl-config or pkg-config, as the
+    Makefile finds them; without libcurl the extension still reads local files."""
+    for cmd in (["curl-config"], ["pkg-config", "libcurl"]):
+        if not shutil.which(cmd[0]):
+            continue
+        try:
+            libs = subprocess.run(cmd + ["--libs"], capture_output=True, text=True, check=True)
+            cflags = subprocess.run(cmd + ["--cflags"], capture_output=True, text=True, check=True)
+        except (OSError, subprocess.CalledProcessError):
+            continue
+        if libs.stdout.strip():
+            return ["-DCTF_HAVE_CURL"] + cflags.stdout.split(), libs.stdout.split()
+    return [], []
+
+
+curl_cflags, curl_libs = _curl()
+args += curl_cflags
+link += curl_libs
 
 setup(
     ext_modules=[

@@ -184,6 +184,33 @@ typedef struct ctf_mix_part {
 #define CTF_DEFAULT_CHUNK_SIZE_BYTES 33554432u
 #define CTF_DEFAULT_WINDOW_CHUNKS 128u
 
+/* Data on object storage (docs/remote.md): a path may be s3://BUCKET/KEY (a pattern in the key
+ * is listed with ListObjectsV2) or an http(s):// URL, read by range requests. These options
+ * say where and as whom; the library never reads the environment: the ctfio tool and the
+ * Python package resolve the AWS variables and the shared credentials file into them. Strings
+ * are copied at open. A build without libcurl refuses remote paths with a message saying so. */
+typedef struct ctf_remote_options {
+    const char *endpoint;          /* S3 endpoint, "http://127.0.0.1:9000" (path-style
+                                    * addressing); NULL: AWS, https://BUCKET.s3.REGION... */
+    const char *region;            /* signing region; NULL: "us-east-1" */
+    const char *access_key_id;     /* NULL: unsigned requests (public buckets, plain http) */
+    const char *secret_access_key;
+    const char *session_token;     /* temporary credentials' token, or NULL */
+    const char *cache_dir;         /* where remote objects' index caches go, keyed by URL, ETag
+                                    * and size; NULL: none are kept */
+    unsigned max_retries;          /* retries of a failed request (5xx, 429, resets, timeouts,
+                                    * short bodies); default 8 */
+    unsigned timeout_ms;           /* one request's limit; 0: 60 s */
+    unsigned connect_timeout_ms;   /* 0: 10 s */
+    unsigned backoff_ms;           /* the first retry's delay (doubling, with jitter); 0: 50 */
+} ctf_remote_options;
+
+/* Requests made for remote data, over a reader's life (ctf_reader_get_io_counters). */
+typedef struct ctf_io_counters {
+    uint64_t requests;   /* HTTP requests sent, retries included */
+    uint64_t retries;    /* requests that were retries of a failed one */
+    uint64_t bytes;      /* body bytes received */
+} ctf_io_counters;
 /* Progress of a long operation: work done so far and the total, in bytes (indexing: see
  * ctf_config.progress; conversion: ctf_convert_options.progress). A non-zero return cancels. */
 typedef int (*ctf_progress_fn)(void *user, uint64_t done, uint64_t total);
@@ -223,6 +250,7 @@ typedef struct ctf_config {
     size_t num_threads;               /* background parse threads (default: cores); 0 = caller */
     size_t prefetch_chunks;           /* chunks parsed ahead of the consumer (CTF_PREFETCH_AUTO:
                                        * 2 * num_threads + 2) */
+    ctf_remote_options remote;        /* endpoint, credentials and caches for remote paths */
     ctf_log_fn log;                   /* warning/info sink; NULL = no logging */
     void *log_user;                   /* passed to log */
     /* Indexing a file by scanning it (no usable index cache) reports its progress here, on the
@@ -450,6 +478,9 @@ const ctf_error *ctf_reader_error(const ctf_reader *reader);
 /* ctf_reader_get_stats(reader, stats): counters since open. */
 void ctf_reader_get_stats(const ctf_reader *reader, ctf_stats *stats);
 
+/* ctf_reader_get_io_counters(reader, out): the remote requests of every deserializer so far
+ * (all zero for local files). */
+void ctf_reader_get_io_counters(const ctf_reader *reader, ctf_io_counters *out);
 /* Where a reader's time goes: counters per stage, always on (ctf_reader_get_perf). Times are
  * nanoseconds of a monotonic clock; bytes are bytes. The consumer is the thread that calls
  * ctf_reader_next: elapsed_ns = next_ns + consumer_ns, and next_ns = wait_ns + pack_ns +

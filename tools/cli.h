@@ -28,6 +28,11 @@ int ctfio_cli_usage_error(const char *command, const char *fmt, const char *arg)
 size_t cli_convert_describe(const ctf_convert_result *result, const ctf_convert_options *opt,
                             const char *out_path, char *buf, size_t cap);
 
+/* cli_remote_options(o, endpoint, cache_dir, unsigned_requests): fills the remote options from
+ * the flags given (NULL: none), then the AWS environment variables and shared files and
+ * CTFIO_CACHE_DIR (remote_env.c). */
+void cli_remote_options(ctf_remote_options *o, const char *endpoint, const char *cache_dir,
+                        bool unsigned_requests);
 /* `dump --stats`: the reader's stage counters and the verdict, as "stats: ..." lines on out
  * (ctfio_stats.c). */
 void ctfio_cli_print_perf(FILE *out, const ctf_reader *r);

@@ -51,6 +51,10 @@ static const char usage_text[] =
     "      --file may be repeated, and PATH may be a pattern ('data/part-*.ctf', quoted):\n"
     "      the files are read as one corpus, in the order given (a pattern's matches in\n"
     "      byte-wise sorted order); stats and check report each file and the total.\n"
+    "      PATH may be s3://BUCKET/KEY (a pattern in the key is listed) or http(s)://...;\n"
+    "      the endpoint and credentials come from the AWS variables and shared files\n"
+    "      (docs/remote.md). --endpoint URL, --no-sign-request (public buckets),\n"
+    "      --cache-dir DIR (remote index caches; default $CTFIO_CACHE_DIR, ~/.cache/ctfio).\n"
     "or a mix of data sets, each read with the --input streams:\n"
     "  --mix WEIGHT:PATH [--mix WEIGHT:PATH ...]\n"
     "      interleaves the parts' sequences on one timeline in proportion to the weights\n"
@@ -109,6 +113,8 @@ typedef struct opts {
         *trace_level, *chunk_size, *threads, *prefetch, *mb_stream, *max_samples, *max_sweeps,
         *workers, *rank, *restore, *truncation;
     bool skip_ids, keep, frame, cache;
+    const char *endpoint, *cache_dir; /* remote data: --endpoint, --cache-dir */
+    bool no_sign;                     /* --no-sign-request */
     uint64_t mb, count;
     bool have_mb, have_count, print_state, with_line, print_stats;
     int progress; /* 1 --progress, -1 --no-progress, 0 on a terminal for large inputs */
@@ -210,6 +216,9 @@ static void parse_args(opts *o, int argc, char **argv)
         else if (!strcmp(a, "--keep-data-in-memory")) o->keep = true;
         else if (!strcmp(a, "--frame-mode")) o->frame = true;
         else if (!strcmp(a, "--cache-index")) o->cache = true;
+        else if (!strcmp(a, "--endpoint")) o->endpoint = NEXT();
+        else if (!strcmp(a, "--cache-dir")) o->cache_dir = NEXT();
+        else if (!strcmp(a, "--no-sign-request")) o->no_sign = true;
         else if (!strcmp(a, "--defines-mb-size")) o->mb_stream = NEXT();
         else if (!strcmp(a, "--threads")) o->threads = NEXT();
         else if (!strcmp(a, "--prefetch")) o->prefetch = NEXT();
@@ -337,6 +346,7 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
     if (o->keep) cfg->keep_data_in_memory = true;
     if (o->frame) cfg->frame_mode = true;
     if (o->cache) cfg->cache_index = true;
+    cli_remote_options(&cfg->remote, o->endpoint, o->cache_dir, o->no_sign);
     if (o->threads) cfg->num_threads = (size_t)parse_u64_arg("--threads", o->threads);
     if (o->prefetch) cfg->prefetch_chunks = (size_t)parse_u64_arg("--prefetch", o->prefetch);
     if (o->max_samples) cfg->max_samples = parse_u64_arg("--max-samples", o->max_samples);

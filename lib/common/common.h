@@ -103,10 +103,12 @@ void ctf__error_clear(ctf_error *err);
  * Platform (platform.c): files, threads.
  *====================================================================*/
 
+#define CTF__ETAG_MAX 128
 typedef struct ctf__file_id {
     uint64_t size;        /* bytes */
     int64_t mtime_ns;     /* modification time in nanoseconds since the epoch */
     uint64_t inode;       /* inode number (detects replacement by rename) */
+    char etag[CTF__ETAG_MAX]; /* a remote object's ETag ("" for a local file) */
 } ctf__file_id;
 
 /* Stats a path. @return : 0 or CTF_EIO with err naming the path. */

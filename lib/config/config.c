@@ -59,6 +59,7 @@ void ctf_config_init(ctf_config *cfg)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cfg->num_threads = cores > 0 ? (size_t)cores : 1;
     cfg->prefetch_chunks = CTF_PREFETCH_AUTO;
+    cfg->remote.max_retries = 8;
 }
 
 static const char *stream_alias(const ctf_stream_def *s)

@@ -44,6 +44,8 @@ typedef struct ctf__seqbuf {
  * bytes. */
 struct ctf_index {
     char *path;            /* data file */
+    char *cache_path;      /* its index cache, or NULL when none is kept */
+    struct ctf__remote *remote; /* a remote object's backend context (a reference), or NULL */
     ctf__file_id file;     /* identity of the file when indexed */
     size_t num_seqs;
     ctf__chunk *chunks;    /* chunks, file order */
@@ -298,6 +300,10 @@ int ctf__parse_set_variant(const char *name);
 #endif
 
 
+/* ctf__index_build(cfg, rem, out, err): ctf_index_build with the remote backend's context of
+ * the caller (NULL for a local file). */
+int ctf__index_build(const ctf_config *cfg, struct ctf__remote *rem, ctf_index **out,
+                     ctf_error *err);
 /*======================================================================
  * CNTK's binary format (cbf.c): a .bin file's header as its index, its chunks decoded into
  * parsed chunks.

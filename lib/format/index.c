@@ -20,6 +20,7 @@
  * checksum over both. Anything that does not match means "ignore and rebuild", never an error.
  */
 #include "format/format.h"
+#include "io/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -548,12 +549,13 @@ static int scan_tail(scan_state *st, const char *p, const char *end, uint64_t of
 
 /* Scans the lines of [from, size) (from: 0, or the first byte after a newline). The checks of
  * the file's first bytes (BOM, UTF-16) run when from is 0. */
-static int scan_range(scan_state *st, int fd, uint64_t from, uint64_t size, ctf_error *err)
+static int scan_range(scan_state *st, ctf__io *io, uint64_t from, uint64_t size, ctf_error *err)
 {
     ctf_index *idx = st->idx;
     const char *path = idx->path;
     /* A small file needs no whole block (this also keeps sanitizer and fuzz runs fast). */
-    size_t cap = size - from < INDEX_BLOCK_BYTES ? (size_t)(size - from) + 1 : INDEX_BLOCK_BYTES;
+    const size_t block = ctf__io_scan_block(io, INDEX_BLOCK_BYTES);
+    size_t cap = size - from < block ? (size_t)(size - from) + 1 : block;
     char *buf = CTF_MALLOC(cap);
     int rc = 0;
     if (!buf) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s", path);
@@ -567,7 +569,7 @@ static int scan_range(scan_state *st, int fd, uint64_t from, uint64_t size, ctf_
         if (read_pos < size) {
             size_t want = cap - have;
             if ((uint64_t)want > size - read_pos) want = (size_t)(size - read_pos);
-            rc = ctf__file_pread(fd, path, buf + have, want, read_pos, err);
+            rc = ctf__io_read(io, buf + have, want, read_pos, err);
             if (rc) goto done;
             have += want;
             read_pos += want;
@@ -660,7 +662,7 @@ typedef struct half_job {
     ctf__seqbuf keep; /* its finished sequences (the open one is st.cur) */
     ctf_index idx; /* its own counts; path and file are the real index's */
     ctf_error err;
-    int fd;
+    ctf__io *io;
     uint64_t from;
     int rc;
 } half_job;
@@ -668,7 +670,7 @@ typedef struct half_job {
 static void *half_main(void *arg)
 {
     half_job *j = arg;
-    j->rc = scan_range(&j->st, j->fd, j->from, j->idx.file.size, &j->err);
+    j->rc = scan_range(&j->st, j->io, j->from, j->idx.file.size, &j->err);
     return NULL;
 }
 
@@ -681,7 +683,7 @@ static void *half_main(void *arg)
  * the first byte and nothing is logged per line (trace level < 2), so that every message and
  * error comes out as the serial scan's would. @return : 0 and *ran = false when the file does not
  * qualify (nothing was changed), else the status of the scan. */
-static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
+static int scan_parallel(scan_state *st, ctf__io *io, bool *ran, ctf_error *err)
 {
     ctf_index *idx = st->idx;
     const uint64_t size = idx->file.size;
@@ -690,7 +692,7 @@ static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
         st->cfg->trace_level >= 2)
         return 0;
     char head[4], probe[65536];
-    if (ctf__file_pread(fd, idx->path, head, sizeof head, 0, err)) return 0;
+    if (ctf__io_read(io, head, sizeof head, 0, err)) return 0;
     const size_t bom = (unsigned char)head[0] == 0xEF && (unsigned char)head[1] == 0xBB &&
                                (unsigned char)head[2] == 0xBF
                            ? 3
@@ -700,7 +702,7 @@ static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
         return 0; /* id mode, or decided further on: the serial scan decides */
     const uint64_t at = size / 2;
     const size_t n = (size_t)CTF_MIN((uint64_t)sizeof probe, size - at);
-    if (ctf__file_pread(fd, idx->path, probe, n, at, err)) return 0;
+    if (ctf__io_read(io, probe, n, at, err)) return 0;
     const char *nl = memchr(probe, '\n', n);
     if (!nl || at + (uint64_t)(nl - probe) + 1 >= size) return 0;
 
@@ -720,7 +722,7 @@ static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
     j->st.line_no = 0;
     j->st.lines_before = 0;
     j->st.err = &j->err;
-    j->fd = fd;
+    j->io = io;
     j->from = at + (uint64_t)(nl - probe) + 1;
     pthread_t th;
     if (pthread_create(&th, NULL, half_main, j) != 0) {
@@ -728,7 +730,7 @@ static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
         return 0;
     }
     *ran = true;
-    int rc = scan_range(st, fd, 0, j->from, err);
+    int rc = scan_range(st, io, 0, j->from, err);
     pthread_join(th, NULL);
     /* Stopped at its limit: its open sequence (not kept) is where the first thread goes on. */
     const bool stopped = j->rc == SCAN_STOP;
@@ -763,7 +765,7 @@ static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
             const uint64_t resume = j->st.cur.offset;
             CTF_FREE(j->keep.p);
             j->keep.p = NULL;
-            if (!rc) rc = scan_range(st, fd, resume, idx->file.size, err);
+            if (!rc) rc = scan_range(st, io, resume, idx->file.size, err);
         }
     }
     CTF_FREE(j->keep.p);
@@ -772,11 +774,11 @@ static int scan_parallel(scan_state *st, int fd, bool *ran, ctf_error *err)
 }
 
 /* The whole file (on two threads when scan_parallel can), then the checks of what it held. */
-static int scan_file(scan_state *st, int fd, ctf_error *err)
+static int scan_file(scan_state *st, ctf__io *io, ctf_error *err)
 {
     bool ran;
-    int rc = scan_parallel(st, fd, &ran, err);
-    if (!ran && !rc) rc = scan_range(st, fd, 0, st->idx->file.size, err);
+    int rc = scan_parallel(st, io, &ran, err);
+    if (!ran && !rc) rc = scan_range(st, io, 0, st->idx->file.size, err);
     return rc ? rc : scan_finish(st, err);
 }
 
@@ -816,10 +818,14 @@ char *ctf_index_cache_path(const char *data_path, char *buf, size_t cap)
 /* Where the checkpoint fingerprint (table_hash over a header holding only the file size)
  * starts: hashed over the first header's layout, the fields before repeat_on, so that the
  * fingerprints in saved checkpoints stay the same when the cache format grows. */
-static uint64_t fingerprint_seed(uint64_t file_size)
+static uint64_t fingerprint_seed(const ctf__file_id *file)
 {
-    const cache_header h = {.file_size = file_size};
-    return ctf__hash_bytes(0xcbf29ce484222325ull, &h, offsetof(cache_header, repeat_on));
+    const cache_header h = {.file_size = file->size};
+    uint64_t seed = ctf__hash_bytes(0xcbf29ce484222325ull, &h, offsetof(cache_header, repeat_on));
+    /* A remote object's ETag joins the fingerprint: a checkpoint taken on one version of an
+     * object does not restore on another, whatever its size. Local files hash as before. */
+    if (file->etag[0]) seed = ctf__hash_bytes(seed, file->etag, strlen(file->etag));
+    return seed;
 }
 
 /* A checksum proves no intent: the table must also agree with itself and with the file, as a
@@ -851,7 +857,7 @@ static void reset_tables(scan_state *st)
     idx->total_samples = idx->max_seq_samples = idx->min_seq_samples = 0;
     memset(idx->hist, 0, sizeof idx->hist);
     st->chunks_cap = st->emitted = 0;
-    st->hash = fingerprint_seed(idx->file.size);
+    st->hash = fingerprint_seed(&idx->file);
 }
 
 /* Streams the cache's table through st's sink (chunks, totals, fingerprint) a block at a time.
@@ -859,8 +865,7 @@ static void reset_tables(scan_state *st)
 static int cache_load(scan_state *st, const ctf_config *cfg, const index_opts *o, ctf_error *err)
 {
     ctf_index *idx = st->idx;
-    char cpath[CTF_ERROR_PATH_MAX + 16];
-    ctf_index_cache_path(idx->path, cpath, sizeof cpath);
+    const char *cpath = idx->cache_path;
     FILE *f = ctf__fopen_regular(cpath, false);
     if (!f) {
         /* Present but unusable (a FIFO, a directory): say so; absent: nothing to say. */
@@ -995,8 +1000,7 @@ out:
  * it (emit). A failure is a warning: the index is built without a cache. */
 static void cache_begin(scan_state *st, const ctf_config *cfg, char *tmp, size_t cap)
 {
-    char cpath[CTF_ERROR_PATH_MAX + 16];
-    ctf_index_cache_path(st->idx->path, cpath, sizeof cpath);
+    const char *cpath = st->idx->cache_path;
     snprintf(tmp, cap, "%s.tmp.%ld", cpath, (long)getpid());
     st->cache_sum = 0xcbf29ce484222325ull;
     st->cache_errno = 0;
@@ -1028,8 +1032,7 @@ static bool cache_end(scan_state *st, const ctf_config *cfg, const index_opts *o
                       const char *tmp)
 {
     const ctf_index *idx = st->idx;
-    char cpath[CTF_ERROR_PATH_MAX + 16];
-    ctf_index_cache_path(idx->path, cpath, sizeof cpath);
+    const char *cpath = idx->cache_path;
     const char *what = "write";
     FILE *f = st->cache;
     st->cache = NULL;
@@ -1122,9 +1125,9 @@ void ctf__index_stale(const ctf_index *idx, ctf_error *err)
  * first_seq records). @return : true when read in full. */
 static bool cache_read_chunk(const ctf_index *idx, const ctf__chunk *ch, ctf__seq *out)
 {
-    char cpath[CTF_ERROR_PATH_MAX + 16];
-    ctf_index_cache_path(idx->path, cpath, sizeof cpath);
+    const char *cpath = idx->cache_path;
     ctf_error ignored;
+    if (!cpath) return false;
     int fd = ctf__file_open(cpath, &ignored);
     if (fd < 0) return false;
     int rc = ctf__file_pread(fd, cpath, out, ch->num_seqs * sizeof *out,
@@ -1282,9 +1285,10 @@ int ctf__index_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf
     if (!own)
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
                          c, idx->path);
-    int fd = ctf__file_open(idx->path, err);
-    int rc = fd < 0 ? fd : ctf__file_pread(fd, idx->path, own, (size_t)ch->size, ch->offset, err);
-    if (fd >= 0) ctf__file_close(fd);
+    ctf__io *io;
+    int rc = ctf__io_open(idx->remote, idx->path, &idx->file, &io, err);
+    if (!rc) rc = ctf__io_read(io, own, (size_t)ch->size, ch->offset, err);
+    ctf__io_close(io);
     if (!rc) rc = rescan_chunk(idx, c, own, out, err);
     CTF_FREE(own);
     return rc;
@@ -1302,6 +1306,19 @@ struct ctf__index_one {
 };
 
 int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
+{
+    *out = NULL;
+    if (!cfg || !cfg->path || !ctf__io_is_remote(cfg->path))
+        return ctf__index_build(cfg, NULL, out, err);
+    ctf__remote *rem;
+    int rc = ctf__remote_new(&cfg->remote, &rem, err);
+    if (rc) return rc;
+    rc = ctf__index_build(cfg, rem, out, err);
+    ctf__remote_unref(rem);
+    return rc;
+}
+
+int ctf__index_build(const ctf_config *cfg, ctf__remote *rem, ctf_index **out, ctf_error *err)
 {
     *out = NULL;
     if (!cfg || !cfg->path || !cfg->path[0])
@@ -1325,10 +1342,26 @@ int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
     }
     pthread_mutex_init(&idx->one->mu, NULL);
     idx->one->chunk = SIZE_MAX;
-    rc = ctf__file_stat(idx->path, &idx->file, err);
+    idx->remote = ctf__remote_ref(rem);
+    rc = ctf__io_stat(rem, idx->path, &idx->file, err);
     if (rc) goto fail;
-    {
-        /* A CBF file (its magic number) is indexed by its own header: no scan, no cache. */
+    /* A local file's cache sits beside it (when cache_index); a remote object's in the cache
+     * directory, keyed by URL, ETag and size, whenever one is given: a remote open without it
+     * would read every object whole. */
+    if (cfg->cache_index || (rem && ctf__io_is_remote(idx->path))) {
+        char cpath[CTF_ERROR_PATH_MAX + 64];
+        if (!ctf__io_is_remote(idx->path)) ctf_index_cache_path(idx->path, cpath, sizeof cpath);
+        else if (!ctf__io_cache_path(rem, idx->path, &idx->file, cpath, sizeof cpath))
+            cpath[0] = '\0';
+        if (cpath[0] && !(idx->cache_path = ctf__strdup(cpath))) {
+            rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+            goto fail;
+        }
+    }
+    const bool use_cache = idx->cache_path != NULL;
+    if (!ctf__io_is_remote(idx->path)) {
+        /* A CBF file (its magic number) is indexed by its own header: no scan, no cache (a
+         * remote object is read as CTF). */
         int fd = ctf__file_open(idx->path, err);
         if (fd < 0) {
             rc = fd;
@@ -1355,33 +1388,34 @@ int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
     st.mode = -1;
     st.err = err;
     st.chunk_size = cfg->chunk_size_bytes;
-    st.hash = fingerprint_seed(idx->file.size);
-    rc = cfg->cache_index ? cache_load(&st, cfg, &o, err) : 0;
+    st.hash = fingerprint_seed(&idx->file);
+    rc = use_cache ? cache_load(&st, cfg, &o, err) : 0;
     if (rc < 0) goto fail;
     idx->cache_ok = rc == 1;
     if (rc == 0) {
-        int fd = ctf__file_open(idx->path, err);
-        if (fd < 0) {
-            rc = fd;
-            goto fail;
-        }
-        char tmp[CTF_ERROR_PATH_MAX + 48];
-        if (cfg->cache_index) cache_begin(&st, cfg, tmp, sizeof tmp);
-        rc = scan_file(&st, fd, err);
+        ctf__io *io;
+        rc = ctf__io_open(rem, idx->path, &idx->file, &io, err);
+        if (rc) goto fail;
+        char tmp[CTF_ERROR_PATH_MAX + 96];
+        if (use_cache) cache_begin(&st, cfg, tmp, sizeof tmp);
+        rc = scan_file(&st, io, err);
         idx->total_lines = st.line_no;
         id_set_free(&st.ids);
-        ctf__file_close(fd);
-        /* The file must not have changed while we read it. */
+        ctf__io_close(io);
+        /* The file must not have changed while we read it (a remote object's reads each
+         * demanded the indexed ETag already). */
         ctf__file_id now;
-        if (!rc) rc = ctf__file_stat(idx->path, &now, err);
-        if (!rc && (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns))
-            rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, -1},
-                           "the file changed while it was being indexed");
+        if (!rc && !idx->file.etag[0]) {
+            rc = ctf__io_stat(rem, idx->path, &now, err);
+            if (!rc && (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns))
+                rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, -1},
+                               "the file changed while it was being indexed");
+        }
         if (rc) {
-            if (cfg->cache_index) cache_abort(&st, tmp);
+            if (use_cache) cache_abort(&st, tmp);
             goto fail;
         }
-        if (cfg->cache_index) idx->cache_ok = cache_end(&st, cfg, &o, tmp);
+        if (use_cache) idx->cache_ok = cache_end(&st, cfg, &o, tmp);
     }
     idx->chunk_size_bytes = cfg->chunk_size_bytes;
     /* The checkpoint fingerprint: table_hash with a header holding only the file size, folded
@@ -1404,6 +1438,7 @@ fail:
 uint64_t ctf__index_bytes(const ctf_index *idx)
 {
     uint64_t n = sizeof *idx + idx->num_chunks * sizeof *idx->chunks + strlen(idx->path) + 1;
+    if (idx->cache_path) n += strlen(idx->cache_path) + 1;
     if (idx->opts) {
         n += sizeof *idx->opts + idx->opts->num_aliases * (sizeof(char *) + sizeof(size_t));
         for (size_t i = 0; i < idx->opts->num_aliases; i++) n += idx->opts->alias_lens[i] + 1;
@@ -1505,6 +1540,8 @@ void ctf_index_free(ctf_index *idx)
 {
     if (!idx) return;
     CTF_FREE(idx->path);
+    CTF_FREE(idx->cache_path);
+    ctf__remote_unref(idx->remote);
     CTF_FREE(idx->chunks);
     ctf__cbf_free(idx->cbf);
     if (idx->opts) {

@@ -27,6 +27,7 @@
  * sweep: the budget and the log do not depend on threads, prefetch depth or eviction.
  */
 #include "reader.h"
+#include "io/io.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -268,6 +269,7 @@ void ctf_reader_free(ctf_reader *r)
     CTF_FREE(r->bp);
     ctf__sweepgen_free(r->gen);
     ctf__source_free(r->src);
+    ctf__remote_unref(r->remote);
     if (r->strings)
         for (size_t i = 0; i < r->cfg.num_streams * 2; i++) CTF_FREE(r->strings[i]);
     CTF_FREE(r->strings);
@@ -332,11 +334,12 @@ static int cbf_streams(const ctf_config *cfg, ctf_config *use, ctf_stream_def **
     bool needs = cfg->num_streams == 0 || !cfg->streams;
     for (size_t k = 0; !needs && k < cfg->num_streams; k++) needs = cfg->streams[k].dim == 0;
     const char *path = cfg->num_paths && cfg->paths ? cfg->paths[0] : cfg->path;
-    if (!needs || !path || !path[0]) return 0;
+    /* (A remote object is read as CTF: its streams come from the configuration.) */
+    if (!needs || !path || !path[0] || ctf__io_is_remote(path)) return 0;
     char **list = NULL;
     size_t len = 0;
     if (cfg->num_paths) {
-        int rc = ctf__expand_paths(cfg->paths, 1, &list, &len, err);
+        int rc = ctf__expand_paths(NULL, cfg->paths, 1, &list, &len, err);
         if (rc) return rc;
         path = list[0];
     }
@@ -418,7 +421,9 @@ static int reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     r->pc = (ctf__parse_cfg){.path = r->path, .streams = r->streams,
                              .num_streams = r->cfg.num_streams, .precision = cfg->precision,
                              .frame_mode = cfg->frame_mode, .trace_level = cfg->trace_level};
-    rc = ctf__source_open(cfg, &r->pc, &r->src, &r->join_hash, err);
+    rc = ctf__remote_new(&cfg->remote, &r->remote, err);
+    if (rc) goto fail;
+    rc = ctf__source_open(cfg, r->remote, &r->pc, &r->src, &r->join_hash, err);
     if (rc) goto fail;
     r->idx = r->src->files[0].idx;
     r->pc.line_mode = r->idx->line_mode;
@@ -966,6 +971,11 @@ const ctf_index *ctf_reader_file_index(const ctf_reader *r, size_t i)
 {
     if (r->mix) return r->mix->ops->file_index(r, i);
     return i < r->src->num_files ? r->src->files[i].idx : NULL;
+}
+
+void ctf_reader_get_io_counters(const ctf_reader *r, ctf_io_counters *out)
+{
+    ctf__remote_counters(r->remote, out);
 }
 
 void ctf_reader_get_stats(const ctf_reader *r, ctf_stats *stats)

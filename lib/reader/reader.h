@@ -17,6 +17,7 @@ struct ctf_reader {
     ctf__source *src;            /* the chunks and sequences read (corpus.c, join.c) */
     const ctf_index *idx;        /* the first file's index (ctf_reader_index) */
     uint64_t join_hash;          /* the joins' settings, for the configuration fingerprint */
+    struct ctf__remote *remote;  /* the remote backend's context shared by every deserializer */
     ctf__cache *cache;           /* held chunks, the look-ahead and its loader (prefetch.c) */
     ctf_error err;               /* last error */
     int dead;                    /* a fatal error happened: only free is allowed */

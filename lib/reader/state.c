@@ -548,10 +548,17 @@ int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
         int frc = check_files(r, kv_find(kvs, n, "files"), diff, sizeof diff, &dl);
         if (frc) return frc;
     }
+    const size_t dl_data = dl;
     CHECK_U64("file_size", r->src->total_bytes);
     CHECK_U64("sequences", r->src->num_seqs);
     CHECK_U64("samples_per_sweep", r->sweep_samples);
     CHECK_HEX("index_hash", r->src->hash);
+    /* One file whose data differs: name it (a replaced remote object has a new ETag in its
+     * index hash even when its size and sequences are the same). */
+    if (r->src->num_fp_files == 1 && dl > dl_data)
+        dl += (size_t)snprintf(diff + dl, dl < sizeof diff ? sizeof diff - dl : 0,
+                               " (the data file %s is not the one the state was saved with)",
+                               r->src->fp_files[0].path);
     CHECK_U64("randomization_seed", r->cfg.randomization_seed);
     CHECK_U64("randomization_window", r->cfg.randomization_window);
     CHECK_U64("window_in_samples", r->cfg.window_in_samples);

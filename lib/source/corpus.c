@@ -18,6 +18,7 @@
  * held while a descriptor is opened or closed, never during a read.
  */
 #include "source/source.h"
+#include "io/io.h"
 
 #include <glob.h>
 #include <pthread.h>
@@ -62,8 +63,8 @@ static bool is_pattern(const char *p)
     return strpbrk(p, "*?[") != NULL;
 }
 
-int ctf__expand_paths(const char *const *patterns, size_t n, char ***out, size_t *num_out,
-                      ctf_error *err)
+int ctf__expand_paths(struct ctf__remote *rem, const char *const *patterns, size_t n,
+                      char ***out, size_t *num_out, ctf_error *err)
 {
     char **v = NULL;
     size_t len = 0, cap = 0;
@@ -81,6 +82,24 @@ int ctf__expand_paths(const char *const *patterns, size_t n, char ***out, size_t
             if (ctf__grow((void **)&v, &cap, len + 1, sizeof *v)) goto oom;
             if (!(v[len] = ctf__strdup(p))) goto oom;
             len++;
+            continue;
+        }
+        if (ctf__io_is_remote(p)) {
+            /* An object store's listing, sorted as below. */
+            char **m;
+            size_t nm;
+            int rc = ctf__io_glob(rem, p, &m, &nm, err);
+            if (rc) {
+                ctf__free_paths(v, len);
+                return rc;
+            }
+            int grown = ctf__grow((void **)&v, &cap, len + nm, sizeof *v);
+            for (size_t j = 0; j < nm; j++) {
+                if (grown) CTF_FREE(m[j]);
+                else v[len++] = m[j];
+            }
+            CTF_FREE(m);
+            if (grown) goto oom;
             continue;
         }
         glob_t g;
@@ -122,7 +141,7 @@ oom:
  *====================================================================*/
 
 typedef struct fd_slot {
-    int fd;              /* -1: free */
+    ctf__io *io;         /* NULL: free */
     size_t file;
     uint64_t used;       /* LRU clock */
     unsigned busy;       /* reads in progress */
@@ -138,6 +157,7 @@ typedef struct corpus {
     uint64_t max_errors;
     pthread_mutex_t mu;
     bool mu_ok;
+    ctf__remote *remote; /* the remote backend's context (a reference), or NULL */
     fd_slot *fds;
     size_t num_fds;
     uint64_t tick;
@@ -145,41 +165,42 @@ typedef struct corpus {
     ctf__readbuf cbuf;     /* the consumer's chunk bytes for re-making records */
 } corpus;
 
-/* A descriptor for file f: from the table, or opened into the least recently used idle slot.
+/* An open handle for file f: from the table, or opened into the least recently used idle slot.
  * When every slot is busy (more loading threads than slots) the caller gets a private one
- * (*slot = SIZE_MAX) to close itself. @return : fd >= 0, or CTF_EIO with err filled. */
-static int fd_acquire(corpus *k, size_t f, size_t *slot, ctf_error *err)
+ * (*slot = SIZE_MAX) to close itself. @return : 0 and *io, or CTF_EIO with err filled. */
+static int io_acquire(corpus *k, size_t f, size_t *slot, ctf__io **io, ctf_error *err)
 {
+    const ctf_index *idx = k->files[f].idx;
     pthread_mutex_lock(&k->mu);
     size_t pick = SIZE_MAX;
     for (size_t i = 0; i < k->num_fds; i++) {
         fd_slot *s = &k->fds[i];
-        if (s->fd >= 0 && s->file == f) {
+        if (s->io && s->file == f) {
             s->busy++;
             s->used = ++k->tick;
             pthread_mutex_unlock(&k->mu);
             *slot = i;
-            return s->fd;
+            *io = s->io;
+            return 0;
         }
         if (s->busy) continue;
         /* A free slot first, else the least recently used idle one. */
-        if (s->fd < 0) {
-            if (pick == SIZE_MAX || k->fds[pick].fd >= 0) pick = i;
-        } else if (pick == SIZE_MAX || (k->fds[pick].fd >= 0 && s->used < k->fds[pick].used)) {
+        if (!s->io) {
+            if (pick == SIZE_MAX || k->fds[pick].io) pick = i;
+        } else if (pick == SIZE_MAX || (k->fds[pick].io && s->used < k->fds[pick].used)) {
             pick = i;
         }
     }
     if (pick == SIZE_MAX) {
         pthread_mutex_unlock(&k->mu);
         *slot = SIZE_MAX;
-        return ctf__file_open(k->files[f].path, err);
+        return ctf__io_open(k->remote, k->files[f].path, &idx->file, io, err);
     }
     fd_slot *s = &k->fds[pick];
-    if (s->fd >= 0) ctf__file_close(s->fd);
-    s->fd = ctf__file_open(k->files[f].path, err);
-    if (s->fd < 0) {
-        int rc = s->fd;
-        s->fd = -1;
+    ctf__io_close(s->io);
+    s->io = NULL;
+    int rc = ctf__io_open(k->remote, k->files[f].path, &idx->file, &s->io, err);
+    if (rc) {
         pthread_mutex_unlock(&k->mu);
         return rc;
     }
@@ -188,13 +209,14 @@ static int fd_acquire(corpus *k, size_t f, size_t *slot, ctf_error *err)
     s->used = ++k->tick;
     pthread_mutex_unlock(&k->mu);
     *slot = pick;
-    return s->fd;
+    *io = s->io;
+    return 0;
 }
 
-static void fd_release(corpus *k, size_t slot, int fd)
+static void io_release(corpus *k, size_t slot, ctf__io *io)
 {
     if (slot == SIZE_MAX) {
-        ctf__file_close(fd);
+        ctf__io_close(io);
         return;
     }
     pthread_mutex_lock(&k->mu);
@@ -227,10 +249,11 @@ static int read_at(corpus *k, size_t f, char *buf, size_t n, uint64_t off, uint6
     const char *path = k->files[f].idx->path;
     size_t slot;
     const uint64_t t0 = ctf__now_ns();
-    int fd = fd_acquire(k, f, &slot, err);
-    if (fd < 0) return fd;
-    int rc = ctf__file_pread(fd, path, buf, n, off, err);
-    fd_release(k, slot, fd);
+    ctf__io *io;
+    int rc = io_acquire(k, f, &slot, &io, err);
+    if (rc) return rc;
+    rc = ctf__io_read(io, buf, n, off, err);
+    io_release(k, slot, io);
     ctf__perf_since(perf, CTF__PERF_READ_NS, t0);
     ctf__perf_add(perf, CTF__PERF_READ_BYTES, rc ? 0 : n);
     ctf__perf_add(perf, CTF__PERF_READS, 1);
@@ -513,7 +536,9 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
     const ctf__chunk *ch = &idx->chunks[k->chunk_local[c]];
     ctf__file_id now;
     *out = NULL;
-    int rc = ctf__file_stat(idx->path, &now, err);
+    /* A remote object is not asked again: each range request demands the indexed ETag. */
+    if (idx->file.etag[0]) return load_blocks(k, c, rb, pool, out, err);
+    int rc = ctf__io_stat(k->remote, idx->path, &now, err);
     if (rc) return rc;
     if (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns)
         return ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, (int64_t)ch->offset},
@@ -542,7 +567,8 @@ static void corpus_destroy(ctf__source *src)
         }
     if (k->fds)
         for (size_t i = 0; i < k->num_fds; i++)
-            if (k->fds[i].fd >= 0) ctf__file_close(k->fds[i].fd);
+            ctf__io_close(k->fds[i].io);
+    ctf__remote_unref(k->remote);
     if (k->mu_ok) pthread_mutex_destroy(&k->mu);
     CTF_FREE(k->fds);
     CTF_FREE(k->files);
@@ -554,8 +580,8 @@ static void corpus_destroy(ctf__source *src)
     CTF_FREE(k);
 }
 
-int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
-                     const ctf__parse_cfg *pc, uint64_t max_errors, size_t threads,
+int ctf__corpus_open(const ctf_config *cfg, struct ctf__remote *rem, const char *const *paths,
+                     size_t n, const ctf__parse_cfg *pc, uint64_t max_errors, size_t threads,
                      ctf__source **out, ctf_error *err)
 {
     *out = NULL;
@@ -575,7 +601,8 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
     k->num_fds = CTF_MAX(threads + 2, (size_t)8);
     k->fds = CTF_MALLOC(k->num_fds * sizeof *k->fds);
     if (k->fds)
-        for (size_t i = 0; i < k->num_fds; i++) k->fds[i] = (fd_slot){-1, 0, 0, 0};
+        for (size_t i = 0; i < k->num_fds; i++) k->fds[i] = (fd_slot){NULL, 0, 0, 0};
+    k->remote = ctf__remote_ref(rem);
     if (!k->files || !k->fds) goto oom;
     k->num_files = n;
     int rc;
@@ -589,7 +616,7 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
         fc.joins = NULL;
         if (!(k->files[f].path = ctf__strdup(paths[f]))) goto oom;
         const uint64_t t0 = ctf__now_ns();
-        rc = ctf_index_build(&fc, &k->files[f].idx, err);
+        rc = ctf__index_build(&fc, rem, &k->files[f].idx, err);
         if (rc) goto fail;
         const ctf_index *idx = k->files[f].idx;
         k->src.index_ns += ctf__now_ns() - t0;

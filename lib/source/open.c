@@ -4,6 +4,7 @@
  * The corpus (corpus.c) knows nothing of joins; this file is the only one that knows both.
  */
 #include "source/source.h"
+#include "io/io.h"
 
 int ctf__joins_validate(const ctf_config *cfg, ctf_error *err)
 {
@@ -77,7 +78,8 @@ int ctf__joins_validate(const ctf_config *cfg, ctf_error *err)
 }
 
 /* Opens one deserializer's corpus: its files (patterns expanded) with its streams. */
-static int open_part(const ctf_config *cfg, const char *const *paths, size_t n, bool expand,
+static int open_part(const ctf_config *cfg, ctf__remote *rem, const char *const *paths, size_t n,
+                     bool expand,
                      const ctf_stream_def *streams, size_t ns, bool skip_ids,
                      const ctf__parse_cfg *pc, ctf__source **out, ctf_error *err)
 {
@@ -85,7 +87,7 @@ static int open_part(const ctf_config *cfg, const char *const *paths, size_t n, 
     size_t len = 0;
     int rc;
     if (expand) {
-        rc = ctf__expand_paths(paths, n, &list, &len, err);
+        rc = ctf__expand_paths(rem, paths, n, &list, &len, err);
         if (rc) return rc;
     }
     ctf_config c = *cfg;
@@ -95,14 +97,14 @@ static int open_part(const ctf_config *cfg, const char *const *paths, size_t n, 
     ctf__parse_cfg p = *pc;
     p.streams = streams;
     p.num_streams = ns;
-    rc = ctf__corpus_open(&c, expand ? (const char *const *)list : paths, expand ? len : n, &p,
-                          cfg->max_errors, cfg->num_threads, out, err);
+    rc = ctf__corpus_open(&c, rem, expand ? (const char *const *)list : paths, expand ? len : n,
+                          &p, cfg->max_errors, cfg->num_threads, out, err);
     ctf__free_paths(list, len);
     return rc;
 }
 
-int ctf__source_open(const ctf_config *cfg, const ctf__parse_cfg *pc, ctf__source **out,
-                     uint64_t *join_hash, ctf_error *err)
+int ctf__source_open(const ctf_config *cfg, ctf__remote *rem, const ctf__parse_cfg *pc,
+                     ctf__source **out, uint64_t *join_hash, ctf_error *err)
 {
     *out = NULL;
     *join_hash = 0;
@@ -111,10 +113,10 @@ int ctf__source_open(const ctf_config *cfg, const ctf__parse_cfg *pc, ctf__sourc
     int rc;
     /* A single `path` is taken literally (as it always was); `paths` may hold patterns. */
     if (cfg->num_paths)
-        rc = open_part(cfg, cfg->paths, cfg->num_paths, true, pc->streams, cfg->num_streams,
+        rc = open_part(cfg, rem, cfg->paths, cfg->num_paths, true, pc->streams, cfg->num_streams,
                        cfg->skip_sequence_ids, pc, &prim, err);
     else
-        rc = open_part(cfg, &cfg->path, 1, false, pc->streams, cfg->num_streams,
+        rc = open_part(cfg, rem, &cfg->path, 1, false, pc->streams, cfg->num_streams,
                        cfg->skip_sequence_ids, pc, &prim, err);
     if (rc) return rc;
     if (!cfg->num_joins) {
@@ -138,7 +140,7 @@ int ctf__source_open(const ctf_config *cfg, const ctf__parse_cfg *pc, ctf__sourc
         const ctf_join_def *J = &cfg->joins[j];
         for (size_t i = 0; i < J->num_streams; i++)
             if (pc->streams[base + i].defines_mb_size) mb_part = (int)j + 1;
-        rc = open_part(cfg, J->paths, J->num_paths, true, pc->streams + base, J->num_streams,
+        rc = open_part(cfg, rem, J->paths, J->num_paths, true, pc->streams + base, J->num_streams,
                        J->skip_sequence_ids, pc, &parts[j], err);
         if (rc) {
             for (size_t x = 0; x < j; x++) ctf__source_free(parts[x]);

@@ -115,12 +115,13 @@ static inline size_t ctf__source_chunk_of(const ctf__source *s, size_t seq)
 
 void ctf__source_free(ctf__source *s);
 
-/* ctf__source_open(cfg, pc, out, join_hash, err): the source a reader configuration describes:
- * cfg->paths (or cfg->path) as a corpus, joined by key with cfg->joins. pc covers every stream,
+/* ctf__source_open(cfg, rem, pc, out, join_hash, err): the source a reader configuration
+ * describes: cfg->paths (or cfg->path) as a corpus, joined by key with cfg->joins; rem serves
+ * the remote paths among them (NULL: none may be remote). pc covers every stream,
  * the primary's then each join's (its streams must outlive the source). *join_hash receives a
  * fingerprint of the join settings (0 without joins). @return : 0 and *out, or an error. */
-int ctf__source_open(const ctf_config *cfg, const ctf__parse_cfg *pc, ctf__source **out,
-                     uint64_t *join_hash, ctf_error *err);
+int ctf__source_open(const ctf_config *cfg, struct ctf__remote *rem, const ctf__parse_cfg *pc,
+                     ctf__source **out, uint64_t *join_hash, ctf_error *err);
 /* Checks cfg->joins (paths, streams, names unique over all deserializers, at most one
  * definesMBSize stream over all). @return : 0 or CTF_EINVAL naming the parameter. */
 int ctf__joins_validate(const ctf_config *cfg, ctf_error *err);
@@ -129,8 +130,8 @@ int ctf__joins_validate(const ctf_config *cfg, ctf_error *err);
  * (already expanded) with cfg's stream and index settings; pc is the parse configuration of its
  * streams (its path and line mode are set per file). @return : 0 and *out, or an error naming
  * the file. */
-int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
-                     const ctf__parse_cfg *pc, uint64_t max_errors, size_t threads,
+int ctf__corpus_open(const ctf_config *cfg, struct ctf__remote *rem, const char *const *paths,
+                     size_t n, const ctf__parse_cfg *pc, uint64_t max_errors, size_t threads,
                      ctf__source **out, ctf_error *err);
 
 /* Chunk c's sequence records of a corpus into out (from the index cache, or re-made from its
@@ -171,11 +172,12 @@ int ctf__seqset_get(ctf__seqset *s, size_t c, size_t need, ctf__seqset_fill_fn f
                     const ctf__seq **out, ctf_error *err);
 void ctf__seqset_free(ctf__seqset *s);
 
-/* ctf__expand_paths(patterns, n, out, num_out, err): the corpus's file list: each pattern holding
- * '*', '?' or '[' is replaced by its matches in byte-wise sorted order (none is an error), other
- * paths are kept. *out (strings and array) is freed with ctf__free_paths. */
-int ctf__expand_paths(const char *const *patterns, size_t n, char ***out, size_t *num_out,
-                      ctf_error *err);
+/* ctf__expand_paths(rem, patterns, n, out, num_out, err): the corpus's file list: each pattern
+ * holding '*', '?' or '[' is replaced by its matches in byte-wise sorted order (none is an
+ * error; a remote pattern is listed through rem), other paths are kept. *out (strings and
+ * array) is freed with ctf__free_paths. */
+int ctf__expand_paths(struct ctf__remote *rem, const char *const *patterns, size_t n,
+                      char ***out, size_t *num_out, ctf_error *err);
 void ctf__free_paths(char **paths, size_t n);
 
 /* ctf__join_open(cfg, primary, parts, num_parts, mb_part, origins, streams, prim_ns, ...):

@@ -71,6 +71,7 @@ void ctf_py_reader_args_clear(ctf_py_reader_args *ra)
     Py_CLEAR(ra->path);
     Py_CLEAR(ra->keep);
     Py_CLEAR(ra->names);
+    Py_CLEAR(ra->remote_keep);
     PyMem_Free(ra->defs);
     ra->defs = NULL;
     path_list_clear(&ra->paths);
@@ -133,6 +134,65 @@ error:
 }
 
 static int parse_streams(PyObject *streams, ctf_config *cfg, ctf_py_reader_args *ra);
+
+/* remote: a dict of the remote options (endpoint, region, access_key_id, secret_access_key,
+ * session_token, cache_dir: str or None; max_retries, timeout_ms, connect_timeout_ms,
+ * backoff_ms: int). The Python layer fills it from storage_options and the environment. */
+static int parse_remote(PyObject *d, ctf_config *cfg, ctf_py_reader_args *ra)
+{
+    if (!PyDict_Check(d)) {
+        PyErr_Format(PyExc_TypeError, "remote: must be a dict (got %.100s)", Py_TYPE(d)->tp_name);
+        return -1;
+    }
+    ctf_remote_options *o = &cfg->remote;
+    const struct {
+        const char *name;
+        const char **str;
+        unsigned *num;
+    } fields[] = {
+        {"endpoint", &o->endpoint, NULL},
+        {"region", &o->region, NULL},
+        {"access_key_id", &o->access_key_id, NULL},
+        {"secret_access_key", &o->secret_access_key, NULL},
+        {"session_token", &o->session_token, NULL},
+        {"cache_dir", &o->cache_dir, NULL},
+        {"max_retries", NULL, &o->max_retries},
+        {"timeout_ms", NULL, &o->timeout_ms},
+        {"connect_timeout_ms", NULL, &o->connect_timeout_ms},
+        {"backoff_ms", NULL, &o->backoff_ms},
+    };
+    PyObject *key, *val;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &key, &val)) {
+        const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+        size_t i = 0;
+        while (k && i < sizeof fields / sizeof fields[0] && strcmp(fields[i].name, k)) i++;
+        if (!k || i == sizeof fields / sizeof fields[0]) {
+            PyErr_Format(PyExc_TypeError, "remote: unknown option %R", key);
+            return -1;
+        }
+        if (val == Py_None) continue;
+        if (fields[i].num) {
+            uint64_t v;
+            char what[64];
+            snprintf(what, sizeof what, "remote.%s", k);
+            if (ctf_py_to_u64(val, what, UINT32_MAX, &v) < 0) return -1;
+            *fields[i].num = (unsigned)v;
+            continue;
+        }
+        PyObject *b = NULL;
+        if (!PyUnicode_FSConverter(val, &b)) return -1;
+        if (!ra->remote_keep && !(ra->remote_keep = PyList_New(0))) {
+            Py_DECREF(b);
+            return -1;
+        }
+        int rc = PyList_Append(ra->remote_keep, b);
+        Py_DECREF(b); /* the list holds it */
+        if (rc) return -1;
+        *fields[i].str = PyBytes_AS_STRING(b);
+    }
+    return 0;
+}
 
 /* joins: a sequence of (paths, streams, skip_sequence_ids) for the deserializers joined by key
  * to the primary one (ctf_join_def). */
@@ -307,8 +367,9 @@ int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, 
                              "max_errors", "trace_level", "chunk_size_bytes",
                              "keep_data_in_memory", "frame_mode", "cache_index", "max_samples",
                              "max_sweeps", "truncation_length", "num_workers", "worker_rank",
-                             "num_threads", "prefetch_chunks", "log", "joins", "mix", NULL};
-    PyObject *path, *joins = NULL, *mix = NULL;
+                             "num_threads", "prefetch_chunks", "log", "joins", "mix", "remote",
+                             NULL};
+    PyObject *path, *joins = NULL, *mix = NULL, *remote = NULL;
     PyObject *streams, *seed = NULL, *window = NULL, *max_errors = NULL, *chunk = NULL;
     PyObject *max_samples = Py_None, *max_sweeps = Py_None, *trunc = NULL, *workers = NULL;
     PyObject *rank = NULL, *threads = NULL, *prefetch = NULL, *log = Py_None;
@@ -316,13 +377,14 @@ int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, 
     int randomize = cfg->randomize, in_samples = cfg->window_in_samples;
     int skip_ids = cfg->skip_sequence_ids, keep = cfg->keep_data_in_memory;
     int frame = cfg->frame_mode, cache = cfg->cache_index, trace = cfg->trace_level;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$spOOppOiOpppOOOOOOOOOO:Reader", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$spOOppOiOpppOOOOOOOOOOO:Reader", kwlist,
                                      &path, &streams, &precision,
                                      &randomize, &seed, &window, &in_samples, &skip_ids,
                                      &max_errors, &trace, &chunk, &keep, &frame, &cache,
                                      &max_samples, &max_sweeps, &trunc, &workers, &rank,
-                                     &threads, &prefetch, &log, &joins, &mix))
+                                     &threads, &prefetch, &log, &joins, &mix, &remote))
         return -1;
+    if (remote && remote != Py_None && parse_remote(remote, cfg, ra) < 0) return -1;
     if (mix && mix != Py_None) {
         /* A mix reads its parts' files: path is None. */
         if (path != Py_None) {

@@ -25,6 +25,7 @@ typedef struct reader_args {
     PyObject *keep;              /* tuple of the stream tuples whose strings defs point into */
     PyObject *names;             /* tuple of the stream names */
     PyObject *log;               /* borrowed; NULL for None */
+    PyObject *remote_keep;       /* list of the bytes the remote options' strings point into */
     ctf_stream_def *defs;        /* PyMem */
     path_list paths;             /* a corpus: path was a list */
     struct reader_args *jargs;   /* per join: its streams and files (PyMem) */

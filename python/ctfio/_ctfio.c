@@ -1048,6 +1048,18 @@ static PyObject *Reader_stats(ReaderObject *self, PyObject *Py_UNUSED(ignored))
     return ctf_py_stats_dict(&s, self->names);
 }
 
+PyDoc_STRVAR(Reader_io_counters_doc, "io_counters() -> dict\n\nRemote requests, retries and "
+             "bytes so far (zero for local files).");
+
+static PyObject *Reader_io_counters(ReaderObject *self, PyObject *Py_UNUSED(ignored))
+{
+    ctf_io_counters c;
+    if (reader_enter(self) < 0) return NULL;
+    ctf_reader_get_io_counters(self->reader, &c);
+    return Py_BuildValue("{sKsKsK}", "requests", (unsigned long long)c.requests, "retries",
+                         (unsigned long long)c.retries, "bytes", (unsigned long long)c.bytes);
+}
+
 PyDoc_STRVAR(Reader_perf_doc, "perf() -> dict\n\nWhere the time goes: the stage counters "
                               "(ctf_perf) and the verdict naming the limiting stage.");
 
@@ -1144,6 +1156,8 @@ static PyMethodDef Reader_methods[] = {
     {"restore_state", (PyCFunction)(void (*)(void))Reader_restore_state, METH_O,
      "restore_state(state)\n\nContinues from a get_state() text; StateError if it does not fit."},
     {"stats", (PyCFunction)(void (*)(void))Reader_stats, METH_NOARGS, Reader_stats_doc},
+    {"io_counters", (PyCFunction)(void (*)(void))Reader_io_counters, METH_NOARGS,
+     Reader_io_counters_doc},
     {"perf", (PyCFunction)(void (*)(void))Reader_perf, METH_NOARGS, Reader_perf_doc},
     {"index_info", (PyCFunction)(void (*)(void))Reader_index_info, METH_NOARGS,
      Reader_index_info_doc},

@@ -13,6 +13,7 @@ import operator
 import os
 
 from . import _ctfio
+from . import remote as _remote
 
 __all__ = [
     "INFINITELY_REPEAT", "FULL_DATA_SWEEP", "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS",
@@ -664,7 +665,8 @@ class MinibatchSource:
                  multithreaded_deserializer=None, frame_mode=False, truncation_length=0,
                  randomize=True, max_errors=0, *, num_threads=None, prefetch_chunks=None,
                  keep_data_in_memory=False, cache_index=False, chunk_size_in_bytes=None,
-                 precision="float", skip_sequence_ids=False, log=None):
+                 precision="float", skip_sequence_ids=False, log=None, storage_options=None,
+                 cache_dir=None):
         mixed = deserializers if isinstance(deserializers, Mix) else None
         if mixed is not None:
             deserializers = mixed["parts"][0]
@@ -737,6 +739,12 @@ class MinibatchSource:
             prefetch_chunks=prefetch_chunks, log=log)
         self._params = {k: v for k, v in self._params.items() if v is not None or k == "log"}
         self._path = d["file"]
+        # Remote paths (s3://, http(s)://): endpoint, credentials and the index cache directory
+        # resolved here from storage_options and the environment (docs/remote.md).
+        every = [x for part in (mixed["parts"] if mixed is not None else [deserializers])
+                 for x in part]
+        if any(_remote.any_remote(x["file"]) for x in every):
+            self._params["remote"] = _remote.resolve(storage_options, cache_dir)
         self._mixed = mixed is not None
         if self._mixed:
             # The mix's streams are every stream of its first part (primary, then joins); each
@@ -886,7 +894,7 @@ class MinibatchSource:
 
     def __repr__(self):
         return "MinibatchSource(%r, %s)" % (self._path, ", ".join(
-            "%s=%r" % kv for kv in sorted(self._params.items()) if kv[0] != "log"))
+            "%s=%r" % kv for kv in sorted(self._params.items()) if kv[0] not in ("log", "remote")))
 
     @classmethod
     def from_config(cls, path, section=None, overrides=(), **kwargs):

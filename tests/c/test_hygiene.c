@@ -78,8 +78,10 @@ TEST(release_library_never_prints_nor_reads_the_environment)
     ASSERT(p != NULL);
     char line[512];
     while (fgets(line, sizeof line, p)) {
-        if (strstr(line, " ctf__alloc\n") || strstr(line, "ctf__io_") ||
-            strstr(line, "ctf__parse_set_variant"))
+        /* (The I/O fault hooks; the I/O seam's own ctf__io_* functions are not hooks.) */
+        if (strstr(line, " ctf__alloc\n") || strstr(line, "ctf__io_fail_at") ||
+            strstr(line, "ctf__io_count") || strstr(line, "ctf__io_short_at") ||
+            strstr(line, "ctf__io_eof_at") || strstr(line, "ctf__parse_set_variant"))
             test_fail(__FILE__, __LINE__, "no test hook in the release objects", line);
     }
     ASSERT_EQ(pclose(p), 0);

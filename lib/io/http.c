@@ -1,0 +1,902 @@
+/*
+ * http.c -- the seam's remote backend: S3 objects (s3://BUCKET/KEY) and plain http(s):// URLs
+ * read by range GETs on libcurl. One context per deserializer keeps the options (copied; the
+ * library never reads the environment), a pool of idle curl handles (each keeps its
+ * connection alive, so requests reuse connections across threads and objects) and the request
+ * counters. Transient failures (5xx, 429/SlowDown, resets, timeouts, short bodies) are retried
+ * with exponential backoff and jitter, within a bounded count; 403, 404, 412 and an
+ * unreachable endpoint fail at once with a message that says which.
+ */
+
+#include "io.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#ifdef CTF_HAVE_CURL
+#include <curl/curl.h>
+#endif
+
+struct ctf__remote {
+    atomic_long refs;
+    char *endpoint;         /* scheme://host[:port] without a trailing '/', or NULL: AWS */
+    char *region;
+    char *access_key, *secret_key, *session_token; /* NULL: unsigned requests */
+    char *cache_dir;        /* NULL: no index caches for remote objects */
+    unsigned max_retries;
+    unsigned timeout_ms, connect_timeout_ms;
+    unsigned backoff_ms;    /* the first retry's delay; doubles up to backoff_max_ms */
+    unsigned backoff_max_ms;
+    pthread_mutex_t mu;     /* guards idle and rng */
+    void **idle;            /* idle curl handles, each with its live connection */
+    size_t num_idle, cap_idle;
+    uint64_t rng;           /* jitter only: never touches the data */
+    /* Identities (ETag, size) a listing gave, sorted by URL: opening the objects a pattern
+     * matched then asks nothing more of the server when their index caches are valid. */
+    struct known_id {
+        char *url;
+        ctf__file_id id;
+    } *known;
+    size_t num_known, cap_known;
+    atomic_ullong requests, retries, bytes;
+};
+
+static char *dup_opt(const char *s, bool *oom)
+{
+    if (!s || !s[0]) return NULL;
+    char *d = ctf__strdup(s);
+    if (!d) *oom = true;
+    return d;
+}
+
+int ctf__remote_new(const ctf_remote_options *opt, ctf__remote **out, ctf_error *err)
+{
+    *out = NULL;
+    ctf__remote *r = CTF_CALLOC(1, sizeof *r);
+    if (!r) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    bool oom = false;
+    ctf_remote_options def;
+    if (!opt) {
+        memset(&def, 0, sizeof def);
+        opt = &def;
+    }
+    r->endpoint = dup_opt(opt->endpoint, &oom);
+    if (r->endpoint) {
+        size_t n = strlen(r->endpoint);
+        while (n && r->endpoint[n - 1] == '/') r->endpoint[--n] = '\0';
+    }
+    r->region = dup_opt(opt->region ? opt->region : "us-east-1", &oom);
+    r->access_key = dup_opt(opt->access_key_id, &oom);
+    r->secret_key = dup_opt(opt->secret_access_key, &oom);
+    r->session_token = dup_opt(opt->session_token, &oom);
+    r->cache_dir = dup_opt(opt->cache_dir, &oom);
+    r->max_retries = opt->max_retries;
+    r->timeout_ms = opt->timeout_ms ? opt->timeout_ms : 60000;
+    r->connect_timeout_ms = opt->connect_timeout_ms ? opt->connect_timeout_ms : 10000;
+    r->backoff_ms = opt->backoff_ms ? opt->backoff_ms : 50;
+    r->backoff_max_ms = r->backoff_ms * 64 < 5000 ? 5000 : r->backoff_ms * 64;
+    r->rng = (uint64_t)(uintptr_t)r ^ (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
+    atomic_init(&r->refs, 1);
+    if (oom || (r->access_key && !r->secret_key) || pthread_mutex_init(&r->mu, NULL)) {
+        bool bad_keys = !oom && r->access_key && !r->secret_key;
+        CTF_FREE(r->endpoint);
+        CTF_FREE(r->region);
+        CTF_FREE(r->access_key);
+        CTF_FREE(r->secret_key);
+        CTF_FREE(r->session_token);
+        CTF_FREE(r->cache_dir);
+        CTF_FREE(r);
+        if (bad_keys)
+            return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                             "config.remote.secret_access_key: an access key id needs its "
+                             "secret key");
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    }
+    *out = r;
+    return 0;
+}
+
+ctf__remote *ctf__remote_ref(ctf__remote *rem)
+{
+    if (rem) atomic_fetch_add(&rem->refs, 1);
+    return rem;
+}
+
+void ctf__remote_unref(ctf__remote *rem)
+{
+    if (!rem || atomic_fetch_sub(&rem->refs, 1) != 1) return;
+#ifdef CTF_HAVE_CURL
+    for (size_t i = 0; i < rem->num_idle; i++) curl_easy_cleanup(rem->idle[i]);
+#endif
+    CTF_FREE(rem->idle);
+    for (size_t i = 0; i < rem->num_known; i++) CTF_FREE(rem->known[i].url);
+    CTF_FREE(rem->known);
+    pthread_mutex_destroy(&rem->mu);
+    if (rem->secret_key) memset(rem->secret_key, 0, strlen(rem->secret_key));
+    CTF_FREE(rem->endpoint);
+    CTF_FREE(rem->region);
+    CTF_FREE(rem->access_key);
+    CTF_FREE(rem->secret_key);
+    CTF_FREE(rem->session_token);
+    CTF_FREE(rem->cache_dir);
+    CTF_FREE(rem);
+}
+
+void ctf__remote_counters(const ctf__remote *rem, ctf_io_counters *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!rem) return;
+    out->requests = atomic_load(&((ctf__remote *)rem)->requests);
+    out->retries = atomic_load(&((ctf__remote *)rem)->retries);
+    out->bytes = atomic_load(&((ctf__remote *)rem)->bytes);
+}
+
+/* mkdir -p. @return : 0, or -1 with errno set. */
+static int make_dirs(const char *dir)
+{
+    char p[CTF_ERROR_PATH_MAX];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof p) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(p, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != '\0') continue;
+        char c = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
+        p[i] = c;
+    }
+    return 0;
+}
+
+bool ctf__io_cache_path(const ctf__remote *rem, const char *url, const ctf__file_id *id,
+                        char *buf, size_t cap)
+{
+    if (!rem || !rem->cache_dir || make_dirs(rem->cache_dir) != 0) return false;
+    /* The key: the URL, the ETag and the size, so that a replaced object never meets the
+     * cache of its predecessor, and two endpoints' objects of one name stay apart. */
+    ctf__sha256_ctx s;
+    ctf__sha256_init(&s);
+    const char *ep = rem->endpoint ? rem->endpoint : "";
+    ctf__sha256_update(&s, ep, strlen(ep) + 1);
+    ctf__sha256_update(&s, url, strlen(url) + 1);
+    ctf__sha256_update(&s, id->etag, strlen(id->etag) + 1);
+    ctf__sha256_update(&s, &id->size, sizeof id->size);
+    unsigned char d[32];
+    char hex[65];
+    ctf__sha256_final(&s, d);
+    ctf__hex(d, 20, hex);
+    int n = snprintf(buf, cap, "%s/%s.ctfidx", rem->cache_dir, hex);
+    return n > 0 && (size_t)n < cap;
+}
+
+#ifndef CTF_HAVE_CURL
+
+static int no_curl(const char *url, ctf_error *err)
+{
+    return ctf__fail(err, CTF_EIO, (ctf__where){url, 0, 0, -1},
+                     "remote paths need libcurl, and this build of ctfio has none (install "
+                     "libcurl's development files and rebuild)");
+}
+
+int ctf__http_stat(ctf__remote *rem, const char *url, ctf__file_id *id, ctf_error *err)
+{
+    (void)rem;
+    (void)id;
+    return no_curl(url, err);
+}
+
+int ctf__http_read(ctf__remote *rem, const char *url, const char *etag, void *buf, size_t n,
+                   uint64_t offset, uint64_t size, ctf_error *err)
+{
+    (void)rem, (void)etag, (void)buf, (void)n, (void)offset, (void)size;
+    return no_curl(url, err);
+}
+
+int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n,
+                   ctf_error *err)
+{
+    (void)rem, (void)out, (void)n;
+    return no_curl(pattern, err);
+}
+
+#else
+
+/*======================================================================
+ * Targets: what a path means as a request
+ *====================================================================*/
+
+typedef struct target {
+    char url[4096];          /* what curl fetches (without the query) */
+    char host[512];          /* the Host header (signed) */
+    char canon_uri[4096];    /* the encoded path, as signed */
+    char bucket[256];        /* s3:// only, for messages */
+    const char *key;         /* s3:// only: the key within the path given */
+    bool sign;               /* S3 with credentials */
+    bool s3;
+} target;
+
+/* Host (and port) of a scheme://host[:port][/...] URL. */
+static void url_host(const char *url, char *host, size_t cap)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    size_t n = strcspn(p, "/?#");
+    if (n >= cap) n = cap - 1;
+    memcpy(host, p, n);
+    host[n] = '\0';
+}
+
+static int resolve(const ctf__remote *rem, const char *path, target *t, ctf_error *err)
+{
+    memset(t, 0, sizeof *t);
+    if (strncmp(path, "s3://", 5) != 0) {
+        int n = snprintf(t->url, sizeof t->url, "%s", path);
+        if (n < 0 || (size_t)n >= sizeof t->url) goto long_url;
+        url_host(path, t->host, sizeof t->host);
+        return 0;
+    }
+    t->s3 = true;
+    const char *b = path + 5, *slash = strchr(b, '/');
+    size_t bl = slash ? (size_t)(slash - b) : strlen(b);
+    if (bl == 0 || bl >= sizeof t->bucket || !slash || !slash[1])
+        return ctf__fail(err, CTF_EINVAL, (ctf__where){path, 0, 0, -1},
+                         "an S3 URL is s3://BUCKET/KEY (a bucket and a key are required)");
+    memcpy(t->bucket, b, bl);
+    t->key = slash + 1;
+    char ekey[4096];
+    if (ctf__uri_encode(t->key, true, ekey, sizeof ekey) >= sizeof ekey) goto long_url;
+    int n;
+    if (rem->endpoint) {
+        /* A custom endpoint (MinIO, Ceph, a test server): path-style addressing. */
+        url_host(rem->endpoint, t->host, sizeof t->host);
+        n = snprintf(t->canon_uri, sizeof t->canon_uri, "/%s/%s", t->bucket, ekey);
+        if (n < 0 || (size_t)n >= sizeof t->canon_uri) goto long_url;
+        n = snprintf(t->url, sizeof t->url, "%s%s", rem->endpoint, t->canon_uri);
+    } else {
+        n = snprintf(t->host, sizeof t->host, "%s.s3.%s.amazonaws.com", t->bucket, rem->region);
+        if (n < 0 || (size_t)n >= sizeof t->host) goto long_url;
+        n = snprintf(t->canon_uri, sizeof t->canon_uri, "/%s", ekey);
+        if (n < 0 || (size_t)n >= sizeof t->canon_uri) goto long_url;
+        n = snprintf(t->url, sizeof t->url, "https://%s%s", t->host, t->canon_uri);
+    }
+    if (n < 0 || (size_t)n >= sizeof t->url) goto long_url;
+    t->sign = rem->access_key != NULL;
+    return 0;
+long_url:
+    return ctf__fail(err, CTF_ELIMIT, (ctf__where){path, 0, 0, -1}, "URL too long");
+}
+
+/*======================================================================
+ * One request
+ *====================================================================*/
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static CURL *handle_get(ctf__remote *rem)
+{
+    pthread_once(&curl_once, curl_init_once);
+    CURL *c = NULL;
+    pthread_mutex_lock(&rem->mu);
+    if (rem->num_idle) c = rem->idle[--rem->num_idle];
+    pthread_mutex_unlock(&rem->mu);
+    if (c) curl_easy_reset(c); /* keeps the connection */
+    else c = curl_easy_init();
+    return c;
+}
+
+static void handle_put(ctf__remote *rem, CURL *c)
+{
+    pthread_mutex_lock(&rem->mu);
+    bool kept = !ctf__grow((void **)&rem->idle, &rem->cap_idle, rem->num_idle + 1,
+                           sizeof *rem->idle);
+    if (kept) rem->idle[rem->num_idle++] = c;
+    pthread_mutex_unlock(&rem->mu);
+    if (!kept) curl_easy_cleanup(c);
+}
+
+typedef struct resp {
+    long status;
+    char etag[CTF__ETAG_MAX];
+    uint64_t total;          /* the object's size from Content-Range, else Content-Length */
+    bool have_total;
+    bool ranged;             /* Content-Range seen */
+    char *dst;               /* a 2xx body goes here (at most dst_cap bytes) */
+    size_t dst_cap, got;
+    bool overflow;           /* more body than asked for */
+    bool keep_body;          /* collect the 2xx body in body (a listing) */
+    char *body;              /* an error's body (its first bytes), or a listing */
+    size_t body_len, body_cap, body_limit;
+    bool oom;
+} resp;
+
+static size_t on_header(char *p, size_t size, size_t nitems, void *user)
+{
+    resp *r = user;
+    size_t n = size * nitems;
+    char line[1024];
+    size_t l = n < sizeof line - 1 ? n : sizeof line - 1;
+    memcpy(line, p, l);
+    line[l] = '\0';
+    while (l && (line[l - 1] == '\r' || line[l - 1] == '\n')) line[--l] = '\0';
+    if (!strncmp(line, "HTTP/", 5)) {
+        /* A new response (after a redirect or a 100): forget the previous one's headers. The
+         * status comes first, so that on_body can tell data from an error. */
+        const char *sp = strchr(line, ' ');
+        r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        r->etag[0] = '\0';
+        r->have_total = r->ranged = false;
+        return n;
+    }
+    char *colon = strchr(line, ':');
+    if (!colon) return n;
+    *colon = '\0';
+    char *v = colon + 1;
+    while (*v == ' ' || *v == '\t') v++;
+    if (!strcasecmp(line, "etag")) {
+        snprintf(r->etag, sizeof r->etag, "%s", v);
+    } else if (!strcasecmp(line, "content-range")) {
+        const char *slash = strrchr(v, '/');
+        if (slash && slash[1] != '*') {
+            r->total = strtoull(slash + 1, NULL, 10);
+            r->have_total = true;
+        }
+        r->ranged = true;
+    } else if (!strcasecmp(line, "content-length") && !r->ranged) {
+        r->total = strtoull(v, NULL, 10);
+        r->have_total = true;
+    }
+    return n;
+}
+
+static size_t on_body(char *p, size_t size, size_t nitems, void *user)
+{
+    resp *r = user;
+    size_t n = size * nitems;
+    if (r->dst && r->status / 100 == 2) {
+        if (r->got + n > r->dst_cap) {
+            r->overflow = true;
+            return 0; /* aborts the transfer */
+        }
+        memcpy(r->dst + r->got, p, n);
+        r->got += n;
+        return n;
+    }
+    /* An error's body (for its code) or a listing. */
+    size_t room = r->body_limit > r->body_len ? r->body_limit - r->body_len : 0;
+    size_t take = n < room ? n : room;
+    if (take) {
+        if (ctf__grow((void **)&r->body, &r->body_cap, r->body_len + take + 1, 1)) {
+            r->oom = true;
+            return 0;
+        }
+        memcpy(r->body + r->body_len, p, take);
+        r->body_len += take;
+        r->body[r->body_len] = '\0';
+    }
+    if (r->keep_body && take < n) {
+        r->overflow = true;
+        return 0;
+    }
+    r->got += n;
+    return n;
+}
+
+typedef struct request {
+    const char *method;      /* "GET" */
+    const char *query;       /* canonical query ("" for none) */
+    const char *range;       /* "bytes=A-B" or NULL */
+    const char *if_match;    /* ETag or NULL */
+} request;
+
+/* Sends one request; r receives the status, headers and body. @return : the curl code. */
+static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, resp *r,
+                          char *cerr)
+{
+    CURL *c = handle_get(rem);
+    if (!c) return CURLE_OUT_OF_MEMORY;
+    struct curl_slist *hl = NULL;
+    char hbuf[8][4200];
+    int nh = 0;
+    char url[8192];
+    snprintf(url, sizeof url, "%s%s%s", t->url, q->query[0] ? "?" : "", q->query);
+    snprintf(hbuf[nh++], sizeof hbuf[0], "Host: %s", t->host);
+    if (q->range) snprintf(hbuf[nh++], sizeof hbuf[0], "Range: %s", q->range);
+    if (q->if_match && q->if_match[0])
+        snprintf(hbuf[nh++], sizeof hbuf[0], "If-Match: %s", q->if_match);
+    if (t->sign) {
+        static const char empty_sha[] =
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+        char date[20];
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(date, sizeof date, "%Y%m%dT%H%M%SZ", &tm);
+        ctf__hdr sh[5];
+        size_t ns = 0;
+        sh[ns++] = (ctf__hdr){"host", t->host};
+        if (q->range) sh[ns++] = (ctf__hdr){"range", q->range};
+        sh[ns++] = (ctf__hdr){"x-amz-content-sha256", empty_sha};
+        sh[ns++] = (ctf__hdr){"x-amz-date", date};
+        if (rem->session_token) sh[ns++] = (ctf__hdr){"x-amz-security-token", rem->session_token};
+        const ctf__sigv4 sg = {q->method, t->canon_uri, q->query, sh, ns, empty_sha, date,
+                               rem->region, "s3", rem->access_key, rem->secret_key};
+        char auth[1024];
+        if (ctf__sigv4_authorization(&sg, auth, sizeof auth) == 0)
+            snprintf(hbuf[nh++], sizeof hbuf[0], "Authorization: %s", auth);
+        snprintf(hbuf[nh++], sizeof hbuf[0], "x-amz-content-sha256: %s", empty_sha);
+        snprintf(hbuf[nh++], sizeof hbuf[0], "x-amz-date: %s", date);
+        if (rem->session_token)
+            snprintf(hbuf[nh++], sizeof hbuf[0], "x-amz-security-token: %s", rem->session_token);
+    }
+    for (int i = 0; i < nh; i++) hl = curl_slist_append(hl, hbuf[i]);
+    /* curl's own "Expect" and "Accept" add nothing here. */
+    hl = curl_slist_append(hl, "Accept:");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)rem->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)rem->connect_timeout_ms);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, t->s3 ? 0L : 1L);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+    /* The library never reads the environment: no proxy from http_proxy and the like. */
+    curl_easy_setopt(c, CURLOPT_PROXY, "");
+    cerr[0] = '\0';
+    CURLcode cc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_slist_free_all(hl);
+    /* A handle whose transfer broke may hold a dead connection: do not pool it. */
+    if (cc == CURLE_OK) handle_put(rem, c);
+    else curl_easy_cleanup(c);
+    return cc;
+}
+
+/*======================================================================
+ * Retries and errors
+ *====================================================================*/
+
+/* The text of <Name>...</Name> in an XML body, or "". */
+static void xml_field(const char *body, const char *name, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (!body) return;
+    char open[64], close[64];
+    snprintf(open, sizeof open, "<%s>", name);
+    snprintf(close, sizeof close, "</%s>", name);
+    const char *a = strstr(body, open);
+    if (!a) return;
+    a += strlen(open);
+    const char *b = strstr(a, close);
+    if (!b) return;
+    size_t n = (size_t)(b - a) < cap - 1 ? (size_t)(b - a) : cap - 1;
+    memcpy(out, a, n);
+    out[n] = '\0';
+}
+
+static bool transient_curl(CURLcode cc)
+{
+    switch (cc) {
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_SSL_CONNECT_ERROR:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void backoff(ctf__remote *rem, unsigned attempt)
+{
+    uint64_t cap = rem->backoff_ms;
+    for (unsigned i = 0; i < attempt && cap < rem->backoff_max_ms; i++) cap *= 2;
+    if (cap > rem->backoff_max_ms) cap = rem->backoff_max_ms;
+    pthread_mutex_lock(&rem->mu);
+    rem->rng ^= rem->rng << 13;
+    rem->rng ^= rem->rng >> 7;
+    rem->rng ^= rem->rng << 17;
+    const uint64_t x = rem->rng;
+    pthread_mutex_unlock(&rem->mu);
+    /* Full jitter over the upper half: clients that failed together do not retry together. */
+    const uint64_t ms = cap / 2 + x % (cap / 2 + 1);
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* The one message of a request that failed for good. */
+static int final_error(const ctf__remote *rem, const target *t, const char *path, long status,
+                       const resp *r, int64_t offset, ctf_error *err)
+{
+    char code[64], msg[200];
+    xml_field(r->body, "Code", code, sizeof code);
+    xml_field(r->body, "Message", msg, sizeof msg);
+    const ctf__where w = {path, 0, 0, offset};
+    if (status == 404) {
+        if (!strcmp(code, "NoSuchBucket"))
+            return ctf__fail(err, CTF_EIO, w, "no such bucket: '%s'", t->bucket);
+        if (t->s3)
+            return ctf__fail(err, CTF_EIO, w, "no such key: '%s' in bucket '%s'", t->key,
+                             t->bucket);
+        return ctf__fail(err, CTF_EIO, w, "not found (HTTP 404)");
+    }
+    if (status == 403) {
+        if (!strcmp(code, "SignatureDoesNotMatch"))
+            return ctf__fail(err, CTF_EIO, w,
+                             "access refused (HTTP 403 SignatureDoesNotMatch): the request's "
+                             "signature is wrong; check the secret access key");
+        if (!strcmp(code, "InvalidAccessKeyId"))
+            return ctf__fail(err, CTF_EIO, w,
+                             "access refused (HTTP 403 InvalidAccessKeyId): the server does "
+                             "not know the access key id");
+        if (!strcmp(code, "ExpiredToken") || !strcmp(code, "InvalidToken"))
+            return ctf__fail(err, CTF_EIO, w,
+                             "access refused (HTTP 403 %s): the session token is not valid",
+                             code);
+        return ctf__fail(err, CTF_EIO, w,
+                         "access refused (HTTP 403%s%s): the signature was accepted but these "
+                         "credentials may not read it%s",
+                         code[0] ? " " : "", code,
+                         rem->access_key ? "" : " (the request was unsigned: no credentials)");
+    }
+    if (status == 412)
+        return ctf__fail(err, CTF_ECHANGED, w,
+                         "the object changed since it was indexed (its ETag is no longer the "
+                         "one indexed); reopen the reader");
+    return ctf__fail(err, CTF_EIO, w, "HTTP %ld%s%s%s%s", status, code[0] ? " " : "", code,
+                     msg[0] ? ": " : "", msg);
+}
+
+/* Sends q with retries. Ends with r holding a 2xx response whose body is complete (checked by
+ * expect: -1 any length), or an error. */
+static int perform(ctf__remote *rem, const target *t, const char *path, const request *q,
+                   resp *r, int64_t expect, int64_t offset, ctf_error *err)
+{
+    char cerr[CURL_ERROR_SIZE];
+    const unsigned tries = rem->max_retries + 1;
+    for (unsigned attempt = 0;; attempt++) {
+        r->status = 0;
+        r->got = 0;
+        r->body_len = 0;
+        r->overflow = r->oom = false;
+        r->etag[0] = '\0';
+        r->have_total = r->ranged = false;
+        atomic_fetch_add(&rem->requests, 1);
+        CURLcode cc = send_once(rem, t, q, r, cerr);
+        atomic_fetch_add(&rem->bytes, r->got);
+        if (r->oom || cc == CURLE_OUT_OF_MEMORY)
+            return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading %s", path);
+        const char *why = NULL;
+        char whybuf[300];
+        if (cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_CONNECT ||
+            cc == CURLE_COULDNT_RESOLVE_PROXY || cc == CURLE_UNSUPPORTED_PROTOCOL ||
+            cc == CURLE_URL_MALFORMAT)
+            return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, offset},
+                             "cannot reach %s: %s", t->host,
+                             cerr[0] ? cerr : curl_easy_strerror(cc));
+        if (cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CACERT_BADFILE)
+            return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, offset},
+                             "TLS with %s failed: %s", t->host,
+                             cerr[0] ? cerr : curl_easy_strerror(cc));
+        if (cc == CURLE_WRITE_ERROR && r->overflow && r->keep_body)
+            return ctf__fail(err, CTF_ELIMIT, (ctf__where){path, 0, 0, offset},
+                             "the server's answer is larger than %zu bytes", r->body_limit);
+        if (cc == CURLE_WRITE_ERROR && r->overflow && expect < 0) {
+            cc = CURLE_OK; /* a probe that asked for the first byte only */
+            r->overflow = false;
+        }
+        if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && r->overflow)) {
+            if (!transient_curl(cc))
+                return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, offset},
+                                 "request to %s failed: %s", t->host,
+                                 cerr[0] ? cerr : curl_easy_strerror(cc));
+            snprintf(whybuf, sizeof whybuf, "%s", cerr[0] ? cerr : curl_easy_strerror(cc));
+            why = whybuf;
+        } else if (r->overflow) {
+            why = "the server sent more bytes than the range asked for";
+        } else if (r->status == 429 || r->status / 100 == 5) {
+            snprintf(whybuf, sizeof whybuf, "HTTP %ld", r->status);
+            why = whybuf;
+        } else if (r->status / 100 != 2) {
+            return final_error(rem, t, path, r->status, r, offset, err);
+        } else if (expect >= 0 && r->got != (uint64_t)expect) {
+            /* A short body: the connection closed early. */
+            snprintf(whybuf, sizeof whybuf, "short body (%zu of %lld bytes)", r->got,
+                     (long long)expect);
+            why = whybuf;
+        } else {
+            return 0;
+        }
+        if (attempt + 1 >= tries)
+            return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, offset},
+                             "request failed after %u attempts: %s", tries, why);
+        atomic_fetch_add(&rem->retries, 1);
+        backoff(rem, attempt);
+    }
+}
+
+/*======================================================================
+ * The backend's entry points
+ *====================================================================*/
+
+/* A short hash of the ETag (FNV-1a), for the identity's mtime field. */
+static int64_t etag_hash(const char *etag)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const unsigned char *p = (const unsigned char *)etag; *p; p++) {
+        h ^= *p;
+        h *= 0x100000001b3ull;
+    }
+    return (int64_t)(h >> 1);
+}
+
+static int cmp_known(const void *a, const void *b)
+{
+    return strcmp(((const struct known_id *)a)->url, ((const struct known_id *)b)->url);
+}
+
+int ctf__http_stat(ctf__remote *rem, const char *url, ctf__file_id *id, ctf_error *err)
+{
+    memset(id, 0, sizeof *id);
+    pthread_mutex_lock(&rem->mu);
+    const struct known_id key = {(char *)url, {0}};
+    const struct known_id *k =
+        rem->num_known ? bsearch(&key, rem->known, rem->num_known, sizeof key, cmp_known) : NULL;
+    if (k) *id = k->id;
+    pthread_mutex_unlock(&rem->mu);
+    if (k) return 0;
+    target t;
+    int rc = resolve(rem, url, &t, err);
+    if (rc) return rc;
+    /* A one-byte range GET rather than HEAD: an error then comes with its code (HEAD has no
+     * body), and Content-Range gives the size. A server that ignores ranges answers 200; the
+     * transfer stops after the first byte. */
+    char one;
+    resp r = {.dst = &one, .dst_cap = 1, .body_limit = 16384};
+    const request q = {"GET", "", "bytes=0-0", NULL};
+    rc = perform(rem, &t, url, &q, &r, -1, -1, err);
+    if (rc == CTF_EIO && r.status == 416) {
+        /* An empty object: no byte 0. */
+        ctf__error_clear(err);
+        r.total = 0;
+        r.have_total = true;
+        rc = 0;
+    }
+    CTF_FREE(r.body);
+    if (rc) return rc;
+    if (!r.have_total)
+        return ctf__fail(err, CTF_EIO, (ctf__where){url, 0, 0, -1},
+                         "the server gave no size for the object (no Content-Range or "
+                         "Content-Length)");
+    id->size = r.total;
+    snprintf(id->etag, sizeof id->etag, "%s", r.etag);
+    id->mtime_ns = etag_hash(r.etag);
+    id->inode = 0;
+    return 0;
+}
+
+int ctf__http_read(ctf__remote *rem, const char *url, const char *etag, void *buf, size_t n,
+                   uint64_t offset, uint64_t size, ctf_error *err)
+{
+    if (n == 0) return 0;
+    if (offset + n > size)
+        return ctf__fail(err, CTF_ECHANGED, (ctf__where){url, 0, 0, (int64_t)size},
+                         "file ended early (expected %zu more bytes): the object changed since "
+                         "it was indexed",
+                         (size_t)(offset + n - size));
+    target t;
+    int rc = resolve(rem, url, &t, err);
+    if (rc) return rc;
+    char range[64];
+    snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)offset,
+             (unsigned long long)(offset + n - 1));
+    resp r = {.dst = buf, .dst_cap = n, .body_limit = 16384};
+    const request q = {"GET", "", range, etag};
+    rc = perform(rem, &t, url, &q, &r, (int64_t)n, (int64_t)offset, err);
+    if (!rc && !r.ranged && !(offset == 0 && n == size))
+        rc = ctf__fail(err, CTF_EIO, (ctf__where){url, 0, 0, (int64_t)offset},
+                       "the server ignored the range request (HTTP %ld without Content-Range)",
+                       r.status);
+    if (!rc && etag && etag[0] && r.etag[0] && strcmp(etag, r.etag) != 0)
+        rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){url, 0, 0, (int64_t)offset},
+                       "the object changed since it was indexed (ETag %s, indexed %s); reopen "
+                       "the reader",
+                       r.etag, etag);
+    CTF_FREE(r.body);
+    return rc;
+}
+
+/* Undoes XML's five entities and numeric references in place. */
+static void xml_unescape(char *s)
+{
+    char *w = s;
+    for (const char *p = s; *p;) {
+        if (*p != '&') {
+            *w++ = *p++;
+            continue;
+        }
+        static const struct { const char *e; char c; } ents[] = {
+            {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
+        bool done = false;
+        for (size_t i = 0; i < 5 && !done; i++)
+            if (!strncmp(p, ents[i].e, strlen(ents[i].e))) {
+                *w++ = ents[i].c;
+                p += strlen(ents[i].e);
+                done = true;
+            }
+        if (!done && p[1] == '#') {
+            char *end;
+            unsigned long v = p[2] == 'x' ? strtoul(p + 3, &end, 16) : strtoul(p + 2, &end, 10);
+            if (*end == ';' && v > 0 && v < 128) {
+                *w++ = (char)v;
+                p = end + 1;
+                done = true;
+            }
+        }
+        if (!done) *w++ = *p++;
+    }
+    *w = '\0';
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Keeps a listed object's identity (nothing when the entry lacks one, or memory is short:
+ * the object is then asked at open). */
+static void remember(ctf__remote *rem, const char *url, const char *etag, const char *size)
+{
+    if (!etag[0] || !size[0]) return;
+    char *u = ctf__strdup(url);
+    if (!u) return;
+    pthread_mutex_lock(&rem->mu);
+    if (ctf__grow((void **)&rem->known, &rem->cap_known, rem->num_known + 1,
+                  sizeof *rem->known)) {
+        pthread_mutex_unlock(&rem->mu);
+        CTF_FREE(u);
+        return;
+    }
+    struct known_id *k = &rem->known[rem->num_known++];
+    memset(k, 0, sizeof *k);
+    k->url = u;
+    k->id.size = strtoull(size, NULL, 10);
+    snprintf(k->id.etag, sizeof k->id.etag, "%s", etag);
+    k->id.mtime_ns = etag_hash(etag);
+    pthread_mutex_unlock(&rem->mu);
+}
+
+int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *num,
+                   ctf_error *err)
+{
+    *out = NULL;
+    *num = 0;
+    if (strncmp(pattern, "s3://", 5) != 0)
+        return ctf__fail(err, CTF_EINVAL, (ctf__where){pattern, 0, 0, -1},
+                         "a pattern over http(s) cannot be expanded (HTTP has no listing); use "
+                         "s3:// or name the files");
+    target t;
+    int rc = resolve(rem, pattern, &t, err);
+    if (rc) return rc;
+    const char *kpat = t.key;
+    /* The listing: the bucket's path, the literal prefix of the key pattern. */
+    target lt = t;
+    if (rem->endpoint) {
+        snprintf(lt.canon_uri, sizeof lt.canon_uri, "/%s", t.bucket);
+        snprintf(lt.url, sizeof lt.url, "%s/%s", rem->endpoint, t.bucket);
+    } else {
+        snprintf(lt.canon_uri, sizeof lt.canon_uri, "/");
+        snprintf(lt.url, sizeof lt.url, "https://%s/", t.host);
+    }
+    char prefix[1024], eprefix[3200], token[1024], etoken[3200], query[8192];
+    size_t pl = strcspn(kpat, "*?[");
+    if (pl >= sizeof prefix) pl = sizeof prefix - 1;
+    memcpy(prefix, kpat, pl);
+    prefix[pl] = '\0';
+    ctf__uri_encode(prefix, false, eprefix, sizeof eprefix);
+    token[0] = '\0';
+    char **v = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        /* Sorted by name, as signing wants. */
+        if (token[0]) {
+            ctf__uri_encode(token, false, etoken, sizeof etoken);
+            snprintf(query, sizeof query, "continuation-token=%s&list-type=2&prefix=%s",
+                     etoken, eprefix);
+        } else {
+            snprintf(query, sizeof query, "list-type=2&prefix=%s", eprefix);
+        }
+        resp r = {.keep_body = true, .body_limit = (size_t)64 << 20};
+        const request q = {"GET", query, NULL, NULL};
+        rc = perform(rem, &lt, pattern, &q, &r, -1, -1, err);
+        if (rc) {
+            CTF_FREE(r.body);
+            goto fail;
+        }
+        char *p = r.body ? r.body : (char *)"";
+        while ((p = strstr(p, "<Key>")) != NULL) {
+            p += 5;
+            char *e = strstr(p, "</Key>");
+            if (!e) break;
+            size_t kl = (size_t)(e - p);
+            char *key = CTF_MALLOC(kl + 1);
+            if (!key) {
+                CTF_FREE(r.body);
+                goto oom;
+            }
+            memcpy(key, p, kl);
+            key[kl] = '\0';
+            xml_unescape(key);
+            if (fnmatch(kpat, key, FNM_PATHNAME) == 0) {
+                size_t ul = 5 + strlen(t.bucket) + 1 + strlen(key) + 1;
+                char *u = CTF_MALLOC(ul);
+                if (!u || ctf__grow((void **)&v, &cap, len + 1, sizeof *v)) {
+                    CTF_FREE(u);
+                    CTF_FREE(key);
+                    CTF_FREE(r.body);
+                    goto oom;
+                }
+                snprintf(u, ul, "s3://%s/%s", t.bucket, key);
+                v[len++] = u;
+                /* The entry's ETag and size, for ctf__http_stat. */
+                char *end = strstr(e, "</Contents>");
+                if (end) {
+                    *end = '\0';
+                    char etag[CTF__ETAG_MAX], size[32];
+                    xml_field(e, "ETag", etag, sizeof etag);
+                    xml_field(e, "Size", size, sizeof size);
+                    xml_unescape(etag);
+                    *end = '<';
+                    remember(rem, u, etag, size);
+                }
+            }
+            CTF_FREE(key);
+            p = e + 6;
+        }
+        char trunc[16];
+        xml_field(r.body, "IsTruncated", trunc, sizeof trunc);
+        xml_field(r.body, "NextContinuationToken", token, sizeof token);
+        xml_unescape(token);
+        CTF_FREE(r.body);
+        if (strcmp(trunc, "true") != 0 || !token[0]) break;
+    }
+    if (len == 0) {
+        rc = ctf__fail(err, CTF_EIO, (ctf__where){pattern, 0, 0, -1},
+                       "no object matches the pattern");
+        goto fail;
+    }
+    /* Byte-wise, as for local patterns. */
+    qsort(v, len, sizeof *v, cmp_str);
+    pthread_mutex_lock(&rem->mu);
+    if (rem->num_known) qsort(rem->known, rem->num_known, sizeof *rem->known, cmp_known);
+    pthread_mutex_unlock(&rem->mu);
+    *out = v;
+    *num = len;
+    return 0;
+oom:
+    rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory listing %s", pattern);
+fail:
+    for (size_t i = 0; i < len; i++) CTF_FREE(v[i]);
+    CTF_FREE(v);
+    return rc;
+}
+
+#endif /* CTF_HAVE_CURL */
