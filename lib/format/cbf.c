@@ -385,12 +385,18 @@ int ctf__cbf_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__
         return lens_to_seqs(idx->path, ch, (const unsigned char *)bytes, ch->first_seq, out->p,
                             err);
     const size_t nb = ch->num_seqs * 4;
+    ctf__file_id now;
+    int rc = ctf__file_stat(idx->path, &now, err);
+    if (rc) return rc;
+    if (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns)
+        return ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, (int64_t)ch->offset},
+                         "the data file changed on disk since it was opened; reopen the reader");
     unsigned char *own = CTF_MALLOC(nb);
     if (!own)
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
                          c, idx->path);
     int fd = ctf__file_open(idx->path, err);
-    int rc = fd < 0 ? fd : ctf__file_pread(fd, idx->path, own, nb, ch->offset, err);
+    rc = fd < 0 ? fd : ctf__file_pread(fd, idx->path, own, nb, ch->offset, err);
     if (fd >= 0) ctf__file_close(fd);
     if (!rc) rc = lens_to_seqs(idx->path, ch, own, ch->first_seq, out->p, err);
     CTF_FREE(own);

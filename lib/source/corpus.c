@@ -336,11 +336,18 @@ static int cbf_chunk_seqs(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *ou
     const ctf_index *idx = k->files[f].idx;
     const ctf__chunk *ch = &idx->chunks[lc];
     const size_t nb = ch->num_seqs * 4;
+    /* A file replaced since the open is said to be, as a load says it, not taken for damage. */
+    ctf__file_id now;
+    int rc = ctf__file_stat(idx->path, &now, err);
+    if (rc) return rc;
+    if (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns)
+        return ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, (int64_t)ch->offset},
+                         "the data file changed on disk since it was opened; reopen the reader");
     char *buf = ctf__readbuf_get(rb, nb);
     if (!buf)
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
                          lc, idx->path);
-    int rc = read_at(k, f, buf, nb, ch->offset, ch->offset + ch->size, rb->perf, err);
+    rc = read_at(k, f, buf, nb, ch->offset, ch->offset + ch->size, rb->perf, err);
     return rc ? rc : ctf__index_chunk_seqs(idx, lc, buf, out, err);
 }
 
