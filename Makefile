@@ -107,6 +107,7 @@ fuzz-regression: $(B)/fuzz_regression
 CONFORMANCE ?= tests/conformance
 conformance: $(B)/ctfio
 	$(PYTHON) $(CONFORMANCE)/check.py $(B)/ctfio
+	$(PYTHON) tests/conformance/generate.py $(B)/ctfio --check
 
 # The C tests and goldens on the portable build, then both builds compared on generated files.
 portable: $(P)/ctfio_tests $(P)/ctfio $(T)/ctfio
@@ -132,7 +133,8 @@ $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip setuptools wheel
 	$(VPY) -m pip install -q "numpy>=1.21" "scipy>=1.7" "pytest>=7" "scikit-learn>=1.0" "torch==2.13.0" \
-		"torchdata==0.11.0" "tqdm==4.70.1" "hypothesis==6.170.17" "pyarrow==26.0.1"
+		"torchdata==0.11.0" "tqdm==4.70.1" "hypothesis==6.170.17" "pyarrow==26.0.1" \
+		"ruff==0.16.9" "clang-format==23.1.1"
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.deps $(PY_SRC) $(LIB_SRC) $(LIB_HDR)

@@ -4,7 +4,7 @@
 exact expected stdout and stderr. ok/ cases must exit 0, err/ cases 1.
 
 Usage: run.py PATH_TO_CTFIO [NAME_FILTER]     CTFIO_UPDATE_GOLDEN=1 rewrites the expectations.
-Last line: 'N passed, N failed'."""
+Last line: 'N passed, N failed'; no case at all is a failure."""
 import os, shlex, subprocess, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -43,4 +43,8 @@ for kind, want_rc in (('ok', 0), ('err', 1)):
         else:
             passed += 1
 print('%d passed, %d failed' % (passed, failed))
+if passed + failed == 0:
+    # A filter that matches nothing, or a checkout without the case files, must not pass.
+    print('no golden case ran (filter %r)' % filt)
+    sys.exit(1)
 sys.exit(1 if failed else 0)
