@@ -27,11 +27,15 @@ CFLAGS_TST := $(CFLAGS_REL) -DCTF_TESTING
 CFLAGS_SAN := $(BASE_CFLAGS) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all -DCTF_DEBUG -DCTF_TESTING
 LDLIBS := -lm -pthread
 
-LIB_SRC := $(sort $(wildcard lib/*.c))
-LIB_HDR := include/ctfio.h $(wildcard lib/*.h)
+# lib/ is layered: one folder per layer (docs/design.md), each with its own header.
+LIB_SRC := $(sort $(wildcard lib/*/*.c))
+LIB_HDR := include/ctfio.h $(wildcard lib/*/*.h)
 TEST_SRC := $(sort $(wildcard tests/c/*.c))
-CLI_SRC := tools/ctfio.c tools/ctfio_convert.c
-CLI_HDR := tools/cli.h
+# The tool's parts; TOOL_LIB_SRC is what the C tests and the fuzz driver link too (the JSON that
+# `ctfio dump` prints, the configuration text that `ctfio convert` prints).
+TOOL_LIB_SRC := tools/dump_json.c tools/describe.c tools/cli_util.c
+CLI_SRC := tools/ctfio.c tools/ctfio_convert.c $(TOOL_LIB_SRC)
+CLI_HDR := tools/cli.h tools/dump_json.h
 FUZZ_SRC := tests/fuzz/fuzz_targets.c tests/fuzz/regression.c
 FUZZ_HDR := tests/fuzz/fuzz.h
 
@@ -76,7 +80,7 @@ $(P)/libctfio.a: $(PLIB_OBJ)
 $(P)/ctfio: $(CLI_SRC) $(CLI_HDR) $(P)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 $(CLI_SRC) $(P)/libctfio.a -o $@ $(LDLIBS)
 $(P)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(P)/libctfio.a $(B)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 -Itests/c $(TEST_SRC) $(P)/libctfio.a -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 -Itests/c -Itools $(TEST_SRC) $(TOOL_LIB_SRC) $(P)/libctfio.a -o $@ $(LDLIBS)
 
 $(B)/ctfio: $(CLI_SRC) $(CLI_HDR) $(B)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_REL) $(CLI_SRC) $(B)/libctfio.a -o $@ $(LDLIBS)
@@ -89,14 +93,14 @@ $(S)/ctfio: $(CLI_SRC) $(CLI_HDR) $(S)/libctfio.a $(LIB_HDR)
 # The C tests link the test build of the library; they also run `nm -u` on the release objects
 # (test_hygiene.c), so those are built first.
 $(B)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(T)/libctfio.a $(B)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_TST) -Itests/c $(TEST_SRC) $(T)/libctfio.a -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_TST) -Itests/c -Itools $(TEST_SRC) $(TOOL_LIB_SRC) $(T)/libctfio.a -o $@ $(LDLIBS)
 $(S)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(S)/libctfio.a $(B)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_SAN) -Itests/c $(TEST_SRC) $(S)/libctfio.a -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS_SAN) -Itests/c -Itools $(TEST_SRC) $(TOOL_LIB_SRC) $(S)/libctfio.a -o $@ $(LDLIBS)
 
-$(B)/fuzz_regression: $(FUZZ_SRC) $(FUZZ_HDR) $(T)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_TST) $(FUZZ_SRC) $(T)/libctfio.a -o $@ $(LDLIBS)
-$(S)/fuzz_regression: $(FUZZ_SRC) $(FUZZ_HDR) $(S)/libctfio.a $(LIB_HDR)
-	$(CC) $(CFLAGS_SAN) $(FUZZ_SRC) $(S)/libctfio.a -o $@ $(LDLIBS)
+$(B)/fuzz_regression: $(FUZZ_SRC) $(FUZZ_HDR) $(TOOL_LIB_SRC) $(CLI_HDR) $(T)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_TST) -Itools $(FUZZ_SRC) $(TOOL_LIB_SRC) $(T)/libctfio.a -o $@ $(LDLIBS)
+$(S)/fuzz_regression: $(FUZZ_SRC) $(FUZZ_HDR) $(TOOL_LIB_SRC) $(CLI_HDR) $(S)/libctfio.a $(LIB_HDR)
+	$(CC) $(CFLAGS_SAN) -Itools $(FUZZ_SRC) $(TOOL_LIB_SRC) $(S)/libctfio.a -o $@ $(LDLIBS)
 
 ctest: $(B)/ctfio_tests $(B)/ctfio
 	CTFIO_CLI=$(B)/ctfio $(B)/ctfio_tests

@@ -1,5 +1,5 @@
 """Builds the one extension, ctfio._ctfio: python/ctfio/_ctfio.c (and its provider part,
-_provider.c) compiled together with every lib/*.c (msgspec's single-Extension approach: no
+_provider.c) compiled together with every lib/*/*.c (msgspec's single-Extension approach: no
 shared library to ship or locate).
 The command-line tool (tools/*.c) is compiled in too, its main() renamed ctfio_cli_main: the
 `ctfio` console script and `python -m ctfio` call it through _tools.c (docs/convert.md).
@@ -26,11 +26,12 @@ setup(
             sources=["python/ctfio/_ctfio.c", "python/ctfio/_buffer.c", "python/ctfio/_config.c",
                      "python/ctfio/_stats.c",
                      "python/ctfio/_provider.c", "python/ctfio/_tools.c"]
-            + sorted(glob.glob("lib/*.c")) + ["tools/ctfio.c", "tools/ctfio_convert.c"],
+            + sorted(glob.glob("lib/*/*.c")) + sorted(glob.glob("tools/*.c")),
             depends=["include/ctfio.h", "python/ctfio/_buffer.h", "python/ctfio/_config.h",
                      "python/ctfio/_pyutil.h", "python/ctfio/_stats.h",
-                     "python/ctfio/_provider.h", "python/ctfio/_tools.h", "tools/cli.h"]
-            + sorted(glob.glob("lib/*.h")),
+                     "python/ctfio/_provider.h", "python/ctfio/_tools.h", "tools/cli.h",
+                     "tools/dump_json.h"]
+            + sorted(glob.glob("lib/*/*.h")),
             include_dirs=["include", "lib", "tools"],
             extra_compile_args=args + ["-pthread", "-Dmain=ctfio_cli_main"],
             extra_link_args=link,

@@ -56,7 +56,7 @@
 #define _GNU_SOURCE
 #endif
 #include "ctfio.h"
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 
 #include <errno.h>
 #include <fcntl.h>

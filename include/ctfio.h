@@ -425,6 +425,10 @@ typedef struct ctf_stream_view {
     const int64_t *indptr;       /* sparse: num_samples+1 offsets into indices/values */
     const int32_t *indices;      /* sparse: nnz column indices */
     size_t nnz;                  /* sparse: stored entries */
+    /* Dense: samples the end of the file cut short (a file's last line gave fewer than dim
+     * values; the rest of the sample reads as zeros): num_short (sample, values given) pairs. */
+    size_t num_short;
+    const size_t *short_samples;
 } ctf_stream_view;
 
 /* Accessors. A minibatch with zero sequences is valid (a worker without data this call). */
@@ -445,12 +449,16 @@ const uint32_t *ctf_minibatch_files(const ctf_minibatch *mb);
  * @return : 0, or CTF_EINVAL if i is out of range. */
 int ctf_minibatch_stream(const ctf_minibatch *mb, size_t i, ctf_stream_view *view);
 
-/* ctf_minibatch_print_json(mb, out, with_line):
- * One JSON object per sequence, one per line: {"key": K, ["line": L,] "streams": {...}}, numbers
- * as the shortest decimal that round-trips in the precision. Used by `ctfio dump`.
- * ctf_minibatch_print_json_mb prints the whole minibatch as one line (dump --mb). */
-int ctf_minibatch_print_json(const ctf_minibatch *mb, FILE *out, bool with_line);
-int ctf_minibatch_print_json_mb(const ctf_minibatch *mb, FILE *out, uint64_t index);
+/* ctf_format_double(v, buf, cap) / ctf_format_float(v, buf, cap): the shortest decimal that
+ * reads back as exactly v in its precision, JSON-compatible: +inf and -inf print as 1e999 and
+ * -1e999 (JSON readers round them back to infinities), nan as null. 32 bytes always suffice.
+ * @return : the length written (snprintf-style). */
+int ctf_format_double(double v, char *buf, size_t cap);
+int ctf_format_float(float v, char *buf, size_t cap);
+
+/* ctf_minibatch_has_files(mb): the minibatch comes from a reader of several files (a corpus),
+ * so that ctf_minibatch_files() tells its sequences' files apart. */
+bool ctf_minibatch_has_files(const ctf_minibatch *mb);
 
 /* ctf_minibatch_free(mb): NULL is a no-op. Any thread, any time (rules 4): while its reader
  * lives, the memory goes back to the reader for reuse, else it is freed. */
@@ -510,13 +518,6 @@ typedef struct ctf_convert_result {
  *           column), CTF_ENOMEM. */
 int ctf_convert_file(const char *in_path, const char *out_path, const ctf_convert_options *opt,
                      ctf_convert_result *result, ctf_error *err);
-
-/* ctf_convert_describe(result, opt, out_path, buf, cap):
- * Writes the reader configuration that reads a converted file into buf: a BrainScript reader
- * section, then the Python StreamDefs. Always NUL-terminates when cap > 0.
- * @return : the length the full text needs (like snprintf). */
-size_t ctf_convert_describe(const ctf_convert_result *result, const ctf_convert_options *opt,
-                            const char *out_path, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "dump_json.h"
 #include "cli.h"
 #include "ctfio.h"
 
@@ -65,14 +66,6 @@ static const char usage_text[] =
     "  --state          print the checkpoint state after each minibatch ('state {...}')\n"
     "  --restore STATE  start from a saved state (JSON text, or @FILE)\n"
     "  --line           add the first line number to each sequence (file-order dump)\n";
-
-int ctfio_cli_usage_error(const char *command, const char *fmt, const char *arg)
-{
-    fprintf(stderr, "%s: ", command);
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(run '%s --help' for usage)\n", command);
-    return 2;
-}
 
 static void usage_error(const char *fmt, const char *arg)
 {
@@ -610,9 +603,9 @@ static int cmd_dump(opts *o, ctf_config *cfg)
         }
         if (!mb) break;
         if (o->have_mb)
-            ctf_minibatch_print_json_mb(mb, stdout, emitted);
+            dump_json_minibatch(mb, stdout, emitted);
         else
-            ctf_minibatch_print_json(mb, stdout, o->with_line);
+            dump_json_sequences(mb, stdout, o->with_line);
         emitted++;
         ctf_minibatch_free(mb);
         if (o->print_state && (rc = print_state(r)) != 0) break;
@@ -622,7 +615,7 @@ static int cmd_dump(opts *o, ctf_config *cfg)
 }
 
 #ifdef CTF_TESTING
-int ctf__parse_set_variant(const char *name); /* lib/ctfio_internal.h, test builds only */
+int ctf__parse_set_variant(const char *name); /* lib/format/format.h, test builds only */
 #endif
 
 int main(int argc, char **argv)

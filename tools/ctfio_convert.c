@@ -167,10 +167,10 @@ int ctfio_cli_convert(int argc, char **argv)
                res.labels_dim);
     else
         printf("features: dense, dim %zu\nlabels: dense, dim %zu\n", res.features_dim, res.labels_dim);
-    size_t need = ctf_convert_describe(&res, &opt, pos[2], NULL, 0);
+    size_t need = cli_convert_describe(&res, &opt, pos[2], NULL, 0);
     char *text = malloc(need + 1);
     if (!text) return 1;
-    ctf_convert_describe(&res, &opt, pos[2], text, need + 1);
+    cli_convert_describe(&res, &opt, pos[2], text, need + 1);
     printf("\n%s", text);
     free(text);
     return 0;

@@ -16,6 +16,7 @@
 #include <Python.h>
 
 #include "_tools.h"
+#include "cli.h"
 #include "ctfio.h"
 
 #include <signal.h>
@@ -143,13 +144,13 @@ PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs
                                (long long)err.offset, err.message);
         goto done;
     }
-    size_t need = ctf_convert_describe(&r, &opt, dst, NULL, 0);
+    size_t need = cli_convert_describe(&r, &opt, dst, NULL, 0);
     char *text = PyMem_Malloc(need + 1);
     if (!text) {
         PyErr_NoMemory();
         goto done;
     }
-    ctf_convert_describe(&r, &opt, dst, text, need + 1);
+    cli_convert_describe(&r, &opt, dst, text, need + 1);
     result = Py_BuildValue(
         "(O{sKsKsKsKsnsnsOsOsOsisKss})", Py_True, "rows", (unsigned long long)r.rows, "sequences",
         (unsigned long long)r.sequences, "bytes_read", (unsigned long long)r.bytes_read,

@@ -7,7 +7,7 @@
     r = ctfio.convert("train.parquet", "train.ctf", label="y")       # Parquet (pyarrow)
     src = ctfio.MinibatchSource(ctfio.CTFDeserializer("train.ctf", r.stream_defs()))
 
-The text formats run in C (lib/convert.c, the code behind the command); arrays go through
+The text formats run in C (lib/convert/convert.c, the code behind the command); arrays go through
 ``write_ctf`` a block of rows at a time. Every conversion writes a ``features`` and a ``labels``
 stream (arrays: ``labels`` only when given), prints the reader configuration that reads the
 result (BrainScript and Python; ``show_config=False`` keeps quiet) and returns a
@@ -64,7 +64,7 @@ class ConvertResult:
 
 
 def _describe(path, fname, fdim, fsparse, lname, ldim, lsparse, precision):
-    """The same text as ctf_convert_describe (lib/convert.c), for the array formats."""
+    """The same text as cli_convert_describe (tools/describe.c), for the array formats."""
     q = '"%s"' % os.fspath(path).replace("\\", "\\\\").replace('"', '\\"')
     streams = [(fname, fdim, fsparse)] + ([(lname, ldim, lsparse)] if ldim else [])
     lines = ["# BrainScript reader section", "reader = ["]

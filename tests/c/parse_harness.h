@@ -7,7 +7,7 @@
 #ifndef CTF_PARSE_HARNESS_H
 #define CTF_PARSE_HARNESS_H
 
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <errno.h>

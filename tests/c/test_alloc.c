@@ -16,7 +16,7 @@
  *
  * Every test resets the hooks before it returns, whatever happened.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * NDL, syntax errors in skipped parts, composite readers with joined deserializers, corpora,
  * and the real CNTK configuration files in tests/configs loaded with only DataDir given.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <stdlib.h>

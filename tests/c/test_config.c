@@ -4,7 +4,7 @@
  * substitution, overrides, sections, every validation and parse error, and allocation failures
  * at every point of a parse. The language as whole files use it is tested in test_bs_lang.c.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <unistd.h>

@@ -6,6 +6,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "cli.h"
 #include "ctfio.h"
 #include "test.h"
 
@@ -70,13 +71,13 @@ TEST(convert_libsvm_zero_based_qid_classes)
     ASSERT(r.sequence_ids && r.labels_sparse && r.labels_dim == 3 && r.features_dim == 10);
     /* The printed configuration names what was written. */
     char text[2048];
-    size_t need = ctf_convert_describe(&r, &o, out, text, sizeof text);
+    size_t need = cli_convert_describe(&r, &o, out, text, sizeof text);
     ASSERT(need < sizeof text);
     ASSERT_STR_CONTAINS(text, "features = [ dim = 10 ; format = \"sparse\" ]");
     ASSERT_STR_CONTAINS(text, "labels = [ dim = 3 ; format = \"sparse\" ]");
     ASSERT_STR_CONTAINS(text, "labels=ctfio.StreamDef(field=\"labels\", shape=3, is_sparse=True)");
     char small[16];
-    ASSERT_EQ(ctf_convert_describe(&r, &o, out, small, sizeof small), need);
+    ASSERT_EQ(cli_convert_describe(&r, &o, out, small, sizeof small), need);
     ASSERT_EQ(strlen(small), sizeof small - 1);
 }
 

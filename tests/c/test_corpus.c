@@ -1,6 +1,6 @@
 /*
- * test_corpus.c -- the deserializer seam: corpora of many files (lib/source.c) and deserializers
- * joined by key (lib/join.c), through the public reader API.
+ * test_corpus.c -- the deserializer seam: corpora of many files (lib/source/corpus.c) and deserializers
+ * joined by key (lib/source/join.c), through the public reader API.
  *
  * Data are generated as sequences in memory and written out in several shapes: one file with
  * every stream, one file per stream group (the joined deserializers, in another key order),
@@ -8,7 +8,7 @@
  * compared as byte strings of the delivered sequences (key, then per stream its length and
  * data), minibatch by minibatch.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 #include "test_bytes.h"
 

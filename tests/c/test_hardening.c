@@ -5,7 +5,7 @@
  * rows of a large dimension, checkpoint states of any size, and the CLI's handling of them.
  * Every test that opens a reader checks that no allocation leaks.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <errno.h>

@@ -4,7 +4,7 @@
  * every kind of chunk size, and the index cache: where it goes, that it is loaded, and that it
  * is rebuilt (never trusted) whenever the data, the cache or the index-shaping options change.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <fcntl.h>

@@ -1,11 +1,11 @@
 /*
- * test_join_disk.c -- joins by key without whole-corpus tables in memory (lib/join_table.c):
+ * test_join_disk.c -- joins by key without whole-corpus tables in memory (lib/source/join_table.c):
  * keys sorted on disk in runs and merge-joined, or merged straight when already in order; the
  * joined records read per chunk; spills in the data's directory, the system's temporary
  * directory or memory; and the memory bound, measured in a child process.
  */
-#include "ctfio_internal.h"
-#include "join.h"
+#include "reader/pipeline.h"
+#include "source/join.h"
 #include "test.h"
 #include "test_bytes.h"
 #include "test_rss.h"

@@ -1,5 +1,5 @@
 /*
- * test_load_blocks.c -- a load reads its chunk block by block (lib/source.c load_blocks): the
+ * test_load_blocks.c -- a load reads its chunk block by block (lib/source/corpus.c load_blocks): the
  * records of each block's complete sequences are re-made and those sequences parsed before the
  * next block is read. Whatever the block size (test builds lower ctf__load_block: blocks of one
  * byte up to the whole chunk, sequences longer than a block), a sweep delivers the same
@@ -9,7 +9,7 @@
  * a chunk are then not known before its blocks are read), and the records of other workers'
  * chunks, which the consumer re-makes from their bytes block by block as well.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <fcntl.h>

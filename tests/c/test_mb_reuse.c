@@ -1,10 +1,10 @@
 /*
- * test_mb_reuse.c -- a reader reuses the blocks of freed minibatches (lib/pack.c's pool):
+ * test_mb_reuse.c -- a reader reuses the blocks of freed minibatches (lib/reader/pack.c's pool):
  * in a steady state ctf_reader_next + ctf_minibatch_free allocate nothing, a minibatch that is
  * held keeps its data while later ones are read, and minibatches freed on another thread
  * (also after the reader is gone) deliver exactly what a plain run delivers, leaking nothing.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <pthread.h>

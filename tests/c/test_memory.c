@@ -4,7 +4,7 @@
  * only chunk records, so a file with 4x the sequences must not cost 32 bytes per sequence more.
  */
 #include "test.h"
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test_rss.h"
 
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * crashes instead of passing by luck. The randomized comparison runs CTFIO_NUMBER_ITERATIONS
  * values (default 2,000,000; CTFIO_NUMBER_SEED picks another stream for long runs).
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <errno.h>
@@ -588,60 +588,60 @@ TEST(number_random_vs_libc)
 TEST(number_format_examples)
 {
     char b[64];
-    ASSERT_EQ(ctf__format_float(4.79f, b, sizeof b), 4);
+    ASSERT_EQ(ctf_format_float(4.79f, b, sizeof b), 4);
     ASSERT_STR_EQ(b, "4.79");
-    ctf__format_float(-0.457f, b, sizeof b);
+    ctf_format_float(-0.457f, b, sizeof b);
     ASSERT_STR_EQ(b, "-0.457");
-    ctf__format_double(1e30, b, sizeof b);
+    ctf_format_double(1e30, b, sizeof b);
     ASSERT_STR_EQ(b, "1e+30");
-    ctf__format_double(0.0, b, sizeof b);
+    ctf_format_double(0.0, b, sizeof b);
     ASSERT_STR_EQ(b, "0");
-    ctf__format_double(-0.0, b, sizeof b);
+    ctf_format_double(-0.0, b, sizeof b);
     ASSERT_STR_EQ(b, "-0");
-    ctf__format_float(-0.0f, b, sizeof b);
+    ctf_format_float(-0.0f, b, sizeof b);
     ASSERT_STR_EQ(b, "-0");
-    ctf__format_float(185.0f, b, sizeof b);
+    ctf_format_float(185.0f, b, sizeof b);
     ASSERT_STR_EQ(b, "185");
-    ctf__format_double(INFINITY, b, sizeof b);
+    ctf_format_double(INFINITY, b, sizeof b);
     ASSERT_STR_EQ(b, "1e999");
-    ctf__format_double(-INFINITY, b, sizeof b);
+    ctf_format_double(-INFINITY, b, sizeof b);
     ASSERT_STR_EQ(b, "-1e999");
-    ctf__format_float(-INFINITY, b, sizeof b);
+    ctf_format_float(-INFINITY, b, sizeof b);
     ASSERT_STR_EQ(b, "-1e999");
-    ctf__format_float(NAN, b, sizeof b);
+    ctf_format_float(NAN, b, sizeof b);
     ASSERT_STR_EQ(b, "null");
-    ctf__format_double(0.1, b, sizeof b);
+    ctf_format_double(0.1, b, sizeof b);
     ASSERT_STR_EQ(b, "0.1");
-    ctf__format_float(0.1f, b, sizeof b);
+    ctf_format_float(0.1f, b, sizeof b);
     ASSERT_STR_EQ(b, "0.1");
-    ctf__format_double((double)0.1f, b, sizeof b);
+    ctf_format_double((double)0.1f, b, sizeof b);
     ASSERT_STR_EQ(b, "0.10000000149011612");
-    ctf__format_double(1200, b, sizeof b);
+    ctf_format_double(1200, b, sizeof b);
     ASSERT_STR_EQ(b, "1200");
-    ctf__format_double(1e17, b, sizeof b);
+    ctf_format_double(1e17, b, sizeof b);
     ASSERT_STR_EQ(b, "1e+17");
-    ctf__format_double(0.0001, b, sizeof b);
+    ctf_format_double(0.0001, b, sizeof b);
     ASSERT_STR_EQ(b, "0.0001");
-    ctf__format_double(1.5e-5, b, sizeof b);
+    ctf_format_double(1.5e-5, b, sizeof b);
     ASSERT_STR_EQ(b, "1.5e-05");
-    ctf__format_double(4.9406564584124654e-324, b, sizeof b);
+    ctf_format_double(4.9406564584124654e-324, b, sizeof b);
     ASSERT_STR_EQ(b, "5e-324");
-    ctf__format_double(DBL_MAX, b, sizeof b);
+    ctf_format_double(DBL_MAX, b, sizeof b);
     ASSERT_STR_EQ(b, "1.7976931348623157e+308");
-    ctf__format_float(FLT_MAX, b, sizeof b);
+    ctf_format_float(FLT_MAX, b, sizeof b);
     ASSERT_STR_EQ(b, "3.4028235e+38");
-    ctf__format_float(0x1p-149f, b, sizeof b);
+    ctf_format_float(0x1p-149f, b, sizeof b);
     ASSERT_STR_EQ(b, "1e-45");
-    ctf__format_float(16777216.0f, b, sizeof b);
+    ctf_format_float(16777216.0f, b, sizeof b);
     ASSERT_STR_EQ(b, "16777216");
-    ctf__format_float(1e9f, b, sizeof b);
+    ctf_format_float(1e9f, b, sizeof b);
     ASSERT_STR_EQ(b, "1e+09");
-    ctf__format_double(-123.456, b, sizeof b);
+    ctf_format_double(-123.456, b, sizeof b);
     ASSERT_STR_EQ(b, "-123.456");
     /* snprintf's contract: truncated, NUL-terminated, full length returned. */
-    ASSERT_EQ(ctf__format_float(4.79f, b, 3), 4);
+    ASSERT_EQ(ctf_format_float(4.79f, b, 3), 4);
     ASSERT_STR_EQ(b, "4.");
-    ASSERT_EQ(ctf__format_double(1e30, NULL, 0), 5);
+    ASSERT_EQ(ctf_format_double(1e30, NULL, 0), 5);
 }
 
 TEST(number_format_roundtrip)
@@ -653,7 +653,7 @@ TEST(number_format_roundtrip)
         /* double */
         double v = rnd_finite_double();
         if (i % 4 == 1) v = (double)(int)rnd_below(2000) / 100 - 10; /* short decimals */
-        int n = ctf__format_double(v, b, sizeof b);
+        int n = ctf_format_double(v, b, sizeof b);
         int rn = snprintf(ref, sizeof ref, "%.17g", v);
         double back = 0;
         if (n != (int)strlen(b) || n > rn || ctf__parse_double(b, b + n, &back) != b + n ||
@@ -665,7 +665,7 @@ TEST(number_format_roundtrip)
         /* float */
         float f = rnd_finite_float();
         if (i % 4 == 1) f = (float)rnd_below(100000) / 1000 - 50;
-        n = ctf__format_float(f, b, sizeof b);
+        n = ctf_format_float(f, b, sizeof b);
         rn = snprintf(ref, sizeof ref, "%.9g", (double)f);
         float fb = 0;
         if (n != (int)strlen(b) || n > rn || ctf__parse_float(b, b + n, &fb) != b + n ||
@@ -691,7 +691,7 @@ TEST(number_format_short_decimals_survive)
         if (text[len - 1] == '.') text[--len] = '\0';
         float f;
         ASSERT(ctf__parse_float(text, text + len, &f) == text + len);
-        ctf__format_float(f, b, sizeof b);
+        ctf_format_float(f, b, sizeof b);
         ASSERT_STR_EQ(b, text);
     }
 }
@@ -709,9 +709,9 @@ TEST(number_locale_independent)
     locale_t old = uselocale(loc);
     char b[64];
     double d = 0;
-    ctf__format_double(-123.456, b, sizeof b);
+    ctf_format_double(-123.456, b, sizeof b);
     bool fmt_ok = strcmp(b, "-123.456") == 0;
-    ctf__format_float(4.79f, b, sizeof b);
+    ctf_format_float(4.79f, b, sizeof b);
     fmt_ok = fmt_ok && strcmp(b, "4.79") == 0;
     bool parse_ok = pd_off("2.5e1", &d) == 5 && d == 25.0;
     /* The slow path goes through strtod: a 30-digit near-tie. */

@@ -1,5 +1,5 @@
 /*
- * test_pack.c -- the packing stage (lib/pack.c) on its own: picked sequences of hand-built
+ * test_pack.c -- the packing stage (lib/reader/pack.c) on its own: picked sequences of hand-built
  * parsed chunks -> one owned minibatch. Dense and sparse CSR streams, per-sequence lengths,
  * keys/lines/files, pick order, truncated-BPTT windows, samples stored short (zero-filled),
  * samples cut short by the end of a file (the JSON prints only their values), the empty
@@ -9,7 +9,8 @@
  * with minibatches still out, allocation failures. A sizes pass split into parts (run out of
  * order) gives the bytes of one part.
  */
-#include "ctfio_internal.h"
+#include "dump_json.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <stdio.h>
@@ -69,13 +70,13 @@ static ctf__pick pick_of(const fixture *f, size_t local, uint64_t samples)
                        .samples = samples, .from = 0, .count = UINT32_MAX, .file = 0};
 }
 
-/* The minibatch's JSON lines (ctf_minibatch_print_json), in a static buffer. */
+/* The minibatch's JSON lines (dump_json_sequences), in a static buffer. */
 static const char *json_of(const ctf_minibatch *mb, bool with_line)
 {
     static char text[4096];
     FILE *f = tmpfile();
     if (!f) return "(tmpfile failed)";
-    if (ctf_minibatch_print_json(mb, f, with_line) != 0) {
+    if (dump_json_sequences(mb, f, with_line) != 0) {
         fclose(f);
         return "(print failed)";
     }
@@ -276,7 +277,7 @@ static char *json_all(const ctf_minibatch *mb)
     if (!f) return NULL;
     char *t = NULL;
     long n;
-    if (ctf_minibatch_print_json(mb, f, true) == 0 && (n = ftell(f)) >= 0 &&
+    if (dump_json_sequences(mb, f, true) == 0 && (n = ftell(f)) >= 0 &&
         (t = malloc((size_t)n + 1))) {
         rewind(f);
         t[fread(t, 1, (size_t)n, f)] = '\0';

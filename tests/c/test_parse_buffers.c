@@ -9,7 +9,7 @@
  *  - after parsing, every capacity is within 2x of what is used (shrink), so cd->bytes stays
  *    honest for the residency counters; an unused buffer is freed.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <stdio.h>

@@ -4,6 +4,7 @@
  * precision, the maxErrors budget, trace levels, frame mode and the dropped-sample counters.
  * Driven through the public API with the harness of parse_harness.h.
  */
+#include "dump_json.h"
 #include "parse_harness.h"
 
 /*======================================================================
@@ -455,7 +456,7 @@ TEST(parse_dense_short_at_end_of_file)
     ASSERT(dense_is(&v, (const float[]){4, 0, 0}, 3));
     FILE *f = tmpfile();
     ASSERT(f);
-    ASSERT_EQ(ctf_minibatch_print_json(R.mb[1], f, true), 0);
+    ASSERT_EQ(dump_json_sequences(R.mb[1], f, true), 0);
     char buf[256] = "";
     rewind(f);
     size_t n = fread(buf, 1, sizeof buf - 1, f);

@@ -1,6 +1,6 @@
 /*
  * test_parse_numbers.c -- the numbers the reader delivers are bit-for-bit strtof / strtod of the
- * text, through the whole parse path (parse.c's inlined fast path in lib/number_fast.h, its
+ * text, through the whole parse path (parse.c's inlined fast path in lib/format/number_fast.h, its
  * fallback to ctf__parse_float / ctf__parse_double, chunk ends where the fast path may not read
  * ahead). test_number.c checks the library converters alone; this drives parse.c with a file.
  *
@@ -8,7 +8,7 @@
  * and their edges (mantissas around 2^24, 8 digits in all, leading zeros), mixed with shapes it
  * must hand over (exponents, 9+ digits), separated by spaces, tabs, '|' and line ends.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <math.h>

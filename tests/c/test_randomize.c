@@ -1,5 +1,5 @@
 /*
- * test_randomize.c -- the block randomizer (lib/randomize.c, rules 5).
+ * test_randomize.c -- the block randomizer (lib/reader/randomize.c, rules 5).
  *
  * Three kinds of evidence that the order is CNTK's: the std::mt19937_64 check value, the
  * 5.6 vector, and orders taken from the conformance corpus (shared/conformance, produced by
@@ -7,7 +7,7 @@
  * windows: permutations, window containment, sweep/seed relations, identity for window 0,
  * reuse of the output across calls, and allocation failure.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <stdlib.h>
@@ -617,7 +617,7 @@ TEST(large_sweep)
 #define TEST_SANITIZED 0
 #endif
 
-/* Slots in the widest window of a sweep (Wmax in the bound of lib/randomize.c), from the rules
+/* Slots in the widest window of a sweep (Wmax in the bound of lib/reader/randomize.c), from the rules
  * windows written out in spec_windows. 0 for file order. */
 static size_t widest_window_slots(const ctf__chunk *ch, size_t n, uint64_t w, bool in_samples,
                                   const size_t *chunk_at)

@@ -1,5 +1,5 @@
 /*
- * test_reader.c -- the reader (lib/reader.c, lib/prefetch.c): the timeline and its limits
+ * test_reader.c -- the reader (lib/reader/reader.c, lib/reader/prefetch.c): the timeline and its limits
  * (rules 6), workers (rules 7), checkpoints (rules 8), memory bound (rules 4.4), errors from
  * background threads (rules 10), frame mode and the rules 5.6 vector through the whole pipeline.
  *
@@ -8,7 +8,7 @@
  * the minibatch cuts fell. Two runs that must agree (other minibatch sizes, a restore, other
  * thread counts) must produce identical strings.
  */
-#include "ctfio_internal.h" /* the randomizer, to predict chunk ownership */
+#include "reader/pipeline.h" /* the randomizer, to predict chunk ownership */
 #include "test.h"
 #include "test_bytes.h"
 

@@ -4,7 +4,7 @@
  *
  * Changed files: a reader opened on a file, after its first minibatch, sees the file truncated,
  * extended, rewritten in place with the same size and the old modification time restored
- * (the content check in lib/prefetch.c must catch that), replaced by rename, or deleted. A
+ * (the content check in lib/reader/prefetch.c must catch that), replaced by rename, or deleted. A
  * change must surface as a fatal error naming the file at the next chunk load, never as data.
  *
  * What happens to a file that is replaced by rename or deleted while a reader has it open: the
@@ -20,7 +20,7 @@
  * Every test frees what it opened and checks ctf__alloc.live and the number of open file
  * descriptors (/proc/self/fd) against their values before it; the I/O tests reset the hooks.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
 
 #include <dirent.h>

@@ -1,5 +1,5 @@
 /*
- * test_tokenize.c -- the parser's structural pass (lib/tokenize.h), unit by unit:
+ * test_tokenize.c -- the parser's structural pass (lib/format/tokenize.h), unit by unit:
  *  - ctf__classify against a byte-by-byte reference on random blocks of every byte class;
  *  - ctf__walk (the values of a sample, and its end) against a byte loop, values up to 200 bytes
  *    long (open across blocks, filling a block from its first byte);
@@ -12,9 +12,9 @@
  * CTFIO_NUMBER_ITERATIONS scales the random part (default 2,000,000 tokens of each precision;
  * 200,000,000 is a long soak).
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 #include "test.h"
-#include "tokenize.h"
+#include "format/tokenize.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,7 +28,7 @@ typedef bool (*tok_f_fn)(const char *, size_t, const char *, const char *, float
 typedef bool (*tok_d_fn)(const char *, size_t, const char *, const char *, double *);
 
 #define CTF_V(x) x##_sse2
-#include "tokenize_values.h"
+#include "format/tokenize_values.h"
 #undef CTF_V
 static bool tok_f_sse2(const char *s, size_t len, const char *end, const char *limit, float *o)
 {
@@ -43,7 +43,7 @@ static bool tok_d_sse2(const char *s, size_t len, const char *end, const char *l
 #pragma GCC push_options
 #pragma GCC target("ssse3")
 #define CTF_V(x) x##_ssse3
-#include "tokenize_values.h"
+#include "format/tokenize_values.h"
 #undef CTF_V
 static bool tok_f_ssse3(const char *s, size_t len, const char *end, const char *limit, float *o)
 {

@@ -16,9 +16,9 @@ LF := build/libfuzzer
 CORPUS := tests/fuzz/corpus
 CRASHES := $(CORPUS)/crashes
 
-LIB_SRC := $(sort $(wildcard lib/*.c))
-LIB_HDR := include/ctfio.h $(wildcard lib/*.h)
-LF_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Ilib -pthread -g -O1 -fno-omit-frame-pointer \
+LIB_SRC := $(sort $(wildcard lib/*/*.c)) tools/dump_json.c
+LIB_HDR := include/ctfio.h $(wildcard lib/*/*.h) tools/dump_json.h
+LF_CFLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Ilib -Itools -pthread -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DCTF_DEBUG -DCTF_LIBFUZZER \
 	-DCTF_TESTING
 

@@ -24,7 +24,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "ctfio_internal.h"
+#include "dump_json.h"
+#include "reader/pipeline.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -234,8 +235,8 @@ static void check_minibatch(const ctf_minibatch *mb, const ctf_config *cfg, FILE
                 (unsigned long long)ctf_minibatch_num_samples(mb),
                 (unsigned long long)ctf_minibatch_position(mb),
                 (unsigned long long)ctf_minibatch_sweep(mb), (int)ctf_minibatch_end_of_sweep(mb));
-        FUZZ_CHECK(ctf_minibatch_print_json(mb, transcript, true) == 0, "print_json");
-        FUZZ_CHECK(ctf_minibatch_print_json_mb(mb, transcript, 0) == 0, "print_json_mb");
+        FUZZ_CHECK(dump_json_sequences(mb, transcript, true) == 0, "print_json");
+        FUZZ_CHECK(dump_json_minibatch(mb, transcript, 0) == 0, "print_json_mb");
         fputc('\n', transcript);
     }
 }

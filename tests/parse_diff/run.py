@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Differential test of the parser's builds: the structural (SSE2) pass of lib/tokenize.h, in
+"""Differential test of the parser's builds: the structural (SSE2) pass of lib/format/tokenize.h, in
 the variant the processor runs (SSSE3 where it has it) and in the SSE2 one (CTFIO_SIMD=sse2, which
 test builds of the tool read: build/test/ctfio, build/asan/ctfio),
 against the byte loop it replaced (the same sources built with -DCTF_NO_SSE2, `make portable`).

@@ -34,7 +34,7 @@ def venv(tmp_path_factory):
     sdist = tmp / "dist" / r.stdout.split()[-1]
     with tarfile.open(sdist) as t:
         names = t.getnames()
-    for need in ("tools/ctfio.c", "tools/ctfio_convert.c", "tools/cli.h", "lib/convert.c",
+    for need in ("tools/ctfio.c", "tools/ctfio_convert.c", "tools/cli.h", "lib/convert/convert.c",
                  "include/ctfio.h", "python/ctfio/_tools.c", "python/ctfio/__main__.py"):
         assert any(n.endswith(need) for n in names), need
     env = dict(os.environ, CTFIO_DEBUG="1")   # -O0: a quicker compile, the same program

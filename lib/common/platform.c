@@ -4,7 +4,7 @@
  * pthreads directly through platform.h-style wrappers in prefetch.c.
  */
 
-#include "ctfio_internal.h"
+#include "common/common.h"
 
 #include <errno.h>
 #include <fcntl.h>

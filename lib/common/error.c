@@ -7,7 +7,7 @@
  * so that editors can jump to the spot; the byte offset matches the index, which addresses
  * chunks by byte.
  */
-#include "ctfio_internal.h"
+#include "common/common.h"
 
 #include <stdio.h>
 

@@ -7,7 +7,7 @@
 #ifndef CTFIO_BS_H
 #define CTFIO_BS_H
 
-#include "ctfio_internal.h"
+#include "common/common.h"
 
 #define BS_MAX_DEPTH 64        /* nesting of blocks, parentheses and operators (recursion) */
 #define BS_MAX_CHAIN 500         /* operators in one chain (a + b + ...): the tree's depth */
@@ -31,10 +31,10 @@ typedef struct bs_arena {
     bs_block *head;
 } bs_arena;
 
-void *bs_alloc(bs_arena *a, size_t n);                  /* zeroed; NULL when out of memory */
-char *bs_strndup(bs_arena *a, const char *s, size_t n); /* NUL-terminated copy */
-int bs_grow(bs_arena *a, void *items_ptr, size_t *cap, size_t need, size_t elt);
-void bs_arena_free(bs_arena *a);
+void *ctf__bs_alloc(bs_arena *a, size_t n);                  /* zeroed; NULL when out of memory */
+char *ctf__bs_strndup(bs_arena *a, const char *s, size_t n); /* NUL-terminated copy */
+int ctf__bs_grow(bs_arena *a, void *items_ptr, size_t *cap, size_t need, size_t elt);
+void ctf__bs_arena_free(bs_arena *a);
 
 /*---- Sources (the file, included files, the command line) ----*/
 
@@ -45,7 +45,7 @@ typedef struct bs_src {
     bool no_lines;       /* the command line: positions are reported as line 0 */
 } bs_src;
 
-int bs_read_file(bs_arena *a, const char *path, bs_src **out, ctf_error *err);
+int ctf__bs_read_file(bs_arena *a, const char *path, bs_src **out, ctf_error *err);
 
 /*---- Syntax tree ----*/
 
@@ -71,16 +71,16 @@ struct bs_expr {
 
 /* Parses a whole file (its top-level members) into a dictionary, following includes; $X$ in an
  * include path looks in overrides (a dictionary, may be NULL) first. */
-int bs_parse_file(bs_arena *a, const bs_src *src, const bs_expr *overrides, bs_expr **out,
+int ctf__bs_parse_file(bs_arena *a, const bs_src *src, const bs_expr *overrides, bs_expr **out,
                   ctf_error *err);
 /* Parses one value (a command-line override); the source must hold exactly one expression. */
-int bs_parse_value(bs_arena *a, const bs_src *src, bs_expr *scope, bs_expr **out,
+int ctf__bs_parse_value(bs_arena *a, const bs_src *src, bs_expr *scope, bs_expr **out,
                    ctf_error *err);
-int bs_add_kid(bs_arena *a, bs_expr *parent, bs_expr *kid);
-bs_expr *bs_new(bs_arena *a, bs_kind kind, const bs_src *src, uint32_t line, uint32_t col);
+int ctf__bs_add_kid(bs_arena *a, bs_expr *parent, bs_expr *kid);
+bs_expr *ctf__bs_new(bs_arena *a, bs_kind kind, const bs_src *src, uint32_t line, uint32_t col);
 /* The last member of dictionary d named name (exact case, else any case), or NULL. */
-bs_expr *bs_dict_find(const bs_expr *d, const char *name, size_t n, bool any_case);
-const char *bs_kind_name(const bs_expr *e);
+bs_expr *ctf__bs_dict_find(const bs_expr *d, const char *name, size_t n, bool any_case);
+const char *ctf__bs_kind_name(const bs_expr *e);
 
 /*---- Values: what a reader section evaluates to ----*/
 
@@ -100,9 +100,9 @@ struct cfg_node {
     size_t num_kids, cap_kids;
 };
 
-cfg_node *cfg_new(bs_arena *a, cfg_kind kind);
-int cfg_add(bs_arena *a, cfg_node *d, cfg_node *child); /* replaces an exact-name duplicate */
-cfg_node *cfg_find(const cfg_node *d, const char *key, size_t n);
+cfg_node *ctf__cfg_new(bs_arena *a, cfg_kind kind);
+int ctf__cfg_add(bs_arena *a, cfg_node *d, cfg_node *child); /* replaces an exact-name duplicate */
+cfg_node *ctf__cfg_find(const cfg_node *d, const char *key, size_t n);
 
 /* Evaluation context: the arena, the error record and the recursion guard. */
 typedef struct bs_eval_ctx {
@@ -117,17 +117,17 @@ typedef struct bs_eval_ctx {
 
 /* Evaluates a member definition (its value in its own scope) into a value named after it. An
  * unresolved bare word makes the member's value its source text, as in CNTK's older syntax. */
-int bs_eval_def(bs_eval_ctx *cx, const bs_expr *def, cfg_node **out);
+int ctf__bs_eval_def(bs_eval_ctx *cx, const bs_expr *def, cfg_node **out);
 /* Evaluates a free expression in dictionary scope (self: a definition $X$ must skip). */
-int bs_eval_expr(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
+int ctf__bs_eval_expr(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
                  cfg_node **out);
 /* Looks name up in scope and its enclosing dictionaries (skip: a definition to pass over). */
-const bs_expr *bs_lookup(const bs_expr *scope, const char *name, size_t n, bool any_case,
+const bs_expr *ctf__bs_lookup(const bs_expr *scope, const char *name, size_t n, bool any_case,
                          const bs_expr *skip, const bs_expr **bad_include);
 
 BS_PRINTF(5, 6)
-int bs_fail(ctf_error *err, const bs_src *src, uint32_t line, uint32_t col, const char *fmt, ...);
-int bs_oom(ctf_error *err);
+int ctf__bs_fail(ctf_error *err, const bs_src *src, uint32_t line, uint32_t col, const char *fmt, ...);
+int ctf__bs_oom(ctf_error *err);
 
 /*---- Lexer (bs_lex.c), used by the parser ----*/
 
@@ -166,10 +166,10 @@ typedef struct bs_lexer {
     void *resolve_ctx;
 } bs_lexer;
 
-void bs_lex_init(bs_lexer *lx, bs_arena *a, const bs_src *src, ctf_error *err);
-int bs_lex_next(bs_lexer *lx);
-bool bs_is_op(const bs_tok *t, const char *op);
-bool bs_is_kw(const bs_tok *t, const char *kw);
-const char *bs_tok_desc(const bs_tok *t, char *buf, size_t cap);
+void ctf__bs_lex_init(bs_lexer *lx, bs_arena *a, const bs_src *src, ctf_error *err);
+int ctf__bs_lex_next(bs_lexer *lx);
+bool ctf__bs_is_op(const bs_tok *t, const char *op);
+bool ctf__bs_is_kw(const bs_tok *t, const char *kw);
+const char *ctf__bs_tok_desc(const bs_tok *t, char *buf, size_t cap);
 
 #endif

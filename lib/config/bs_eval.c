@@ -28,16 +28,16 @@
         if (rc_) return rc_;            \
     } while (0)
 
-cfg_node *cfg_new(bs_arena *a, cfg_kind kind)
+cfg_node *ctf__cfg_new(bs_arena *a, cfg_kind kind)
 {
-    cfg_node *n = bs_alloc(a, sizeof *n);
+    cfg_node *n = ctf__bs_alloc(a, sizeof *n);
     if (n) n->kind = kind;
     return n;
 }
 
 /* In a dictionary a later definition of exactly the same name replaces the earlier one in place
  * (the last definition wins); names that differ in case stay apart, as stream names do. */
-int cfg_add(bs_arena *a, cfg_node *d, cfg_node *child)
+int ctf__cfg_add(bs_arena *a, cfg_node *d, cfg_node *child)
 {
     child->parent = d;
     if (d->kind == N_DICT)
@@ -46,13 +46,13 @@ int cfg_add(bs_arena *a, cfg_node *d, cfg_node *child)
                 d->kids[i] = child;
                 return 0;
             }
-    if (bs_grow(a, &d->kids, &d->cap_kids, d->num_kids + 1, sizeof *d->kids)) return CTF_ENOMEM;
+    if (ctf__bs_grow(a, &d->kids, &d->cap_kids, d->num_kids + 1, sizeof *d->kids)) return CTF_ENOMEM;
     d->kids[d->num_kids++] = child;
     return 0;
 }
 
 /* CNTK's configuration keys are case-insensitive; the last definition wins. */
-cfg_node *cfg_find(const cfg_node *d, const char *key, size_t n)
+cfg_node *ctf__cfg_find(const cfg_node *d, const char *key, size_t n)
 {
     if (!d || d->kind != N_DICT) return NULL;
     for (size_t i = d->num_kids; i-- > 0;)
@@ -72,15 +72,15 @@ BS_PRINTF(3, 4) static int fail_at(bs_eval_ctx *cx, const bs_expr *e, const char
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return bs_fail(cx->err, e->src, e->line, e->col, "%s%s", msg,
+    return ctf__bs_fail(cx->err, e->src, e->line, e->col, "%s%s", msg,
                    e->line ? "" : " (from a command-line override)");
 }
 
 static int scalar(bs_eval_ctx *cx, const bs_expr *at, const char *s, size_t n, bool quoted,
                   cfg_node **out)
 {
-    cfg_node *v = cfg_new(cx->arena, N_SCALAR);
-    if (!v || !(v->text = bs_strndup(cx->arena, s, n))) return bs_oom(cx->err);
+    cfg_node *v = ctf__cfg_new(cx->arena, N_SCALAR);
+    if (!v || !(v->text = ctf__bs_strndup(cx->arena, s, n))) return ctf__bs_oom(cx->err);
     v->quoted = quoted;
     v->line = at->line;
     v->col = at->col;
@@ -131,7 +131,7 @@ typedef struct sbuf {
 static int sbuf_put(bs_eval_ctx *cx, sbuf *b, const char *s, size_t n)
 {
     if (b->n + n + 1 > BS_MAX_VALUE) return CTF_ELIMIT;
-    if (bs_grow(cx->arena, &b->p, &b->cap, b->n + n + 1, 1)) return CTF_ENOMEM;
+    if (ctf__bs_grow(cx->arena, &b->p, &b->cap, b->n + n + 1, 1)) return CTF_ENOMEM;
     memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
@@ -147,7 +147,7 @@ static int substitute(bs_eval_ctx *cx, const bs_expr *at, const char *name, size
                       const bs_expr *scope, const bs_expr *self, cfg_node **out)
 {
     const bs_expr *bad = NULL;
-    const bs_expr *def = bs_lookup(scope, name, n, true, self, &bad);
+    const bs_expr *def = ctf__bs_lookup(scope, name, n, true, self, &bad);
     if (!def && bad)
         return fail_at(cx, at, "'$%.*s$' is not defined here, and a file that might define it "
                        "could not be included (line %u: %.*s)", (int)n, name, bad->line,
@@ -159,7 +159,7 @@ static int substitute(bs_eval_ctx *cx, const bs_expr *at, const char *name, size
         return fail_at(cx, at, "'$%.*s$': substitutions nested more than %d deep (is there a "
                        "cycle?)", (int)n, name, BS_MAX_SUBST);
     cx->active[cx->depth++] = def;
-    int rc = bs_eval_def(cx, def, out);
+    int rc = ctf__bs_eval_def(cx, def, out);
     cx->depth--;
     /* A single value is reported where it was substituted; a block keeps its own lines. */
     if (!rc && (*out)->kind == N_SCALAR) {
@@ -190,7 +190,7 @@ static int expand(bs_eval_ctx *cx, const bs_expr *at, const char *s, size_t n,
         cfg_node *v = NULL;
         TRY(substitute(cx, at, p + 1, (size_t)(q - p - 1), scope, self, &v));
         if (v->kind != N_SCALAR) {
-            const bs_expr *def = bs_lookup(scope, p + 1, (size_t)(q - p - 1), true, self, NULL);
+            const bs_expr *def = ctf__bs_lookup(scope, p + 1, (size_t)(q - p - 1), true, self, NULL);
             return fail_at(cx, at, "'$%.*s$' names a block (line %u); only single values can be "
                            "substituted into text", (int)(q - p - 1), p + 1, def ? def->line : 0);
         }
@@ -199,7 +199,7 @@ static int expand(bs_eval_ctx *cx, const bs_expr *at, const char *s, size_t n,
     }
     if (rc == CTF_ELIMIT)
         return fail_at(cx, at, "value longer than %d bytes after substitution", BS_MAX_VALUE);
-    return rc ? bs_oom(cx->err) : 0;
+    return rc ? ctf__bs_oom(cx->err) : 0;
 }
 
 /* The older syntax's value: the text as written (one pair of quotes removed), $X$ expanded. */
@@ -255,8 +255,8 @@ static int eval_binary(bs_eval_ctx *cx, const bs_expr *e, const cfg_node *l, con
     if (!strcmp(op, "+") && l->kind == N_SCALAR && r->kind == N_SCALAR) {
         cfg_node *v = NULL;
         size_t ln = strlen(l->text), rn = strlen(r->text);
-        char *s = bs_alloc(cx->arena, ln + rn + 1);
-        if (!s) return bs_oom(cx->err);
+        char *s = ctf__bs_alloc(cx->arena, ln + rn + 1);
+        if (!s) return ctf__bs_oom(cx->err);
         memcpy(s, l->text, ln);
         memcpy(s + ln, r->text, rn);
         TRY(scalar(cx, e, s, ln + rn, true, &v));
@@ -291,7 +291,7 @@ static int eval_base(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
                      const bs_expr *self, cfg_node **out)
 {
     if (e->kind == E_ID) {
-        const bs_expr *def = bs_lookup(scope, e->s, e->n, false, self, NULL);
+        const bs_expr *def = ctf__bs_lookup(scope, e->s, e->n, false, self, NULL);
         if (def && def->kids[0]->kind == E_DICT) {
             for (int i = 0; i < cx->depth; i++)
                 if (cx->active[i] == def) return BS_UNRESOLVED;
@@ -299,7 +299,7 @@ static int eval_base(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
                 return fail_at(cx, e, "'%.*s': definitions nested more than %d deep", (int)e->n,
                                e->s, BS_MAX_SUBST);
             cx->active[cx->depth++] = def;
-            int rc = bs_eval_def(cx, def, out);
+            int rc = ctf__bs_eval_def(cx, def, out);
             cx->depth--;
             return rc;
         }
@@ -340,7 +340,7 @@ static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
         /* A name stands for a definition's value only where that is a plain value: in CNTK's
          * older syntax, which reader sections use, `alias = y` or `file = train.ctf` are words
          * even when a block y or train exists. A definition in progress (a cycle) is a word. */
-        const bs_expr *def = bs_lookup(scope, e->s, e->n, false, self, NULL);
+        const bs_expr *def = ctf__bs_lookup(scope, e->s, e->n, false, self, NULL);
         if (!def) return BS_UNRESOLVED;
         bs_kind k = def->kids[0]->kind;
         if (k == E_DICT && cx->want_block) return eval_base(cx, e, scope, self, out);
@@ -353,12 +353,12 @@ static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
             return fail_at(cx, e, "'%.*s': definitions nested more than %d deep",
                            (int)e->n, e->s, BS_MAX_SUBST);
         cx->active[cx->depth++] = def;
-        int rc = bs_eval_def(cx, def, out);
+        int rc = ctf__bs_eval_def(cx, def, out);
         cx->depth--;
         return rc;
     }
     case E_DICT:
-        if (!(v = cfg_new(cx->arena, N_DICT))) return bs_oom(cx->err);
+        if (!(v = ctf__cfg_new(cx->arena, N_DICT))) return ctf__bs_oom(cx->err);
         v->line = e->line;
         v->col = e->col;
         v->src = e->src ? e->src->name : NULL;
@@ -367,19 +367,19 @@ static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
             if (m->kind == E_BADINC)
                 return fail_at(cx, m, "%.*s", (int)m->n, m->s);
             if (m->kids[0]->kind == E_LAMBDA && m->kids[0]->b) continue; /* not data */
-            TRY(bs_eval_def(cx, m, &w));
-            if (cfg_add(cx->arena, v, w)) return bs_oom(cx->err);
+            TRY(ctf__bs_eval_def(cx, m, &w));
+            if (ctf__cfg_add(cx->arena, v, w)) return ctf__bs_oom(cx->err);
         }
         *out = v;
         return 0;
     case E_ARRAY:
-        if (!(v = cfg_new(cx->arena, N_ARRAY))) return bs_oom(cx->err);
+        if (!(v = ctf__cfg_new(cx->arena, N_ARRAY))) return ctf__bs_oom(cx->err);
         v->line = e->line;
         v->col = e->col;
         v->src = e->src ? e->src->name : NULL;
         for (size_t i = 0; i < e->nkids; i++) {
             TRY(eval_item(cx, e->kids[i], scope, self, &w));
-            if (cfg_add(cx->arena, v, w)) return bs_oom(cx->err);
+            if (ctf__cfg_add(cx->arena, v, w)) return ctf__bs_oom(cx->err);
         }
         *out = v;
         return 0;
@@ -411,12 +411,12 @@ static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
     }
     case E_MEMBER:
         TRY(eval_base(cx, e->kids[0], scope, self, &v));
-        if (v->kind == N_DICT && e->kids[0]->kind == E_ID && !cfg_find(v, e->s, e->n))
+        if (v->kind == N_DICT && e->kids[0]->kind == E_ID && !ctf__cfg_find(v, e->s, e->n))
             return BS_UNRESOLVED; /* `file = train.ctf` beside a block named train */
         if (v->kind != N_DICT)
             return fail_at(cx, e, "'.%.*s': %s has no members", (int)e->n, e->s,
                            describe(v, got, sizeof got));
-        if (!(*out = cfg_find(v, e->s, e->n)))
+        if (!(*out = ctf__cfg_find(v, e->s, e->n)))
             return fail_at(cx, e, "no member '%.*s' in the block of line %u", (int)e->n, e->s,
                            v->line);
         return 0;
@@ -435,17 +435,17 @@ static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
     case E_BADINC: return fail_at(cx, e, "%.*s", (int)e->n, e->s);
     default:
         return fail_at(cx, e, "%s cannot be evaluated in a reader section (only values, blocks, "
-                       "arrays, $X$, names and operators can)", bs_kind_name(e));
+                       "arrays, $X$, names and operators can)", ctf__bs_kind_name(e));
     }
 }
 
-int bs_eval_expr(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
+int ctf__bs_eval_expr(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
                  cfg_node **out)
 {
     return eval_item(cx, e, scope, self, out);
 }
 
-int bs_eval_def(bs_eval_ctx *cx, const bs_expr *def, cfg_node **out)
+int ctf__bs_eval_def(bs_eval_ctx *cx, const bs_expr *def, cfg_node **out)
 {
     cfg_node *v = NULL;
     bool outer = cx->want_block;
@@ -457,7 +457,7 @@ int bs_eval_def(bs_eval_ctx *cx, const bs_expr *def, cfg_node **out)
     if (rc) return rc;
     /* Every evaluation builds fresh nodes (a.b and a[i] pick from a fresh temporary), so the
      * value can take the definition's name without copying. */
-    if (!(v->key = bs_strndup(cx->arena, def->s, def->n))) return bs_oom(cx->err);
+    if (!(v->key = ctf__bs_strndup(cx->arena, def->s, def->n))) return ctf__bs_oom(cx->err);
     v->key_line = def->line;
     v->key_col = def->col;
     v->parent = NULL;

@@ -31,7 +31,7 @@
  * file (ctf__sweepgen_*): the same order, produced window by window in O(chunks + window)
  * memory instead of two words per sequence.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 
 /*======================================================================
  * std::mt19937_64

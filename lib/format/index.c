@@ -19,7 +19,7 @@
  * inode, a hash of the index-shaping options, counts) followed by the raw sequence table and a
  * checksum over both. Anything that does not match means "ignore and rebuild", never an error.
  */
-#include "ctfio_internal.h"
+#include "format/format.h"
 
 #include <errno.h>
 #include <sys/stat.h>

@@ -10,10 +10,10 @@
  * next call and the reader itself (the Python layer wraps these buffers without copying).
  * Freeing a minibatch hands its blocks back to its reader's pool (a few minibatches at most),
  * from which the next ctf__pack takes them: in a steady state reading allocates nothing.
- * This file also holds the minibatch accessors and the canonical JSON printer used by
- * `ctfio dump` and the golden tests.
+ * This file also holds the minibatch accessors (the JSON that `ctfio dump` prints is made
+ * from them, in tools/dump_json.c).
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 
 #include <stdio.h>
 
@@ -479,100 +479,9 @@ int ctf_minibatch_stream(const ctf_minibatch *mb, size_t i, ctf_stream_view *v)
     v->indptr = s->indptr;
     v->indices = s->indices;
     v->nnz = s->nnz;
+    v->num_short = s->num_shorts;
+    v->short_samples = s->shorts;
     return 0;
 }
 
-/*======================================================================
- * JSON output (ctfio dump)
- *====================================================================*/
-
-static void put_number(FILE *out, const void *values, size_t i, ctf_precision prec)
-{
-    char buf[40];
-    if (prec == CTF_FLOAT32)
-        ctf__format_float(((const float *)values)[i], buf, sizeof buf);
-    else
-        ctf__format_double(((const double *)values)[i], buf, sizeof buf);
-    fputs(buf, out);
-}
-
-static void put_json_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 32)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
-
-/* Prints {"key": K, ["line": L,] "streams": {...}} for sequence i; offsets track each stream's
- * first sample of sequence i. */
-static void put_sequence(const ctf_minibatch *mb, size_t i, size_t *first, FILE *out,
-                         bool with_line)
-{
-    fprintf(out, "{\"key\": %llu, ", (unsigned long long)mb->keys[i]);
-    if (mb->corpus) fprintf(out, "\"file\": %lu, ", (unsigned long)mb->files[i]);
-    if (with_line) fprintf(out, "\"line\": %llu, ", (unsigned long long)mb->lines[i]);
-    fputs("\"streams\": {", out);
-    for (size_t k = 0; k < mb->num_streams; k++) {
-        const mb_stream *s = &mb->streams[k];
-        if (k) fputs(", ", out);
-        put_json_string(out, s->name);
-        fputs(": [", out);
-        for (uint32_t j = 0; j < s->lengths[i]; j++) {
-            size_t smp = first[k] + j;
-            if (j) fputs(", ", out);
-            fputc('[', out);
-            if (!s->is_sparse) {
-                size_t dims = s->dim;
-                for (size_t x = 0; x < s->num_shorts; x++)
-                    if (s->shorts[2 * x] == smp) dims = s->shorts[2 * x + 1];
-                for (size_t d = 0; d < dims; d++) {
-                    if (d) fputs(", ", out);
-                    put_number(out, s->values, smp * s->dim + d, mb->precision);
-                }
-            } else {
-                for (int64_t e = s->indptr[smp]; e < s->indptr[smp + 1]; e++) {
-                    if (e > s->indptr[smp]) fputs(", ", out);
-                    fprintf(out, "[%d, ", (int)s->indices[e]);
-                    put_number(out, s->values, (size_t)e, mb->precision);
-                    fputc(']', out);
-                }
-            }
-            fputc(']', out);
-        }
-        fputc(']', out);
-        first[k] += s->lengths[i];
-    }
-    fputs("}}", out);
-}
-
-int ctf_minibatch_print_json(const ctf_minibatch *mb, FILE *out, bool with_line)
-{
-    size_t first[CTF_MAX_STREAMS] = {0};
-    for (size_t i = 0; i < mb->num_seqs; i++) {
-        put_sequence(mb, i, first, out, with_line);
-        fputc('\n', out);
-    }
-    return ferror(out) ? CTF_EIO : 0;
-}
-
-int ctf_minibatch_print_json_mb(const ctf_minibatch *mb, FILE *out, uint64_t index)
-{
-    size_t first[CTF_MAX_STREAMS] = {0};
-    fprintf(out, "{\"index\": %llu, \"position\": %llu, \"end_of_sweep\": %s, \"sequences\": [",
-            (unsigned long long)index, (unsigned long long)mb->position,
-            mb->end_of_sweep ? "true" : "false");
-    for (size_t i = 0; i < mb->num_seqs; i++) {
-        if (i) fputs(", ", out);
-        put_sequence(mb, i, first, out, false);
-    }
-    fputs("]}\n", out);
-    return ferror(out) ? CTF_EIO : 0;
-}
+bool ctf_minibatch_has_files(const ctf_minibatch *mb) { return mb && mb->corpus; }

@@ -21,7 +21,7 @@
  *    configured input (blank, comment-only, unknown inputs only) after it;
  *  - a stream absent from a whole sequence is fatal (CNTK: "Malformed input file").
  */
-#include "ctfio_internal.h"
+#include "format/format.h"
 #include "number_fast.h"
 #include "tokenize.h"
 

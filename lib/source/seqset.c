@@ -1,9 +1,9 @@
 /*
  * seqset.c -- the consumer's set of per-chunk sequence records that a source keeps for its
  * `seqs` (a corpus, a join): lookup, least-recently-used eviction and the doubling rule. Each
- * source supplies only how an entry is filled (see ctf__seqset in ctfio_internal.h).
+ * source supplies only how an entry is filled (see ctf__seqset in source/source.h).
  */
-#include "ctfio_internal.h"
+#include "source/source.h"
 
 /* The window in chunks (a window in samples over the mean chunk) and two more, at least 3;
  * every chunk with keepDataInMemory. */

@@ -169,7 +169,7 @@ struct ctf_bsconfig {
         if (rc_) return rc_;            \
     } while (0)
 
-static int oom(ctf_error *err) { return bs_oom(err); }
+static int oom(ctf_error *err) { return ctf__bs_oom(err); }
 
 BS_PRINTF(5, 6) static int doc_fail(const ctf_bsconfig *doc, const cfg_node *at, bool at_key,
                                     ctf_error *err, const char *fmt, ...)
@@ -214,7 +214,7 @@ static bool is_name(const char *s, size_t n)
 
 static cfg_node *dict_find(const cfg_node *d, const char *key)
 {
-    return cfg_find(d, key, strlen(key));
+    return ctf__cfg_find(d, key, strlen(key));
 }
 
 static void forget_lines(cfg_node *n)
@@ -302,7 +302,7 @@ static int unknown_key(const ctf_bsconfig *doc, const cfg_node *e, const char *w
 static bool holds_reader(const bs_expr *def)
 {
     const bs_expr *v = def->kind == E_DEF ? def->kids[0] : NULL;
-    return v && v->kind == E_DICT && bs_dict_find(v, "reader", 6, true);
+    return v && v->kind == E_DICT && ctf__bs_dict_find(v, "reader", 6, true);
 }
 
 /* A block that is itself a reader (for --section train.cvreader). */
@@ -310,7 +310,7 @@ static bool looks_like_reader(const bs_expr *d)
 {
     static const char *const keys[] = {"readerType", "deserializers", "file", "input"};
     for (size_t i = 0; i < 4; i++)
-        if (bs_dict_find(d, keys[i], strlen(keys[i]), true)) return true;
+        if (ctf__bs_dict_find(d, keys[i], strlen(keys[i]), true)) return true;
     return false;
 }
 
@@ -324,7 +324,7 @@ static size_t list_blocks(const bs_expr *root, bool need_reader, char *buf, size
         const bs_expr *b = root->kids[i];
         if (b->kind != E_DEF || b->kids[0]->kind != E_DICT || (need_reader && !holds_reader(b)))
             continue;
-        if (bs_dict_find(root, b->s, b->n, true) != b) continue; /* redefined later */
+        if (ctf__bs_dict_find(root, b->s, b->n, true) != b) continue; /* redefined later */
         *only = b;
         if (used < cap) {
             int k = snprintf(buf + used, cap - used, "%s'%.*s' (line %u)", count ? ", " : "",
@@ -342,7 +342,7 @@ static int tree_fail(const ctf_bsconfig *doc, const bs_expr *at, ctf_error *err,
     char msg[CTF_ERROR_MSG_MAX];
     snprintf(msg, sizeof msg, fmt, a, b);
     if (!at) return ctf__fail(err, CTF_EINVAL, (ctf__where){doc->name, 0, 0, -1}, "%s", msg);
-    return bs_fail(err, at->src, at->line, at->col, "%s", msg);
+    return ctf__bs_fail(err, at->src, at->line, at->col, "%s", msg);
 }
 
 static const bs_expr *first_bad_include(const bs_expr *d)
@@ -354,7 +354,7 @@ static const bs_expr *first_bad_include(const bs_expr *d)
 
 static int bad_include(const bs_expr *b, ctf_error *err)
 {
-    return bs_fail(err, b->src, b->line, b->col, "%.*s", (int)b->n, b->s);
+    return ctf__bs_fail(err, b->src, b->line, b->col, "%.*s", (int)b->n, b->s);
 }
 
 /* Finds the definition of the reader: see the file's top comment. */
@@ -370,7 +370,7 @@ static int select_reader(ctf_bsconfig *doc, const bs_expr *root, const char *sec
         for (;;) {
             const char *dot = strchr(p, '.');
             size_t n = dot ? (size_t)(dot - p) : strlen(p);
-            sec = bs_dict_find(d, p, n, true);
+            sec = ctf__bs_dict_find(d, p, n, true);
             if (!sec && d == root && first_bad_include(root))
                 return bad_include(first_bad_include(root), err);
             if (!sec)
@@ -382,12 +382,12 @@ static int select_reader(ctf_bsconfig *doc, const bs_expr *root, const char *sec
             if (!dot) break;
             p = dot + 1;
         }
-        r = bs_dict_find(d, "reader", 6, true);
+        r = ctf__bs_dict_find(d, "reader", 6, true);
         if (!r && looks_like_reader(d)) r = sec;
         if (!r && first_bad_include(d)) return bad_include(first_bad_include(d), err);
         if (!r) return tree_fail(doc, sec, err, "section '%s' has no 'reader' block%s", section, "");
         doc->section = section;
-    } else if (!(r = bs_dict_find(root, "reader", 6, true))) {
+    } else if (!(r = ctf__bs_dict_find(root, "reader", 6, true))) {
         if (count == 0) {
             if (first_bad_include(root)) return bad_include(first_bad_include(root), err);
             bool any = list_blocks(root, false, list, sizeof list, &only) > 0;
@@ -398,8 +398,8 @@ static int select_reader(ctf_bsconfig *doc, const bs_expr *root, const char *sec
         if (count > 1)
             return tree_fail(doc, NULL, err, "several blocks hold a 'reader' (%s): select one by "
                              "its section name%s", list, "");
-        r = bs_dict_find(only->kids[0], "reader", 6, true);
-        if (!(doc->section = bs_strndup(&doc->arena, only->s, only->n))) return oom(err);
+        r = ctf__bs_dict_find(only->kids[0], "reader", 6, true);
+        if (!(doc->section = ctf__bs_strndup(&doc->arena, only->s, only->n))) return oom(err);
     }
     *out = r;
     return 0;
@@ -505,21 +505,21 @@ static int override_expr(ctf_bsconfig *doc, const ov_parts *o, const char *ov, b
     size_t n = o->value_len;
     bs_arena *a = &doc->arena;
     if (n && strchr("[{(", v[0])) {
-        bs_src *src = bs_alloc(a, sizeof *src);
-        if (!src || !(src->text = bs_strndup(a, v, n))) return oom(err);
+        bs_src *src = ctf__bs_alloc(a, sizeof *src);
+        if (!src || !(src->text = ctf__bs_strndup(a, v, n))) return oom(err);
         src->name = doc->name;
         src->len = n;
         src->no_lines = true;
         ctf_error e;
-        int rc = bs_parse_value(a, src, scope, out, &e);
+        int rc = ctf__bs_parse_value(a, src, scope, out, &e);
         if (rc == CTF_ENOMEM) return oom(err);
         if (rc)
             return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "override '%.200s': %s", ov, e.message);
         return 0;
     }
     size_t q = n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0];
-    bs_expr *s = bs_new(a, q ? E_STR : E_RAW, NULL, 0, 0);
-    if (!s || !(s->s = bs_strndup(a, v + q, n - 2 * q))) return oom(err);
+    bs_expr *s = ctf__bs_new(a, q ? E_STR : E_RAW, NULL, 0, 0);
+    if (!s || !(s->s = ctf__bs_strndup(a, v + q, n - 2 * q))) return oom(err);
     s->n = n - 2 * q;
     *out = s;
     return 0;
@@ -533,12 +533,12 @@ static int override_define(ctf_bsconfig *doc, bs_expr *dict, const char *ov, ctf
     TRY(split_override(ov, &o, err));
     if (o.n != 1) return 0;
     TRY(override_expr(doc, &o, ov, dict, &val, err));
-    if (!(def = bs_new(&doc->arena, E_DEF, NULL, 0, 0)) ||
-        !(def->s = bs_strndup(&doc->arena, o.comp[0], o.len[0])))
+    if (!(def = ctf__bs_new(&doc->arena, E_DEF, NULL, 0, 0)) ||
+        !(def->s = ctf__bs_strndup(&doc->arena, o.comp[0], o.len[0])))
         return oom(err);
     def->n = o.len[0];
     def->scope = dict;
-    if (bs_add_kid(&doc->arena, def, val) || bs_add_kid(&doc->arena, dict, def)) return oom(err);
+    if (ctf__bs_add_kid(&doc->arena, def, val) || ctf__bs_add_kid(&doc->arena, dict, def)) return oom(err);
     return 0;
 }
 
@@ -549,14 +549,14 @@ static int merge_defs(bs_arena *a, bs_expr *dst, bs_expr *src, ctf_error *err)
 {
     for (size_t i = 0; i < src->nkids; i++) {
         bs_expr *m = src->kids[i];
-        bs_expr *old = m->kind == E_DEF ? bs_dict_find(dst, m->s, m->n, true) : NULL;
+        bs_expr *old = m->kind == E_DEF ? ctf__bs_dict_find(dst, m->s, m->n, true) : NULL;
         if (old && old->kids[0]->kind == E_DICT && m->kids[0]->kind == E_DICT) {
             TRY(merge_defs(a, old->kids[0], m->kids[0], err));
             continue;
         }
         m->scope = dst;
         if (m->kind == E_DEF && m->kids[0]->kind == E_DICT) m->kids[0]->scope = dst;
-        if (bs_add_kid(a, dst, m)) return oom(err);
+        if (ctf__bs_add_kid(a, dst, m)) return oom(err);
     }
     return 0;
 }
@@ -571,10 +571,10 @@ static int set_path(ctf_bsconfig *doc, cfg_node *base, const ov_parts *o, size_t
         cfg_node *c = NULL;
         for (size_t k = 0; k < d->num_kids && !c; k++) /* exact first: stream names keep case */
             if (name_is(d->kids[k]->key, o->comp[i], o->len[i])) c = d->kids[k];
-        if (!c) c = cfg_find(d, o->comp[i], o->len[i]);
+        if (!c) c = ctf__cfg_find(d, o->comp[i], o->len[i]);
         if (!c) {
-            if (!(c = cfg_new(a, N_DICT)) || !(c->key = bs_strndup(a, o->comp[i], o->len[i])) ||
-                cfg_add(a, d, c))
+            if (!(c = ctf__cfg_new(a, N_DICT)) || !(c->key = ctf__bs_strndup(a, o->comp[i], o->len[i])) ||
+                ctf__cfg_add(a, d, c))
                 return oom(err);
             c->src = doc->name;
         } else if (c->kind != N_DICT) {
@@ -586,10 +586,10 @@ static int set_path(ctf_bsconfig *doc, cfg_node *base, const ov_parts *o, size_t
     bs_expr *e = NULL;
     bs_eval_ctx cx = {.arena = a, .err = err};
     TRY(override_expr(doc, o, ov, root, &e, err));
-    int rc = bs_eval_expr(&cx, e, root, NULL, &v);
+    int rc = ctf__bs_eval_expr(&cx, e, root, NULL, &v);
     if (rc) return rc;
     forget_lines(v);
-    if (!(v->key = bs_strndup(a, o->comp[last], o->len[last])) || cfg_add(a, d, v)) return oom(err);
+    if (!(v->key = ctf__bs_strndup(a, o->comp[last], o->len[last])) || ctf__cfg_add(a, d, v)) return oom(err);
     return 0;
 }
 
@@ -631,9 +631,9 @@ static int prepare(ctf_bsconfig *doc, cfg_node **items, size_t n, ctf_error *err
 {
     bs_arena *a = &doc->arena;
     doc->num_slots = n ? n : 1;
-    if (!(doc->slots = bs_alloc(a, doc->num_slots * sizeof *doc->slots))) return oom(err);
+    if (!(doc->slots = ctf__bs_alloc(a, doc->num_slots * sizeof *doc->slots))) return oom(err);
     if (doc->num_slots > 1 &&
-        !(doc->joins = bs_alloc(a, (doc->num_slots - 1) * sizeof *doc->joins)))
+        !(doc->joins = ctf__bs_alloc(a, (doc->num_slots - 1) * sizeof *doc->joins)))
         return oom(err);
     for (size_t i = 0; i < doc->num_slots; i++) {
         deser_slot *s = &doc->slots[i];
@@ -643,13 +643,13 @@ static int prepare(ctf_bsconfig *doc, cfg_node **items, size_t n, ctf_error *err
         const cfg_node *f = dict_find(s->node, "file");
         if (!f && i == 0) f = dict_find(doc->reader, "file");
         size_t ns = s->input && s->input->kind == N_DICT ? s->input->num_kids : 0;
-        if ((ns && !(s->streams = bs_alloc(a, ns * sizeof *s->streams))) ||
-            !(s->paths = bs_alloc(a, (size_t)count_files(f) * sizeof *s->paths)))
+        if ((ns && !(s->streams = ctf__bs_alloc(a, ns * sizeof *s->streams))) ||
+            !(s->paths = ctf__bs_alloc(a, (size_t)count_files(f) * sizeof *s->paths)))
             return oom(err);
         char origin[CTF_ERROR_PATH_MAX + 40];
         snprintf(origin, sizeof origin, "%s:%u:%u", s->node->src ? s->node->src : doc->name,
                  s->node->line, s->node->col);
-        if (!(s->origin = bs_strndup(a, origin, strlen(origin)))) return oom(err);
+        if (!(s->origin = ctf__bs_strndup(a, origin, strlen(origin)))) return oom(err);
     }
     return 0;
 }
@@ -681,20 +681,20 @@ int ctf_bsconfig_parse(const char *text, size_t len, const char *name, const cha
     src.text = text ? text : "";
     src.len = text ? len : 0;
     /* The overrides are parsed first so that $X$ in include paths can use them. */
-    if (!(ovs = bs_new(a, E_DICT, NULL, 0, 0))) {
+    if (!(ovs = ctf__bs_new(a, E_DICT, NULL, 0, 0))) {
         rc = oom(err);
         goto fail;
     }
     for (size_t i = 0; i < num_overrides; i++)
         if ((rc = override_define(doc, ovs, overrides[i], err))) goto fail;
-    if ((rc = bs_parse_file(a, &src, ovs, &root, err))) goto fail;
+    if ((rc = ctf__bs_parse_file(a, &src, ovs, &root, err))) goto fail;
     ovs->scope = root; /* blocks inside override values see the file's definitions */
     if ((rc = merge_defs(a, root, ovs, err))) goto fail;
     if ((rc = select_reader(doc, root, section, &rdef, err))) goto fail;
     /* In these members a bare name may stand for a block (`input = commonInputs`). */
     static const char *const block_keys[] = {"reader", "input", "deserializers", NULL};
     bs_eval_ctx cx = {.arena = a, .err = err, .block_keys = block_keys};
-    if ((rc = bs_eval_def(&cx, rdef, &doc->reader))) goto fail;
+    if ((rc = ctf__bs_eval_def(&cx, rdef, &doc->reader))) goto fail;
     if (doc->reader->kind != N_DICT) {
         char got[80];
         rc = doc_fail(doc, doc->reader, false, err, "reader: must be a block [ ... ] or { ... } "
@@ -706,8 +706,8 @@ int ctf_bsconfig_parse(const char *text, size_t len, const char *name, const cha
         if ((rc = override_reader(doc, root, overrides[i], err))) goto fail;
     /* CNTK puts precision at the top level; the innermost enclosing definition applies. */
     if (!dict_find(doc->reader, "precision") && !(doc->deser && dict_find(doc->deser, "precision"))) {
-        const bs_expr *p = bs_lookup(rdef->scope, "precision", 9, true, rdef, NULL);
-        if (p && (rc = bs_eval_def(&cx, p, &doc->outer_precision))) goto fail;
+        const bs_expr *p = ctf__bs_lookup(rdef->scope, "precision", 9, true, rdef, NULL);
+        if (p && (rc = ctf__bs_eval_def(&cx, p, &doc->outer_precision))) goto fail;
     }
     if ((rc = prepare(doc, items, n_items, err))) goto fail;
     *out = doc;
@@ -724,17 +724,17 @@ int ctf_bsconfig_load(const char *path, const char *section, const char *const *
     if (!path || !path[0]) return BAD("ctf_bsconfig_load: no configuration file given");
     bs_arena a = {0};
     bs_src *src = NULL;
-    int rc = bs_read_file(&a, path, &src, err);
+    int rc = ctf__bs_read_file(&a, path, &src, err);
     if (!rc) rc = ctf_bsconfig_parse(src->text, src->len, path, section, overrides,
                                      num_overrides, out, err);
-    bs_arena_free(&a);
+    ctf__bs_arena_free(&a);
     return rc;
 }
 
 void ctf_bsconfig_free(ctf_bsconfig *doc)
 {
     if (!doc) return;
-    bs_arena_free(&doc->arena);
+    ctf__bs_arena_free(&doc->arena);
     CTF_FREE(doc->name);
     CTF_FREE(doc);
 }

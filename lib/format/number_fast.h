@@ -35,7 +35,7 @@
 #ifndef CTF_NUMBER_FAST_H
 #define CTF_NUMBER_FAST_H
 
-#include "ctfio_internal.h"
+#include "common/common.h"
 
 #include <float.h>
 #if defined(__SSE2__) && !defined(CTF_NO_SSE2)

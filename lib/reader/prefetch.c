@@ -5,7 +5,7 @@
  *
  * The cache's look-ahead asks for chunks in the order the timeline will need them
  * (ctf__loader_request) and the reader's get later takes them (ctf__loader_take). A load is a
- * pure function of the chunk id: the source (source.c, join.c) reads the chunk's bytes and
+ * pure function of the chunk id: the source (corpus.c, join.c) reads the chunk's bytes and
  * parses them, recording problems in the result instead of reporting them. So the delivered
  * data, the error budget and the log do not depend on the number of threads or on how far ahead
  * they run; threads only change when the work happens. A load also checks that the chunk's file
@@ -15,7 +15,7 @@
  * it while they read and parse. Errors of a background load travel with its result to the
  * taker. The cache itself runs on the consumer's thread only and takes no lock.
  */
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 
 #include <pthread.h>
 

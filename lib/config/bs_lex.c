@@ -28,7 +28,7 @@ struct bs_block {
     max_align_t data[];
 };
 
-void *bs_alloc(bs_arena *a, size_t n)
+void *ctf__bs_alloc(bs_arena *a, size_t n)
 {
     n = (n + 15) & ~(size_t)15;
     bs_block *b = a->head;
@@ -47,20 +47,20 @@ void *bs_alloc(bs_arena *a, size_t n)
     return p;
 }
 
-char *bs_strndup(bs_arena *a, const char *s, size_t n)
+char *ctf__bs_strndup(bs_arena *a, const char *s, size_t n)
 {
-    char *d = bs_alloc(a, n + 1);
+    char *d = ctf__bs_alloc(a, n + 1);
     if (d) memcpy(d, s, n);
     return d;
 }
 
-int bs_grow(bs_arena *a, void *items_ptr, size_t *cap, size_t need, size_t elt)
+int ctf__bs_grow(bs_arena *a, void *items_ptr, size_t *cap, size_t need, size_t elt)
 {
     void **items = items_ptr;
     if (need <= *cap) return 0;
     size_t nc = *cap ? *cap * 2 : 4;
     while (nc < need) nc *= 2;
-    void *p = bs_alloc(a, nc * elt);
+    void *p = ctf__bs_alloc(a, nc * elt);
     if (!p) return CTF_ENOMEM;
     if (*items) memcpy(p, *items, *cap * elt);
     *items = p;
@@ -68,7 +68,7 @@ int bs_grow(bs_arena *a, void *items_ptr, size_t *cap, size_t need, size_t elt)
     return 0;
 }
 
-void bs_arena_free(bs_arena *a)
+void ctf__bs_arena_free(bs_arena *a)
 {
     while (a->head) {
         bs_block *n = a->head->next;
@@ -77,12 +77,12 @@ void bs_arena_free(bs_arena *a)
     }
 }
 
-int bs_oom(ctf_error *err)
+int ctf__bs_oom(ctf_error *err)
 {
     return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading the configuration");
 }
 
-int bs_fail(ctf_error *err, const bs_src *src, uint32_t line, uint32_t col, const char *fmt, ...)
+int ctf__bs_fail(ctf_error *err, const bs_src *src, uint32_t line, uint32_t col, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -92,7 +92,7 @@ int bs_fail(ctf_error *err, const bs_src *src, uint32_t line, uint32_t col, cons
     return rc;
 }
 
-int bs_read_file(bs_arena *a, const char *path, bs_src **out, ctf_error *err)
+int ctf__bs_read_file(bs_arena *a, const char *path, bs_src **out, ctf_error *err)
 {
     const ctf__where w = {path, 0, 0, -1};
     FILE *f = ctf__fopen_regular(path, false);
@@ -105,7 +105,7 @@ int bs_read_file(bs_arena *a, const char *path, bs_src **out, ctf_error *err)
     for (;;) {
         void *p = buf;
         if (ctf__grow(&p, &cap, n + 4096, 1)) {
-            rc = bs_oom(err);
+            rc = ctf__bs_oom(err);
             break;
         }
         buf = p;
@@ -125,9 +125,9 @@ int bs_read_file(bs_arena *a, const char *path, bs_src **out, ctf_error *err)
     }
     fclose(f);
     bs_src *s = NULL;
-    if (!rc && (!(s = bs_alloc(a, sizeof *s)) || !(s->text = bs_strndup(a, buf ? buf : "", n)) ||
-                !(s->name = bs_strndup(a, path, strlen(path)))))
-        rc = bs_oom(err);
+    if (!rc && (!(s = ctf__bs_alloc(a, sizeof *s)) || !(s->text = ctf__bs_strndup(a, buf ? buf : "", n)) ||
+                !(s->name = ctf__bs_strndup(a, path, strlen(path)))))
+        rc = ctf__bs_oom(err);
     CTF_FREE(buf);
     if (!rc) {
         s->len = n;
@@ -208,7 +208,7 @@ static bool run_is_expression(const char *p, const char *e)
  * Tokenizer
  *====================================================================*/
 
-void bs_lex_init(bs_lexer *lx, bs_arena *a, const bs_src *src, ctf_error *err)
+void ctf__bs_lex_init(bs_lexer *lx, bs_arena *a, const bs_src *src, ctf_error *err)
 {
     memset(lx, 0, sizeof *lx);
     lx->arena = a;
@@ -221,17 +221,17 @@ void bs_lex_init(bs_lexer *lx, bs_arena *a, const bs_src *src, ctf_error *err)
         f->p = f->line_start = src->text + 3;
 }
 
-bool bs_is_op(const bs_tok *t, const char *op)
+bool ctf__bs_is_op(const bs_tok *t, const char *op)
 {
     return t->kind == T_PUNCT && t->n == strlen(op) && memcmp(t->s, op, t->n) == 0;
 }
 
-bool bs_is_kw(const bs_tok *t, const char *kw)
+bool ctf__bs_is_kw(const bs_tok *t, const char *kw)
 {
     return t->kind == T_ID && t->n == strlen(kw) && memcmp(t->s, kw, t->n) == 0;
 }
 
-const char *bs_tok_desc(const bs_tok *t, char *buf, size_t cap)
+const char *ctf__bs_tok_desc(const bs_tok *t, char *buf, size_t cap)
 {
     switch (t->kind) {
     case T_EOF: snprintf(buf, cap, "the end of the file"); break;
@@ -277,7 +277,7 @@ static int skip_space(bs_lexer *lx, bool *nl)
                 }
                 if (p >= end) {
                     f->p = p;
-                    return bs_fail(lx->err, f->src, line, col, "comment without closing */");
+                    return ctf__bs_fail(lx->err, f->src, line, col, "comment without closing */");
                 }
                 p += 2;
             } else {
@@ -291,7 +291,7 @@ static int skip_space(bs_lexer *lx, bool *nl)
     }
 }
 
-int bs_lex_next(bs_lexer *lx)
+int ctf__bs_lex_next(bs_lexer *lx)
 {
     bool nl = false;
     int rc = skip_space(lx, &nl);
@@ -325,7 +325,7 @@ int bs_lex_next(bs_lexer *lx)
             q++;
         }
         if (q == end)
-            return bs_fail(lx->err, f->src, t->line, t->col, "unterminated string: no closing %c "
+            return ctf__bs_fail(lx->err, f->src, t->line, t->col, "unterminated string: no closing %c "
                            "before the end of the file", c);
         f->line = line;
         f->line_start = ls;
@@ -384,7 +384,7 @@ int bs_lex_next(bs_lexer *lx)
         char buf[64];
         size_t n = (size_t)(r - q);
         if (n >= sizeof buf)
-            return bs_fail(lx->err, f->src, t->line, t->col, "number too long");
+            return ctf__bs_fail(lx->err, f->src, t->line, t->col, "number too long");
         memcpy(buf, q, n);
         buf[n] = 0;
         t->kind = T_NUM;
@@ -399,9 +399,9 @@ int bs_lex_next(bs_lexer *lx)
         t->kind = T_ID;
         t->n = (size_t)(q - p);
         f->p = t->end = q;
-        if (bs_is_kw(t, "include")) return lex_include(lx, t);
-        lx->prev_operand = !(bs_is_kw(t, "if") || bs_is_kw(t, "then") || bs_is_kw(t, "else") ||
-                             bs_is_kw(t, "new") || bs_is_kw(t, "with") || bs_is_kw(t, "array"));
+        if (ctf__bs_is_kw(t, "include")) return lex_include(lx, t);
+        lx->prev_operand = !(ctf__bs_is_kw(t, "if") || ctf__bs_is_kw(t, "then") || ctf__bs_is_kw(t, "else") ||
+                             ctf__bs_is_kw(t, "new") || ctf__bs_is_kw(t, "with") || ctf__bs_is_kw(t, "array"));
         return 0;
     }
     t->kind = T_PUNCT;
@@ -410,15 +410,15 @@ int bs_lex_next(bs_lexer *lx)
     if (!t->n) {
         if (!c || !strchr(one_char_ops, c)) {
             if (isprint(c))
-                return bs_fail(lx->err, f->src, t->line, t->col, "unexpected character '%c'", c);
-            return bs_fail(lx->err, f->src, t->line, t->col, "unexpected character (byte 0x%02x)",
+                return ctf__bs_fail(lx->err, f->src, t->line, t->col, "unexpected character '%c'", c);
+            return ctf__bs_fail(lx->err, f->src, t->line, t->col, "unexpected character (byte 0x%02x)",
                            c);
         }
         t->n = 1;
     }
     f->p = t->end = p + t->n;
-    lx->prev_operand = bs_is_op(t, ")") || bs_is_op(t, "]") || bs_is_op(t, "}") ||
-                       bs_is_op(t, "|]");
+    lx->prev_operand = ctf__bs_is_op(t, ")") || ctf__bs_is_op(t, "]") || ctf__bs_is_op(t, "}") ||
+                       ctf__bs_is_op(t, "|]");
     return 0;
 }
 
@@ -471,12 +471,12 @@ static int open_include(bs_lexer *lx, const bs_tok *kw, const char *rel, bs_src 
     else
         snprintf(path, sizeof path, "%.1023s", rel);
     if (lx->depth >= BS_MAX_INCLUDE)
-        return bs_fail(lx->err, kw->src, kw->line, kw->col, "include \"%s\": includes nested "
+        return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col, "include \"%s\": includes nested "
                        "more than %d deep (does a file include itself?)", path, BS_MAX_INCLUDE);
     ctf_error e;
-    int rc = bs_read_file(lx->arena, path, out, &e);
-    if (rc == CTF_EIO && strcmp(path, rel) != 0) rc = bs_read_file(lx->arena, rel, out, &e);
-    if (rc == CTF_ENOMEM) return bs_oom(lx->err);
+    int rc = ctf__bs_read_file(lx->arena, path, out, &e);
+    if (rc == CTF_EIO && strcmp(path, rel) != 0) rc = ctf__bs_read_file(lx->arena, rel, out, &e);
+    if (rc == CTF_ENOMEM) return ctf__bs_oom(lx->err);
     if (!rc) return 0;
     snprintf(why, cap, "include \"%.1000s\": %.400s", path, e.message);
     return 1;
@@ -515,13 +515,13 @@ static int old_include(bs_lexer *lx, const bs_tok *kw, char *why, size_t cap)
         char rel[1024];
         snprintf(rel, sizeof rel, "%.*s", (int)CTF_MIN(e - b, 1023), b);
         if (n == BS_MAX_INCLUDE || lx->depth + (int)n >= BS_MAX_INCLUDE)
-            return bs_fail(lx->err, kw->src, kw->line, kw->col, "include: more than %d files "
+            return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col, "include: more than %d files "
                            "open at once", BS_MAX_INCLUDE);
         int rc = open_include(lx, kw, rel, &srcs[n], why, cap);
         if (rc) return rc;
         n++;
     }
-    if (!n) return bs_fail(lx->err, kw->src, kw->line, kw->col, "include=: no file named");
+    if (!n) return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col, "include=: no file named");
     while (n-- > 0) push_source(lx, srcs[n]); /* the first file is read first */
     return 0;
 }
@@ -537,10 +537,10 @@ static int lex_include(bs_lexer *lx, bs_tok *t)
         if ((rc = old_include(lx, &kw, why, sizeof why)) < 0) return rc;
         kw.end = lx->stack[lx->depth].p;
     } else {
-        if ((rc = bs_lex_next(lx))) return rc;
+        if ((rc = ctf__bs_lex_next(lx))) return rc;
         bs_tok name = lx->cur;
         if (name.kind != T_STR)
-            return bs_fail(lx->err, name.src, name.line, name.col, "'include' must be followed "
+            return ctf__bs_fail(lx->err, name.src, name.line, name.col, "'include' must be followed "
                            "by a quoted file name");
         kw.end = name.end;
         bs_src *src = NULL;
@@ -555,7 +555,7 @@ static int lex_include(bs_lexer *lx, bs_tok *t)
     }
     if (!rc) {
         lx->prev_operand = false;
-        if ((rc = bs_lex_next(lx))) return rc;
+        if ((rc = ctf__bs_lex_next(lx))) return rc;
         lx->cur.line_initial = true;
         return 0;
     }
@@ -563,7 +563,7 @@ static int lex_include(bs_lexer *lx, bs_tok *t)
      * keeps this token in the tree and evaluation reports it if it gets there. */
     *t = kw;
     t->kind = T_BADINC;
-    if (!(t->s = bs_strndup(lx->arena, why, strlen(why)))) return bs_oom(lx->err);
+    if (!(t->s = ctf__bs_strndup(lx->arena, why, strlen(why)))) return ctf__bs_oom(lx->err);
     t->n = strlen(why);
     lx->prev_operand = true;
     return 0;

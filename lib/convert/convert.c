@@ -4,12 +4,12 @@
  * Both read the input front to back with one buffer that grows only to the longest line and
  * parse every value as float64. A value already written as a CTF number is copied as it is (the
  * reader converts that text to the same float64); any other (".5", "1.e5") is written as the
- * shortest text that reads back to the same float64 (ctf__format_double). Either way a value
+ * shortest text that reads back to the same float64 (ctf_format_double). Either way a value
  * survives the conversion bit for bit. LibSVM needs a first
  * pass when the dimension or the index base is to be inferred; CSV never does. Nothing here
  * prints: progress goes to the caller's callback, problems to the error record.
  */
-#include "ctfio_internal.h"
+#include "common/common.h"
 
 #include <errno.h>
 #include <math.h>
@@ -221,7 +221,7 @@ static void put(conv *c, const char *s, size_t n)
 static void put_num(conv *c, double v)
 {
     char b[40];
-    int n = ctf__format_double(v, b, sizeof b);
+    int n = ctf_format_double(v, b, sizeof b);
     put(c, b, (size_t)n);
 }
 
@@ -673,62 +673,4 @@ done:
     CTF_FREE(tmp);
     CTF_FREE(c.outbuf);
     return rc;
-}
-
-typedef struct sbuf {
-    char *buf;
-    size_t cap, len;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->len < b->cap ? b->buf + b->len : NULL, b->len < b->cap ? b->cap - b->len : 0,
-                      fmt, ap);
-    va_end(ap);
-    if (n > 0) b->len += (size_t)n;
-}
-
-/* A path inside a double-quoted BrainScript or Python string: backslashes and quotes escaped. */
-static void sb_quoted(sbuf *b, const char *s)
-{
-    sb_printf(b, "\"");
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') sb_printf(b, "\\%c", *s);
-        else sb_printf(b, "%c", *s);
-    }
-    sb_printf(b, "\"");
-}
-
-size_t ctf_convert_describe(const ctf_convert_result *r, const ctf_convert_options *opt,
-                            const char *out_path, char *buf, size_t cap)
-{
-    sbuf b = {buf, cap, 0};
-    if (cap) buf[0] = 0;
-    const char *fn = opt && opt->features_name && *opt->features_name ? opt->features_name : "features";
-    const char *ln = opt && opt->labels_name && *opt->labels_name ? opt->labels_name : "labels";
-    /* precision double: the values were parsed and written as float64 and read back exactly so. */
-    sb_printf(&b, "# BrainScript reader section\nprecision = \"double\"\nreader = [\n"
-                  "    readerType = \"CNTKTextFormatReader\"\n    file = ");
-    sb_quoted(&b, out_path);
-    sb_printf(&b, "\n    input = [\n");
-    sb_printf(&b, "        %s = [ dim = %zu ; format = \"%s\" ]\n", fn, r->features_dim,
-              r->features_sparse ? "sparse" : "dense");
-    sb_printf(&b, "        %s = [ dim = %zu ; format = \"%s\" ]\n", ln, r->labels_dim,
-              r->labels_sparse ? "sparse" : "dense");
-    sb_printf(&b, "    ]\n]\n\n# Python\nimport ctfio\nsource = ctfio.MinibatchSource(ctfio.CTFDeserializer(");
-    sb_quoted(&b, out_path);
-    sb_printf(&b, ", ctfio.StreamDefs(\n    %s=ctfio.StreamDef(field=\"%s\", shape=%zu%s),\n", fn, fn,
-              r->features_dim, r->features_sparse ? ", is_sparse=True" : "");
-    sb_printf(&b, "    %s=ctfio.StreamDef(field=\"%s\", shape=%zu%s)), precision=\"double\"))\n",
-              ln, ln, r->labels_dim,
-              r->labels_sparse ? ", is_sparse=True" : "");
-    if (cap && b.len >= cap) buf[cap - 1] = 0;
-    return b.len;
 }

@@ -5,7 +5,7 @@
 #ifndef CTFIO_JOIN_H
 #define CTFIO_JOIN_H
 
-#include "ctfio_internal.h"
+#include "source/source.h"
 
 /* Where spilled bytes go: an unlinked temporary file (in the primary's directory, else the
  * system's temporary directory) or, when neither can be created, memory. */

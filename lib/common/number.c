@@ -31,7 +31,7 @@
  * from the global locale, so only its digits and exponent are used. +-inf print as 1e999 / -1e999,
  * nan as null.
  */
-#include "ctfio_internal.h"
+#include "common/common.h"
 
 #include <errno.h>
 #include <float.h>
@@ -942,12 +942,12 @@ static int format_shortest(double v, bool is_float, char *buf, size_t cap)
     return emit(text, len, buf, cap);
 }
 
-int ctf__format_double(double v, char *buf, size_t cap)
+int ctf_format_double(double v, char *buf, size_t cap)
 {
     return format_shortest(v, false, buf, cap);
 }
 
-int ctf__format_float(float v, char *buf, size_t cap)
+int ctf_format_float(float v, char *buf, size_t cap)
 {
     return format_shortest(v, true, buf, cap);
 }

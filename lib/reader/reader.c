@@ -305,7 +305,7 @@ static void warn_few_chunks(ctf_reader *r)
 int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
 {
     *out = NULL;
-    /* The joins are checked by source.c, which knows their files. */
+    /* The joins are checked by open.c, which knows their files. */
     int rc = ctf_config_validate(cfg, err);
     if (!rc) rc = ctf__joins_validate(cfg, err);
     if (rc) return rc;

@@ -5,7 +5,7 @@
 #ifndef CTFIO_READER_H
 #define CTFIO_READER_H
 
-#include "ctfio_internal.h"
+#include "reader/pipeline.h"
 
 struct ctf_reader {
     ctf_config cfg;              /* deep copy: path and streams point into this object; every
@@ -14,7 +14,7 @@ struct ctf_reader {
     ctf_stream_def *streams;
     char **strings;              /* owned names and aliases */
     ctf__parse_cfg pc;           /* every stream: what minibatches hold */
-    ctf__source *src;            /* the chunks and sequences read (source.c, join.c) */
+    ctf__source *src;            /* the chunks and sequences read (corpus.c, join.c) */
     const ctf_index *idx;        /* the first file's index (ctf_reader_index) */
     uint64_t join_hash;          /* the joins' settings, for the configuration fingerprint */
     ctf__cache *cache;           /* held chunks, the look-ahead and its loader (prefetch.c) */

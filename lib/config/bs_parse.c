@@ -41,9 +41,9 @@ typedef struct parser {
         if (rc_) return rc_;            \
     } while (0)
 
-bs_expr *bs_new(bs_arena *a, bs_kind kind, const bs_src *src, uint32_t line, uint32_t col)
+bs_expr *ctf__bs_new(bs_arena *a, bs_kind kind, const bs_src *src, uint32_t line, uint32_t col)
 {
-    bs_expr *e = bs_alloc(a, sizeof *e);
+    bs_expr *e = ctf__bs_alloc(a, sizeof *e);
     if (e) {
         e->kind = kind;
         e->src = src;
@@ -53,9 +53,9 @@ bs_expr *bs_new(bs_arena *a, bs_kind kind, const bs_src *src, uint32_t line, uin
     return e;
 }
 
-int bs_add_kid(bs_arena *a, bs_expr *parent, bs_expr *kid)
+int ctf__bs_add_kid(bs_arena *a, bs_expr *parent, bs_expr *kid)
 {
-    if (bs_grow(a, &parent->kids, &parent->cap, parent->nkids + 1, sizeof *parent->kids))
+    if (ctf__bs_grow(a, &parent->kids, &parent->cap, parent->nkids + 1, sizeof *parent->kids))
         return CTF_ENOMEM;
     parent->kids[parent->nkids++] = kid;
     return 0;
@@ -67,7 +67,7 @@ static bool name_matches(const bs_expr *m, const char *name, size_t n, bool any_
            (any_case ? strncasecmp(m->s, name, n) == 0 : memcmp(m->s, name, n) == 0);
 }
 
-bs_expr *bs_dict_find(const bs_expr *d, const char *name, size_t n, bool any_case)
+bs_expr *ctf__bs_dict_find(const bs_expr *d, const char *name, size_t n, bool any_case)
 {
     if (!d || d->kind != E_DICT) return NULL;
     for (size_t i = d->nkids; i-- > 0;)
@@ -78,7 +78,7 @@ bs_expr *bs_dict_find(const bs_expr *d, const char *name, size_t n, bool any_cas
     return NULL;
 }
 
-const bs_expr *bs_lookup(const bs_expr *scope, const char *name, size_t n, bool any_case,
+const bs_expr *ctf__bs_lookup(const bs_expr *scope, const char *name, size_t n, bool any_case,
                          const bs_expr *skip, const bs_expr **bad_include)
 {
     for (const bs_expr *d = scope; d; d = d->scope) {
@@ -91,7 +91,7 @@ const bs_expr *bs_lookup(const bs_expr *scope, const char *name, size_t n, bool 
     return NULL;
 }
 
-const char *bs_kind_name(const bs_expr *e)
+const char *ctf__bs_kind_name(const bs_expr *e)
 {
     switch (e->kind) {
     case E_CALL: return "a function call";
@@ -112,21 +112,21 @@ static int advance(parser *P)
 {
     P->last_end = P->lx.cur.end;
     P->last_src = P->lx.cur.src;
-    return bs_lex_next(&P->lx);
+    return ctf__bs_lex_next(&P->lx);
 }
 
 static int expected(parser *P, const char *what)
 {
     char found[80];
     const bs_tok *t = &P->lx.cur;
-    return bs_fail(P->err, t->src, t->line, t->col, "expected %s, found %s", what,
-                   bs_tok_desc(t, found, sizeof found));
+    return ctf__bs_fail(P->err, t->src, t->line, t->col, "expected %s, found %s", what,
+                   ctf__bs_tok_desc(t, found, sizeof found));
 }
 
 static int expect_op(parser *P, const char *op)
 {
     char what[16];
-    if (!bs_is_op(&P->lx.cur, op)) {
+    if (!ctf__bs_is_op(&P->lx.cur, op)) {
         snprintf(what, sizeof what, "'%s'", op);
         return expected(P, what);
     }
@@ -135,7 +135,7 @@ static int expect_op(parser *P, const char *op)
 
 static bs_expr *node_at(parser *P, bs_kind kind, const bs_tok *t)
 {
-    bs_expr *e = bs_new(P->a, kind, t->src, t->line, t->col);
+    bs_expr *e = ctf__bs_new(P->a, kind, t->src, t->line, t->col);
     if (e) e->beg = t->beg;
     if (e && t->src->no_lines) e->line = e->col = 0;
     return e;
@@ -151,7 +151,7 @@ static void finish(parser *P, bs_expr *e)
 static int enter(parser *P, const bs_tok *t)
 {
     if (++P->depth > BS_MAX_DEPTH)
-        return bs_fail(P->err, t->src, t->line, t->col, "nesting deeper than %d levels (blocks, "
+        return ctf__bs_fail(P->err, t->src, t->line, t->col, "nesting deeper than %d levels (blocks, "
                        "parentheses or operators)", BS_MAX_DEPTH);
     return 0;
 }
@@ -167,30 +167,30 @@ static int parse_members(parser *P, bs_expr *dict, const char *closer, const bs_
 static int parse_args(parser *P, bool defining, bs_expr *into)
 {
     bs_tok open = P->lx.cur;
-    const char *closer = bs_is_op(&open, "(") ? ")" : "}";
+    const char *closer = ctf__bs_is_op(&open, "(") ? ")" : "}";
     TRY(advance(P));
-    if (bs_is_op(&P->lx.cur, closer)) return advance(P);
+    if (ctf__bs_is_op(&P->lx.cur, closer)) return advance(P);
     for (;;) {
         bs_tok at = P->lx.cur;
         bs_expr *arg = NULL;
         TRY(parse_expr(P, 0, &arg));
-        if (arg->kind == E_ID && bs_is_op(&P->lx.cur, "=")) {
+        if (arg->kind == E_ID && ctf__bs_is_op(&P->lx.cur, "=")) {
             bs_expr *named = node_at(P, E_NAMED, &at), *val = NULL;
-            if (!named) return bs_oom(P->err);
+            if (!named) return ctf__bs_oom(P->err);
             named->s = arg->s;
             named->n = arg->n;
             TRY(advance(P));
             TRY(parse_expr(P, 0, &val));
-            if (bs_add_kid(P->a, named, val)) return bs_oom(P->err);
+            if (ctf__bs_add_kid(P->a, named, val)) return ctf__bs_oom(P->err);
             arg = named;
         } else if (defining && arg->kind != E_ID) {
-            return bs_fail(P->err, at.src, at.line, at.col, "expected a parameter name");
+            return ctf__bs_fail(P->err, at.src, at.line, at.col, "expected a parameter name");
         }
-        if (bs_add_kid(P->a, into, arg)) return bs_oom(P->err);
-        if (!bs_is_op(&P->lx.cur, ",")) break;
+        if (ctf__bs_add_kid(P->a, into, arg)) return ctf__bs_oom(P->err);
+        if (!ctf__bs_is_op(&P->lx.cur, ",")) break;
         TRY(advance(P));
     }
-    if (!bs_is_op(&P->lx.cur, closer)) {
+    if (!ctf__bs_is_op(&P->lx.cur, closer)) {
         char what[80];
         snprintf(what, sizeof what, "',' or '%s' to close the '%s' on line %u", closer,
                  open.s[0] == '(' ? "(" : "{", open.line);
@@ -205,9 +205,9 @@ static bool starts_operand(const bs_tok *t)
         t->kind == T_BADINC)
         return true;
     if (t->kind == T_ID)
-        return !bs_is_kw(t, "then") && !bs_is_kw(t, "else") && !bs_is_kw(t, "with");
-    return bs_is_op(t, "(") || bs_is_op(t, "[") || bs_is_op(t, "{") || bs_is_op(t, "[|") ||
-           bs_is_op(t, "!");
+        return !ctf__bs_is_kw(t, "then") && !ctf__bs_is_kw(t, "else") && !ctf__bs_is_kw(t, "with");
+    return ctf__bs_is_op(t, "(") || ctf__bs_is_op(t, "[") || ctf__bs_is_op(t, "{") || ctf__bs_is_op(t, "[|") ||
+           ctf__bs_is_op(t, "!");
 }
 
 /* Appends item to arr, flattening an a:b:c array into its items. */
@@ -215,10 +215,10 @@ static int add_item(parser *P, bs_expr *arr, bs_expr *item)
 {
     if (item->kind == E_ARRAY && item->b) {
         for (size_t i = 0; i < item->nkids; i++)
-            if (bs_add_kid(P->a, arr, item->kids[i])) return bs_oom(P->err);
+            if (ctf__bs_add_kid(P->a, arr, item->kids[i])) return ctf__bs_oom(P->err);
         return 0;
     }
-    return bs_add_kid(P->a, arr, item) ? bs_oom(P->err) : 0;
+    return ctf__bs_add_kid(P->a, arr, item) ? ctf__bs_oom(P->err) : 0;
 }
 
 /* '(' ... ')': grouping, or an array when ';', line breaks or a leading separator split it. */
@@ -230,7 +230,7 @@ static int parse_paren(parser *P, bs_expr **out)
     char sep = lead == ';' || lead == ',' ? lead : ';';
     TRY(advance(P));
     bs_expr *arr = node_at(P, E_ARRAY, &open), *first = NULL;
-    if (!arr) return bs_oom(P->err);
+    if (!arr) return ctf__bs_oom(P->err);
     size_t parts = 0;
     bool split = false;
     for (;;) {
@@ -238,7 +238,7 @@ static int parse_paren(parser *P, bs_expr **out)
             split = true;
             TRY(advance(P));
         }
-        if (bs_is_op(&P->lx.cur, ")")) break;
+        if (ctf__bs_is_op(&P->lx.cur, ")")) break;
         if (parts && !split && !(P->lx.cur.line_initial && starts_operand(&P->lx.cur))) break;
         bs_expr *item = NULL;
         TRY(parse_expr(P, 0, &item));
@@ -247,7 +247,7 @@ static int parse_paren(parser *P, bs_expr **out)
         TRY(add_item(P, arr, item));
         split = false;
     }
-    if (!bs_is_op(&P->lx.cur, ")")) {
+    if (!ctf__bs_is_op(&P->lx.cur, ")")) {
         char what[96];
         snprintf(what, sizeof what, "')' to close the '(' opened on line %u", open.line);
         return expected(P, what);
@@ -274,43 +274,43 @@ static int parse_operand(parser *P, bs_expr **out)
     case T_BADINC:
         e = node_at(P, t.kind == T_NUM ? E_NUM : t.kind == T_STR ? E_STR : t.kind == T_SUBST ?
                        E_SUBST : t.kind == T_RAW ? E_RAW : E_BADINC, &t);
-        if (!e) return bs_oom(P->err);
+        if (!e) return ctf__bs_oom(P->err);
         e->s = t.s;
         e->n = t.n;
         e->num = t.num;
         TRY(advance(P));
         break;
     case T_ID:
-        if (bs_is_kw(&t, "true") || bs_is_kw(&t, "false")) {
-            if (!(e = node_at(P, E_BOOL, &t))) return bs_oom(P->err);
+        if (ctf__bs_is_kw(&t, "true") || ctf__bs_is_kw(&t, "false")) {
+            if (!(e = node_at(P, E_BOOL, &t))) return ctf__bs_oom(P->err);
             e->b = t.s[0] == 't';
             e->s = t.s;
             e->n = t.n;
             TRY(advance(P));
-        } else if (bs_is_kw(&t, "if")) {
+        } else if (ctf__bs_is_kw(&t, "if")) {
             bs_expr *c = NULL, *y = NULL, *n = NULL;
             TRY(advance(P));
             TRY(parse_expr(P, 0, &c));
-            if (!bs_is_kw(&P->lx.cur, "then")) return expected(P, "'then'");
+            if (!ctf__bs_is_kw(&P->lx.cur, "then")) return expected(P, "'then'");
             TRY(advance(P));
             TRY(parse_expr(P, 0, &y));
-            if (!bs_is_kw(&P->lx.cur, "else")) return expected(P, "'else'");
+            if (!ctf__bs_is_kw(&P->lx.cur, "else")) return expected(P, "'else'");
             TRY(advance(P));
             TRY(parse_expr(P, 0, &n));
-            if (!(e = node_at(P, E_IF, &t)) || bs_add_kid(P->a, e, c) || bs_add_kid(P->a, e, y) ||
-                bs_add_kid(P->a, e, n))
-                return bs_oom(P->err);
-        } else if (bs_is_kw(&t, "new")) {
+            if (!(e = node_at(P, E_IF, &t)) || ctf__bs_add_kid(P->a, e, c) || ctf__bs_add_kid(P->a, e, y) ||
+                ctf__bs_add_kid(P->a, e, n))
+                return ctf__bs_oom(P->err);
+        } else if (ctf__bs_is_kw(&t, "new")) {
             bs_expr *body = NULL;
             TRY(advance(P));
             if (P->lx.cur.kind != T_ID) return expected(P, "a class name after 'new'");
             bs_tok cls = P->lx.cur;
             TRY(advance(P));
             TRY(parse_operand(P, &body));
-            if (!(e = node_at(P, E_NEW, &t)) || bs_add_kid(P->a, e, body)) return bs_oom(P->err);
+            if (!(e = node_at(P, E_NEW, &t)) || ctf__bs_add_kid(P->a, e, body)) return ctf__bs_oom(P->err);
             e->s = cls.s;
             e->n = cls.n;
-        } else if (bs_is_kw(&t, "array")) {
+        } else if (ctf__bs_is_kw(&t, "array")) {
             bs_expr *from = NULL, *to = NULL, *fn = NULL;
             TRY(advance(P));
             TRY(expect_op(P, "["));
@@ -321,57 +321,57 @@ static int parse_operand(parser *P, bs_expr **out)
             TRY(expect_op(P, "("));
             TRY(parse_expr(P, 0, &fn));
             TRY(expect_op(P, ")"));
-            if (!(e = node_at(P, E_ARRAYFN, &t)) || bs_add_kid(P->a, e, from) ||
-                bs_add_kid(P->a, e, to) || bs_add_kid(P->a, e, fn))
-                return bs_oom(P->err);
+            if (!(e = node_at(P, E_ARRAYFN, &t)) || ctf__bs_add_kid(P->a, e, from) ||
+                ctf__bs_add_kid(P->a, e, to) || ctf__bs_add_kid(P->a, e, fn))
+                return ctf__bs_oom(P->err);
         } else if (!starts_operand(&t)) {
             return expected(P, "a value");
         } else {
-            if (!(e = node_at(P, E_ID, &t))) return bs_oom(P->err);
+            if (!(e = node_at(P, E_ID, &t))) return ctf__bs_oom(P->err);
             e->s = t.s;
             e->n = t.n;
             TRY(advance(P));
         }
         break;
     case T_PUNCT:
-        if (bs_is_op(&t, "(")) {
+        if (ctf__bs_is_op(&t, "(")) {
             TRY(enter(P, &t));
             TRY(parse_paren(P, &e));
             P->depth--;
             *out = e;
             return 0;
         }
-        if (bs_is_op(&t, "[") || bs_is_op(&t, "{")) {
+        if (ctf__bs_is_op(&t, "[") || ctf__bs_is_op(&t, "{")) {
             TRY(enter(P, &t));
-            if (!(e = node_at(P, E_DICT, &t))) return bs_oom(P->err);
+            if (!(e = node_at(P, E_DICT, &t))) return ctf__bs_oom(P->err);
             e->scope = P->scope;
             TRY(advance(P));
             TRY(parse_members(P, e, t.s[0] == '[' ? "]" : "}", &t));
             P->depth--;
             break;
         }
-        if (bs_is_op(&t, "[|")) {
+        if (ctf__bs_is_op(&t, "[|")) {
             TRY(enter(P, &t));
-            if (!(e = node_at(P, E_ARRAY, &t))) return bs_oom(P->err);
+            if (!(e = node_at(P, E_ARRAY, &t))) return ctf__bs_oom(P->err);
             TRY(advance(P));
-            while (!bs_is_op(&P->lx.cur, "|]")) {
+            while (!ctf__bs_is_op(&P->lx.cur, "|]")) {
                 bs_expr *item = NULL;
                 TRY(parse_expr(P, 0, &item));
-                if (bs_add_kid(P->a, e, item)) return bs_oom(P->err);
-                if (!bs_is_op(&P->lx.cur, ";")) break;
+                if (ctf__bs_add_kid(P->a, e, item)) return ctf__bs_oom(P->err);
+                if (!ctf__bs_is_op(&P->lx.cur, ";")) break;
                 TRY(advance(P));
             }
             TRY(expect_op(P, "|]"));
             P->depth--;
             break;
         }
-        if (bs_is_op(&t, "-") || bs_is_op(&t, "+") || bs_is_op(&t, "!")) {
+        if (ctf__bs_is_op(&t, "-") || ctf__bs_is_op(&t, "+") || ctf__bs_is_op(&t, "!")) {
             bs_expr *arg = NULL;
             TRY(enter(P, &t));
             TRY(advance(P));
             TRY(parse_expr(P, 90, &arg));
             P->depth--;
-            if (!(e = node_at(P, E_UNARY, &t)) || bs_add_kid(P->a, e, arg)) return bs_oom(P->err);
+            if (!(e = node_at(P, E_UNARY, &t)) || ctf__bs_add_kid(P->a, e, arg)) return ctf__bs_oom(P->err);
             e->s = t.s;
             e->n = 1;
             break;
@@ -395,12 +395,12 @@ static int infix_prec(const bs_tok *t)
         {".", 99}, {"[", 99}, {"(", 99}, {"{", 99}, {"*", 10}, {"/", 10}, {".*", 10},
         {"**", 10}, {"%", 10}, {"+", 9}, {"-", 9}, {"==", 8}, {"!=", 8}, {"<", 8}, {"<=", 8},
         {">", 8}, {">=", 8}, {"&&", 7}, {"||", 6}, {">>", 5}, {"<<", 5}, {":", 4}, {"=>", 0}};
-    if (bs_is_kw(t, "with")) return 9;
+    if (ctf__bs_is_kw(t, "with")) return 9;
     if (t->kind != T_PUNCT) return -1;
     /* A bracket that starts a line begins something new rather than indexing or calling. */
-    if (t->line_initial && (bs_is_op(t, "[") || bs_is_op(t, "(") || bs_is_op(t, "{"))) return -1;
+    if (t->line_initial && (ctf__bs_is_op(t, "[") || ctf__bs_is_op(t, "(") || ctf__bs_is_op(t, "{"))) return -1;
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
-        if (bs_is_op(t, ops[i].op)) return ops[i].prec;
+        if (ctf__bs_is_op(t, ops[i].op)) return ops[i].prec;
     return -1;
 }
 
@@ -417,61 +417,61 @@ static int parse_expr(parser *P, int min_prec, bs_expr **out)
         bs_tok op = P->lx.cur;
         int prec = infix_prec(&op);
         if (prec < 0 || prec < min_prec) break;
-        if (!bs_is_op(&op, ":") && ++chain > BS_MAX_CHAIN)
-            return bs_fail(P->err, op.src, op.line, op.col, "more than %d operators in one "
+        if (!ctf__bs_is_op(&op, ":") && ++chain > BS_MAX_CHAIN)
+            return ctf__bs_fail(P->err, op.src, op.line, op.col, "more than %d operators in one "
                            "expression", BS_MAX_CHAIN);
         bs_expr *e = node_at(P, E_BINARY, &first);
-        if (!e) return bs_oom(P->err);
+        if (!e) return ctf__bs_oom(P->err);
         e->beg = left->beg;
         e->s = op.s;
         e->n = op.n;
-        if (bs_is_op(&op, ".")) {
+        if (ctf__bs_is_op(&op, ".")) {
             TRY(advance(P));
             if (P->lx.cur.kind != T_ID) return expected(P, "a member name after '.'");
             e->kind = E_MEMBER;
             e->s = P->lx.cur.s;
             e->n = P->lx.cur.n;
-            if (bs_add_kid(P->a, e, left)) return bs_oom(P->err);
+            if (ctf__bs_add_kid(P->a, e, left)) return ctf__bs_oom(P->err);
             TRY(advance(P));
-        } else if (bs_is_op(&op, "=>")) {
+        } else if (ctf__bs_is_op(&op, "=>")) {
             bs_expr *params = node_at(P, E_ARRAY, &first), *body = NULL;
             if (left->kind != E_ID)
-                return bs_fail(P->err, op.src, op.line, op.col, "expected a parameter name "
+                return ctf__bs_fail(P->err, op.src, op.line, op.col, "expected a parameter name "
                                "before '=>'");
             TRY(advance(P));
             TRY(parse_expr(P, 0, &body));
             e->kind = E_LAMBDA;
-            if (!params || bs_add_kid(P->a, params, left) || bs_add_kid(P->a, e, params) ||
-                bs_add_kid(P->a, e, body))
-                return bs_oom(P->err);
-        } else if (bs_is_op(&op, "(") || bs_is_op(&op, "{")) {
+            if (!params || ctf__bs_add_kid(P->a, params, left) || ctf__bs_add_kid(P->a, e, params) ||
+                ctf__bs_add_kid(P->a, e, body))
+                return ctf__bs_oom(P->err);
+        } else if (ctf__bs_is_op(&op, "(") || ctf__bs_is_op(&op, "{")) {
             e->kind = E_CALL;
-            if (bs_add_kid(P->a, e, left)) return bs_oom(P->err);
+            if (ctf__bs_add_kid(P->a, e, left)) return ctf__bs_oom(P->err);
             TRY(parse_args(P, false, e));
-        } else if (bs_is_op(&op, "[")) {
+        } else if (ctf__bs_is_op(&op, "[")) {
             bs_expr *idx = NULL;
             TRY(advance(P));
             TRY(parse_expr(P, 0, &idx));
             TRY(expect_op(P, "]"));
             e->kind = E_INDEX;
-            if (bs_add_kid(P->a, e, left) || bs_add_kid(P->a, e, idx)) return bs_oom(P->err);
-        } else if (bs_is_op(&op, ":")) {
+            if (ctf__bs_add_kid(P->a, e, left) || ctf__bs_add_kid(P->a, e, idx)) return ctf__bs_oom(P->err);
+        } else if (ctf__bs_is_op(&op, ":")) {
             bs_expr *right = NULL;
             TRY(advance(P));
             TRY(parse_expr(P, prec + 1, &right));
             if (left->kind == E_ARRAY && left->b) {
-                if (bs_add_kid(P->a, left, right)) return bs_oom(P->err);
+                if (ctf__bs_add_kid(P->a, left, right)) return ctf__bs_oom(P->err);
                 finish(P, left);
                 continue;
             }
             e->kind = E_ARRAY;
             e->b = true; /* built by ':' (flattened when chained) */
-            if (bs_add_kid(P->a, e, left) || bs_add_kid(P->a, e, right)) return bs_oom(P->err);
+            if (ctf__bs_add_kid(P->a, e, left) || ctf__bs_add_kid(P->a, e, right)) return ctf__bs_oom(P->err);
         } else {
             bs_expr *right = NULL;
             TRY(advance(P));
             TRY(parse_expr(P, prec + 1, &right));
-            if (bs_add_kid(P->a, e, left) || bs_add_kid(P->a, e, right)) return bs_oom(P->err);
+            if (ctf__bs_add_kid(P->a, e, left) || ctf__bs_add_kid(P->a, e, right)) return ctf__bs_oom(P->err);
         }
         finish(P, e);
         left = e;
@@ -544,7 +544,7 @@ static int parse_value(parser *P, const bs_tok *name, bs_expr **out)
     P->err = P->lx.err = saved.err;
     if (rc != CTF_EINVAL || saved.lx.depth != P->lx.depth) {
         if (rc == CTF_EINVAL) *saved.err = tmp;
-        return rc == CTF_ENOMEM ? bs_oom(saved.err) : rc;
+        return rc == CTF_ENOMEM ? ctf__bs_oom(saved.err) : rc;
     }
     *P = saved;
     if (skip_ndl(P, &saved.lx)) {
@@ -552,8 +552,8 @@ static int parse_value(parser *P, const bs_tok *name, bs_expr **out)
         return CTF_EINVAL;
     }
     bs_expr *e = node_at(P, E_SKIPPED, &saved.lx.cur);
-    if (!e) return bs_oom(P->err);
-    TRY(bs_lex_next(&P->lx));
+    if (!e) return ctf__bs_oom(P->err);
+    TRY(ctf__bs_lex_next(&P->lx));
     *out = e;
     return 0;
 }
@@ -564,7 +564,7 @@ static int parse_value(parser *P, const bs_tok *name, bs_expr **out)
 static bool empty_value(const bs_tok *t, const char *closer)
 {
     if (!t->line_initial && t->kind != T_EOF) return false;
-    if (t->kind == T_EOF || (closer && bs_is_op(t, closer))) return true;
+    if (t->kind == T_EOF || (closer && ctf__bs_is_op(t, closer))) return true;
     if (t->kind != T_ID) return false;
     const char *p = t->end, *end = t->src->text + t->src->len;
     while (p < end && (*p == ' ' || *p == '\t')) p++;
@@ -576,16 +576,16 @@ static int parse_member(parser *P, bs_expr *dict, const char *closer)
     bs_tok name = P->lx.cur;
     bs_expr *def = node_at(P, E_DEF, &name), *params = NULL, *idx = NULL, *from = NULL,
             *to = NULL, *value = NULL;
-    if (!def) return bs_oom(P->err);
+    if (!def) return ctf__bs_oom(P->err);
     def->s = name.s;
     def->n = name.n;
     def->scope = dict;
     TRY(advance(P));
-    if (bs_is_op(&P->lx.cur, "[") && !P->lx.cur.line_initial) {
+    if (ctf__bs_is_op(&P->lx.cur, "[") && !P->lx.cur.line_initial) {
         TRY(advance(P));
         if (P->lx.cur.kind != T_ID) return expected(P, "an index name");
         bs_tok i = P->lx.cur;
-        if (!(idx = node_at(P, E_ID, &i))) return bs_oom(P->err);
+        if (!(idx = node_at(P, E_ID, &i))) return ctf__bs_oom(P->err);
         idx->s = i.s;
         idx->n = i.n;
         TRY(advance(P));
@@ -595,11 +595,11 @@ static int parse_member(parser *P, bs_expr *dict, const char *closer)
         TRY(parse_expr(P, 0, &to));
         TRY(expect_op(P, "]"));
     }
-    if ((bs_is_op(&P->lx.cur, "(") || bs_is_op(&P->lx.cur, "{")) && !P->lx.cur.line_initial) {
-        if (!(params = node_at(P, E_ARRAY, &P->lx.cur))) return bs_oom(P->err);
+    if ((ctf__bs_is_op(&P->lx.cur, "(") || ctf__bs_is_op(&P->lx.cur, "{")) && !P->lx.cur.line_initial) {
+        if (!(params = node_at(P, E_ARRAY, &P->lx.cur))) return ctf__bs_oom(P->err);
         TRY(parse_args(P, true, params));
     }
-    if (!bs_is_op(&P->lx.cur, "=")) {
+    if (!ctf__bs_is_op(&P->lx.cur, "=")) {
         char what[96];
         snprintf(what, sizeof what, "'=' after '%.*s'", (int)CTF_MIN(name.n, 40), name.s);
         return expected(P, what);
@@ -608,34 +608,34 @@ static int parse_member(parser *P, bs_expr *dict, const char *closer)
     TRY(advance(P));
     if (empty_value(&P->lx.cur, closer)) {
         /* CNTK's older syntax: `name =` with nothing after it on the line is the empty string. */
-        if (!(value = node_at(P, E_STR, &eq))) return bs_oom(P->err);
+        if (!(value = node_at(P, E_STR, &eq))) return ctf__bs_oom(P->err);
         value->s = "";
     } else {
         TRY(parse_value(P, &name, &value));
     }
     if (params) {
         bs_expr *fn = node_at(P, E_LAMBDA, &name);
-        if (!fn || bs_add_kid(P->a, fn, params) || bs_add_kid(P->a, fn, value))
-            return bs_oom(P->err);
+        if (!fn || ctf__bs_add_kid(P->a, fn, params) || ctf__bs_add_kid(P->a, fn, value))
+            return ctf__bs_oom(P->err);
         fn->b = true; /* written as f(x) = ...: a function definition, not a value */
         value = fn;
     }
     if (idx) {
         bs_expr *fn = node_at(P, E_LAMBDA, &name), *arr = node_at(P, E_ARRAYFN, &name),
                 *ps = node_at(P, E_ARRAY, &name);
-        if (!fn || !arr || !ps || bs_add_kid(P->a, ps, idx) || bs_add_kid(P->a, fn, ps) ||
-            bs_add_kid(P->a, fn, value) || bs_add_kid(P->a, arr, from) ||
-            bs_add_kid(P->a, arr, to) || bs_add_kid(P->a, arr, fn))
-            return bs_oom(P->err);
+        if (!fn || !arr || !ps || ctf__bs_add_kid(P->a, ps, idx) || ctf__bs_add_kid(P->a, fn, ps) ||
+            ctf__bs_add_kid(P->a, fn, value) || ctf__bs_add_kid(P->a, arr, from) ||
+            ctf__bs_add_kid(P->a, arr, to) || ctf__bs_add_kid(P->a, arr, fn))
+            return ctf__bs_oom(P->err);
         value = arr;
     }
-    if (bs_add_kid(P->a, def, value) || bs_add_kid(P->a, dict, def)) return bs_oom(P->err);
+    if (ctf__bs_add_kid(P->a, def, value) || ctf__bs_add_kid(P->a, dict, def)) return ctf__bs_oom(P->err);
     const bs_tok *t = &P->lx.cur;
-    if (bs_is_op(t, ";")) return advance(P);
-    if (t->line_initial || t->kind == T_EOF || (closer && bs_is_op(t, closer))) return 0;
-    if (bs_is_op(t, "]") || bs_is_op(t, "}") || bs_is_op(t, ")")) return 0; /* caller reports */
-    if (bs_is_op(t, "=") && value->kind == E_ID)
-        return bs_fail(P->err, value->src, value->line, value->col, "expected a value after "
+    if (ctf__bs_is_op(t, ";")) return advance(P);
+    if (t->line_initial || t->kind == T_EOF || (closer && ctf__bs_is_op(t, closer))) return 0;
+    if (ctf__bs_is_op(t, "]") || ctf__bs_is_op(t, "}") || ctf__bs_is_op(t, ")")) return 0; /* caller reports */
+    if (ctf__bs_is_op(t, "=") && value->kind == E_ID)
+        return ctf__bs_fail(P->err, value->src, value->line, value->col, "expected a value after "
                        "'%.*s =', found the definition of '%.*s'", (int)CTF_MIN(name.n, 40),
                        name.s, (int)CTF_MIN(value->n, 40), value->s);
     char what[96];
@@ -650,11 +650,11 @@ static int parse_members(parser *P, bs_expr *dict, const char *closer, const bs_
     P->scope = dict;
     for (;;) {
         const bs_tok *t = &P->lx.cur;
-        if (bs_is_op(t, ";")) {
+        if (ctf__bs_is_op(t, ";")) {
             TRY(advance(P));
             continue;
         }
-        if (closer && bs_is_op(t, closer)) {
+        if (closer && ctf__bs_is_op(t, closer)) {
             TRY(advance(P));
             break;
         }
@@ -664,16 +664,16 @@ static int parse_members(parser *P, bs_expr *dict, const char *closer, const bs_
         }
         if (t->kind == T_BADINC) {
             bs_expr *b = node_at(P, E_BADINC, t);
-            if (!b) return bs_oom(P->err);
+            if (!b) return ctf__bs_oom(P->err);
             b->s = t->s;
             b->n = t->n;
-            if (bs_add_kid(P->a, dict, b)) return bs_oom(P->err);
+            if (ctf__bs_add_kid(P->a, dict, b)) return ctf__bs_oom(P->err);
             TRY(advance(P));
             continue;
         }
         if (!closer && t->kind == T_EOF) break;
-        if (closer && (t->kind == T_EOF || bs_is_op(t, "]") || bs_is_op(t, "}") ||
-                       bs_is_op(t, ")"))) {
+        if (closer && (t->kind == T_EOF || ctf__bs_is_op(t, "]") || ctf__bs_is_op(t, "}") ||
+                       ctf__bs_is_op(t, ")"))) {
             char what[96];
             snprintf(what, sizeof what, "'%s' to close the block opened on line %u", closer,
                      open->line);
@@ -694,8 +694,8 @@ static int parse_members(parser *P, bs_expr *dict, const char *closer, const bs_
 static const char *resolve(void *ctx, const char *name, size_t n, size_t *len)
 {
     parser *P = ctx;
-    const bs_expr *d = bs_dict_find(P->overrides, name, n, true);
-    if (!d) d = bs_lookup(P->scope, name, n, true, NULL, NULL);
+    const bs_expr *d = ctf__bs_dict_find(P->overrides, name, n, true);
+    if (!d) d = ctf__bs_lookup(P->scope, name, n, true, NULL, NULL);
     if (!d || !d->nkids) return NULL;
     const bs_expr *v = d->kids[0];
     if (v->kind != E_STR && v->kind != E_RAW && v->kind != E_NUM && v->kind != E_ID) return NULL;
@@ -706,34 +706,34 @@ static const char *resolve(void *ctx, const char *name, size_t n, size_t *len)
 static void parser_init(parser *P, bs_arena *a, const bs_src *src, ctf_error *err)
 {
     memset(P, 0, sizeof *P);
-    bs_lex_init(&P->lx, a, src, err);
+    ctf__bs_lex_init(&P->lx, a, src, err);
     P->a = a;
     P->err = err;
     P->lx.resolve = resolve;
     P->lx.resolve_ctx = P;
 }
 
-int bs_parse_file(bs_arena *a, const bs_src *src, const bs_expr *overrides, bs_expr **out,
+int ctf__bs_parse_file(bs_arena *a, const bs_src *src, const bs_expr *overrides, bs_expr **out,
                   ctf_error *err)
 {
     parser P;
     parser_init(&P, a, src, err);
     P.overrides = overrides;
-    bs_expr *root = bs_new(a, E_DICT, src, 1, 1);
-    if (!root) return bs_oom(err);
-    TRY(bs_lex_next(&P.lx));
+    bs_expr *root = ctf__bs_new(a, E_DICT, src, 1, 1);
+    if (!root) return ctf__bs_oom(err);
+    TRY(ctf__bs_lex_next(&P.lx));
     TRY(parse_members(&P, root, NULL, NULL));
     *out = root;
     return 0;
 }
 
-int bs_parse_value(bs_arena *a, const bs_src *src, bs_expr *scope, bs_expr **out,
+int ctf__bs_parse_value(bs_arena *a, const bs_src *src, bs_expr *scope, bs_expr **out,
                    ctf_error *err)
 {
     parser P;
     parser_init(&P, a, src, err);
     P.scope = scope;
-    TRY(bs_lex_next(&P.lx));
+    TRY(ctf__bs_lex_next(&P.lx));
     TRY(parse_expr(&P, 0, out));
     if (P.lx.cur.kind != T_EOF) return expected(&P, "the end of the value");
     return 0;

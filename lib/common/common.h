@@ -1,0 +1,156 @@
+/*
+ * common.h -- what every layer of lib/ shares (prefix ctf__): allocation macros, assertions,
+ * error records (error.c), files and threads (platform.c) and number conversion (number.c).
+ * Nothing here is part of the public API, and nothing here knows a later stage.
+ *
+ * The layers of lib/, each a folder with its own header; a folder calls only folders to its
+ * left (tests/c/test_layers.c checks this on the library's symbols):
+ *   common <- format (index, parse) <- source (corpus, joins) <- reader (randomize, prefetch,
+ *   pack, timeline, state); config (BrainScript, the configuration record) sits beside format
+ *   and is used by source and reader; convert (other formats into CTF) uses common.
+ */
+#ifndef CTFIO_COMMON_H
+#define CTFIO_COMMON_H
+
+#include "ctfio.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*======================================================================
+ * Allocation: every allocation in lib/ goes through these macros, so that tests can fail
+ * the k-th allocation (SQLite-style fault injection) and count live blocks.
+ *====================================================================*/
+
+#ifdef CTF_TESTING
+/* The allocator hook, compiled only in test builds (-DCTF_TESTING: the C tests, the fuzz
+ * driver, the sanitizer and portable builds); the release library has no counters.
+ * fail_at: if > 0, the allocation with that 1-based count fails (and every later one while
+ * fail_sticky). */
+typedef struct ctf__alloc_hooks {
+    atomic_long count;        /* allocations attempted so far */
+    atomic_long live;         /* blocks allocated and not yet freed */
+    long fail_at;             /* fail the allocation with this count (0: never) */
+    bool fail_sticky;         /* keep failing after fail_at */
+} ctf__alloc_hooks;
+extern ctf__alloc_hooks ctf__alloc;
+#endif
+
+void *ctf__malloc(size_t n);
+void *ctf__calloc(size_t n, size_t size);
+void *ctf__realloc(void *p, size_t n);
+void ctf__free(void *p);
+char *ctf__strdup(const char *s);
+
+#define CTF_MALLOC(n) ctf__malloc(n)
+#define CTF_CALLOC(n, s) ctf__calloc((n), (s))
+#define CTF_REALLOC(p, n) ctf__realloc((p), (n))
+#define CTF_FREE(p) ctf__free(p)
+
+/* Grows *buf (element size elt) so that it holds at least need elements; doubles capacity.
+ * @return : 0 or CTF_ENOMEM (the old buffer stays valid). */
+int ctf__grow(void **buf, size_t *cap, size_t need, size_t elt);
+
+/*======================================================================
+ * Assertions: for invariants the code has proved, never for input validation.
+ *====================================================================*/
+#ifdef CTF_DEBUG
+#include <assert.h>
+#define CTF_ASSERT(x) assert(x)
+#else
+#define CTF_ASSERT(x) ((void)0)
+#endif
+
+#define CTF_UNUSED(x) ((void)(x))
+#if defined(__GNUC__)
+#define CTF_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define CTF_PREFETCH(p) ((void)(p))
+#endif
+#define CTF_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define CTF_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/*======================================================================
+ * Errors (error.c)
+ *====================================================================*/
+
+/* Where a problem is. line/column 0 and offset -1 mean unknown. */
+typedef struct ctf__where {
+    const char *path;
+    uint64_t line;
+    uint64_t column;
+    int64_t offset;
+} ctf__where;
+
+#define CTF__NOWHERE ((ctf__where){NULL, 0, 0, -1})
+
+/* Fills err (if not NULL) with code, location and a printf-style message.
+ * @return : code, so that `return ctf__fail(...)` reads naturally. */
+int ctf__fail(ctf_error *err, int code, ctf__where where, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+int ctf__vfail(ctf_error *err, int code, ctf__where where, const char *fmt, va_list ap);
+
+/* Clears an error record to CTF_OK. */
+void ctf__error_clear(ctf_error *err);
+
+/*======================================================================
+ * Platform (platform.c): files, threads.
+ *====================================================================*/
+
+typedef struct ctf__file_id {
+    uint64_t size;        /* bytes */
+    int64_t mtime_ns;     /* modification time in nanoseconds since the epoch */
+    uint64_t inode;       /* inode number (detects replacement by rename) */
+} ctf__file_id;
+
+/* Stats a path. @return : 0 or CTF_EIO with err naming the path. */
+int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err);
+
+/* Opens for reading. @return : fd >= 0, or CTF_EIO with err filled. */
+int ctf__file_open(const char *path, ctf_error *err);
+void ctf__file_close(int fd);
+
+/* fopen for the library's own small files (index cache, configuration): opens without
+ * blocking; a read refuses anything that is not a regular file (a FIFO, a device, a directory:
+ * errno EINVAL). Writing creates or truncates. @return : the stream, or NULL with errno set. */
+FILE *ctf__fopen_regular(const char *path, bool for_write);
+
+/* Reads exactly n bytes at offset (retrying short reads); a read past the end is CTF_ECHANGED.
+ * @return : 0, CTF_EIO or CTF_ECHANGED with err naming path. */
+int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offset,
+                    ctf_error *err);
+
+#ifdef CTF_TESTING
+/* I/O fault injection, test builds only: when > 0, the pread with that 1-based count fails
+ * with EIO. */
+extern atomic_long ctf__io_fail_at;
+extern atomic_long ctf__io_count;
+/* The pread with count ctf__io_short_at returns half of what was asked (a legal short read);
+ * the one with count ctf__io_eof_at returns 0 (the file ended under the read). */
+extern atomic_long ctf__io_short_at;
+extern atomic_long ctf__io_eof_at;
+#endif
+
+/*======================================================================
+ * Number conversion (number.c)
+ *====================================================================*/
+
+/* ctf__parse_double / ctf__parse_float:
+ * Parses one number at p (p < end) in the CTF grammar (rules 1.6):
+ *   [+-] digits [ . digits* ] [ (e|E) [+-] digits ]
+ * ('45.' is valid; '.5', '1.e5', '1e', 'inf', 'nan', hex are not). The result is correctly
+ * rounded to the target type (bit-for-bit equal to strtod / strtof on the same text).
+ * The number ends at the first byte that cannot continue it; the caller checks that this byte
+ * is a delimiter.
+ * @return : pointer just past the number, or NULL if no valid number starts at p. Out-of-range
+ *           magnitudes give +-inf / 0 like strtod (the caller decides whether that is an error). */
+const char *ctf__parse_double(const char *p, const char *end, double *out);
+const char *ctf__parse_float(const char *p, const char *end, float *out);
+
+#endif /* CTFIO_COMMON_H */
