@@ -69,14 +69,16 @@ $(P)/lib/%.o: lib/%.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 -c $< -o $@
 
+# Each archive is made anew: `ar r` never drops a member, so an object of a source that was
+# removed or moved would stay in it (test_hygiene.c checks one member per source).
 $(B)/libctfio.a: $(LIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 $(T)/libctfio.a: $(TLIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 $(S)/libctfio.a: $(SLIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 $(P)/libctfio.a: $(PLIB_OBJ)
-	ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $^
 $(P)/ctfio: $(CLI_SRC) $(CLI_HDR) $(P)/libctfio.a $(LIB_HDR)
 	$(CC) $(CFLAGS_TST) -DCTF_NO_SSE2 $(CLI_SRC) $(P)/libctfio.a -o $@ $(LDLIBS)
 $(P)/ctfio_tests: $(TEST_SRC) $(wildcard tests/c/*.h) $(P)/libctfio.a $(B)/libctfio.a $(LIB_HDR)

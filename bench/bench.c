@@ -1,6 +1,7 @@
 /*
- * bench/bench.c -- throughput and memory benchmarks of ctfio (indexing, parsing, the reader, memory), all in one process
- * per data file so that every ratio compares numbers taken in the same run.
+ * bench/bench.c -- throughput and memory benchmarks of ctfio (indexing, parsing, the reader,
+ * memory), all in one process per data file so that every ratio compares numbers taken in the
+ * same run.
  *
  * BENCH_BEFORE builds it against a library from before the two-level index (bench/mem.py's
  * "before" column: the same measurements on the older code).

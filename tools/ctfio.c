@@ -62,7 +62,8 @@ static const char usage_text[] =
     "  --count M        stop after M minibatches (M sequences without --mb)\n"
     "  --workers N --rank R        this worker's share of each global minibatch\n"
     "  --max-samples N | --max-sweeps N   end of data (default: endless with --mb)\n"
-    "  --truncation-length T        truncated BPTT: max(1, K div T) parallel slots, T samples each\n"
+    "  --truncation-length T        truncated BPTT: max(1, K div T) parallel slots, T samples "
+    "each\n"
     "  --state          print the checkpoint state after each minibatch ('state {...}')\n"
     "  --restore STATE  start from a saved state (JSON text, or @FILE)\n"
     "  --line           add the first line number to each sequence (file-order dump)\n";
@@ -123,7 +124,8 @@ static void parse_input_spec(opts *o, const char *spec)
     o->stream_specs[o->num_streams] = s;
     char *name = strtok(s, ":"), *dim = strtok(NULL, ":"), *fmt = strtok(NULL, ":"),
          *alias = strtok(NULL, ":");
-    if (!name || !dim || !fmt) usage_error("--input %s: expected NAME:DIM:dense|sparse[:ALIAS]", spec);
+    if (!name || !dim || !fmt)
+        usage_error("--input %s: expected NAME:DIM:dense|sparse[:ALIAS]", spec);
     ctf_stream_def *d = &o->streams[o->num_streams++];
     d->name = name;
     d->alias = alias;
@@ -161,7 +163,8 @@ static void parse_args(opts *o, int argc, char **argv)
         } else if (!strcmp(a, "--config")) o->config_file = NEXT();
         else if (!strcmp(a, "--section")) o->section = NEXT();
         else if (!strcmp(a, "--file")) {
-            if (o->num_files == MAX_FILE_ARGS) usage_error("--file: too many (%s); use a pattern", a);
+            if (o->num_files == MAX_FILE_ARGS)
+                usage_error("--file: too many (%s); use a pattern", a);
             o->files[o->num_files++] = NEXT();
         }
         else if (!strcmp(a, "--input")) parse_input_spec(o, NEXT());
@@ -180,9 +183,12 @@ static void parse_args(opts *o, int argc, char **argv)
         else if (!strcmp(a, "--defines-mb-size")) o->mb_stream = NEXT();
         else if (!strcmp(a, "--threads")) o->threads = NEXT();
         else if (!strcmp(a, "--prefetch")) o->prefetch = NEXT();
-        else if (!strcmp(a, "--mb")) { o->mb = parse_u64_arg("--mb", NEXT()); o->have_mb = true; }
-        else if (!strcmp(a, "--count")) { o->count = parse_u64_arg("--count", NEXT()); o->have_count = true; }
-        else if (!strcmp(a, "--workers")) o->workers = NEXT();
+        else if (!strcmp(a, "--mb")) { o->mb = parse_u64_arg("--mb", NEXT()); o->have_mb = true;
+        } else if (!strcmp(a, "--count")) {
+            o->count = parse_u64_arg("--count", NEXT());
+            o->have_count = true;
+        } else if (!strcmp(a, "--workers"))
+            o->workers = NEXT();
         else if (!strcmp(a, "--rank")) o->rank = NEXT();
         else if (!strcmp(a, "--max-samples")) o->max_samples = NEXT();
         else if (!strcmp(a, "--max-sweeps")) o->max_sweeps = NEXT();
@@ -302,7 +308,8 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
     cfg->log_user = lc;
     if (!cfg->path && !cfg->num_paths)
         usage_error("no data file: give --config FILE or --file PATH%s", "");
-    if (!cfg->num_streams) usage_error("no inputs: give --config FILE or --input NAME:DIM:FORMAT%s", "");
+    if (!cfg->num_streams)
+        usage_error("no inputs: give --config FILE or --input NAME:DIM:FORMAT%s", "");
     if (ctf_config_validate(cfg, &err)) return die_error(&err);
     return 0;
 }
@@ -367,7 +374,8 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
         info = sum;
         printf("total:\n");
     }
-    printf("bytes: %" PRIu64 "\nlines: %" PRIu64 "\nsequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nchunks: %" PRIu64 "\n",
+    printf("bytes: %" PRIu64 "\nlines: %" PRIu64 "\nsequences: %" PRIu64 "\nindex samples: %" PRIu64
+           "\nchunks: %" PRIu64 "\n",
            info.file_size, info.lines, info.sequences, info.samples, info.chunks);
     /* Every deserializer's streams: the primary's, then each joined one's (stats order). */
     size_t total = cfg->num_streams;
@@ -409,8 +417,8 @@ static int cmd_check(ctf_config *cfg)
 }
 
 /* The distribution of sequence lengths (index samples) as a text histogram: power-of-two
- * buckets from the shortest to the longest sequence of every file, a bar of up to 40 '#' each (at least one
- * for a non-empty bucket, so that no length present is hidden). */
+ * buckets from the shortest to the longest sequence of every file, a bar of up to 40 '#' each (at
+ * least one for a non-empty bucket, so that no length present is hidden). */
 static void print_length_histogram(const ctf_reader *r)
 {
     uint64_t hist[65] = {0}, total = 0, lo = UINT64_MAX, hi = 0, sequences = 0;
@@ -507,7 +515,8 @@ static int cmd_index(ctf_config *cfg)
     ctf_index_get_info(idx, &info);
     printf("index cache: %s (%s)\n", ctf_index_cache_path(cfg->path, cpath, sizeof cpath),
            info.from_cache ? "valid, loaded" : "built");
-    printf("sequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nlines: %" PRIu64 "\nchunks: %" PRIu64 "\n",
+    printf("sequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nlines: %" PRIu64
+           "\nchunks: %" PRIu64 "\n",
            info.sequences, info.samples, info.lines, info.chunks);
     ctf_index_free(idx);
     return 0;

@@ -1,7 +1,7 @@
 /*
  * platform.c -- the POSIX layer: file identity (size, nanosecond mtime, inode), whole reads at an
- * offset, and (test builds only) the I/O fault-injection counters of the reliability tests. Threads use
- * pthreads directly through platform.h-style wrappers in prefetch.c.
+ * offset, and (test builds only) the I/O fault-injection counters of the reliability tests.
+ * Threads use pthreads directly through platform.h-style wrappers in prefetch.c.
  */
 
 #include "common/common.h"

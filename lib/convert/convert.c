@@ -76,7 +76,8 @@ static int lines_rewind(lines *L, ctf_error *err)
     return 0;
 }
 
-/* Next line without its "\n" (and "\r"). @return : 1 with *line and *n set, 0 at the end, <0 error. */
+/* Next line without its "\n" (and "\r").
+ * @return : 1 with *line and *n set, 0 at the end, <0 error. */
 static int lines_next(lines *L, const char **line, size_t *n, ctf_error *err)
 {
     for (;;) {
@@ -615,7 +616,8 @@ int ctf_convert_file(const char *in_path, const char *out_path, const ctf_conver
     ctf_convert_result *r = result ? result : &dummy;
     memset(r, 0, sizeof *r);
     if (!in_path || !out_path || !opt)
-        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "convert: input, output and options are required");
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                         "convert: input, output and options are required");
     if (opt->format != CTF_CONVERT_LIBSVM && opt->format != CTF_CONVERT_CSV)
         return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "convert: unknown format %d",
                          (int)opt->format);

@@ -834,7 +834,8 @@ static const char *state_file(void)
 }
 
 /* A valid state of the state target's reader (with truncated BPTT or not) after num_minibatches
- * minibatches of 2 samples (5 with BPTT: several slots, some mid-sequence) (the regression driver adds a few to its corpus).
+ * minibatches of 2 samples (5 with BPTT: several slots, some mid-sequence); the regression
+ * driver adds a few to its corpus.
  * @return : its length, or 0. */
 int ctf_fuzz_state_example(uint64_t num_minibatches, bool bptt, char *buf, size_t cap)
 {
