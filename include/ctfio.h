@@ -164,6 +164,10 @@ typedef struct ctf_join_def {
 #define CTF_DEFAULT_CHUNK_SIZE_BYTES 33554432u
 #define CTF_DEFAULT_WINDOW_CHUNKS 128u
 
+/* Progress of a long operation: work done so far and the total, in bytes (indexing: see
+ * ctf_config.progress; conversion: ctf_convert_options.progress). A non-zero return cancels. */
+typedef int (*ctf_progress_fn)(void *user, uint64_t done, uint64_t total);
+
 /* The reader configuration. Fill it with ctf_config_init(), then set fields. Adding a field:
  * update ctf_config_init, the validation and the fingerprint in state.c, the BrainScript keys
  * in config.c, the CLI flags in tools/ctfio.c and the keyword parsing of the Python extension. */
@@ -201,6 +205,11 @@ typedef struct ctf_config {
                                        * 2 * num_threads + 2) */
     ctf_log_fn log;                   /* warning/info sink; NULL = no logging */
     void *log_user;                   /* passed to log */
+    /* Indexing a file by scanning it (no usable index cache) reports its progress here, on the
+     * calling thread: bytes scanned and bytes to scan, per file. A non-zero return cancels the
+     * open (CTF_EINVAL, "indexing cancelled"). NULL: none. Not part of the fingerprint. */
+    ctf_progress_fn progress;
+    void *progress_user;              /* passed to progress */
 } ctf_config;
 
 /* ctf_config_init(cfg):
@@ -311,6 +320,10 @@ typedef struct ctf_index_info {
     /* Bytes the index holds in memory: its chunk table (a few dozen bytes per chunk) and its
      * options; a chunk's sequence records are re-made when a chunk is read, not kept. */
     uint64_t index_bytes;
+    /* Sequences whose id was already used by lines before other ids (rules 1.5: CNTK's
+     * documentation calls such a file invalid; ctfio reads them as separate sequences, warns
+     * once per file and counts every one here). */
+    uint64_t repeated_ids;
 } ctf_index_info;
 
 /* ctf_index_build(cfg, out, err):
@@ -333,6 +346,42 @@ char *ctf_index_cache_path(const char *data_path, char *buf, size_t cap);
 
 /* ctf_index_free(idx): NULL is a no-op. */
 void ctf_index_free(ctf_index *idx);
+
+/*======================================================================
+ * CNTK's binary format (CBF; docs/cbf.md)
+ *
+ * A reader opens a CBF file (written by CNTK's ctf2bin.py or `ctfio convert cbf`) wherever it
+ * opens a CTF file: the file is recognised by its magic number. Its streams are found by alias
+ * (else name) among the file's; kind and dimension must match the file's, and the precision its
+ * element type. A sequence's key is its number in the file.
+ *====================================================================*/
+
+/* ctf_cbf_streams(path, streams, num_streams, precision, err):
+ * The streams a CBF file holds, in file order (name, dim, is_sparse; alias NULL), and the
+ * precision of its first stream (precision may be NULL). Free with ctf_cbf_streams_free.
+ * @return : 0, or CTF_EPARSE (not a valid CBF file), CTF_EIO, CTF_ENOMEM. */
+int ctf_cbf_streams(const char *path, ctf_stream_def **streams, size_t *num_streams,
+                    ctf_precision *precision, ctf_error *err);
+void ctf_cbf_streams_free(ctf_stream_def *streams, size_t num_streams);
+
+typedef struct ctf_cbf_write_result {
+    uint64_t sequences;      /* sequences written */
+    uint64_t samples;        /* their lengths' sum (a sequence: its longest stream) */
+    uint64_t nonzeros;       /* sparse entries written */
+    uint64_t chunks;         /* CBF chunks written */
+    uint64_t bytes_written;  /* the output's size */
+} ctf_cbf_write_result;
+
+/* ctf_cbf_write(cfg, out_path, chunk_size, precision, result, err):
+ * Writes the CTF file cfg describes (path, or paths with one file; streams; skipSequenceIds,
+ * frameMode) as the CBF file out_path: the streams under their names, in cfg's order, values
+ * stored at `precision`, chunks of about chunk_size bytes (each closed once it holds that
+ * much). The sequences and values are those a reader of cfg delivers; input with an error is
+ * refused (its first error). Written to OUT.part and renamed; out_path must not be the input.
+ * result may be NULL. @return : 0, CTF_EINVAL, CTF_EIO, CTF_EPARSE, CTF_ELIMIT, CTF_ENOMEM,
+ * CTF_ECHANGED (the input changed meanwhile). */
+int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_size,
+                  ctf_precision precision, ctf_cbf_write_result *result, ctf_error *err);
 
 /*======================================================================
  * Reader
@@ -366,6 +415,89 @@ const ctf_error *ctf_reader_error(const ctf_reader *reader);
 
 /* ctf_reader_get_stats(reader, stats): counters since open. */
 void ctf_reader_get_stats(const ctf_reader *reader, ctf_stats *stats);
+
+/* Where a reader's time goes: counters per stage, always on (ctf_reader_get_perf). Times are
+ * nanoseconds of a monotonic clock; bytes are bytes. The consumer is the thread that calls
+ * ctf_reader_next: elapsed_ns = next_ns + consumer_ns, and next_ns = wait_ns + pack_ns +
+ * cut_ns. The load stages (read, rescan, parse) add up over every thread that loads, the
+ * prefetch threads' and the consumer's own loads. New fields are only ever added at the end:
+ * a caller passes the size of the struct it was compiled with. */
+typedef struct ctf_perf {
+    /* The consumer. */
+    uint64_t elapsed_ns;      /* from the first ctf_reader_next call to the last return */
+    uint64_t next_calls;
+    uint64_t next_ns;         /* inside ctf_reader_next */
+    uint64_t consumer_ns;     /* between calls: the caller's own work (training) */
+    uint64_t wait_ns;         /* blocked for chunk data: waiting for a prefetch thread's load,
+                               * or loading the chunk on its own thread */
+    uint64_t waits;           /* times it blocked */
+    uint64_t cut_ns;          /* the rest of ctf_reader_next: the timeline's cut, the sweep's
+                               * order and the sequence records it looks up */
+    uint64_t cut_sequences;   /* sequences cut from the timeline (every worker's share) */
+    uint64_t cut_samples;     /* index samples the timeline advanced */
+    uint64_t pack_ns;         /* copying the picked sequences into minibatches (and the
+                               * request's last steps: dropping passed chunks, the look-ahead) */
+    uint64_t pack_bytes;      /* bytes delivered: values, indices, offsets */
+    uint64_t minibatches;
+    /* Opening. */
+    uint64_t open_ns;         /* ctf_reader_open, indexing included */
+    uint64_t index_ns;        /* building or loading every file's index */
+    uint64_t index_bytes;     /* bytes scanned to index (0 for an index from its cache) */
+    uint64_t index_cache_hits;   /* files whose index came from the index cache */
+    uint64_t index_cache_misses; /* files scanned while cache_index was on */
+    /* Loading chunks, every thread. */
+    uint64_t read_ns;         /* reading chunk bytes */
+    uint64_t read_bytes;
+    uint64_t reads;           /* read calls (one per block of a chunk) */
+    uint64_t rescan_ns;       /* re-making a chunk's sequence records from its bytes */
+    uint64_t parse_ns;        /* parsing values */
+    uint64_t parse_bytes;     /* bytes of the chunks parsed to the end */
+    uint64_t load_ns;         /* whole loads (the three above and their bookkeeping) */
+    uint64_t chunks_loaded;   /* loads completed or failed */
+    uint64_t chunks_evicted;  /* parsed chunks the cache let go of */
+    uint64_t chunks_resident; /* parsed chunks held now (as ctf_stats) */
+    /* Stages other back ends add (0 where they are absent). */
+    uint64_t chunk_cache_hits;   /* chunks served from a binary chunk cache */
+    uint64_t chunk_cache_misses; /* chunks that cache had to build */
+    uint64_t remote_requests;    /* requests to a remote object store */
+    uint64_t remote_retries;
+    uint64_t remote_bytes;
+    uint64_t num_threads;     /* prefetch threads */
+    uint64_t prefetch_chunks; /* chunks loaded ahead at most (the resolved setting) */
+} ctf_perf;
+
+/* ctf_reader_get_perf(reader, perf, size):
+ * Fills the first `size` bytes of perf (pass sizeof(ctf_perf)); a size larger than the
+ * library's struct fills the library's part and zeroes the rest. The counters of every
+ * thread are summed at the call; the reader's threads keep counting meanwhile.
+ * @return : the number of bytes the library knows (its sizeof(ctf_perf)). */
+size_t ctf_reader_get_perf(const ctf_reader *reader, ctf_perf *perf, size_t size);
+
+/* The stage that limits a reader's throughput, named by ctf_perf_verdict. */
+typedef enum ctf_stage {
+    CTF_STAGE_NONE = 0,     /* nothing read yet, or too little to tell */
+    CTF_STAGE_CONSUMER = 1, /* the caller: the reader waits for it */
+    CTF_STAGE_READ = 2,     /* the consumer waits for chunk reads (storage) */
+    CTF_STAGE_PARSE = 3,    /* ... for parsing (and re-making sequence records) */
+    CTF_STAGE_CUT = 4,      /* the timeline's cut and record look-ups */
+    CTF_STAGE_PACK = 5,     /* copying into minibatches */
+    CTF_STAGE_OPEN = 6,     /* opening (indexing) took longer than all the reading since */
+} ctf_stage;
+
+typedef struct ctf_verdict {
+    ctf_stage stage;
+    const char *stage_name; /* "consumer", "read", "parse", "cut", "pack", "open", "none" */
+    double share;           /* the stage's share of the consumer's elapsed time (open: of
+                             * open + elapsed), 0..1 */
+    char text[320];         /* one line: what limits, its share, what to change */
+} ctf_verdict;
+
+/* ctf_perf_verdict(perf, size, out):
+ * Names the stage that limits throughput from counters of ctf_reader_get_perf (size: as
+ * passed there), with its share of the consumer's time and the setting to change, e.g.
+ * "waiting for parse: 71% of the consumer's time; raise num_threads (now 2)" or "the consumer
+ * is the bottleneck: the reader is idle 80% of the time". The rule is in docs/performance.md. */
+void ctf_perf_verdict(const ctf_perf *perf, size_t size, ctf_verdict *out);
 
 /* ctf_reader_samples_per_sweep(reader): index samples in one sweep of all the data (every file
  * of a corpus; for joined deserializers the joined sequences), the checkpoint's
@@ -479,9 +611,9 @@ typedef enum ctf_convert_format {
     CTF_CONVERT_CSV = 2,    /* delimited numeric columns, some of them labels */
 } ctf_convert_format;
 
-/* Progress: bytes of input processed so far (over all passes) and the total (file size times
- * the number of passes). A non-zero return cancels the conversion (CTF_EINVAL, "cancelled"). */
-typedef int (*ctf_progress_fn)(void *user, uint64_t done, uint64_t total);
+/* Progress (ctf_progress_fn, with the configuration): bytes of input processed so far (over all
+ * passes) and the total (file size times the number of passes). A non-zero return cancels the
+ * conversion (CTF_EINVAL, "cancelled"). */
 
 typedef struct ctf_convert_options {
     ctf_convert_format format;

@@ -1,15 +1,18 @@
 /*
  * cli.h -- what the parts of the command-line tool share: the subcommands that live in their
  * own files (ctfio_convert.c's `ctfio convert`), called from main() in ctfio.c, and the helpers
- * below them (cli_util.c, describe.c). Calls go one way: ctfio.c -> ctfio_convert.c ->
- * describe.c, cli_util.c.
+ * below them (cli_util.c, describe.c; ctfio_stats.c: the stage counters and the progress line).
+ * Calls go one way: ctfio.c -> ctfio_convert.c, ctfio_stats.c -> describe.c, cli_util.c.
  */
 #ifndef CTFIO_CLI_H
 #define CTFIO_CLI_H
 
 #include "ctfio.h"
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 /* `ctfio convert FORMAT IN OUT [options]`: argv[0] is "convert". @return : the exit status. */
 int ctfio_cli_convert(int argc, char **argv);
@@ -24,5 +27,24 @@ int ctfio_cli_usage_error(const char *command, const char *fmt, const char *arg)
  * @return : the length the full text needs (like snprintf). */
 size_t cli_convert_describe(const ctf_convert_result *result, const ctf_convert_options *opt,
                             const char *out_path, char *buf, size_t cap);
+
+/* `dump --stats`: the reader's stage counters and the verdict, as "stats: ..." lines on out
+ * (ctfio_stats.c). */
+void ctfio_cli_print_perf(FILE *out, const ctf_reader *r);
+
+/* A progress line on stderr, "WHAT:  42.0%", redrawn when the permille changes. mode: 1 always
+ * (--progress), -1 never (--no-progress), 0 on a terminal for inputs of 32 MiB or more
+ * (total_bytes; 0: decided at the first draw, by its total in bytes). */
+typedef struct ctfio_progress {
+    const char *what;
+    int mode, last_permille;
+    bool on, drawn, decided;
+} ctfio_progress;
+void ctfio_progress_init(ctfio_progress *p, const char *what, int mode, uint64_t total_bytes);
+void ctfio_progress_draw(ctfio_progress *p, uint64_t done, uint64_t total);
+/* Ends the line (a newline) if one was drawn. */
+void ctfio_progress_end(ctfio_progress *p);
+/* ctfio_progress_draw as a ctf_progress_fn (user: the ctfio_progress); never cancels. */
+int ctfio_progress_fn(void *user, uint64_t done, uint64_t total);
 
 #endif

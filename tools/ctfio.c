@@ -66,7 +66,12 @@ static const char usage_text[] =
     "each\n"
     "  --state          print the checkpoint state after each minibatch ('state {...}')\n"
     "  --restore STATE  start from a saved state (JSON text, or @FILE)\n"
-    "  --line           add the first line number to each sequence (file-order dump)\n";
+    "  --line           add the first line number to each sequence (file-order dump)\n"
+    "  --stats          at the end, where the time went: each stage's time and bytes, and the\n"
+    "                   stage that limits throughput (on stderr, 'stats: ...' lines)\n"
+    "\n"
+    "check, stats and index draw a progress line on stderr when it is a terminal and the\n"
+    "input is 32 MiB or more: --progress draws it always, --no-progress never.\n";
 
 static void usage_error(const char *fmt, const char *arg)
 {
@@ -96,7 +101,8 @@ typedef struct opts {
         *workers, *rank, *restore, *truncation;
     bool skip_ids, keep, frame, cache;
     uint64_t mb, count;
-    bool have_mb, have_count, print_state, with_line;
+    bool have_mb, have_count, print_state, with_line, print_stats;
+    int progress; /* 1 --progress, -1 --no-progress, 0 on a terminal for large inputs */
 } opts;
 
 static uint64_t parse_u64_arg(const char *name, const char *s)
@@ -196,6 +202,9 @@ static void parse_args(opts *o, int argc, char **argv)
         else if (!strcmp(a, "--state")) o->print_state = true;
         else if (!strcmp(a, "--restore")) o->restore = NEXT();
         else if (!strcmp(a, "--line")) o->with_line = true;
+        else if (!strcmp(a, "--stats")) o->print_stats = true;
+        else if (!strcmp(a, "--progress")) o->progress = 1;
+        else if (!strcmp(a, "--no-progress")) o->progress = -1;
         else if (a[0] != '-' && strchr(a, '=')) {
             if (o->num_overrides == MAX_OVERRIDES) usage_error("too many overrides (%s)", a);
             o->overrides[o->num_overrides++] = a;
@@ -308,9 +317,27 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
     cfg->log_user = lc;
     if (!cfg->path && !cfg->num_paths)
         usage_error("no data file: give --config FILE or --file PATH%s", "");
-    if (!cfg->num_streams)
-        usage_error("no inputs: give --config FILE or --input NAME:DIM:FORMAT%s", "");
-    if (ctf_config_validate(cfg, &err)) return die_error(&err);
+    if (!cfg->num_streams) {
+        /* A CBF file names its streams: without --input every stream of the file is read. */
+        static ctf_stream_def *file_streams;
+        size_t n = 0;
+        const char *first = cfg->num_paths ? cfg->paths[0] : cfg->path;
+        ctf_error e;
+        if (ctf_cbf_streams(first, &file_streams, &n, &cfg->precision, &e) == 0) {
+            cfg->streams = file_streams; /* kept until the command exits */
+            cfg->num_streams = n;
+            if (o->precision) cfg->precision = !strcmp(o->precision, "double") ? CTF_FLOAT64
+                                                                              : CTF_FLOAT32;
+        } else if (strstr(e.message, "magic number is missing") || e.code == CTF_EIO) {
+            usage_error("no inputs: give --config FILE or --input NAME:DIM:FORMAT%s", "");
+        } else {
+            return die_error(&e);
+        }
+    }
+    /* A CBF stream of dim 0 takes the file's: the reader completes and checks it. */
+    bool complete = true;
+    for (size_t k = 0; k < cfg->num_streams; k++) complete &= cfg->streams[k].dim != 0;
+    if (complete && ctf_config_validate(cfg, &err)) return die_error(&err);
     return 0;
 }
 
@@ -318,8 +345,20 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
  * Commands
  *====================================================================*/
 
-/* Reads one sweep in file order; shared by check and stats. */
-static int read_all(ctf_config *cfg, ctf_reader **out)
+/* Bytes of every file the reader reads. */
+static uint64_t data_bytes(const ctf_reader *r)
+{
+    uint64_t total = 0;
+    for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
+        ctf_index_info info;
+        ctf_index_get_info(ctf_reader_file_index(r, f), &info);
+        total += info.file_size;
+    }
+    return total;
+}
+
+/* Reads one sweep in file order, with a progress line; shared by check and stats. */
+static int read_all(ctf_config *cfg, ctf_reader **out, int progress, const char *what)
 {
     ctf_error err;
     cfg->randomize = false;
@@ -335,13 +374,21 @@ static int read_all(ctf_config *cfg, ctf_reader **out)
         if (!cfg->streams[k].is_sparse) per_sample += cfg->streams[k].dim * (size_t)cfg->precision;
     uint64_t mb_samples = ((uint64_t)16 << 20) / per_sample;
     mb_samples = mb_samples < 1 ? 1 : mb_samples > (1u << 20) ? (1u << 20) : mb_samples;
+    ctfio_progress pl;
+    ctfio_progress_init(&pl, what, progress, data_bytes(*out));
+    const uint64_t total = ctf_reader_samples_per_sweep(*out);
     for (;;) {
         ctf_minibatch *mb;
         int rc = ctf_reader_next(*out, mb_samples, &mb);
-        if (rc) return die_error(ctf_reader_error(*out));
+        if (rc) {
+            ctfio_progress_end(&pl);
+            return die_error(ctf_reader_error(*out));
+        }
         if (!mb) break;
         ctf_minibatch_free(mb);
+        ctfio_progress_draw(&pl, ctf_reader_position(*out), total);
     }
+    ctfio_progress_end(&pl);
     return 0;
 }
 
@@ -370,6 +417,7 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
             sum.sequences += info.sequences;
             sum.samples += info.samples;
             sum.chunks += info.chunks;
+            sum.repeated_ids += info.repeated_ids;
         }
         info = sum;
         printf("total:\n");
@@ -377,6 +425,10 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
     printf("bytes: %" PRIu64 "\nlines: %" PRIu64 "\nsequences: %" PRIu64 "\nindex samples: %" PRIu64
            "\nchunks: %" PRIu64 "\n",
            info.file_size, info.lines, info.sequences, info.samples, info.chunks);
+    /* Shown when there are any: CNTK calls such files invalid, ctfio reads them. */
+    if (info.repeated_ids)
+        printf("repeated sequence ids (reappearing after other ids): %" PRIu64 "\n",
+               info.repeated_ids);
     /* Every deserializer's streams: the primary's, then each joined one's (stats order). */
     size_t total = cfg->num_streams;
     for (size_t j = 0; j < cfg->num_joins; j++) total += cfg->joins[j].num_streams;
@@ -404,10 +456,10 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
                st.keys_missing, st.keys_unmatched);
 }
 
-static int cmd_check(ctf_config *cfg)
+static int cmd_check(ctf_config *cfg, int progress)
 {
     ctf_reader *r = NULL;
-    int rc = read_all(cfg, &r);
+    int rc = read_all(cfg, &r, progress, "checking");
     if (r) {
         print_summary(cfg, r);
         printf("result: %s\n", rc ? "FAILED" : "ok");
@@ -455,10 +507,10 @@ static void print_length_histogram(const ctf_reader *r)
     }
 }
 
-static int cmd_stats(ctf_config *cfg)
+static int cmd_stats(ctf_config *cfg, int progress)
 {
     ctf_reader *r = NULL;
-    int rc = read_all(cfg, &r);
+    int rc = read_all(cfg, &r, progress, "reading");
     if (rc) {
         ctf_reader_free(r);
         return rc;
@@ -483,16 +535,22 @@ static int cmd_stats(ctf_config *cfg)
     return 0;
 }
 
-static int cmd_index(ctf_config *cfg)
+static int cmd_index(ctf_config *cfg, int progress)
 {
     ctf_error err;
     ctf_index *idx;
     char cpath[1100];
     cfg->cache_index = true;
+    ctfio_progress pl;
+    ctfio_progress_init(&pl, "indexing", progress, 0);
+    cfg->progress = ctfio_progress_fn;
+    cfg->progress_user = &pl;
     if (cfg->num_paths) {
         /* A corpus: every file's cache, through a reader (which expands the patterns). */
         ctf_reader *r;
-        if (ctf_reader_open(cfg, &r, &err)) return die_error(&err);
+        const int rc = ctf_reader_open(cfg, &r, &err);
+        ctfio_progress_end(&pl);
+        if (rc) return die_error(&err);
         ctf_index_info info, sum = {0};
         for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
             ctf_index_get_info(ctf_reader_file_index(r, f), &info);
@@ -510,7 +568,9 @@ static int cmd_index(ctf_config *cfg)
         ctf_reader_free(r);
         return 0;
     }
-    if (ctf_index_build(cfg, &idx, &err)) return die_error(&err);
+    const int rc = ctf_index_build(cfg, &idx, &err);
+    ctfio_progress_end(&pl);
+    if (rc) return die_error(&err);
     ctf_index_info info;
     ctf_index_get_info(idx, &info);
     printf("index cache: %s (%s)\n", ctf_index_cache_path(cfg->path, cpath, sizeof cpath),
@@ -619,8 +679,63 @@ static int cmd_dump(opts *o, ctf_config *cfg)
         ctf_minibatch_free(mb);
         if (o->print_state && (rc = print_state(r)) != 0) break;
     }
+    if (o->print_stats) {
+        fflush(stdout);
+        ctfio_cli_print_perf(stderr, r);
+    }
     ctf_reader_free(r);
     return rc;
+}
+
+/* `ctfio convert cbf IN OUT [--input ... | --config FILE [--section S]] [--chunk-size BYTES]
+ * [--precision float|double]`: the input is described as for reading; --chunk-size and
+ * --precision are the output's. */
+static int convert_cbf(int argc, char **argv)
+{
+    if (argc < 5 || argv[3][0] == '-' || argv[4][0] == '-') {
+        fprintf(stderr, "usage: ctfio convert cbf IN.ctf OUT.bin (--input NAME:DIM:FORMAT[:ALIAS] "
+                        "... | --config FILE [--section S]) [--chunk-size BYTES] "
+                        "[--precision float|double]\n");
+        return 2;
+    }
+    const char *in = argv[3], *out = argv[4];
+    char **args = malloc((size_t)(argc + 2) * sizeof *args);
+    if (!args) return 1;
+    int n = 0;
+    args[n++] = argv[0];
+    args[n++] = "convert";
+    for (int i = 5; i < argc; i++) args[n++] = argv[i];
+    opts o;
+    parse_args(&o, n, args);
+    free(args);
+    const char *chunk = o.chunk_size, *prec = o.precision;
+    o.chunk_size = NULL;
+    o.precision = NULL;
+    if (!o.config_file) o.files[o.num_files++] = in;
+    ctf_config cfg;
+    ctf_bsconfig *doc = NULL;
+    log_counts lc = {0};
+    int rc = build_config(&o, &cfg, &doc, &lc);
+    if (!rc && o.config_file) {
+        cfg.path = in; /* IN replaces the configuration's file */
+        cfg.paths = NULL;
+        cfg.num_paths = 0;
+    }
+    uint64_t chunk_bytes = chunk ? parse_u64_arg("--chunk-size", chunk) : (uint64_t)32 << 20;
+    ctf_precision p = CTF_FLOAT32;
+    if (prec && !strcmp(prec, "double")) p = CTF_FLOAT64;
+    else if (prec && strcmp(prec, "float")) usage_error("--precision: float or double (got '%s')",
+                                                       prec);
+    ctf_cbf_write_result res;
+    ctf_error err;
+    if (!rc && ctf_cbf_write(&cfg, out, chunk_bytes, p, &res, &err)) rc = die_error(&err);
+    if (!rc)
+        printf("wrote %s: %" PRIu64 " sequences, %" PRIu64 " samples, %" PRIu64 " chunks, %"
+               PRIu64 " bytes\n", out, res.sequences, res.samples, res.chunks,
+               res.bytes_written);
+    ctf_bsconfig_free(doc);
+    for (size_t i = 0; i < o.num_streams; i++) free(o.stream_specs[i]);
+    return rc ? 1 : 0;
 }
 
 #ifdef CTF_TESTING
@@ -639,6 +754,8 @@ int main(int argc, char **argv)
         return 2;
     }
 #endif
+    if (argc > 2 && !strcmp(argv[1], "convert") && !strcmp(argv[2], "cbf"))
+        return convert_cbf(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "convert")) return ctfio_cli_convert(argc - 1, argv + 1);
     parse_args(&o, argc, argv);
     ctf_config cfg;
@@ -650,9 +767,9 @@ int main(int argc, char **argv)
         usage_error("unknown command '%s'", o.command);
     rc = build_config(&o, &cfg, &doc, &lc);
     if (!rc) {
-        if (!strcmp(o.command, "check")) rc = cmd_check(&cfg);
-        else if (!strcmp(o.command, "stats")) rc = cmd_stats(&cfg);
-        else if (!strcmp(o.command, "index")) rc = cmd_index(&cfg);
+        if (!strcmp(o.command, "check")) rc = cmd_check(&cfg, o.progress);
+        else if (!strcmp(o.command, "stats")) rc = cmd_stats(&cfg, o.progress);
+        else if (!strcmp(o.command, "index")) rc = cmd_index(&cfg, o.progress);
         else rc = cmd_dump(&o, &cfg);
     }
     ctf_bsconfig_free(doc);

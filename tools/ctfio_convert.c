@@ -20,6 +20,8 @@
 static const char convert_usage[] =
     "usage: ctfio convert libsvm IN OUT.ctf [--dim D] [--zero-based|--one-based] [--classes K]\n"
     "       ctfio convert csv IN OUT.ctf --label COLS [--delimiter C] [--header]\n"
+    "       ctfio convert cbf IN.ctf OUT.bin (--input NAME:DIM:FORMAT[:ALIAS] ... |\n"
+    "                 --config FILE [--section S]) [--chunk-size BYTES] [--precision P]\n"
     "\n"
     "Writes a CTF file with two streams, 'features' and 'labels', and prints the reader\n"
     "configuration (BrainScript and Python) that reads it. Values are written as the shortest\n"

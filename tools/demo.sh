@@ -1,9 +1,10 @@
 #!/bin/sh
 # make demo: generate a sample CTF file, check it, show its statistics, dump it in file order,
-# then read randomized minibatches, save a checkpoint and resume from it; read it split into a
-# corpus of shards by two workers, and (in Python) as a composite of two files joined by key.
-# Given a Python with the ctfio package installed (make passes .venv/bin/python), it then trains
-# a model on scikit-learn's digits through training_session (examples/train_digits.py).
+# then read randomized minibatches (with the stage counters and their verdict), save a
+# checkpoint and resume from it; read it split into a corpus of shards by two workers, and (in
+# Python) as a composite of two files joined by key. Given a Python with the ctfio package
+# installed (make passes .venv/bin/python), it then trains a model on scikit-learn's digits
+# through training_session (examples/train_digits.py).
 # Usage: demo.sh [CTFIO] [PYTHON]
 set -eu
 CTFIO=${1:-build/ctfio}
@@ -24,6 +25,9 @@ $CTFIO dump $CFG --count 3 --line
 echo
 echo "== ctfio dump --mb 16: randomized minibatches of 16 samples, 2 workers, rank 0"
 $CTFIO dump $CFG --mb 16 --count 3 --workers 2 --rank 0 | cut -c1-160
+echo
+echo "== ctfio dump --stats: where one run's time went, and the stage that limits it"
+$CTFIO dump $CFG --mb 16 --count 40 --stats 2>&1 >/dev/null
 echo
 echo "== checkpoint after 4 minibatches, then resume: minibatches 5-6 must match"
 $CTFIO dump $CFG --mb 16 --count 6 > $D/full.jsonl

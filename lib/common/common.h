@@ -137,6 +137,68 @@ extern atomic_long ctf__io_short_at;
 extern atomic_long ctf__io_eof_at;
 #endif
 
+/* A monotonic clock in nanoseconds (CLOCK_MONOTONIC), for the stage counters below. */
+uint64_t ctf__now_ns(void);
+
+/*======================================================================
+ * Stage counters: where the time goes (merged and judged in reader/stats.c)
+ *
+ * Each thread that works for a reader (the consumer calling ctf_reader_next, each prefetch
+ * thread) adds to its own slot, so counting takes no lock and shares no cache line; a reader
+ * sums the slots when asked (ctf_reader_get_perf). A slot has a single writer: its updates are
+ * a relaxed load and store, as cheap as a plain add, and a concurrent read of another thread's
+ * slot is still a defined (if slightly stale) value. A NULL slot counts nothing.
+ *====================================================================*/
+typedef enum ctf__perf_key {
+    CTF__PERF_READ_NS,      /* reading a chunk's bytes (every thread) */
+    CTF__PERF_READ_BYTES,
+    CTF__PERF_READS,        /* read calls */
+    CTF__PERF_RESCAN_NS,    /* re-making a chunk's sequence records as it is read */
+    CTF__PERF_PARSE_NS,     /* parsing a chunk's sequences into values */
+    CTF__PERF_PARSE_BYTES,  /* bytes of the chunks parsed to the end */
+    CTF__PERF_LOAD_NS,      /* whole chunk loads (read, rescan, parse and the rest) */
+    CTF__PERF_LOADS,
+    CTF__PERF_WAIT_NS,      /* the consumer blocked for a chunk (waiting, or loading it) */
+    CTF__PERF_WAITS,
+    CTF__PERF_EVICTED,      /* chunks the cache let go of */
+    CTF__PERF_NEXT_NS,      /* inside ctf_reader_next */
+    CTF__PERF_NEXT_CALLS,
+    CTF__PERF_CONSUMER_NS,  /* between two ctf_reader_next calls: the caller's own work */
+    CTF__PERF_PACK_NS,      /* copying picked sequences into minibatches */
+    CTF__PERF_PACK_BYTES,   /* bytes of the values, indices and offsets delivered */
+    CTF__PERF_MINIBATCHES,
+    CTF__PERF_CUT_SEQS,     /* sequences and samples the timeline cut (every worker's) */
+    CTF__PERF_CUT_SAMPLES,
+    /* Hooks for stages that other layers add: a binary chunk cache counts a chunk it serves
+     * (or has to build) on the loading thread's slot, a remote object store each request,
+     * retry and byte received, all through ctf__perf_add on ctf__readbuf.perf. */
+    CTF__PERF_CHUNK_CACHE_HITS,
+    CTF__PERF_CHUNK_CACHE_MISSES,
+    CTF__PERF_REMOTE_REQUESTS,
+    CTF__PERF_REMOTE_RETRIES,
+    CTF__PERF_REMOTE_BYTES,
+    CTF__PERF_NUM
+} ctf__perf_key;
+
+typedef struct ctf__perf_slot {
+    _Alignas(64) atomic_uint_least64_t v[CTF__PERF_NUM];
+} ctf__perf_slot;
+
+static inline void ctf__perf_add(ctf__perf_slot *s, ctf__perf_key k, uint64_t x)
+{
+    if (!s) return;
+    uint64_t v = atomic_load_explicit(&s->v[k], memory_order_relaxed);
+    atomic_store_explicit(&s->v[k], v + x, memory_order_relaxed);
+}
+
+/* Adds the time since t0 (a ctf__now_ns reading) to key k. @return : the time now. */
+static inline uint64_t ctf__perf_since(ctf__perf_slot *s, ctf__perf_key k, uint64_t t0)
+{
+    const uint64_t t = ctf__now_ns();
+    ctf__perf_add(s, k, t - t0);
+    return t;
+}
+
 /*======================================================================
  * Number conversion (number.c)
  *====================================================================*/

@@ -1,7 +1,8 @@
 /*
  * platform.c -- the POSIX layer: file identity (size, nanosecond mtime, inode), whole reads at an
- * offset, and (test builds only) the I/O fault-injection counters of the reliability tests.
- * Threads use pthreads directly through platform.h-style wrappers in prefetch.c.
+ * offset, the monotonic clock of the stage counters, and (test builds only) the I/O
+ * fault-injection counters of the reliability tests. Threads use pthreads directly through
+ * platform.h-style wrappers in prefetch.c.
  */
 
 #include "common/common.h"
@@ -10,6 +11,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef CTF_TESTING
@@ -38,6 +40,13 @@ static ssize_t hooked_pread(int fd, void *p, size_t n, uint64_t off)
 #else
 #define PREAD(fd, p, n, off) pread((fd), (p), (n), (off_t)(off))
 #endif
+
+uint64_t ctf__now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err)
 {

@@ -16,6 +16,9 @@
 #define BS_MAX_SUBST 16        /* $a$ -> $b$ -> ...: deeper is taken as a cycle */
 #define BS_MAX_VALUE 65536     /* bytes of one value after substitution */
 #define BS_MAX_FILE (16u << 20) /* a larger "configuration" is almost surely the wrong file */
+#define BS_MAX_WORK 200000     /* evaluation steps and copied values for one reader */
+#define BS_MAX_INCLUDES 1024   /* include directives followed in one document, all files */
+#define BS_MAX_INCLUDED (64u << 20) /* bytes of all included files together */
 #define BS_UNRESOLVED 1        /* eval: a bare word that names nothing (old-style string) */
 
 #if defined(__GNUC__)
@@ -104,12 +107,19 @@ cfg_node *ctf__cfg_new(bs_arena *a, cfg_kind kind);
 int ctf__cfg_add(bs_arena *a, cfg_node *d, cfg_node *child); /* replaces an exact-name duplicate */
 cfg_node *ctf__cfg_find(const cfg_node *d, const char *key, size_t n);
 
-/* Evaluation context: the arena, the error record and the recursion guard. */
+typedef struct bs_memo bs_memo;
+
+/* Evaluation context: the arena, the error record, the recursion guard and the values of the
+ * definitions evaluated so far (values are immutable: each definition is evaluated once). */
 typedef struct bs_eval_ctx {
     bs_arena *arena;
     ctf_error *err;
     int depth;
     int eval_depth;
+    bs_memo *memo;                 /* open addressing, keyed by definition */
+    size_t memo_n, memo_cap;
+    uint64_t work;                 /* steps and copied values, at most BS_MAX_WORK */
+    bool cycle;                    /* a cycle made a name a word: the value depends on the path */
     const bs_expr *active[BS_MAX_SUBST]; /* definitions being evaluated, outermost first */
     const char *const *block_keys; /* NULL-terminated: members whose bare names mean blocks */
     bool want_block;               /* evaluating the value of such a member */
@@ -165,6 +175,8 @@ typedef struct bs_lexer {
     ctf_error *err;
     bs_resolve_fn resolve;
     void *resolve_ctx;
+    size_t includes;        /* include directives followed, all files */
+    uint64_t included;      /* bytes of the files they read */
 } bs_lexer;
 
 void ctf__bs_lex_init(bs_lexer *lx, bs_arena *a, const bs_src *src, ctf_error *err);

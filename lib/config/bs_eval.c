@@ -17,6 +17,7 @@
 #include "bs.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,37 @@ static int number(bs_eval_ctx *cx, const bs_expr *at, double d, cfg_node **out)
     else snprintf(buf, sizeof buf, "%.15g", d);
     return scalar(cx, at, buf, strlen(buf), false, out);
 }
+
+/* An integer written as digits (with a sign), within int64: arithmetic on two of them is exact.
+ * @return : 1 an integer, 0 not an integer, -1 an integer outside int64 */
+static int as_int(const cfg_node *v, int64_t *i)
+{
+    if (v->kind != N_SCALAR || v->quoted) return 0;
+    const char *p = v->text;
+    if (*p == '-' || *p == '+') p++;
+    if (!isdigit((unsigned char)*p)) return 0;
+    while (isdigit((unsigned char)*p)) p++;
+    if (*p) return 0;
+    errno = 0;
+    char *end;
+    long long x = strtoll(v->text, &end, 10);
+    if (errno == ERANGE) return -1;
+    *i = (int64_t)x;
+    return 1;
+}
+
+static int integer(bs_eval_ctx *cx, const bs_expr *at, int64_t i, cfg_node **out)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)i);
+    return scalar(cx, at, buf, strlen(buf), false, out);
+}
+
+/* + - * / % ** on two integers, exactly. @return : 0 and *out, 1 when the result is not an
+ * integer (a quotient with a remainder, a negative power: the caller computes it in floating
+ * point), or an error (overflow, division by zero). */
+static int int_arith(bs_eval_ctx *cx, const bs_expr *e, const char *op, int64_t x, int64_t y,
+                     cfg_node **out);
 
 static bool as_number(const cfg_node *v, double *d)
 {
@@ -234,6 +266,34 @@ static int eval_item(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
     return rc == BS_UNRESOLVED ? raw_value(cx, e, scope, self, out) : rc;
 }
 
+static int int_arith(bs_eval_ctx *cx, const bs_expr *e, const char *op, int64_t x, int64_t y,
+                     cfg_node **out)
+{
+    int64_t v = 0;
+    bool over = false;
+    if (!strcmp(op, "+")) over = __builtin_add_overflow(x, y, &v);
+    else if (!strcmp(op, "-")) over = __builtin_sub_overflow(x, y, &v);
+    else if (!strcmp(op, "*") || !strcmp(op, ".*")) over = __builtin_mul_overflow(x, y, &v);
+    else if (!strcmp(op, "/") || !strcmp(op, "%")) {
+        if (y == 0) return fail_at(cx, e, "division by zero");
+        if (x == INT64_MIN && y == -1) over = op[0] == '/';
+        else if (op[0] == '/' && x % y) return 1;
+        else v = op[0] == '/' ? x / y : x % y;
+    } else if (!strcmp(op, "**")) {
+        if (y < 0) return 1;
+        if (x == 0 || x == 1) v = y == 0 ? 1 : x;
+        else if (x == -1) v = y % 2 ? -1 : 1;
+        else /* |x| >= 2: overflow within 64 steps */
+            for (v = 1; y-- > 0 && !over;) over = __builtin_mul_overflow(v, x, &v);
+    } else {
+        return 1;
+    }
+    if (over)
+        return fail_at(cx, e, "integer overflow: %lld %s %lld is outside the 64-bit range",
+                       (long long)x, op, (long long)y);
+    return integer(cx, e, v, out);
+}
+
 static int eval_binary(bs_eval_ctx *cx, const bs_expr *e, const cfg_node *l, const cfg_node *r,
                        cfg_node **out)
 {
@@ -241,6 +301,16 @@ static int eval_binary(bs_eval_ctx *cx, const bs_expr *e, const cfg_node *l, con
     memcpy(op, e->s, CTF_MIN(e->n, 2));
     double x, y;
     bool a, b;
+    int64_t ix = 0, iy = 0;
+    int il = as_int(l, &ix), ir = as_int(r, &iy);
+    if ((il < 0 || ir < 0) && (il != 0 && ir != 0) && strchr("+-*/%", op[0]))
+        return fail_at(cx, e, "integer overflow: %s is outside the 64-bit range",
+                       il < 0 ? l->text : r->text);
+    bool ints = il > 0 && ir > 0;
+    if (ints) {
+        int rc = int_arith(cx, e, op, ix, iy, out);
+        if (rc != 1) return rc;
+    }
     bool nums = as_number(l, &x) && as_number(r, &y);
     if (nums) {
         double v;
@@ -277,7 +347,8 @@ compare:
     for (int i = 0; i < 6; i++) {
         if (strcmp(op, cmps[i])) continue;
         int c;
-        if (nums) c = x < y ? -1 : x > y;
+        if (ints) c = ix < iy ? -1 : ix > iy;
+        else if (nums) c = x < y ? -1 : x > y;
         else if (l->kind == N_SCALAR && r->kind == N_SCALAR && i < 2) c = strcmp(l->text, r->text);
         else break;
         bool v = i == 0 ? c == 0 : i == 1 ? c != 0 : i == 2 ? c < 0 : i == 3 ? c <= 0 :
@@ -296,7 +367,7 @@ static int eval_base(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
         const bs_expr *def = ctf__bs_lookup(scope, e->s, e->n, false, self, NULL);
         if (def && def->kids[0]->kind == E_DICT) {
             for (int i = 0; i < cx->depth; i++)
-                if (cx->active[i] == def) return BS_UNRESOLVED;
+                if (cx->active[i] == def) return cx->cycle = true, BS_UNRESOLVED;
             if (cx->depth >= BS_MAX_SUBST)
                 return fail_at(cx, e, "'%.*s': definitions nested more than %d deep", (int)e->n,
                                e->s, BS_MAX_SUBST);
@@ -312,12 +383,19 @@ static int eval_base(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
 static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
                      const bs_expr *self, cfg_node **out);
 
+static int too_much_work(bs_eval_ctx *cx, const bs_expr *e)
+{
+    return fail_at(cx, e, "evaluating the reader takes more than %d steps (do definitions use "
+                   "each other many times over?)", BS_MAX_WORK);
+}
+
 static int eval(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
                 cfg_node **out)
 {
     if (cx->eval_depth >= BS_MAX_EVAL)
         return fail_at(cx, e, "expression nested too deeply to evaluate (more than %d levels)",
                        BS_MAX_EVAL);
+    if (++cx->work > BS_MAX_WORK) return too_much_work(cx, e);
     cx->eval_depth++;
     int rc = eval_node(cx, e, scope, self, out);
     cx->eval_depth--;
@@ -350,7 +428,7 @@ static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
             k == E_ARRAYFN || k == E_BADINC)
             return BS_UNRESOLVED;
         for (int i = 0; i < cx->depth; i++)
-            if (cx->active[i] == def) return BS_UNRESOLVED;
+            if (cx->active[i] == def) return cx->cycle = true, BS_UNRESOLVED;
         if (cx->depth >= BS_MAX_SUBST)
             return fail_at(cx, e, "'%.*s': definitions nested more than %d deep",
                            (int)e->n, e->s, BS_MAX_SUBST);
@@ -395,6 +473,18 @@ static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
                                describe(v, got, sizeof got));
             return scalar(cx, e, t ? "false" : "true", t ? 5 : 4, false, out);
         }
+        int64_t i;
+        int ik = as_int(v, &i);
+        if (ik > 0) {
+            if (e->s[0] == '-' && i == INT64_MIN)
+                return fail_at(cx, e, "integer overflow: -(%lld) is outside the 64-bit range",
+                               (long long)i);
+            return integer(cx, e, e->s[0] == '-' ? -i : i, out);
+        }
+        if (ik < 0 && e->s[0] == '-' && !strcmp(v->text, "9223372036854775808"))
+            return integer(cx, e, INT64_MIN, out);
+        if (ik < 0)
+            return fail_at(cx, e, "integer overflow: %s is outside the 64-bit range", v->text);
         if (!as_number(v, &d))
             return fail_at(cx, e, "'%c' needs a number (got %s)", e->s[0],
                            describe(v, got, sizeof got));
@@ -448,22 +538,96 @@ int ctf__bs_eval_expr(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, c
     return eval_item(cx, e, scope, self, out);
 }
 
+/*======================================================================
+ * Each definition once
+ *====================================================================*/
+
+struct bs_memo {
+    const bs_expr *def;
+    cfg_node *value;        /* never handed out: callers get copies, which they may change */
+};
+
+static size_t memo_slot(const bs_eval_ctx *cx, const bs_expr *def)
+{
+    size_t h = (size_t)(((uintptr_t)def >> 4) * 0x9E3779B97F4A7C15u);
+    size_t i = h & (cx->memo_cap - 1);
+    while (cx->memo[i].def && cx->memo[i].def != def) i = (i + 1) & (cx->memo_cap - 1);
+    return i;
+}
+
+static int memo_put(bs_eval_ctx *cx, const bs_expr *def, cfg_node *v)
+{
+    if (2 * (cx->memo_n + 1) > cx->memo_cap) {
+        size_t cap = cx->memo_cap ? 2 * cx->memo_cap : 64;
+        bs_memo *old = cx->memo, *m = ctf__bs_alloc(cx->arena, cap * sizeof *m);
+        if (!m) return CTF_ENOMEM;
+        size_t old_cap = cx->memo_cap;
+        cx->memo = m;
+        cx->memo_cap = cap;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].def) cx->memo[memo_slot(cx, old[i].def)] = old[i];
+    }
+    size_t i = memo_slot(cx, def);
+    if (!cx->memo[i].def) cx->memo_n++;
+    cx->memo[i].def = def;
+    cx->memo[i].value = v;
+    return 0;
+}
+
+/* A copy of a value: new nodes (the text is shared: nothing changes text in place). */
+static int copy_value(bs_eval_ctx *cx, const bs_expr *at, const cfg_node *v, cfg_node **out)
+{
+    if (++cx->work > BS_MAX_WORK) return too_much_work(cx, at);
+    cfg_node *c = ctf__cfg_new(cx->arena, v->kind);
+    if (!c) return ctf__bs_oom(cx->err);
+    *c = *v;
+    c->parent = NULL;
+    c->kids = NULL;
+    c->num_kids = c->cap_kids = 0;
+    for (size_t i = 0; i < v->num_kids; i++) {
+        cfg_node *k = NULL;
+        TRY(copy_value(cx, at, v->kids[i], &k));
+        k->parent = c;
+        if (ctf__bs_grow(cx->arena, &c->kids, &c->cap_kids, c->num_kids + 1, sizeof *c->kids))
+            return ctf__bs_oom(cx->err);
+        c->kids[c->num_kids++] = k;
+    }
+    *out = c;
+    return 0;
+}
+
+/* Values are immutable, so a definition's value is computed once and copied at every further
+ * use: `b = a + a + ...` repeated over a few levels stays linear instead of exponential. A value
+ * that met a cycle (a name that turned into a word because its definition was in progress)
+ * depends on where the evaluation came from and is not kept. */
 int ctf__bs_eval_def(bs_eval_ctx *cx, const bs_expr *def, cfg_node **out)
 {
     cfg_node *v = NULL;
-    bool outer = cx->want_block;
+    if (cx->memo_cap) {
+        const bs_memo *m = &cx->memo[memo_slot(cx, def)];
+        if (m->def == def) return copy_value(cx, def, m->value, out);
+    }
+    bool outer = cx->want_block, outer_cycle = cx->cycle;
     cx->want_block = false;
+    cx->cycle = false;
     for (const char *const *k = cx->block_keys; k && *k; k++)
         if (strlen(*k) == def->n && !strncasecmp(*k, def->s, def->n)) cx->want_block = true;
     int rc = eval_item(cx, def->kids[0], def->scope, def, &v);
     cx->want_block = outer;
+    bool cyclic = cx->cycle;
+    cx->cycle = outer_cycle || cyclic;
     if (rc) return rc;
-    /* Every evaluation builds fresh nodes (a.b and a[i] pick from a fresh temporary), so the
-     * value can take the definition's name without copying. */
+    /* Every evaluation builds fresh nodes (a.b and a[i] pick from a fresh temporary, or from a
+     * copy), so the value can take the definition's name; the kept value is a copy. */
     if (!(v->key = ctf__bs_strndup(cx->arena, def->s, def->n))) return ctf__bs_oom(cx->err);
     v->key_line = def->line;
     v->key_col = def->col;
     v->parent = NULL;
+    if (!cyclic) {
+        cfg_node *kept = NULL;
+        TRY(copy_value(cx, def, v, &kept));
+        if (memo_put(cx, def, kept)) return ctf__bs_oom(cx->err);
+    }
     *out = v;
     return 0;
 }

@@ -152,6 +152,19 @@ static bool path_char(unsigned char c)
            c == '*' || c == '?' || c == '+';
 }
 
+/* Whether the '/' '*' at p, glued to a word, opens a comment: CNTK's networks put comments
+ * right after a number (`0` then a comment on why), while `data/` '*' `.ctf` is a pattern. A
+ * comment closes on its line before another '/' '*' opens; a pattern does not close at all. */
+static bool glued_comment(const char *p, const char *end)
+{
+    if (end - p < 2 || p[0] != '/' || p[1] != '*') return false;
+    for (const char *q = p + 2; q + 1 < end && *q != '\n'; q++) {
+        if (q[0] == '*' && q[1] == '/') return true;
+        if (q[0] == '/' && q[1] == '*') return false;
+    }
+    return false;
+}
+
 /* Scans a number at p (digits, fraction unless '..', exponent). @return : its end, or p. */
 static const char *scan_number(const char *p, const char *end)
 {
@@ -331,6 +344,17 @@ int ctf__bs_lex_next(bs_lexer *lx)
                                 "unterminated string: no closing %c "
                                 "before the end of the file",
                                 c);
+        /* A value is a C string from here on: a NUL would silently cut it (a path, above all). */
+        const char *nul = memchr(s, 0, (size_t)(q - s));
+        if (nul) {
+            uint32_t nl_line = t->line, ncol = t->col + 1 + (uint32_t)(nul - s);
+            for (const char *r = s; r < nul; r++)
+                if (*r == '\n') {
+                    nl_line++;
+                    ncol = (uint32_t)(nul - r);
+                }
+            return ctf__bs_fail(lx->err, f->src, nl_line, ncol, "a NUL byte inside a string");
+        }
         f->line = line;
         f->line_start = ls;
         t->kind = T_STR;
@@ -350,6 +374,7 @@ int ctf__bs_lex_next(bs_lexer *lx)
             /* '//' ends the word (a comment); '/' '*' glued to a word is a path pattern
              * (data/'*'.ctf), since a comment follows white space in practice. */
             if (r > q && r[0] == '/' && r + 1 < end && r[1] == '/' && !path_start) break;
+            if (r > q && glued_comment(r, end)) break;
             r++;
         }
         /* An unquoted Windows drive (c:\data, c:/data) keeps its ':'. */
@@ -480,11 +505,25 @@ static int open_include(bs_lexer *lx, const bs_tok *kw, const char *rel, bs_src 
     if (lx->depth >= BS_MAX_INCLUDE)
         return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col, "include \"%s\": includes nested "
                        "more than %d deep (does a file include itself?)", path, BS_MAX_INCLUDE);
+    /* Each include puts a whole file in its place: a few files that include each other many
+     * times multiply (k files, each including the next n times, are n^k copies). */
+    if (lx->includes >= BS_MAX_INCLUDES)
+        return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col, "include \"%s\": more than %d "
+                       "includes in one configuration (do files include each other many "
+                       "times?)", path, BS_MAX_INCLUDES);
     ctf_error e;
     int rc = ctf__bs_read_file(lx->arena, path, out, &e);
     if (rc == CTF_EIO && strcmp(path, rel) != 0) rc = ctf__bs_read_file(lx->arena, rel, out, &e);
     if (rc == CTF_ENOMEM) return ctf__bs_oom(lx->err);
-    if (!rc) return 0;
+    if (!rc) {
+        lx->includes++;
+        lx->included += (*out)->len;
+        if (lx->included > BS_MAX_INCLUDED)
+            return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col, "include \"%s\": the included "
+                           "files exceed %u bytes in all (do files include each other many "
+                           "times?)", path, BS_MAX_INCLUDED);
+        return 0;
+    }
     snprintf(why, cap, "include \"%.1000s\": %.400s", path, e.message);
     return 1;
 }

@@ -21,6 +21,7 @@
  */
 #include "bs.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <strings.h>
 
@@ -33,6 +34,7 @@ typedef struct parser {
     const bs_expr *overrides;   /* command-line definitions, for $X$ in include paths */
     const char *last_end;       /* end of the last token consumed */
     const bs_src *last_src;
+    bool in_items;              /* inside ( ): a line break separates items */
 } parser;
 
 #define TRY(x)                          \
@@ -170,8 +172,13 @@ static int parse_args(parser *P, bool defining, bs_expr *into)
 {
     bs_tok open = P->lx.cur;
     const char *closer = ctf__bs_is_op(&open, "(") ? ")" : "}";
+    bool outer_items = P->in_items;
+    P->in_items = false;
     TRY(advance(P));
-    if (ctf__bs_is_op(&P->lx.cur, closer)) return advance(P);
+    if (ctf__bs_is_op(&P->lx.cur, closer)) {
+        P->in_items = outer_items;
+        return advance(P);
+    }
     for (;;) {
         bs_tok at = P->lx.cur;
         bs_expr *arg = NULL;
@@ -198,6 +205,7 @@ static int parse_args(parser *P, bool defining, bs_expr *into)
                  open.s[0] == '(' ? "(" : "{", open.line);
         return expected(P, what);
     }
+    P->in_items = outer_items;
     return advance(P);
 }
 
@@ -234,9 +242,14 @@ static int parse_paren(parser *P, bs_expr **out)
     bs_expr *arr = node_at(P, E_ARRAY, &open), *first = NULL;
     if (!arr) return ctf__bs_oom(P->err);
     size_t parts = 0;
-    bool split = false;
+    bool split = false, outer_items = P->in_items;
+    /* Without a separator written after '(', commas separate items too, as in CNTK's older
+     * syntax: `outputNodeNames = (ol, regrLabels, rmse)`. */
+    bool commas = lead != sep;
+    P->in_items = true;
     for (;;) {
-        while (P->lx.cur.kind == T_PUNCT && P->lx.cur.n == 1 && P->lx.cur.s[0] == sep) {
+        while (P->lx.cur.kind == T_PUNCT && P->lx.cur.n == 1 &&
+               (P->lx.cur.s[0] == sep || (commas && P->lx.cur.s[0] == ','))) {
             split = true;
             TRY(advance(P));
         }
@@ -254,6 +267,7 @@ static int parse_paren(parser *P, bs_expr **out)
         snprintf(what, sizeof what, "')' to close the '(' opened on line %u", open.line);
         return expected(P, what);
     }
+    P->in_items = outer_items;
     TRY(advance(P));
     if (parts == 1 && lead != sep) {
         *out = first; /* plain parentheses */
@@ -393,7 +407,7 @@ static int parse_operand(parser *P, bs_expr **out)
  * Infix expressions
  *====================================================================*/
 
-static int infix_prec(const bs_tok *t)
+static int infix_prec(const parser *P, const bs_tok *t)
 {
     static const struct { const char *op; int prec; } ops[] = {
         {".", 99}, {"[", 99}, {"(", 99}, {"{", 99}, {"*", 10}, {"/", 10}, {".*", 10},
@@ -401,10 +415,12 @@ static int infix_prec(const bs_tok *t)
         {">", 8}, {">=", 8}, {"&&", 7}, {"||", 6}, {">>", 5}, {"<<", 5}, {":", 4}, {"=>", 0}};
     if (ctf__bs_is_kw(t, "with")) return 9;
     if (t->kind != T_PUNCT) return -1;
-    /* A bracket that starts a line begins something new rather than indexing or calling. */
+    /* A bracket that starts a line begins something new rather than indexing or calling, except
+     * a '(' where nothing new can begin (a block's members start with names): there it calls
+     * what the previous line ends with, as in `model = Sequential` then `(` on the next line. */
     if (t->line_initial &&
         (ctf__bs_is_op(t, "[") || ctf__bs_is_op(t, "(") || ctf__bs_is_op(t, "{")))
-        return -1;
+        return ctf__bs_is_op(t, "(") && !P->in_items ? 99 : -1;
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
         if (ctf__bs_is_op(t, ops[i].op)) return ops[i].prec;
     return -1;
@@ -421,7 +437,7 @@ static int parse_expr(parser *P, int min_prec, bs_expr **out)
     int chain = 0;
     for (;;) {
         bs_tok op = P->lx.cur;
-        int prec = infix_prec(&op);
+        int prec = infix_prec(P, &op);
         if (prec < 0 || prec < min_prec) break;
         if (!ctf__bs_is_op(&op, ":") && ++chain > BS_MAX_CHAIN)
             return ctf__bs_fail(P->err, op.src, op.line, op.col, "more than %d operators in one "
@@ -656,10 +672,25 @@ static int parse_member(parser *P, bs_expr *dict, const char *closer)
     return expected(P, what);
 }
 
+/* A name that begins with a digit (`1x1 = [ ... ]`, `10x10_dense = [ ... ]`): CNTK's reader
+ * tests name sections so, and CNTK takes any text before '=' as a name. Digits, letters and '_'
+ * followed by '='. */
+static bool digit_name(const bs_tok *t)
+{
+    if ((t->kind != T_RAW && t->kind != T_NUM) || t->end != t->s + t->n) return false;
+    for (size_t i = 0; i < t->n; i++)
+        if (!(isalnum((unsigned char)t->s[i]) || t->s[i] == '_')) return false;
+    const char *p = t->end, *end = t->src->text + t->src->len;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    return p < end && *p == '=' && !(p + 1 < end && (p[1] == '=' || p[1] == '>'));
+}
+
 static int parse_members(parser *P, bs_expr *dict, const char *closer, const bs_tok *open)
 {
     bs_expr *outer = P->scope;
+    bool outer_items = P->in_items;
     P->scope = dict;
+    P->in_items = false;
     for (;;) {
         const bs_tok *t = &P->lx.cur;
         if (ctf__bs_is_op(t, ";")) {
@@ -670,7 +701,7 @@ static int parse_members(parser *P, bs_expr *dict, const char *closer, const bs_
             TRY(advance(P));
             break;
         }
-        if (t->kind == T_ID) {
+        if (t->kind == T_ID || digit_name(t)) {
             TRY(parse_member(P, dict, closer));
             continue;
         }
@@ -684,6 +715,13 @@ static int parse_members(parser *P, bs_expr *dict, const char *closer, const bs_
             continue;
         }
         if (!closer && t->kind == T_EOF) break;
+        /* A closing bracket too many at the top level: CNTK reads it as a name without a value
+         * and goes on, so a section closed early leaves its rest (a reader) at the top level,
+         * where the section still finds it (see config.c). */
+        if (!closer && (ctf__bs_is_op(t, "]") || ctf__bs_is_op(t, "}") || ctf__bs_is_op(t, ")"))) {
+            TRY(advance(P));
+            continue;
+        }
         if (closer && (t->kind == T_EOF || ctf__bs_is_op(t, "]") || ctf__bs_is_op(t, "}") ||
                        ctf__bs_is_op(t, ")"))) {
             char what[96];
@@ -694,6 +732,7 @@ static int parse_members(parser *P, bs_expr *dict, const char *closer, const bs_
         return expected(P, "a name (letters, digits, '_')");
     }
     P->scope = outer;
+    P->in_items = outer_items;
     finish(P, dict);
     return 0;
 }

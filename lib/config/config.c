@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #define MAX_OVERRIDE_PARTS 16   /* components of a dotted override key */
+#define WINDOW_ALL_SAMPLES (UINT64_MAX / 2) /* a window in samples that holds any data set */
 
 /*======================================================================
  * ctf_config: defaults and validation
@@ -159,6 +160,7 @@ struct ctf_bsconfig {
     deser_slot *slots;        /* [0] primary, then the joined deserializers */
     size_t num_slots;
     ctf_join_def *joins;      /* num_slots - 1 of them */
+    bool binary;              /* CNTKBinaryReader / CNTKBinaryFormatDeserializer: CBF files */
 };
 
 #define BAD(...) ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, __VA_ARGS__)
@@ -384,6 +386,11 @@ static int select_reader(ctf_bsconfig *doc, const bs_expr *root, const char *sec
         }
         r = ctf__bs_dict_find(d, "reader", 6, true);
         if (!r && looks_like_reader(d)) r = sec;
+        /* CNTK looks a setting a block lacks up in the enclosing blocks: a section closed early
+         * by a ']' too many still finds its reader at the top level. */
+        for (const bs_expr *o = d->scope; !r && o; o = o->scope)
+            if ((r = ctf__bs_dict_find(o, "reader", 6, true)) && r->kids[0]->kind != E_DICT)
+                r = NULL;
         if (!r && first_bad_include(d)) return bad_include(first_bad_include(d), err);
         if (!r)
             return tree_fail(doc, sec, err, "section '%s' has no 'reader' block%s", section, "");
@@ -409,6 +416,11 @@ static int select_reader(ctf_bsconfig *doc, const bs_expr *root, const char *sec
 static bool is_ctf_type(const cfg_node *t)
 {
     return t->kind == N_SCALAR && !strcasecmp(t->text, "CNTKTextFormatDeserializer");
+}
+
+static bool is_cbf_type(const cfg_node *t)
+{
+    return t->kind == N_SCALAR && !strcasecmp(t->text, "CNTKBinaryFormatDeserializer");
 }
 
 /* The composite form: every item of deserializers must be a CNTKTextFormatDeserializer. */
@@ -441,10 +453,18 @@ static int select_deserializers(ctf_bsconfig *doc, cfg_node ***items_out, size_t
         if (!(t = dict_find(d, "type")))
             return doc_fail(doc, d, false, err, "deserializers[%zu].type: missing; ctfio reads "
                             "type = \"CNTKTextFormatDeserializer\"", i);
+        if (is_cbf_type(t) && n == 1) {
+            doc->binary = true;
+            continue;
+        }
+        if (is_cbf_type(t))
+            return doc_fail(doc, t, false, err, "deserializers[%zu].type: a "
+                            "CNTKBinaryFormatDeserializer is read alone; ctfio joins only "
+                            "CNTKTextFormatDeserializers", i);
         if (!is_ctf_type(t))
             return doc_fail(doc, t, false, err, "deserializers[%zu].type: %s is not supported; "
-                            "ctfio reads only CNTKTextFormatDeserializer", i,
-                            describe(t, got, sizeof got));
+                            "ctfio reads CNTKTextFormatDeserializer and "
+                            "CNTKBinaryFormatDeserializer", i, describe(t, got, sizeof got));
     }
     doc->deser = items[0];
     *items_out = items;
@@ -866,6 +886,60 @@ static int apply_files(const ctf_bsconfig *doc, const cfg_node *f, const char *w
 
 static bool has_pattern(const char *s) { return strpbrk(s, "*?[") != NULL; }
 
+/* A CBF reader's streams: none (every stream of the file), or per stream the file's name for it
+ * (`original`, else the stream's own name); dim and format are the file's (dim 0 here, filled
+ * in when the reader reads the file's header) unless given, and then they must match. */
+static int apply_cbf_streams(const ctf_bsconfig *doc, const deser_slot *slot, size_t *count,
+                             ctf_error *err)
+{
+    static const char *const fields[3] = {"original", "dim", "format"};
+    static const char *const formats[2] = {"dense", "sparse"};
+    const cfg_node *in = slot->input;
+    char got[80], name[200];
+    *count = 0;
+    if (!in) return 0;
+    if (in->kind != N_DICT)
+        return doc_fail(doc, in, false, err, "input: must be a block of streams "
+                        "[ NAME = [ original = ... ] ] (got %s)", describe(in, got, sizeof got));
+    for (size_t i = 0; i < in->num_kids; i++) {
+        const cfg_node *s = in->kids[i], *f[3] = {0};
+        ctf_stream_def *d = &slot->streams[i];
+        uint64_t dim;
+        if (s->kind != N_DICT)
+            return doc_fail(doc, s, false, err, "input.%s: must be a block [ original = ... ] "
+                            "(got %s)", s->key, describe(s, got, sizeof got));
+        for (size_t j = 0; j < s->num_kids; j++) {
+            const cfg_node *e = s->kids[j];
+            int k = 0;
+            while (k < 3 && strcasecmp(fields[k], e->key)) k++;
+            if (k == 3) {
+                snprintf(name, sizeof name, "input.%.120s", s->key);
+                return unknown_key(doc, e, name, fields, 3, err);
+            }
+            f[k] = e;
+        }
+        memset(d, 0, sizeof *d);
+        d->name = s->key;
+        snprintf(name, sizeof name, "input.%.120s.original", s->key);
+        if (f[0]) TRY(get_string(doc, f[0], name, false, &d->alias, err));
+        snprintf(name, sizeof name, "input.%.120s.dim", s->key);
+        if (f[1]) {
+            TRY(get_uint(doc, f[1], name, 1, SIZE_MAX, &dim, err));
+            d->dim = (size_t)dim;
+        }
+        int fmt = f[2] ? get_word(f[2], formats, 2) : 0;
+        if (fmt < 0)
+            return doc_fail(doc, f[2], false, err, "input.%s.format: must be \"dense\" or "
+                            "\"sparse\" (got %s)", s->key, describe(f[2], got, sizeof got));
+        d->is_sparse = fmt == 1;
+        if (!f[1] && f[2])
+            return doc_fail(doc, f[2], false, err, "input.%s.format: give dim with it, or "
+                            "neither (the file's)", s->key);
+    }
+    *count = in->num_kids;
+    return 0;
+}
+
 static int apply_streams(const ctf_bsconfig *doc, const deser_slot *slot, const char *where,
                          size_t *count, ctf_error *err)
 {
@@ -991,15 +1065,19 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
     if (doc->deser) TRY(collect(doc, doc->deser, false, v, err));
     if (!v[K_PRECISION]) v[K_PRECISION] = doc->outer_precision;
 
+    bool binary = doc->binary;
     if (v[K_READER_TYPE]) {
         const cfg_node *t = v[K_READER_TYPE];
         /* CNTK names the composite reader CompositeDataReader when it names it at all. */
+        const bool cbf = t->kind == N_SCALAR && !strcasecmp(t->text, "CNTKBinaryReader");
         bool ok = t->kind == N_SCALAR &&
-                  (!strcasecmp(t->text, "CNTKTextFormatReader") ||
+                  (!strcasecmp(t->text, "CNTKTextFormatReader") || (cbf && !doc->deser) ||
                    (doc->deser && !strcasecmp(t->text, "CompositeDataReader")));
         if (!ok)
             return doc_fail(doc, t, false, err, "readerType: %s is not supported; ctfio "
-                            "implements CNTKTextFormatReader", describe(t, got, sizeof got));
+                            "implements CNTKTextFormatReader and CNTKBinaryReader",
+                            describe(t, got, sizeof got));
+        binary |= cbf;
     }
     if (!v[K_FILE])
         return doc_fail(doc, doc->deser ? doc->deser : doc->reader, false, err,
@@ -1035,6 +1113,10 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
                                   &c.randomization_window, err));
     if (v[K_SAMPLE_WINDOW]) TRY(get_bool(doc, v[K_SAMPLE_WINDOW], "sampleBasedRandomizationWindow",
                                          &c.window_in_samples, err));
+    /* A window in samples without a size is the whole data set, as CNTK's reader documents:
+     * a count beyond any data set (and small enough that window arithmetic cannot wrap). */
+    if (v[K_SAMPLE_WINDOW] && c.window_in_samples && !v[K_WINDOW])
+        c.randomization_window = WINDOW_ALL_SAMPLES;
     if (v[K_SKIP_IDS])
         TRY(get_bool(doc, v[K_SKIP_IDS], "skipSequenceIds", &c.skip_sequence_ids, err));
     if (v[K_MAX_ERRORS]) TRY(get_uint(doc, v[K_MAX_ERRORS], "maxErrors", 0, UINT64_MAX,
@@ -1069,8 +1151,11 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
     /* CNTK's multiThreadedDeserialization is accepted: ctfio parses in numThreads threads. */
     bool mt;
     if (v[K_MT_DESER]) TRY(get_bool(doc, v[K_MT_DESER], "multiThreadedDeserialization", &mt, err));
-    TRY(apply_streams(doc, &doc->slots[0], doc->deser ? "deserializer" : "reader", &c.num_streams,
-                      err));
+    if (binary)
+        TRY(apply_cbf_streams(doc, &doc->slots[0], &c.num_streams, err));
+    else
+        TRY(apply_streams(doc, &doc->slots[0], doc->deser ? "deserializer" : "reader",
+                          &c.num_streams, err));
     c.streams = doc->slots[0].streams;
     c.joins = NULL;
     c.num_joins = 0;
@@ -1097,7 +1182,17 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
     }
     /* The combinations (maxSamples with maxSweeps, frameMode with truncation, ...) are checked
      * once, by the same code that checks configurations built in C. */
-    int rc = ctf_config_validate(&c, err);
+    ctf_config check = c;
+    bool from_file = binary && !c.num_streams;
+    for (size_t k = 0; k < c.num_streams; k++) from_file |= binary && !c.streams[k].dim;
+    /* A CBF file's streams are completed when the reader reads its header: here the other
+     * parameters are checked with a stand-in stream. */
+    static const ctf_stream_def stand_in = {.name = "stream", .dim = 1};
+    if (from_file) {
+        check.streams = &stand_in;
+        check.num_streams = 1;
+    }
+    int rc = ctf_config_validate(&check, err);
     if (rc) {
         if (err) snprintf(err->path, sizeof err->path, "%s", doc->name);
         return rc;

@@ -1,6 +1,7 @@
 /*
  * format.h -- the CTF text format: the index of a file's chunks and sequences (index.c) and the
- * parser that turns the bytes of whole sequences into a parsed chunk (parse.c).
+ * parser that turns the bytes of whole sequences into a parsed chunk (parse.c); CNTK's binary
+ * format, whose header is a file's index and whose chunks decode into parsed chunks (cbf.c).
  */
 #ifndef CTFIO_FORMAT_H
 #define CTFIO_FORMAT_H
@@ -61,12 +62,14 @@ struct ctf_index {
     bool cache_ok;         /* the index cache holds this table: chunks are read from it */
     struct ctf__index_one *one; /* ctf_index_sequence_samples's chunk (owned) */
     uint64_t warnings;     /* warnings the indexing pass reported (the reader counts them) */
+    struct ctf__cbf *cbf;  /* a CBF file's stream table (cbf.c), or NULL for a text file */
     /* The indexing pass's one warning (rules 1.5: an id that reappears after other ids), kept
      * in the index cache so that an open from the cache reports it too. */
     struct {
         bool on;
         uint64_t id, line, first_line; /* 0-based lines: where it reappears, where first used */
         uint64_t offset;               /* byte offset of the reappearance */
+        uint64_t count;                /* reappearances in the whole file (each one counted) */
     } repeat;
 };
 
@@ -138,6 +141,8 @@ typedef struct ctf__bufpool ctf__bufpool;
 ctf__bufpool *ctf__bufpool_create(size_t max_bufs);
 /* Drops the creator's reference; the pool and what it holds go with the last one. */
 void ctf__bufpool_unref(ctf__bufpool *p);
+/* One more reference (a chunk made outside parse.c that gives its buffers back to p). */
+void ctf__bufpool_ref(ctf__bufpool *p);
 
 typedef struct ctf__parse_cfg {
     const char *path;            /* for messages */
@@ -279,5 +284,40 @@ const char *ctf__parse_variant(void);
 int ctf__parse_set_variant(const char *name);
 #endif
 
+
+/*======================================================================
+ * CNTK's binary format (cbf.c): a .bin file's header as its index, its chunks decoded into
+ * parsed chunks.
+ *====================================================================*/
+
+/* One stream of a CBF file, as its header describes it. */
+typedef struct ctf__cbf_stream {
+    char *name;
+    bool sparse;
+    ctf_precision precision;  /* the stored element type */
+    uint32_t dim;
+} ctf__cbf_stream;
+typedef struct ctf__cbf ctf__cbf;
+
+/* Whether the file (fd, size bytes) starts with CBF's magic number. @return : 0 or CTF_EIO. */
+int ctf__cbf_sniff(int fd, const char *path, uint64_t size, bool *yes, ctf_error *err);
+/* Fills idx (path and file set) from the CBF file's header: its chunks (empty ones left out),
+ * sequence counts, length statistics and fingerprint, and idx->cbf; each of cfg's streams is
+ * found by its alias (else name) among the file's and must match its kind, dimension and
+ * element type. On failure idx->cbf may be set (ctf_index_free frees it). @return : 0, or
+ * CTF_EPARSE (not a valid file), CTF_EINVAL (the streams do not fit), CTF_EIO, CTF_ENOMEM. */
+int ctf__cbf_index(ctf_index *idx, const ctf_config *cfg, int fd, ctf_error *err);
+void ctf__cbf_free(ctf__cbf *cbf);
+const ctf__cbf_stream *ctf__cbf_streams(const ctf__cbf *cbf, size_t *n);
+/* Chunk c's sequence records (key: the sequence's number in the file) from its lengths: bytes
+ * (the chunk's first bytes) or, when NULL, read from the file. */
+int ctf__cbf_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__seqbuf *out,
+                        ctf_error *err);
+/* Decodes chunk `chunk` (bytes: its ch->size bytes) into a parsed chunk of pc's streams, its
+ * buffers from pool (may be NULL); its records into seqs when not NULL. @return : 0 and *out,
+ * or CTF_EPARSE naming the damaged byte, CTF_ELIMIT, CTF_ENOMEM. */
+int ctf__cbf_decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
+                    const char *bytes, ctf__bufpool *pool, ctf__seqbuf *seqs,
+                    ctf__chunk_data **out, ctf_error *err);
 
 #endif /* CTFIO_FORMAT_H */

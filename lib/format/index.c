@@ -481,6 +481,7 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
             if (r < 0)
                 return ctf__fail(st->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory indexing %s",
                                  path);
+            if (r == 1) idx->repeat.count++;
             if (r == 1 && !idx->repeat.on) {
                 idx->repeat.on = true;
                 idx->repeat.id = id;
@@ -570,6 +571,14 @@ static int scan_range(scan_state *st, int fd, uint64_t from, uint64_t size, ctf_
             if (rc) goto done;
             have += want;
             read_pos += want;
+            /* Only the caller's own scan reports (not a re-scan, not the parallel half). */
+            const ctf_config *cfg = st->cfg;
+            if (cfg && cfg->progress && !st->keep &&
+                cfg->progress(cfg->progress_user, read_pos - from, size - from)) {
+                rc = ctf__fail(err, CTF_EINVAL, (ctf__where){path, 0, 0, (int64_t)read_pos},
+                               "indexing cancelled");
+                goto done;
+            }
         }
         size_t start = 0;
         if (first) {
@@ -777,8 +786,9 @@ static int scan_file(scan_state *st, int fd, ctf_error *err)
 
 #define CACHE_MAGIC "CTFIDX\x01\n"
 /* 2: the repeated-id warning; 3: line mode: an empty name is data; 4: the checksum runs over
- * the records, then the header, so that the table is written as it is scanned. */
-#define CACHE_VERSION 4u
+ * the records, then the header, so that the table is written as it is scanned; 5: repeat_on
+ * counts the repeated ids (it was 0 or 1). */
+#define CACHE_VERSION 5u
 
 typedef struct cache_header {
     char magic[8];
@@ -792,7 +802,8 @@ typedef struct cache_header {
     uint64_t total_lines;
     uint64_t data_start;
     uint64_t seq_bytes;       /* sizeof(ctf__seq), guards against layout changes */
-    uint64_t repeat_on;       /* the scan's repeated-id warning (ctf_index.repeat), 0 or 1 */
+    uint64_t repeat_on;       /* ids that reappear after other ids (ctf_index.repeat.count):
+                               * 0 none, else the scan's warning below is on */
     uint64_t repeat_id, repeat_line, repeat_first_line, repeat_offset;
 } cache_header;
 
@@ -899,7 +910,7 @@ static int cache_load(scan_state *st, const ctf_config *cfg, const index_opts *o
         why = "implausible line count or data start";
         goto out;
     }
-    if (h.repeat_on > 1 ||
+    if (h.repeat_on > h.total_lines ||
         (h.repeat_on && (h.line_mode || h.repeat_offset >= h.file_size ||
                          h.repeat_line >= h.total_lines || h.repeat_first_line >= h.repeat_line))) {
         why = "inconsistent warning record";
@@ -963,6 +974,7 @@ static int cache_load(scan_state *st, const ctf_config *cfg, const index_opts *o
         idx->repeat.line = h.repeat_line;
         idx->repeat.first_line = h.repeat_first_line;
         idx->repeat.offset = h.repeat_offset;
+        idx->repeat.count = h.repeat_on;
         warn_repeat(cfg, idx);
     }
     rc = 1;
@@ -1037,7 +1049,7 @@ static bool cache_end(scan_state *st, const ctf_config *cfg, const index_opts *o
     h.total_lines = idx->total_lines;
     h.data_start = idx->data_start;
     h.seq_bytes = sizeof(ctf__seq);
-    h.repeat_on = idx->repeat.on;
+    h.repeat_on = idx->repeat.on ? CTF_MAX(idx->repeat.count, 1) : 0;
     h.repeat_id = idx->repeat.id;
     h.repeat_line = idx->repeat.line;
     h.repeat_first_line = idx->repeat.first_line;
@@ -1220,6 +1232,7 @@ int ctf__index_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf
                           ctf_error *err)
 {
     const ctf__chunk *ch = &idx->chunks[c];
+    if (idx->cbf) return ctf__cbf_chunk_seqs(idx, c, bytes, out, err);
     if (out->cap < ch->num_seqs &&
         ctf__grow((void **)&out->p, &out->cap, ch->num_seqs, sizeof *out->p))
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
@@ -1276,6 +1289,25 @@ int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
     idx->one->chunk = SIZE_MAX;
     rc = ctf__file_stat(idx->path, &idx->file, err);
     if (rc) goto fail;
+    {
+        /* A CBF file (its magic number) is indexed by its own header: no scan, no cache. */
+        int fd = ctf__file_open(idx->path, err);
+        if (fd < 0) {
+            rc = fd;
+            goto fail;
+        }
+        bool cbf = false;
+        rc = ctf__cbf_sniff(fd, idx->path, idx->file.size, &cbf, err);
+        if (!rc && cbf) rc = ctf__cbf_index(idx, cfg, fd, err);
+        ctf__file_close(fd);
+        if (rc) goto fail;
+        if (cbf) {
+            idx->chunk_size_bytes = cfg->chunk_size_bytes;
+            opts_free(&o);
+            *out = idx;
+            return 0;
+        }
+    }
 
     scan_state st;
     memset(&st, 0, sizeof st);
@@ -1356,6 +1388,7 @@ void ctf_index_get_info(const ctf_index *idx, ctf_index_info *info)
     info->min_sequence_samples = idx->min_seq_samples;
     memcpy(info->length_buckets, idx->hist, sizeof info->length_buckets);
     info->index_bytes = ctf__index_bytes(idx);
+    info->repeated_ids = idx->repeat.count;
 }
 
 uint64_t ctf_index_sequence_samples(const ctf_index *idx, size_t i)
@@ -1387,6 +1420,7 @@ void ctf_index_free(ctf_index *idx)
     if (!idx) return;
     CTF_FREE(idx->path);
     CTF_FREE(idx->chunks);
+    ctf__cbf_free(idx->cbf);
     if (idx->opts) {
         opts_free(idx->opts);
         CTF_FREE(idx->opts);

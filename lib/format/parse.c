@@ -877,6 +877,11 @@ static void pool_ref(ctf__bufpool *p)
     pthread_mutex_unlock(&p->mu);
 }
 
+void ctf__bufpool_ref(ctf__bufpool *p)
+{
+    pool_ref(p);
+}
+
 void ctf__bufpool_unref(ctf__bufpool *p)
 {
     if (!p) return;

@@ -87,6 +87,9 @@ typedef enum ctf__seqs_how {
  * it. @return : 0 or CTF_ENOMEM. */
 int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t threads, size_t hold,
                        ctf__loader **out, ctf_error *err);
+/* Counts the loader's work into perf (threads + 1 slots: the caller's, then its threads'), from
+ * the next load on. */
+void ctf__loader_set_perf(ctf__loader *l, ctf__perf_slot *perf);
 #ifdef CTF_TESTING
 /* Test builds: chunks put on the loader's queue (not those a caller loaded itself at once). */
 extern atomic_long ctf__loader_queued;
@@ -218,6 +221,9 @@ typedef struct ctf__cache_cfg {
     uint64_t sweep_samples;      /* index samples in one sweep */
     uint64_t limit;              /* the timeline ends here (UINT64_MAX: never) */
     ctf_stats *stats;            /* kept current: chunks_loaded, *_resident and their peaks */
+    /* Stage counters, num_threads + 1 slots: the consumer's first, then one per loader
+     * thread (NULL: none counted). Must outlive the cache. */
+    ctf__perf_slot *perf;
 } ctf__cache_cfg;
 
 /* ctf__cache_create(pc, src, cfg, out, err): the cache and its loader (cfg->num_threads

@@ -52,6 +52,8 @@ struct ctf__loader {
     void *job_arg;
     size_t job_parts, job_next, job_running;
     ctf__readbuf caller_buf;    /* for loads run by ctf__loader_take on the caller's thread */
+    ctf__perf_slot *perf;       /* the caller's slot, then one per thread (NULL: no counting) */
+    size_t started;             /* threads that took their slot number */
 };
 
 /* rb->publish of this loader's loads: the records wait in the chunk's result, and whoever
@@ -92,7 +94,10 @@ static int run_load(ctf__loader *l, ctf__readbuf *rb, size_t c, ctf__chunk_data 
     ctf__error_clear(&e);
     rb->publish = l->src->hands_seqs ? publish_seqs : NULL;
     rb->publish_ctx = l;
+    const uint64_t t0 = ctf__now_ns();
     int rc = l->src->load(l->src, rb, c, l->pcv.pool, &cd, err ? err : &e);
+    ctf__perf_since(rb->perf, CTF__PERF_LOAD_NS, t0);
+    ctf__perf_add(rb->perf, CTF__PERF_LOADS, 1);
     ctf_error *ecopy = NULL;
     if (rc && !err) {
         ecopy = CTF_MALLOC(sizeof *ecopy);
@@ -117,6 +122,7 @@ static void *worker_main(void *arg)
     ctf__loader *l = arg;
     ctf__readbuf rb = {0};
     pthread_mutex_lock(&l->mu);
+    const size_t me = ++l->started; /* slot 0 is the caller's */
     for (;;) {
         while (!l->stop && l->q_len == 0 && l->job_next >= l->job_parts)
             pthread_cond_wait(&l->work, &l->mu);
@@ -139,6 +145,7 @@ static void *worker_main(void *arg)
         l->q_len--;
         l->state[c] = ST_RUNNING;
         ctf__chunk_data *cd;
+        rb.perf = l->perf ? &l->perf[me] : NULL;
         (void)run_load(l, &rb, c, &cd, NULL);
         if (l->discard[c]) {
             l->discard[c] = 0;
@@ -204,6 +211,14 @@ int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t thread
     return 0;
 }
 
+void ctf__loader_set_perf(ctf__loader *l, ctf__perf_slot *perf)
+{
+    pthread_mutex_lock(&l->mu);
+    l->perf = perf;
+    l->caller_buf.perf = perf;
+    pthread_mutex_unlock(&l->mu);
+}
+
 #ifdef CTF_TESTING
 atomic_long ctf__loader_queued;
 #endif
@@ -253,6 +268,14 @@ static void load_here(ctf__loader *l, size_t c)
     }
 }
 
+/* The consumer blocked for data since t0 (a wait, or a load on its own thread): counted on
+ * the caller's slot, the first. */
+static void count_wait(ctf__loader *l, uint64_t t0)
+{
+    ctf__perf_since(l->perf, CTF__PERF_WAIT_NS, t0);
+    ctf__perf_add(l->perf, CTF__PERF_WAITS, 1);
+}
+
 int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error *err)
 {
     *out = NULL;
@@ -261,8 +284,12 @@ int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error 
         /* Not started yet: do it here rather than wait behind other chunks. */
         queue_remove(l, c);
     }
-    if (l->state[c] == ST_RUNNING) l->discard[c] = 0;
-    while (l->state[c] == ST_RUNNING) pthread_cond_wait(&l->done, &l->mu);
+    if (l->state[c] == ST_RUNNING) {
+        l->discard[c] = 0;
+        const uint64_t t0 = ctf__now_ns();
+        while (l->state[c] == ST_RUNNING) pthread_cond_wait(&l->done, &l->mu);
+        count_wait(l, t0);
+    }
     if (l->state[c] == ST_DONE) {
         load_result r = l->res[c];
         l->res[c] = (load_result){0};
@@ -284,7 +311,9 @@ int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error 
     }
     /* Nobody loaded it: load it here, its error straight into err. */
     l->state[c] = ST_RUNNING;
+    const uint64_t t0 = ctf__now_ns();
     int rc = run_load(l, &l->caller_buf, c, out, err);
+    count_wait(l, t0);
     if (rc) result_free(l, &l->res[c]);
     l->res[c] = (load_result){0};
     l->state[c] = ST_NONE;
@@ -297,12 +326,16 @@ bool ctf__loader_seqs(ctf__loader *l, size_t c, ctf__seqs_how how, const ctf__se
     *out = NULL;
     if (!l->src->hands_seqs) return false;
     pthread_mutex_lock(&l->mu);
+    uint64_t t0 = 0; /* when the caller began to block, if it did */
     if (how == CTF__SEQS_LOAD) {
         if (l->state[c] == ST_RUNNING) l->discard[c] = 0; /* wanted after all */
         if (l->state[c] == ST_QUEUED) {
             queue_remove(l, c);
         }
-        if (l->state[c] == ST_NONE) load_here(l, c);
+        if (l->state[c] == ST_NONE) {
+            t0 = ctf__now_ns();
+            load_here(l, c);
+        }
     }
     /* A running load publishes its records when it ends: meanwhile a caller that would only
      * wait runs the next queued load itself (with CTF__SEQS_LOAD, which may load here), as it
@@ -310,6 +343,7 @@ bool ctf__loader_seqs(ctf__loader *l, size_t c, ctf__seqs_how how, const ctf__se
      * be for nothing. */
     if (how != CTF__SEQS_HELD && !l->discard[c])
         while (l->state[c] == ST_RUNNING && !l->res[c].seqs) {
+            if (!t0) t0 = ctf__now_ns();
             if (how == CTF__SEQS_LOAD && l->q_len) {
                 const size_t x = l->queue[l->q_head];
                 queue_remove(l, x);
@@ -318,6 +352,7 @@ bool ctf__loader_seqs(ctf__loader *l, size_t c, ctf__seqs_how how, const ctf__se
             }
             pthread_cond_wait(&l->done, &l->mu);
         }
+    if (t0) count_wait(l, t0);
     if ((l->state[c] == ST_RUNNING && !l->discard[c]) || l->state[c] == ST_DONE)
         *out = l->res[c].seqs;
     pthread_mutex_unlock(&l->mu);
@@ -504,6 +539,7 @@ int ctf__cache_create(const ctf__parse_cfg *pc, ctf__source *src, const ctf__cac
         ctf__cache_free(k);
         return rc;
     }
+    ctf__loader_set_perf(k->loader, cfg->perf);
     *out = k;
     return 0;
 }
@@ -574,6 +610,7 @@ static void evict(ctf__cache *k, size_t c)
     if (!cd) return;
     k->resident_bytes -= cd->bytes;
     ctf__chunk_data_free(cd);
+    ctf__perf_add(k->cfg.perf, CTF__PERF_EVICTED, 1);
     k->resident[c] = NULL;
     k->seqs_at[c] = NULL;
     for (size_t i = 0; i < k->num_resident; i++)

@@ -269,6 +269,7 @@ void ctf_reader_free(ctf_reader *r)
     CTF_FREE(r->path);
     CTF_FREE(r->picks);
     CTF_FREE(r->cut);
+    CTF_FREE(r->perf_mem);
     CTF_FREE(r);
 }
 
@@ -303,16 +304,97 @@ static void warn_few_chunks(ctf_reader *r)
     reader_log(r, CTF_SEV_WARNING, &e);
 }
 
+/* A CBF file names its streams: with none configured the reader delivers every stream of the
+ * (first) file, and a stream of dim 0 takes the file's dimension and kind. *own (to free, with
+ * *file) holds the completed streams when cfg needs them, and *use the configuration to open. */
+static int cbf_streams(const ctf_config *cfg, ctf_config *use, ctf_stream_def **own,
+                       ctf_stream_def **file, size_t *nfile, ctf_error *err)
+{
+    *use = *cfg;
+    *own = *file = NULL;
+    *nfile = 0;
+    bool needs = cfg->num_streams == 0 || !cfg->streams;
+    for (size_t k = 0; !needs && k < cfg->num_streams; k++) needs = cfg->streams[k].dim == 0;
+    const char *path = cfg->num_paths && cfg->paths ? cfg->paths[0] : cfg->path;
+    if (!needs || !path || !path[0]) return 0;
+    char **list = NULL;
+    size_t len = 0;
+    if (cfg->num_paths) {
+        int rc = ctf__expand_paths(cfg->paths, 1, &list, &len, err);
+        if (rc) return rc;
+        path = list[0];
+    }
+    ctf__file_id id;
+    bool is_cbf = false;
+    int rc = ctf__file_stat(path, &id, err);
+    int fd = rc ? rc : ctf__file_open(path, err);
+    if (fd >= 0) {
+        rc = ctf__cbf_sniff(fd, path, id.size, &is_cbf, err);
+        ctf__file_close(fd);
+    } else {
+        rc = fd;
+    }
+    if (!rc && is_cbf) rc = ctf_cbf_streams(path, file, nfile, NULL, err);
+    ctf__free_paths(list, len);
+    if (rc || !is_cbf) return rc == CTF_ENOMEM ? rc : 0; /* the usual checks will say more */
+    const size_t n = cfg->num_streams ? cfg->num_streams : *nfile;
+    if (!(*own = CTF_CALLOC(n, sizeof **own)))
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    for (size_t k = 0; k < n; k++) {
+        if (!cfg->num_streams) {
+            (*own)[k] = (*file)[k];
+            continue;
+        }
+        ctf_stream_def d = cfg->streams[k];
+        const char *want = d.alias && d.alias[0] ? d.alias : d.name;
+        for (size_t j = 0; d.dim == 0 && want && j < *nfile; j++)
+            if (!strcmp((*file)[j].name, want)) {
+                d.dim = (*file)[j].dim;
+                d.is_sparse = (*file)[j].is_sparse;
+            }
+        if (d.dim == 0)
+            return ctf__fail(err, CTF_EINVAL, (ctf__where){path, 0, 0, -1},
+                             "input.%s: the CBF file has no stream '%s'", d.name ? d.name : "",
+                             want ? want : "");
+        (*own)[k] = d;
+    }
+    use->streams = *own;
+    use->num_streams = n;
+    return 0;
+}
+
+static int reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err);
+
 int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
+{
+    if (!out) return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "ctf_reader_open: out is NULL");
+    *out = NULL;
+    if (!cfg) return ctf_config_validate(cfg, err);
+    ctf_config use;
+    ctf_stream_def *own, *file;
+    size_t nfile;
+    int rc = cbf_streams(cfg, &use, &own, &file, &nfile, err);
+    if (!rc) rc = reader_open(&use, out, err);
+    CTF_FREE(own);
+    ctf_cbf_streams_free(file, nfile);
+    return rc;
+}
+
+static int reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
 {
     *out = NULL;
     /* The joins are checked by open.c, which knows their files. */
     int rc = ctf_config_validate(cfg, err);
     if (!rc) rc = ctf__joins_validate(cfg, err);
     if (rc) return rc;
+    const uint64_t t_open = ctf__now_ns();
     ctf_reader *r = CTF_CALLOC(1, sizeof *r);
     if (!r) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     ctf__error_clear(&r->err);
+    if (ctf__reader_perf_init(r, cfg->num_threads)) {
+        CTF_FREE(r);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    }
     rc = copy_config(r, cfg, err);
     if (rc) goto fail;
     r->pc = (ctf__parse_cfg){.path = r->path, .streams = r->streams,
@@ -353,7 +435,8 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
         .keep_data_in_memory = cfg->keep_data_in_memory, .randomized = r->randomized,
         .same_sweep_only = cfg->truncation_length != 0, .window = cfg->randomization_window,
         .window_in_samples = cfg->window_in_samples, .seed = cfg->randomization_seed,
-        .sweep_samples = r->sweep_samples, .limit = r->limit, .stats = &r->stats};
+        .sweep_samples = r->sweep_samples, .limit = r->limit, .stats = &r->stats,
+        .perf = r->perf};
     rc = ctf__cache_create(&r->pc, r->src, &cc, &r->cache, err);
     if (rc) goto fail;
     rc = load_sweep(r, 0);
@@ -364,6 +447,7 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     warn_few_chunks(r);
     r->ended = r->position >= r->limit;
     schedule_prefetch(r);
+    r->open_ns = ctf__now_ns() - t_open;
     *out = r;
     return 0;
 fail:
@@ -389,8 +473,12 @@ static int finish_minibatch(ctf_reader *r, size_t np, uint64_t first_sweep, bool
     ctf__mb_info info = {r->position, first_sweep, end_of_sweep, r->src->num_files > 1,
                          ctf__loader_run_parts, ctf__cache_loader(r->cache),
                          r->cfg.num_threads + 1, &r->mb_pool};
+    /* Packing runs to the end of the request (ctf_reader_next reads the clock there). */
+    r->pack_t0 = ctf__now_ns();
     int rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
     if (rc) return fail_dead(r, rc);
+    ctf__perf_add(r->perf, CTF__PERF_PACK_BYTES, ctf__minibatch_bytes(*out));
+    ctf__perf_add(r->perf, CTF__PERF_MINIBATCHES, 1);
     ctf__cache_evict_passed(r->cache);
     schedule_prefetch(r);
     ctf__cache_update_stats(r->cache);
@@ -486,6 +574,7 @@ static int bptt_fetch(ctf_reader *r, bptt_slot *s, bool *end_of_sweep)
     s->length = q->samples;
     ctf__cache_pin(r->cache, s->chunk);
     ctf__cache_consumed(r->cache, s->chunk);
+    ctf__perf_add(r->perf, CTF__PERF_CUT_SEQS, 1);
     r->position += s->length;
     if (++r->cur_slot == ctf__sweepgen_num_slots(r->gen)) {
         *end_of_sweep = true;
@@ -600,7 +689,23 @@ static int bptt_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
     return finish_minibatch(r, np, first_sweep, end_of_sweep, out);
 }
 
+static int reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out);
+
+/* Times the call and the caller's work since the last one (the consumer's own time). */
 int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
+{
+    const uint64_t t0 = ctf__now_ns(), pos = r->position;
+    if (r->last_return_ns) ctf__perf_add(r->perf, CTF__PERF_CONSUMER_NS, t0 - r->last_return_ns);
+    r->pack_t0 = 0;
+    const int rc = reader_next(r, num_samples, out);
+    r->last_return_ns = ctf__perf_since(r->perf, CTF__PERF_NEXT_NS, t0);
+    if (r->pack_t0) ctf__perf_add(r->perf, CTF__PERF_PACK_NS, r->last_return_ns - r->pack_t0);
+    ctf__perf_add(r->perf, CTF__PERF_NEXT_CALLS, 1);
+    ctf__perf_add(r->perf, CTF__PERF_CUT_SAMPLES, r->position - pos);
+    return rc;
+}
+
+static int reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
 {
     *out = NULL;
     if (r->dead)
@@ -677,6 +782,7 @@ int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         }
     }
     ctf__sweepgen_release(r->gen, r->cur_slot);
+    ctf__perf_add(r->perf, CTF__PERF_CUT_SEQS, n);
     if (n == 0) {
         r->ended = true;
         return 0;

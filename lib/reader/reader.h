@@ -44,6 +44,15 @@ struct ctf_reader {
     ctf_stats stats;
     uint64_t suppressed_warnings;
 
+    /* Stage counters (stats.c): num_threads + 1 slots, the consumer's first, in perf_mem
+     * (aligned to a cache line); the open's time; the consumer's clock. */
+    void *perf_mem;
+    ctf__perf_slot *perf;
+    size_t num_perf;
+    uint64_t open_ns;
+    uint64_t last_return_ns;     /* when the last ctf_reader_next returned (0: no call yet) */
+    uint64_t pack_t0;            /* when this request's packing began (0: not yet) */
+
     ctf__pick *picks;            /* scratch for next() */
     size_t picks_cap;
     struct cut_item { size_t seq, chunk; bool owned; } *cut;
@@ -63,6 +72,12 @@ typedef struct bptt_slot {
     bool skip;               /* dropped (unequal stream lengths): advance without delivering */
     bool recheck;            /* restored mid-sequence: redo the length check, quietly */
 } bptt_slot;
+
+/* stats.c: the slots of a reader with `threads` prefetch threads into r->perf / perf_mem.
+ * @return : 0 or CTF_ENOMEM. */
+int ctf__reader_perf_init(ctf_reader *r, size_t threads);
+/* stats.c: bytes a minibatch delivers (values, indices, offsets), for the packing counters. */
+uint64_t ctf__minibatch_bytes(const ctf_minibatch *mb);
 
 /* reader.c's operations that state.c needs. */
 int ctf__reader_fail_dead(ctf_reader *r, int rc); /* not EINVAL: the reader can only be freed */

@@ -222,14 +222,18 @@ size_t ctf__load_block = CTF__LOAD_BLOCK;
 /* n bytes of file f at off into buf. A file that ends early says how many bytes the chunk still
  * expected (up to chunk_end), as one read of the whole chunk would. */
 static int read_at(corpus *k, size_t f, char *buf, size_t n, uint64_t off, uint64_t chunk_end,
-                   ctf_error *err)
+                   ctf__perf_slot *perf, ctf_error *err)
 {
     const char *path = k->files[f].idx->path;
     size_t slot;
+    const uint64_t t0 = ctf__now_ns();
     int fd = fd_acquire(k, f, &slot, err);
     if (fd < 0) return fd;
     int rc = ctf__file_pread(fd, path, buf, n, off, err);
     fd_release(k, slot, fd);
+    ctf__perf_since(perf, CTF__PERF_READ_NS, t0);
+    ctf__perf_add(perf, CTF__PERF_READ_BYTES, rc ? 0 : n);
+    ctf__perf_add(perf, CTF__PERF_READS, 1);
     if (rc == CTF_ECHANGED && err->offset >= 0 && (uint64_t)err->offset < chunk_end)
         rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){path, 0, 0, err->offset},
                        "file ended early (expected %zu more bytes): the file changed since it "
@@ -283,7 +287,7 @@ static int rescan_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *out
     bool scanning = true;
     for (;;) {
         const size_t want = (size_t)CTF_MIN((uint64_t)(blk - have), chunk_end - pos);
-        if ((rc = read_at(k, f, buf + have, want, pos, chunk_end, err))) break;
+        if ((rc = read_at(k, f, buf + have, want, pos, chunk_end, rb->perf, err))) break;
         have += want;
         pos += want;
         const bool last = pos == chunk_end;
@@ -301,6 +305,49 @@ static int rescan_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *out
     return ctf__rescan_end(scan, err);
 }
 
+/* A CBF chunk's records: its sequence lengths, the chunk's first bytes. */
+static int cbf_chunk_seqs(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *out,
+                          ctf_error *err)
+{
+    const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
+    const ctf_index *idx = k->files[f].idx;
+    const ctf__chunk *ch = &idx->chunks[lc];
+    const size_t nb = ch->num_seqs * 4;
+    char *buf = ctf__readbuf_get(rb, nb);
+    if (!buf)
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         lc, idx->path);
+    int rc = read_at(k, f, buf, nb, ch->offset, ch->offset + ch->size, rb->perf, err);
+    return rc ? rc : ctf__index_chunk_seqs(idx, lc, buf, out, err);
+}
+
+/* A CBF chunk: read whole (its size is checked against the header at open), then decoded. */
+static int cbf_load(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool,
+                    ctf__chunk_data **out, ctf_error *err)
+{
+    const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
+    const ctf__source_file *file = &k->files[f];
+    const ctf_index *idx = file->idx;
+    const ctf__chunk *ch = &idx->chunks[lc];
+    char *buf = ctf__readbuf_get(rb, ch->size ? (size_t)ch->size : 1);
+    if (!buf)
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                         lc, idx->path);
+    int rc = read_at(k, f, buf, (size_t)ch->size, ch->offset, ch->offset + ch->size, rb->perf, err);
+    if (rc) return rc;
+    const uint64_t t = ctf__now_ns();
+    rc = ctf__cbf_decode(&file->pc, idx, lc, buf, pool, &rb->seqs, out, err);
+    ctf__perf_since(rb->perf, CTF__PERF_PARSE_NS, t);
+    if (rc) return rc;
+    ctf__perf_add(rb->perf, CTF__PERF_PARSE_BYTES, ch->size);
+    (*out)->chunk = c;
+    if (rb->publish) {
+        rb->publish(rb->publish_ctx, c, rb->seqs.p, rb->seqs.cap);
+        rb->seqs = (ctf__seqbuf){0};
+    }
+    return 0;
+}
+
 int ctf__corpus_chunk_seqs(ctf__source *src, size_t c, ctf__readbuf *rb, ctf__seqbuf *out,
                            ctf_error *err)
 {
@@ -312,6 +359,7 @@ int ctf__corpus_chunk_seqs(ctf__source *src, size_t c, ctf__readbuf *rb, ctf__se
         ctf__grow((void **)&out->p, &out->cap, ch->num_seqs, sizeof *out->p))
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
                          lc, idx->path);
+    if (idx->cbf) return cbf_chunk_seqs(k, c, rb, out, err);
     if (ctf__index_chunk_seqs_cached(idx, lc, out)) return 0;
     return rescan_blocks(k, c, rb, out, err);
 }
@@ -379,7 +427,7 @@ static int load_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool
     int parse_rc = 0;
     for (;;) {
         const size_t want = (size_t)CTF_MIN((uint64_t)(blk - have), chunk_end - pos);
-        rc = read_at(k, f, buf + have, want, pos, chunk_end, err);
+        rc = read_at(k, f, buf + have, want, pos, chunk_end, rb->perf, err);
         if (rc) goto fail;
         if (pos == ch->offset - pre) first = buf[0];
         have += want;
@@ -387,10 +435,12 @@ static int load_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool
         const bool last = pos == chunk_end;
         if (last && have) last_byte = buf[have - 1];
         const char *rest = buf + scan_at;
+        uint64_t t = ctf__now_ns();
         if (scanning) {
             scanning = !ctf__rescan_block(scan, buf + scan_at, buf + have, base + scan_at, last,
                                           &rest);
             scan_at = (size_t)(rest - buf);
+            t = ctf__perf_since(rb->perf, CTF__PERF_RESCAN_NS, t);
         }
         const size_t kept = ctf__rescan_kept(scan);
         uint64_t open_at = 0;
@@ -402,6 +452,7 @@ static int load_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool
                 const ctf__seq *s = rb->seqs.p;
                 const uint64_t end = hi < kept ? s[hi].offset : open ? open_at : chunk_end;
                 parse_rc = ctf__parse_seqs(run, s, hi, end, buf, base, have, &perr);
+                ctf__perf_since(rb->perf, CTF__PERF_PARSE_NS, t);
                 parsed = hi;
                 parsing = !parse_rc && !ctf__parse_stopped(run) && parsed < ch->num_seqs;
             }
@@ -437,8 +488,13 @@ static int load_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool
         rb->publish(rb->publish_ctx, c, rb->seqs.p, rb->seqs.cap);
         rb->seqs = (ctf__seqbuf){0};
     }
+    const uint64_t t = ctf__now_ns();
     rc = ctf__parse_end(run, out, err);
-    if (!rc) (*out)->chunk = c;
+    ctf__perf_since(rb->perf, CTF__PERF_PARSE_NS, t);
+    if (!rc) {
+        (*out)->chunk = c;
+        ctf__perf_add(rb->perf, CTF__PERF_PARSE_BYTES, ch->size);
+    }
     return rc;
 fail:
     if (scan) {
@@ -464,6 +520,7 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
                          "the data file changed on disk since it was indexed (size %llu -> "
                          "%llu bytes, or a new modification time); reopen the reader",
                          (unsigned long long)idx->file.size, (unsigned long long)now.size);
+    if (idx->cbf) return cbf_load(k, c, rb, pool, out, err);
     return load_blocks(k, c, rb, pool, out, err);
 }
 
@@ -523,9 +580,14 @@ int ctf__corpus_open(const ctf_config *cfg, const char *const *paths, size_t n,
         fc.num_joins = 0;
         fc.joins = NULL;
         if (!(k->files[f].path = ctf__strdup(paths[f]))) goto oom;
+        const uint64_t t0 = ctf__now_ns();
         rc = ctf_index_build(&fc, &k->files[f].idx, err);
         if (rc) goto fail;
         const ctf_index *idx = k->files[f].idx;
+        k->src.index_ns += ctf__now_ns() - t0;
+        k->src.index_bytes += idx->from_cache ? 0 : idx->file.size;
+        k->src.index_cache_hits += idx->from_cache;
+        k->src.index_cache_misses += cfg->cache_index && !idx->from_cache;
         k->files[f].pc = *pc;
         k->files[f].pc.path = k->files[f].path;
         k->files[f].pc.line_mode = idx->line_mode;

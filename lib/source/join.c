@@ -486,6 +486,13 @@ int ctf__join_open(const ctf_config *cfg, ctf__source *primary, ctf__source **pa
     uint64_t h = primary->hash;
     J->src.total_bytes = primary->total_bytes;
     J->src.warnings = primary->warnings;
+    for (size_t j = 0; j <= num_parts; j++) { /* the primary, then each part */
+        const ctf__source *x = j ? J->parts[j - 1].src : primary;
+        J->src.index_ns += x->index_ns;
+        J->src.index_bytes += x->index_bytes;
+        J->src.index_cache_hits += x->index_cache_hits;
+        J->src.index_cache_misses += x->index_cache_misses;
+    }
     for (size_t j = 0; j < num_parts; j++) {
         jpart *P = &J->parts[j];
         for (size_t f = 0; f < P->src->num_fp_files; f++) J->fp[nfp++] = P->src->fp_files[f];

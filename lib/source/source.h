@@ -32,6 +32,8 @@ typedef struct ctf__readbuf {
      * leaves rb->seqs empty. */
     void (*publish)(void *ctx, size_t c, ctf__seq *seqs, size_t cap);
     void *publish_ctx;
+    /* The loading thread's stage counters (NULL: none), set by the loader. */
+    ctf__perf_slot *perf;
 } ctf__readbuf;
 /* @return : rb's buffer with at least `need` bytes, or NULL (out of memory; rb is empty then). */
 char *ctf__readbuf_get(ctf__readbuf *rb, size_t need);
@@ -72,6 +74,9 @@ struct ctf__source {
     uint64_t dropped_sequences;        /* sequences dropped while opening (missing keys) */
     uint64_t keys_missing;             /* primary sequences a joined deserializer lacks */
     uint64_t keys_unmatched;           /* joined sequences whose key the primary lacks */
+    /* Indexing at open, every file's: time, bytes scanned (0 for an index from its cache),
+     * files whose index came from the index cache, files scanned while cache_index was on. */
+    uint64_t index_ns, index_bytes, index_cache_hits, index_cache_misses;
     /* Reads and parses chunk c into data holding every stream the source delivers, with
      * cd->chunk == c. Thread-safe; rb is the calling thread's buffer, pool may be NULL. */
     int (*load)(ctf__source *s, ctf__readbuf *rb, size_t c, ctf__bufpool *pool,

@@ -1047,6 +1047,17 @@ static PyObject *Reader_stats(ReaderObject *self, PyObject *Py_UNUSED(ignored))
     return ctf_py_stats_dict(&s, self->names);
 }
 
+PyDoc_STRVAR(Reader_perf_doc, "perf() -> dict\n\nWhere the time goes: the stage counters "
+                              "(ctf_perf) and the verdict naming the limiting stage.");
+
+static PyObject *Reader_perf(ReaderObject *self, PyObject *Py_UNUSED(ignored))
+{
+    ctf_perf p;
+    if (reader_enter(self) < 0) return NULL;
+    ctf_reader_get_perf(self->reader, &p, sizeof p);
+    return ctf_py_perf_dict(&p);
+}
+
 PyDoc_STRVAR(Reader_index_info_doc,
              "index_info() -> dict\n\nFacts about the index (ctf_index_info).");
 
@@ -1133,6 +1144,7 @@ static PyMethodDef Reader_methods[] = {
     {"restore_state", (PyCFunction)(void (*)(void))Reader_restore_state, METH_O,
      "restore_state(state)\n\nContinues from a get_state() text; StateError if it does not fit."},
     {"stats", (PyCFunction)(void (*)(void))Reader_stats, METH_NOARGS, Reader_stats_doc},
+    {"perf", (PyCFunction)(void (*)(void))Reader_perf, METH_NOARGS, Reader_perf_doc},
     {"index_info", (PyCFunction)(void (*)(void))Reader_index_info, METH_NOARGS,
      Reader_index_info_doc},
     {"close", (PyCFunction)(void (*)(void))Reader_close, METH_NOARGS,

@@ -159,6 +159,7 @@ class Reader:
     @property
     def samples_per_sweep(self) -> int: ...  # every file of a corpus; joined sequences
     def stats(self) -> Stats: ...
+    def perf(self) -> Dict[str, Any]: ...
     def index_info(self) -> IndexInfo: ...
     def close(self) -> None: ...
     def __enter__(self) -> "Reader": ...
@@ -233,4 +234,19 @@ def convert_file(
     features: Optional[str] = None,
     labels: Optional[str] = None,
     progress: Optional[Callable[[int, int], Any]] = None,
+) -> Tuple[bool, Union[Dict[str, Any], _ConvertError]]: ...
+
+# A CBF file's streams: (True, [(name, dim, is_sparse, "float" | "double"), ...]) or the error.
+def cbf_streams(
+    path: _Path,
+) -> Tuple[bool, Union[List[Tuple[str, int, bool, str]], _ConvertError]]: ...
+
+# ctf_cbf_write: the CTF file (path, streams as for Reader) as the CBF file dst.
+def cbf_write(
+    path: Any,
+    streams: Any,
+    dst: _Path,
+    chunk_size: int,
+    precision: Literal["float", "double"],
+    skip_sequence_ids: bool = False,
 ) -> Tuple[bool, Union[Dict[str, Any], _ConvertError]]: ...

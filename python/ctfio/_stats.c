@@ -1,9 +1,12 @@
 /*
- * _stats.c -- the reader's counters (ctf_stats) and index facts (ctf_index_info) as Python
- * dicts: the bodies of Reader.stats() and Reader.index_info().
+ * _stats.c -- the reader's counters (ctf_stats), stage counters and verdict (ctf_perf) and
+ * index facts (ctf_index_info) as Python dicts: the bodies of Reader.stats(), Reader.perf()
+ * and Reader.index_info().
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include <stddef.h>
 
 #include "_stats.h"
 #include "_pyutil.h"
@@ -68,7 +71,53 @@ PyObject *ctf_py_index_info_dict(const ctf_index_info *info)
     PUT("from_cache", PyBool_FromLong(info->from_cache));
     PUT("min_sequence_samples", PyLong_FromUnsignedLongLong(info->min_sequence_samples));
     PUT("index_bytes", PyLong_FromUnsignedLongLong(info->index_bytes));
+    PUT("repeated_ids", PyLong_FromUnsignedLongLong(info->repeated_ids));
 #undef PUT
+    if (rc) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* The ctf_perf fields by name, in struct order (every one a uint64_t). */
+static const struct {
+    const char *name;
+    size_t at;
+} perf_fields[] = {
+#define F(x) {#x, offsetof(ctf_perf, x)}
+    F(elapsed_ns),       F(next_calls),         F(next_ns),          F(consumer_ns),
+    F(wait_ns),          F(waits),              F(cut_ns),           F(cut_sequences),
+    F(cut_samples),      F(pack_ns),            F(pack_bytes),       F(minibatches),
+    F(open_ns),          F(index_ns),           F(index_bytes),      F(index_cache_hits),
+    F(index_cache_misses), F(read_ns),          F(read_bytes),       F(reads),
+    F(rescan_ns),        F(parse_ns),           F(parse_bytes),      F(load_ns),
+    F(chunks_loaded),    F(chunks_evicted),     F(chunks_resident),  F(chunk_cache_hits),
+    F(chunk_cache_misses), F(remote_requests),  F(remote_retries),   F(remote_bytes),
+    F(num_threads),      F(prefetch_chunks),
+#undef F
+};
+
+PyObject *ctf_py_perf_dict(const ctf_perf *p)
+{
+    PyObject *d = PyDict_New(), *v = NULL;
+    if (!d) return NULL;
+    int rc = 0;
+    for (size_t i = 0; !rc && i < sizeof perf_fields / sizeof perf_fields[0]; i++) {
+        uint64_t x;
+        memcpy(&x, (const char *)p + perf_fields[i].at, sizeof x);
+        rc = dict_put(d, perf_fields[i].name, PyLong_FromUnsignedLongLong(x));
+    }
+    ctf_verdict vd;
+    ctf_perf_verdict(p, sizeof *p, &vd);
+    if (!rc && !(v = PyDict_New())) rc = -1;
+#define PUT(key, value) rc = rc ? rc : dict_put(v, key, value)
+    PUT("stage", PyUnicode_FromString(vd.stage_name));
+    PUT("share", PyFloat_FromDouble(vd.share));
+    PUT("text", PyUnicode_FromString(vd.text));
+#undef PUT
+    rc = rc ? rc : PyDict_SetItemString(d, "verdict", v);
+    Py_XDECREF(v);
     if (rc) {
         Py_DECREF(d);
         return NULL;

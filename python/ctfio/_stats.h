@@ -18,4 +18,8 @@ PyObject *ctf_py_stats_dict(const ctf_stats *s, PyObject *names);
  * from_cache}. @return : a new dict, or NULL with an exception set. */
 PyObject *ctf_py_index_info_dict(const ctf_index_info *info);
 
+/* Every ctf_perf counter by its field name, and "verdict": {stage, share, text} from
+ * ctf_perf_verdict. @return : a new dict, or NULL with an exception set. */
+PyObject *ctf_py_perf_dict(const ctf_perf *p);
+
 #endif

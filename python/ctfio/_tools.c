@@ -11,10 +11,14 @@
  * convert_file(...) runs ctf_convert_file() with the GIL released; the progress callback takes
  * the GIL back for the Python callable, whose exception (KeyboardInterrupt) cancels the
  * conversion. A failure returns the error record as a tuple; ctfio/convert.py raises it.
+ *
+ * cbf_streams(path) lists a CBF file's streams (ctfio.CBFDeserializer completes its StreamDefs
+ * from them); cbf_write(...) runs ctf_cbf_write with the GIL released (ctfio.convert "cbf").
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "_config.h"
 #include "_tools.h"
 #include "cli.h"
 #include "ctfio.h"
@@ -164,6 +168,106 @@ PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs
     PyMem_Free(text);
 done:
     Py_XDECREF(src_o);
+    Py_XDECREF(dst_o);
+    return result;
+}
+
+/* The error record as convert_file returns it: (False, (name, text, path, line, col, ...)). */
+static PyObject *error_tuple(const ctf_error *err)
+{
+    char text[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
+    ctf_error_format(err, CTF_SEV_ERROR, text, sizeof text);
+    return Py_BuildValue("(O(ssyKKLs))", Py_False, ctf_error_name(err->code), text, err->path,
+                         (unsigned long long)err->line, (unsigned long long)err->column,
+                         (long long)err->offset, err->message);
+}
+
+const char ctf_py_cbf_streams_doc[] =
+    "cbf_streams(path) -> (True, [(name, dim, is_sparse, precision), ...]) or (False, error)\n\n"
+    "The streams a CBF file holds, in file order; precision is 'float' or 'double'.";
+
+PyObject *ctf_py_cbf_streams(PyObject *module, PyObject *arg)
+{
+    (void)module;
+    PyObject *path_o = NULL, *list = NULL;
+    if (!PyUnicode_FSConverter(arg, &path_o)) return NULL;
+    ctf_stream_def *st = NULL;
+    size_t n = 0;
+    ctf_precision prec = CTF_FLOAT32;
+    ctf_error err;
+    int rc = ctf_cbf_streams(PyBytes_AS_STRING(path_o), &st, &n, &prec, &err);
+    Py_DECREF(path_o);
+    if (rc) return error_tuple(&err);
+    if (!(list = PyList_New((Py_ssize_t)n))) goto done;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *t = Py_BuildValue("(snOs)", st[i].name, (Py_ssize_t)st[i].dim,
+                                    st[i].is_sparse ? Py_True : Py_False,
+                                    prec == CTF_FLOAT64 ? "double" : "float");
+        if (!t) {
+            Py_CLEAR(list);
+            goto done;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+    }
+done:
+    ctf_cbf_streams_free(st, n);
+    if (!list) return NULL;
+    PyObject *r = Py_BuildValue("(OO)", Py_True, list);
+    Py_DECREF(list);
+    return r;
+}
+
+const char ctf_py_cbf_write_doc[] =
+    "cbf_write(path, streams, dst, chunk_size, precision, skip_sequence_ids=False)\n\n"
+    "Runs ctf_cbf_write (streams as for Reader). Returns (True, result dict) or (False, "
+    "error tuple as convert_file's).";
+
+PyObject *ctf_py_cbf_write(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    (void)module;
+    static char *kw[] = {"path", "streams", "dst", "chunk_size", "precision",
+                         "skip_sequence_ids", NULL};
+    PyObject *path, *streams, *dst_o = NULL, *result = NULL, *rargs = NULL, *rkw = NULL;
+    unsigned long long chunk;
+    const char *prec;
+    int skip = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO&Ks|p:cbf_write", kw, &path, &streams,
+                                     PyUnicode_FSConverter, &dst_o, &chunk, &prec, &skip))
+        return NULL;
+    ctf_config cfg;
+    ctf_config_init(&cfg);
+    ctf_py_reader_args ra;
+    memset(&ra, 0, sizeof ra);
+    if (strcmp(prec, "float") && strcmp(prec, "double")) {
+        PyErr_Format(PyExc_ValueError, "convert: precision must be 'float' or 'double' (got "
+                                       "'%s')", prec);
+        goto done;
+    }
+    if (!(rargs = Py_BuildValue("(OO)", path, streams)) ||
+        !(rkw = Py_BuildValue("{sO}", "skip_sequence_ids", skip ? Py_True : Py_False)))
+        goto done;
+    if (ctf_py_reader_args_parse(rargs, rkw, &cfg, &ra)) goto done;
+    ctf_cbf_write_result r;
+    ctf_error err;
+    const char *dst = PyBytes_AS_STRING(dst_o);
+    const ctf_precision p = strcmp(prec, "double") ? CTF_FLOAT32 : CTF_FLOAT64;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ctf_cbf_write(&cfg, dst, (uint64_t)chunk, p, &r, &err);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        result = error_tuple(&err);
+        goto done;
+    }
+    result = Py_BuildValue("(O{sKsKsKsKsK})", Py_True, "sequences",
+                           (unsigned long long)r.sequences, "samples",
+                           (unsigned long long)r.samples, "nonzeros",
+                           (unsigned long long)r.nonzeros, "chunks", (unsigned long long)r.chunks,
+                           "bytes_written", (unsigned long long)r.bytes_written);
+done:
+    ctf_py_reader_args_clear(&ra);
+    Py_XDECREF(rargs);
+    Py_XDECREF(rkw);
     Py_XDECREF(dst_o);
     return result;
 }

@@ -334,7 +334,7 @@ def _convert_parquet(src, dst, label, classes, fname, lname, precision, progress
 def convert(src, dst, format=None, *, labels=None, label=None, dim=None, zero_based=None,
             classes=None, delimiter=None, header=False, features=None,
             features_name="features", labels_name="labels", precision=None, progress=None,
-            show_config=True):
+            show_config=True, streams=None, chunk_size=32 << 20, skip_sequence_ids=False):
     """Convert ``src`` into the CTF file ``dst``; returns a ``ConvertResult``.
 
     ``format``: ``"libsvm"``, ``"csv"``, ``"numpy"`` or ``"parquet"``; default from ``src``
@@ -351,6 +351,10 @@ def convert(src, dst, format=None, *, labels=None, label=None, dim=None, zero_ba
       file), ``labels`` the labels (array, or for a .npz the key), ``features`` the .npz key of
       the features; ``classes`` one-hot encodes the labels.
     - Parquet: ``label`` the label column(s); the other (numeric) columns are the features.
+    - CBF (as ``ctfio convert cbf``; ``src`` a CTF file, ``dst`` a .bin file): ``streams`` the
+      CTF file's ``StreamDefs`` (as for ``CTFDeserializer``), ``chunk_size`` in bytes,
+      ``precision`` the stored element type (default float), ``skip_sequence_ids``. Returns a
+      dict: sequences, samples, nonzeros, chunks, bytes_written, path.
 
     ``progress``: None (a tqdm bar when tqdm is installed and stderr is a terminal), True,
     False, or a callable ``(done, total)``. ``show_config``: print the reader configuration.
@@ -366,6 +370,9 @@ def convert(src, dst, format=None, *, labels=None, label=None, dim=None, zero_ba
                                  "give format='libsvm', 'csv', 'numpy' or 'parquet'" % (src,))
     if format in ("svmlight",):
         format = "libsvm"
+    if format == "cbf":
+        return _convert_cbf(src, dst, streams, chunk_size, precision or "float",
+                            skip_sequence_ids, show_config)
     if delimiter is None and format == "csv":
         tsv = isinstance(src, (str, bytes, os.PathLike)) and \
             os.fsdecode(os.fspath(src)).lower().endswith(".tsv")
@@ -385,7 +392,32 @@ def convert(src, dst, format=None, *, labels=None, label=None, dim=None, zero_ba
         result = _convert_parquet(src, dst, label, classes, features_name, labels_name,
                                   precision, progress)
     else:
-        raise ValueError("convert: unknown format %r (libsvm, csv, numpy, parquet)" % (format,))
+        raise ValueError("convert: unknown format %r (libsvm, csv, numpy, parquet, cbf)"
+                         % (format,))
     if show_config:
         print(result.config, end="", flush=True)
     return result
+
+
+def _convert_cbf(src, dst, streams, chunk_size, precision, skip_sequence_ids, show_config):
+    from ._ctfio import cbf_write
+    from .source import StreamDef
+    if not streams:
+        raise ValueError("convert: format='cbf' needs streams= (the CTF file's StreamDefs)")
+    tuples = []
+    for name, sd in dict(streams).items():
+        if not isinstance(sd, StreamDef) or sd["shape"] is None:
+            raise ValueError("convert: streams[%r] must be a StreamDef with a shape" % (name,))
+        tuples.append((name, sd["field"], sd["shape"], sd["is_sparse"], sd["defines_mb_size"]))
+    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size <= 0:
+        raise ValueError("convert: chunk_size must be a positive int (got %r)" % (chunk_size,))
+    src, dst = os.fspath(src), os.fspath(dst)
+    ok, info = cbf_write(src, tuples, dst, chunk_size, precision,
+                         skip_sequence_ids=bool(skip_sequence_ids))
+    if not ok:
+        _raise(info)
+    info["path"] = dst
+    if show_config:
+        print("ctfio.CBFDeserializer(%r)  # %d sequences, %d chunks"
+              % (dst, info["sequences"], info["chunks"]), flush=True)
+    return info

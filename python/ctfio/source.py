@@ -60,14 +60,14 @@ class StreamDef(_Record):
     def __init__(self, field=None, shape=None, is_sparse=False, transforms=None, context=None,
                  scp=None, mlf=None, broadcast=None, defines_mb_size=False,
                  max_sequence_length=65535):
-        if shape is None:
-            raise ValueError("StreamDef.shape: the dimension is required (got None)")
         if isinstance(shape, (tuple, list)):
             if len(shape) != 1:
                 raise ValueError("StreamDef.shape: CTF streams are vectors, must be an int or a "
                                  "1-tuple (got %r)" % (shape,))
             shape = shape[0]
-        if not isinstance(shape, int) or isinstance(shape, bool) or shape <= 0:
+        # None: the file's (a CBF file stores each stream's dimension; CTF needs it given).
+        if shape is not None and (not isinstance(shape, int) or isinstance(shape, bool)
+                                  or shape <= 0):
             raise ValueError("StreamDef.shape: must be a positive int (got %r)" % (shape,))
         for name, val in (("transforms", transforms), ("context", context), ("scp", scp),
                           ("mlf", mlf), ("broadcast", broadcast)):
@@ -78,7 +78,7 @@ class StreamDef(_Record):
                          defines_mb_size=bool(defines_mb_size))
 
     def __repr__(self):
-        return ("StreamDef(field=%r, shape=%d, is_sparse=%r, defines_mb_size=%r)"
+        return ("StreamDef(field=%r, shape=%r, is_sparse=%r, defines_mb_size=%r)"
                 % (self["field"], self["shape"], self["is_sparse"], self["defines_mb_size"]))
 
 
@@ -116,6 +116,10 @@ class CTFDeserializer(_Record):
                              % (filename,))
         if not streams:
             raise ValueError("CTFDeserializer.streams: at least one stream is required")
+        for name, sd in dict(streams).items():
+            if isinstance(sd, StreamDef) and sd["shape"] is None:
+                raise ValueError("StreamDef.shape: the dimension of stream %r is required "
+                                 "(got None)" % (name,))
         for key in options:
             if key not in _DESERIALIZER_OPTIONS:
                 raise TypeError("CTFDeserializer: unknown option %r (known: %s)"
@@ -125,6 +129,63 @@ class CTFDeserializer(_Record):
 
     def __repr__(self):
         return "CTFDeserializer(%r, %r)" % (self["file"], self["input"])
+
+
+class CBFDeserializer(CTFDeserializer):
+    """``CBFDeserializer(filename, streams=None, **reader_options)``: a file of CNTK's binary
+    format (CBF: ``ctfio convert cbf`` or CNTK's ``ctf2bin.py``), read like CTF.
+
+    The file names its streams: without ``streams`` every stream of the file is delivered under
+    its own name; ``StreamDefs(new=StreamDef(field="name_in_file"))`` picks and renames them
+    (``shape`` and ``is_sparse`` default to the file's). The precision defaults to the file's
+    element type, which it must match. ``filename`` may be a list or pattern of files with the
+    same streams (a corpus)."""
+
+    def __init__(self, filename, streams=None, **options):
+        first = filename[0] if isinstance(filename, (list, tuple)) and filename else filename
+        if isinstance(first, os.PathLike):
+            first = os.fspath(first)
+        if isinstance(first, str) and any(c in first for c in "*?["):
+            import glob
+            matches = sorted(glob.glob(first))
+            first = matches[0] if matches else first
+        if not isinstance(first, str) or not first:
+            raise ValueError("CBFDeserializer.filename: must be a non-empty path (got %r)"
+                             % (filename,))
+        ok, info = _ctfio.cbf_streams(first)
+        if not ok:
+            _convert_error(info)
+        by_name = {name: (dim, sparse) for name, dim, sparse, _ in info}
+        if streams is None:
+            streams = {name: StreamDef(field=name, shape=dim, is_sparse=sparse)
+                       for name, dim, sparse, _ in info}
+        else:
+            done = {}
+            for name, sd in dict(streams).items():
+                if not isinstance(sd, StreamDef):
+                    raise TypeError("CBFDeserializer.streams[%r]: must be a StreamDef (got %r)"
+                                    % (name, sd))
+                field = sd["field"] or name
+                if field not in by_name:
+                    raise ValueError("CBFDeserializer.streams[%r]: the file has no stream %r "
+                                     "(it has: %s)" % (name, field, ", ".join(by_name)))
+                dim, sparse = by_name[field]
+                done[name] = StreamDef(field=field, shape=sd["shape"] or dim,
+                                       is_sparse=sparse if sd["shape"] is None
+                                       else sd["is_sparse"],
+                                       defines_mb_size=sd["defines_mb_size"])
+            streams = done
+        options.setdefault("precision", info[0][3])
+        super().__init__(filename, streams, **options)
+        self["type"] = "CNTKBinaryFormatDeserializer"
+
+    def __repr__(self):
+        return "CBFDeserializer(%r, %r)" % (self["file"], self["input"])
+
+
+def _convert_error(info):
+    from .convert import _raise
+    _raise(info)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -720,8 +781,13 @@ class MinibatchSource:
     # -- ctfio extras -------------------------------------------------------------------------
 
     def stats(self):
-        """Counters: sequences, samples, errors, dropped samples/rows/sequences, residency."""
-        return self._reader.stats()
+        """Counters: sequences, samples, errors, dropped samples/rows/sequences, residency;
+        ``"perf"``: where the time goes, per stage (times in nanoseconds, bytes), with
+        ``["perf"]["verdict"]``, the stage that limits throughput (``stage``, its ``share`` of
+        the consumer's time, and a ``text`` saying what to change). docs/performance.md."""
+        s = self._reader.stats()
+        s["perf"] = self._reader.perf()
+        return s
 
     @property
     def files(self):

@@ -57,6 +57,7 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
                       "the rest of ctfio works without it") from e
 
 from . import _staging
+from .perf import StatsLogger
 from ._loop import count_local, end_of_sweep, epoch_ends, epoch_room, source_timeline, timeline
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchData, _np
 
@@ -413,12 +414,18 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
     sequence keys of the C reader's minibatch. ``device``: where the tensors go (``"cpu"``,
     ``"cuda"``, ``"cuda:1"``, ...). Use it without worker processes; with a ``DataLoader`` with
     workers keep ``"cpu"`` and let ``pin_memory=True`` do the rest.
+    ``log_stats_every``: seconds; while iterating, log the source's input-pipeline summary
+    (``ctfio.perf.summary``: the limiting stage and what to change) through the ``"ctfio"``
+    logger at INFO this often, and once when an iteration ends (None: never).
     """
 
     def __init__(self, source, minibatch_size, *, epoch_size=FULL_DATA_SWEEP,
                  number_of_workers=None, worker_rank=None, layout="packed", streams=None,
-                 with_keys=False, device="cpu"):
+                 with_keys=False, device="cpu", log_stats_every=None):
         super().__init__()
+        if log_stats_every is not None:
+            StatsLogger(None, log_stats_every)  # checks the value now, not at the first batch
+        self.log_stats_every = log_stats_every
         if callable(source) and not hasattr(source, "_next"):
             self._factory, self._src = source, None
         elif hasattr(source, "_next"):
@@ -519,6 +526,18 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
     # -- iteration -----------------------------------------------------------------------------
 
     def __iter__(self):
+        if self.log_stats_every is None:
+            return self._iter_batches()
+        return self._logged(self._iter_batches())
+
+    def _logged(self, batches):
+        log = StatsLogger(self.source, self.log_stats_every)
+        for batch in batches:
+            log.tick()
+            yield batch
+        log.final()
+
+    def _iter_batches(self):
         if self.device.type != "cpu" and torch.utils.data.get_worker_info() is not None:
             raise RuntimeError("CTFIterableDataset: device=%r inside a DataLoader worker; use "
                                "device='cpu' with DataLoader(pin_memory=True), or num_workers=0"

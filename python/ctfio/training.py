@@ -18,9 +18,13 @@ CNTK-style calls work too: ``training_session(trainer=t, mb_source=src, mb_size=
 model_inputs_to_streams={x: src.streams.features, y: src.streams.labels}, ...)`` drives
 ``t.train_minibatch(arguments)`` and ``t.save_checkpoint`` / ``t.restore_from_checkpoint``.
 
-**Counting samples.** Sizes, epochs, limits and frequencies count samples as the source reports
-them: a minibatch counts the ``num_samples`` of the stream that ``defines_mb_size``, else the
-largest ``num_samples`` over its streams (CNTK's rule). With several workers every worker must
+**Counting samples.** With a ``trainer`` that reports ``total_number_of_samples_seen`` (CNTK's
+trainers do), a minibatch counts what that counter advanced by (the samples of the loss: one
+label per sequence for a sequence classifier), and epochs, ``max_samples`` and every frequency
+follow it, as in CNTK; ``mb_size`` still counts the source's samples. Otherwise sizes, epochs,
+limits and frequencies count samples as the source reports them: a minibatch counts the
+``num_samples`` of the stream that ``defines_mb_size``, else the largest ``num_samples`` over its
+streams (CNTK's rule). With several workers every worker must
 take the same decisions, so a minibatch counts its *global* size: given by ``aggregate_samples``
 (e.g. an MPI all-reduce of the local count, as CNTK's distributed trainer does) or, when not
 given, the minibatch's ``global_samples`` (the advance of the shared timeline, the same on
@@ -48,6 +52,7 @@ import sys
 import time
 import warnings
 
+from .perf import StatsLogger
 from ._loop import (SampleCounter, count_local, end_of_sweep, epoch_ends, epoch_room,
                     source_timeline, timeline)
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT
@@ -346,7 +351,7 @@ class TrainingSession:
                  max_epochs=None, checkpoint_config=None, cv_config=None, test_config=None,
                  progress_frequency=None, progress=True, number_of_workers=1, worker_rank=0,
                  aggregate_samples=None, callbacks=None, on_epoch_end=None, on_checkpoint=None,
-                 on_restore=None):
+                 on_restore=None, log_stats_every=None):
         if mb_source is None or not hasattr(mb_source, "_next"):
             raise TypeError("training_session.mb_source: must be a minibatch source "
                             "(MinibatchSource, UserMinibatchSource, MinibatchSourceFromData); "
@@ -400,6 +405,9 @@ class TrainingSession:
         self.on_checkpoint = on_checkpoint
         self.on_restore = on_restore
         self._progress_arg = progress
+        if log_stats_every is not None:
+            StatsLogger(None, log_stats_every)  # checks the value when the session is made
+        self.log_stats_every = log_stats_every
         # Counters: everything a checkpoint must carry to continue identically.
         self.samples_seen = 0
         self.epoch = 0
@@ -590,6 +598,20 @@ class TrainingSession:
                     pass
         return m
 
+    def _trainer_seen(self):
+        """The trainer's ``total_number_of_samples_seen`` when it reports one (an int), else
+        None: then the session counts the source's samples."""
+        if self.trainer is None:
+            return None
+        v = getattr(self.trainer, "total_number_of_samples_seen", None)
+        if isinstance(v, bool) or not isinstance(v, int):
+            try:
+                v = int(v) if v is not None and not isinstance(v, bool) and \
+                    float(v) == int(v) else None
+            except (TypeError, ValueError, OverflowError):
+                v = None
+        return v
+
     def _next_data(self, source, request):
         if self._device is None:
             return source._next(request, self.number_of_workers, self.worker_rank)
@@ -605,6 +627,8 @@ class TrainingSession:
         epoch_t0 = time.time()
         last_line = self.samples_seen
         ran = 0
+        stats_log = None if self.log_stats_every is None else \
+            StatsLogger(self.source, self.log_stats_every)
         while not self._done():
             size = self._size_at(self.epoch)
             request = self._request(size, position, per_sweep)
@@ -623,7 +647,13 @@ class TrainingSession:
                             epoch_samples=self.samples_seen - self.epoch_start, mb_size=size,
                             request=request, num_samples=samples, local_samples=local,
                             end_of_sweep=sweep_end, session=self)
+            before = self._trainer_seen()
             metrics = self._call(data, info)
+            after_t = self._trainer_seen() if before is not None else None
+            if after_t is not None and after_t >= before:
+                # CNTK counts what the trainer counts (the loss's samples: one per sequence
+                # for a sequence classifier); the request above stays in the source's unit.
+                samples = info.num_samples = after_t - before
             ran += 1
             epoch_avg.add(metrics, local)
             line_avg.add(metrics, local)
@@ -636,6 +666,8 @@ class TrainingSession:
                 self._bar.update(samples)
                 if metrics:
                     self._bar.set_postfix(metrics, refresh=False)
+            if stats_log is not None:
+                stats_log.tick()
             for cb in self.callbacks:
                 fn = cb if callable(cb) and not hasattr(cb, "on_minibatch_end") else \
                     getattr(cb, "on_minibatch_end", None)
@@ -663,6 +695,8 @@ class TrainingSession:
                                    self._crossed(ck.frequency, prev)):
                 self.save_checkpoint()
         stopped = self._stop
+        if stats_log is not None and ran:
+            stats_log.final()
         if self.epoch_minibatches and ran:
             # An epoch that training left before its end is reported, not ended: the counters
             # stay as they are, so that a resumed run continues this epoch.
@@ -826,7 +860,8 @@ def training_session(mb_source=None, step=None, *cntk_args, trainer=None,
                      cv_config=None, test_config=None, progress_frequency=None, progress=True,
                      number_of_workers=1, worker_rank=0, aggregate_samples=None, callbacks=None,
                      on_epoch_end=None, on_checkpoint=None, on_restore=None,
-                     minibatch_source=None, minibatch_size=None, var_to_stream=None):
+                     minibatch_source=None, minibatch_size=None, var_to_stream=None,
+                     log_stats_every=None):
     """A ``TrainingSession`` over any minibatch source; call ``.train()`` to run it.
 
     ``training_session(mb_source, step, ...)``: ``step(data, info)`` does one update;
@@ -856,7 +891,9 @@ def training_session(mb_source=None, step=None, *cntk_args, trainer=None,
     ``on_checkpoint(state)``, ``on_restore(state)``; returning False stops training),
     ``on_epoch_end(result)``, ``on_checkpoint(state)`` (returns the user's JSON-able state -- NumPy
     arrays allowed -- stored as ``state["user"]``) and ``on_restore(state)`` (gets the loaded
-    checkpoint; the user's state is ``state["user"]``).
+    checkpoint; the user's state is ``state["user"]``), ``log_stats_every`` (seconds: log the
+    source's input-pipeline summary, ``ctfio.perf.summary``, through the ``"ctfio"`` logger
+    this often while training and once at the end; None: never).
     """
     if mb_source is not None and hasattr(mb_source, "train_minibatch") and \
             not hasattr(mb_source, "_next"):
@@ -894,4 +931,4 @@ def training_session(mb_source=None, step=None, *cntk_args, trainer=None,
         progress_frequency=progress_frequency, progress=progress,
         number_of_workers=number_of_workers, worker_rank=worker_rank,
         aggregate_samples=aggregate_samples, callbacks=callbacks, on_epoch_end=on_epoch_end,
-        on_checkpoint=on_checkpoint, on_restore=on_restore)
+        on_checkpoint=on_checkpoint, on_restore=on_restore, log_stats_every=log_stats_every)

@@ -597,3 +597,179 @@ TEST(bs_reader_by_reference_and_old_arrays)
     ASSERT(fails_at("reader = [ file = new X [ ]; input = [ x = [ dim = 1; format = dense ] ] ]\n",
                     NULL, "a 'new' object cannot be evaluated in a reader section", 1, 19));
 }
+
+/* The forms CNTK's own configuration files use that a reader never needs, each in a file
+ * written in CNTK's style: digit-leading section names, comma lists in parentheses, a comment
+ * glued inside an expression, a call whose '(' opens on the next line, and a section closed
+ * early whose reader is found through the enclosing blocks. */
+TEST(bs_cntk_file_forms)
+{
+    ctf_bsconfig *doc = NULL;
+    ctf_config c;
+    ctf_error err;
+    static const char *const digit_sections[] = {"1x1", "10x10_dense",
+                                                 "5x10_and_5x5_jagged_composite"};
+    static const char *const want[] = {"/data/1x1.txt", "/data/10x10_dense.txt",
+                                       "/data/5x10_jagged.txt"};
+    for (int i = 0; i < 3; i++) {
+        ASSERT_OK(load_own("reader_tests.cntk", digit_sections[i], &doc, &c, &err), &err);
+        ASSERT_STR_EQ(c.path, want[i]);
+        ASSERT_EQ(c.num_joins, i == 2 ? 1 : 0);
+        ctf_bsconfig_free(doc);
+    }
+    /* Sample-based window without a size: the whole data set. */
+    ASSERT_OK(load_own("reader_tests.cntk", "10x10_dense", &doc, &c, &err), &err);
+    ASSERT(c.window_in_samples);
+    ASSERT(c.randomization_window >= (UINT64_C(1) << 62));
+    ctf_bsconfig_free(doc);
+
+    ASSERT_OK(load_own("network_forms.cntk", "train", &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "/data/train.ctf");
+    ASSERT_U64_EQ(c.chunk_size_bytes, 1048576);
+    ASSERT_EQ(c.num_streams, 2);
+    ctf_bsconfig_free(doc);
+    ASSERT_OK(load_own("network_forms.cntk", "write", &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "/data/test.ctf");
+    ctf_bsconfig_free(doc);
+
+    ASSERT_OK(load_own("early_close.cntk", "Train", &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "/data/early.ctf");
+    ASSERT_EQ(c.streams[0].dim, 3);
+    ctf_bsconfig_free(doc);
+    ASSERT_OK(load_own("early_close.cntk", NULL, &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "/data/early.ctf");
+    ctf_bsconfig_free(doc);
+
+    /* The same forms inline, with what stays an error. */
+    static const char forms[] =
+        "1 = 2; 2x = (a, b,\n  c)\n"
+        "net = [ m = f\n  (x, y = 2)\n  p = (1 : 2/*two*/) ; glob = data/*.ctf ]\n"
+        "reader = [ file = data/*.ctf; input = [ x = [ dim = 1; format = dense ] ] ]\n";
+    ASSERT_OK(parse_apply(forms, NULL, NULL, 0, &doc, &c, &err), &err);
+    ASSERT_EQ(c.num_paths, 1);
+    ASSERT_STR_EQ(c.path, "data/*.ctf");
+    ctf_bsconfig_free(doc);
+    /* Inside parentheses a line break still separates items: '(' there starts the next. */
+    ASSERT_OK(parse_apply("reader = [ file = (a.ctf\n  (b.ctf)); input = [ x = [ dim = 1; "
+                          "format = dense ] ] ]\n", NULL, NULL, 0, &doc, &c, &err), &err);
+    ASSERT_EQ(c.num_paths, 2);
+    ctf_bsconfig_free(doc);
+    ASSERT(fails_at("a = 1\n12ab\n" READER_X, NULL, "expected a name", 2, 1));
+    ASSERT_OK(parse_apply("t = [ a = 1\n] ]\n" READER_X, "t", NULL, 0, &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "d.ctf");
+    ctf_bsconfig_free(doc);
+    ASSERT(fails_at("t = [ a = (1 ] )\n" READER_X, NULL, "expected ')' to close", 1, 14));
+}
+
+/* Each definition is evaluated once; evaluation work and included bytes are bounded. */
+TEST(bs_evaluation_is_bounded)
+{
+    char *text = malloc(16000);
+    ASSERT(text);
+    strcpy(text, "a = 1\n");
+    static const char names[] = "abcde";
+    for (int k = 1; k < 5; k++) {
+        size_t n = strlen(text);
+        n += (size_t)sprintf(text + n, "%c = %c", names[k], names[k - 1]);
+        for (int i = 1; i < 200; i++) n += (size_t)sprintf(text + n, "+%c", names[k - 1]);
+        text[n++] = '\n';
+        text[n] = 0;
+    }
+    strcat(text, "reader = [ randomizationSeed = e; file = \"d.ctf\"\n"
+                 "  input = [ x = [ dim = 1; format = dense ] ] ]\n");
+    ctf_bsconfig *doc = NULL;
+    ctf_config c;
+    ctf_error err;
+    ASSERT_OK(parse_apply(text, NULL, NULL, 0, &doc, &c, &err), &err);
+    ASSERT_U64_EQ(c.randomization_seed, UINT64_C(1600000000));
+    ctf_bsconfig_free(doc);
+    /* A value that is itself exponential in size is refused, not built. */
+    strcpy(text, "l0 = [ x = 1 ]\n");
+    for (int k = 1; k <= 7; k++) {
+        sprintf(text + strlen(text), "l%d = [", k);
+        for (int i = 0; i < 8; i++) sprintf(text + strlen(text), " q%d = $l%d$;", i, k - 1);
+        strcat(text, " ]\n");
+    }
+    strcat(text, "reader = [ file = \"d.ctf\"; maxErrors = l7.q0.q1.q2.q3.q4.q5.q6.x\n"
+                 "  input = [ x = [ dim = 1; format = dense ] ] ]\n");
+    ctf_config_init(&c);
+    int rc = ctf_bsconfig_parse(text, strlen(text), "x.cntk", NULL, NULL, 0, &doc, &err);
+    free(text);
+    ctf_bsconfig_free(doc);
+    ASSERT_EQ(rc, CTF_EINVAL);
+    ASSERT_STR_CONTAINS(err.message, "takes more than 200000 steps");
+    ASSERT_STR_EQ(err.path, "x.cntk");
+
+    /* Include fan-out: twelve files, each including the next four times. */
+    char dir[] = "/tmp/ctfio_bs_fanXXXXXX";
+    ASSERT(mkdtemp(dir));
+    char path[300];
+    for (int k = 0; k < 12; k++) {
+        snprintf(path, sizeof path, "%s/f%d.inc", dir, k);
+        FILE *f = fopen(path, "w");
+        ASSERT(f);
+        fprintf(f, "v%d = %d\n", k, k);
+        if (k < 11)
+            for (int i = 0; i < 4; i++) fprintf(f, "include \"f%d.inc\"\n", k + 1);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/main.cntk", dir);
+    FILE *f = fopen(path, "w");
+    ASSERT(f);
+    fprintf(f, "include \"f0.inc\"\n" READER_X);
+    fclose(f);
+    rc = ctf_bsconfig_load(path, NULL, NULL, 0, &doc, &err);
+    ctf_bsconfig_free(doc);
+    ASSERT_EQ(rc, CTF_EINVAL);
+    ASSERT_STR_CONTAINS(err.message, "more than 1024 includes");
+    ASSERT_STR_CONTAINS(err.path, ".inc");
+    for (int k = 0; k < 12; k++) {
+        snprintf(path, sizeof path, "%s/f%d.inc", dir, k);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/main.cntk", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* A NUL inside a quoted value and integers beyond what a double holds exactly. */
+TEST(bs_values_exact)
+{
+    static const char nul[] = "reader = [ file = \"a.ctf\0.evil\"\n"
+                              "  input = [ x = [ dim = 1; format = dense ] ] ]\n";
+    ctf_bsconfig *doc = NULL;
+    ctf_error err;
+    ASSERT_EQ(ctf_bsconfig_parse(nul, sizeof nul - 1, "n.cntk", NULL, NULL, 0, &doc, &err),
+              CTF_EINVAL);
+    ASSERT_STR_CONTAINS(err.message, "a NUL byte inside a string");
+    ASSERT_EQ(err.line, 1);
+    ASSERT_EQ(err.column, 25);
+    ctf_bsconfig_free(doc);
+
+    ctf_config c;
+    ASSERT(fails_at("reader = [ randomizationSeed = 9223372036854775807 + 1 - "
+                    "9223372036854775805\n  file = d.ctf; input = [ x = [ dim = 1; format = "
+                    "dense ] ] ]\n", NULL, "integer overflow", 1, 0));
+    ASSERT(fails_at("reader = [ maxErrors = -9223372036854775807 - 2\n  file = d.ctf; "
+                    "input = [ x = [ dim = 1; format = dense ] ] ]\n", NULL, "integer overflow",
+                    1, 0));
+    ASSERT(fails_at("reader = [ maxErrors = 3 ** 40\n  file = d.ctf; input = [ x = [ dim = 1; "
+                    "format = dense ] ] ]\n", NULL, "integer overflow", 1, 0));
+    ASSERT_OK(parse_apply("n = 9007199254740993\n"
+                          "reader = [ randomizationSeed = 9223372036854775807 - "
+                          "9223372036854775805 + 1\n  maxErrors = n - 0; chunkSizeInBytes = "
+                          "(n + 1) / 2 * 2 - 1\n  traceLevel = 7 % 4 - 2 ** 0\n"
+                          "  file = d.ctf; input = [ x = [ dim = 1; format = dense ] ] ]\n",
+                          NULL, NULL, 0, &doc, &c, &err), &err);
+    ASSERT_U64_EQ(c.randomization_seed, 3);
+    ASSERT_U64_EQ(c.max_errors, UINT64_C(9007199254740993));
+    ASSERT_U64_EQ(c.chunk_size_bytes, UINT64_C(9007199254740993));
+    ASSERT_EQ(c.trace_level, 2);
+    ctf_bsconfig_free(doc);
+    /* A quotient with a remainder is still a real number, as in BrainScript. */
+    ASSERT_OK(parse_apply("reader = [ randomizationWindow = 7 / 2 * 2\n  file = d.ctf; "
+                          "input = [ x = [ dim = 1; format = dense ] ] ]\n", NULL, NULL, 0,
+                          &doc, &c, &err), &err);
+    ASSERT_U64_EQ(c.randomization_window, 7);
+    ctf_bsconfig_free(doc);
+}

@@ -558,7 +558,6 @@ TEST(config_parse_errors)
     EXPECT_FAIL("reader = [\n  \"file\" = x\n]\n", "expected a name (letters, digits, '_'), "
                 "found a string", 2);
     EXPECT_FAIL("reader = [\n  file = ]\n", "expected a value, found ']'", 2);
-    EXPECT_FAIL("a = 1\n]\n", "expected a name (letters, digits, '_'), found ']'", 2);
     EXPECT_FAIL("a = 1\nb = \x01\n", "unexpected character (byte 0x01)", 2);
     EXPECT_FAIL("a = (1 2)\n", "expected ')' to close the '(' opened on line 1, found '2'", 1);
     /* The column points at the offending token. */

@@ -20,7 +20,8 @@ static const char *const forbidden[] = {"stdout", "stderr", "stdin", "getenv", "
                                         "psignal", "syslog"};
 static const char *const stream_writers[] = {"fprintf", "__fprintf_chk", "vfprintf", "fputs",
                                              "fputc", "putc", "fwrite"};
-static const char *const writers[] = {"format/index.o", "convert/convert.o"};
+static const char *const writers[] = {"format/index.o", "convert/convert.o",
+                                      "convert/cbf_write.o"};
 
 static bool is_writer(const char *path)
 {

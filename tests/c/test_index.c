@@ -578,7 +578,8 @@ static const char *cache_data(const char *name, char *path, size_t cap)
 TEST(index_cache_keeps_the_repeated_id_warning)
 {
     static const ctf_stream_def A1[] = {{"a", NULL, 1, false, false}};
-    const char *path = test_write_str("ixc_rep.ctf", "1 |a 1\n2 |a 2\n2 |a 3\n1 |a 4\n3 |a 5\n");
+    const char *path = test_write_str("ixc_rep.ctf", "1 |a 1\n2 |a 2\n2 |a 3\n1 |a 4\n3 |a 5\n"
+                                      "2 |a 6\n1 |a 7\n");
     char cpath[600];
     remove(ctf_index_cache_path(path, cpath, sizeof cpath));
     ctf_config cfg;
@@ -599,7 +600,11 @@ TEST(index_cache_keeps_the_repeated_id_warning)
                 ASSERT_STR_EQ(l.e[i].path, path);
             }
         ASSERT_U64_EQ(idx->warnings, 1);
-        ASSERT_EQ(idx->num_seqs, 4);
+        ASSERT_EQ(idx->num_seqs, 6);
+        /* Warned once, counted every time (scanned or from the cache). */
+        ctf_index_info info;
+        ctf_index_get_info(idx, &info);
+        ASSERT_U64_EQ(info.repeated_ids, 3);
         hash[pass] = idx->hash;
         ctf_index_free(idx);
         /* The reader counts it, shown or not. */

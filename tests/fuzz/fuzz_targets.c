@@ -6,6 +6,7 @@
  *   ctf_fuzz_index   the index and its cache: build, reload from cache, corrupt the cache
  *   ctf_fuzz_config  the bytes as a BrainScript configuration, with and without overrides
  *   ctf_fuzz_state   the bytes as a checkpoint state restored into a reader
+ *   ctf_fuzz_cbf     the bytes as a CBF file (CNTK's binary format), or as edits of a valid one
  *
  * Besides "no crash", the targets check properties that must hold for every input and abort()
  * (a crash the drivers catch) when one fails: minibatch views are well formed (lengths add up,
@@ -38,10 +39,8 @@
 #include "fuzz.h"
 
 const ctf_fuzz_target ctf_fuzz_targets[] = {
-    {"parse", ctf_fuzz_parse},
-    {"index", ctf_fuzz_index},
-    {"config", ctf_fuzz_config},
-    {"state", ctf_fuzz_state},
+    {"parse", ctf_fuzz_parse}, {"index", ctf_fuzz_index}, {"config", ctf_fuzz_config},
+    {"state", ctf_fuzz_state}, {"cbf", ctf_fuzz_cbf},
 };
 const size_t ctf_fuzz_num_targets = sizeof ctf_fuzz_targets / sizeof ctf_fuzz_targets[0];
 uint64_t ctf_fuzz_events[CTF_FUZZ_MAX_EVENTS];
@@ -927,3 +926,100 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return CTF_FUZZ_CAT(CTF_FUZZ_TARGET)(data, size);
 }
 #endif
+
+/*======================================================================
+ * ctf_fuzz_cbf: CNTK's binary format
+ *====================================================================*/
+
+/* The text of the valid CBF file the edits start from (written in chunks of a few sequences). */
+static const char cbf_text[] = "1 |a 1 2 |b 0:1 3:2\n1 |a 3 4\n2 |a 5 6 |b 1:1\n3 |a 7 8 |b 2:0.5\n"
+                               "4 |a 9 10 |b 0:1 1:1 2:1\n5 |a -1 -2\n5 |a 0 0 |b 3:3\n";
+
+static const uint8_t *cbf_base(size_t *len)
+{
+    static uint8_t *base;
+    static size_t base_len;
+    if (base) {
+        *len = base_len;
+        return base;
+    }
+    char src[512], out[512];
+    tmp_path("cbf_base.ctf", src, sizeof src);
+    tmp_path("cbf_base.bin", out, sizeof out);
+    write_file(src, cbf_text, sizeof cbf_text - 1);
+    static const ctf_stream_def st[2] = {{"a", NULL, 2, false, false}, {"b", NULL, 4, true, false}};
+    ctf_config c;
+    ctf_config_init(&c);
+    c.path = src;
+    c.streams = st;
+    c.num_streams = 2;
+    ctf_error err;
+    FUZZ_CHECK(ctf_cbf_write(&c, out, 40, CTF_FLOAT32, NULL, &err) == 0, "cbf base: %s",
+               err.message);
+    FUZZ_CHECK(read_file(out, &base, &base_len), "cbf base unreadable");
+    *len = base_len;
+    return base;
+}
+
+int ctf_fuzz_cbf(const uint8_t *data, size_t size)
+{
+    size_t blen;
+    const uint8_t *base = cbf_base(&blen); /* before LIVE_BEGIN: kept for the process */
+    LIVE_BEGIN();
+    uint8_t *buf;
+    size_t len;
+    static const uint8_t magic[8] = {0x6e, 0x69, 0x62, 0x5f, 0x6b, 0x74, 0x6e, 0x63};
+    if (size >= 8 && !memcmp(data, magic, 8)) {
+        /* A whole file. */
+        buf = malloc(size ? size : 1);
+        FUZZ_CHECK(buf != NULL, "oom");
+        memcpy(buf, data, size);
+        len = size;
+    } else {
+        /* Edits of the valid file: per 3 input bytes, a byte at an input-chosen place XORed; an
+         * odd length also cuts the file at an input-chosen length. */
+        buf = malloc(blen);
+        FUZZ_CHECK(buf != NULL, "oom");
+        memcpy(buf, base, blen);
+        len = blen;
+        for (size_t i = 0; i + 3 <= size; i += 3)
+            buf[((size_t)data[i] << 8 | data[i + 1]) % len] ^= (uint8_t)(data[i + 2] | 1);
+        if (size & 1) len = size ? (size_t)data[0] * 7 % (len + 1) : len;
+    }
+    char path[512];
+    tmp_path("fuzz.bin", path, sizeof path);
+    write_file(path, buf, len);
+    free(buf);
+    ctf_stream_def *st = NULL;
+    size_t ns = 0;
+    ctf_precision prec = CTF_FLOAT32;
+    ctf_error err;
+    int rc = ctf_cbf_streams(path, &st, &ns, &prec, &err);
+    if (rc) {
+        FUZZ_CHECK(st == NULL && err.code == rc, "failed ctf_cbf_streams");
+        sig_error(rc, err.message);
+    } else {
+        bool small = true; /* a huge dense dimension is legal: memory, not a bug */
+        for (size_t k = 0; k < ns; k++) small &= st[k].is_sparse || st[k].dim <= 4096;
+        if (small) {
+            ctf_config c;
+            ctf_config_init(&c);
+            c.path = path;
+            c.streams = st;
+            c.num_streams = ns;
+            c.precision = prec;
+            c.randomize = size && (data[0] & 1);
+            c.randomization_window = 2;
+            c.max_sweeps = 2;
+            c.num_threads = 0;
+            c.log = fuzz_log;
+            int a = read_some(&c, 3, 40, true, NULL);
+            c.num_threads = 2;
+            int b = read_some(&c, 3, 40, true, NULL);
+            FUZZ_CHECK(a == b, "threads 0: %d, threads 2: %d", a, b);
+        }
+    }
+    ctf_cbf_streams_free(st, ns);
+    LIVE_END("cbf");
+    return 0;
+}

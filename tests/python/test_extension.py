@@ -554,6 +554,17 @@ def test_stats_and_index_info(tmp_path):
     assert info["chunks"] == 1 and info["max_sequence_samples"] == 2
     assert info["line_mode"] is False and info["from_cache"] is False
     assert info["file_size"] == len(SMALL)
+    assert info["repeated_ids"] == 0
+
+
+def test_repeated_ids_are_counted(tmp_path):
+    """An id that reappears after other ids warns once per file and counts every time."""
+    path = tmp_path / "rep.ctf"
+    path.write_text("1 |x 1\n2 |x 2\n1 |x 3\n3 |x 4\n2 |x 5\n1 |x 6\n")
+    r = _ctfio.Reader(str(path), [("x", "x", 1, False, False)], randomize=False,
+                      trace_level=0)
+    assert r.index_info()["repeated_ids"] == 3
+    assert r.stats()["warnings"] == 1
 
 
 def test_close_and_context_manager(tmp_path):

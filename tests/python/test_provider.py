@@ -118,7 +118,6 @@ def test_input_types_and_sequence_shorthands():
     (dict(min_pool_size=-2), "min_pool_size"),
     (dict(pool_size=10, min_pool_size=11), "min_pool_size: must be <= pool_size"),
     (dict(cache=7), "cache"),
-    (dict(should_shuffle="yes"), "should_shuffle"),
     (dict(check=1), "check"),
     (dict(input_types=[3]), "input_types"),
     (dict(input_types="dense"), "input_types"),

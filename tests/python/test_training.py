@@ -592,3 +592,50 @@ def test_real_tqdm_draws_no_bar_off_a_terminal(capsys):
     assert out.out.startswith("epoch 1: 20 samples, 2 minibatches, loss 1.5")
     run(ShuffledSource(), lambda d, i: 1.5, mb_size=10, max_samples=20, progress=False)
     assert capsys.readouterr() == ("", "")
+
+
+class LabelCountingTrainer:
+    """A sequence classifier's trainer as CNTK reports it: total_number_of_samples_seen counts
+    the loss's samples, one label per sequence, while the source counts tokens."""
+
+    def __init__(self, report=True):
+        self.batches = []
+        self._seen = 0
+        self.report = report
+
+    @property
+    def total_number_of_samples_seen(self):
+        return self._seen if self.report else None
+
+    def train_minibatch(self, arguments):
+        d = arguments["in_y"]
+        self.batches.append((d.num_sequences, arguments["in_x"].num_samples))
+        self._seen += d.num_sequences
+
+
+def test_trainer_total_number_of_samples_seen_drives_limits_and_frequencies(tmp_path):
+    """mb_size counts tokens (x has 1-5 steps per sequence); max_samples, epochs and the
+    progress frequency count the trainer's labels, as in CNTK."""
+    lengths = [1 + i % 5 for i in range(N)]
+    path = _write(tmp_path, lengths=lengths)
+    t = LabelCountingTrainer()
+    lines = []
+    s = training_session(trainer=t, mb_source=ctf_source(path, randomize=False), mb_size=7,
+                         max_samples=30, epoch_size=10, progress_frequency=10,
+                         model_inputs_to_streams={"in_x": "x", "in_y": "y"},
+                         progress=lines.append)
+    s.train()
+    labels = sum(n for n, _ in t.batches)
+    tokens = sum(k for _, k in t.batches)
+    assert labels == s.samples_seen and 30 <= labels < 30 + 7
+    assert tokens > labels and all(k <= 7 for _, k in t.batches)
+    assert s.epoch == labels // 10 and [r["samples"] for r in s.epoch_results][:1] >= [10]
+    assert [line for line in lines if line.startswith("  ")]
+
+    # A trainer that reports nothing keeps the source's count (tokens).
+    t2 = LabelCountingTrainer(report=False)
+    s2 = training_session(trainer=t2, mb_source=ctf_source(path, randomize=False), mb_size=7,
+                          max_samples=30, model_inputs_to_streams={"in_x": "x", "in_y": "y"},
+                          progress=False).train()
+    assert s2.samples_seen == sum(k for _, k in t2.batches) == 30
+    assert sum(n for n, _ in t2.batches) < 30

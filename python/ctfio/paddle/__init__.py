@@ -26,6 +26,8 @@ with ctfio.torch). ``ctfio.provider`` is the same API under its older name, and 
 as the decorator (``@ctfio.provider(...)``). See docs/providers.md.
 """
 
+import importlib
+
 from .data_provider import Batch, DataProvider, ProviderData, StagedData  # noqa: F401
 from .types import (  # noqa: F401 - re-exported
     OPTION_DEFAULTS, CacheType, DataType, InputType, SampleError, SequenceType, Settings,
@@ -36,7 +38,8 @@ from .types import (  # noqa: F401 - re-exported
     sparse_vector_sequence, sparse_vector_sub_sequence)
 
 __all__ = [
-    "provider", "DataProvider", "CacheType", "SequenceType", "DataType", "InputType", "Settings",
+    "provider", "define_py_data_sources2", "DataProvider", "CacheType", "SequenceType", "DataType",
+    "InputType", "Settings",
     "SampleError", "Batch", "ProviderData", "StagedData",
     "dense_vector", "sparse_binary_vector", "sparse_vector", "integer_value",
     "dense_vector_sequence", "dense_vector_sub_sequence",
@@ -91,3 +94,52 @@ def provider(input_types=None, should_shuffle=None, pool_size=-1, min_pool_size=
         return cls
 
     return wrap
+
+
+def _pair(value, name):
+    """PaddlePaddle's train/test split of a parameter: a list or tuple of two is (train, test),
+    anything else serves both."""
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return value[0], value[1]
+    if isinstance(value, (list, tuple)):
+        raise ValueError("define_py_data_sources2.%s: a pair (train, test) or one value (got %r)"
+                         % (name, value))
+    return value, value
+
+
+def define_py_data_sources2(train_list, test_list, module, obj, args=None, **kwargs):
+    """PaddlePaddle's configuration entry point for providers: returns ``(train, test)``, the
+    provider ``obj`` of ``module`` bound to each file list, ``is_train=True`` for train and
+    ``False`` for test, with ``args`` (a dict for init_hook). ``module``, ``obj`` and ``args``
+    may each be a pair (train, test); ``module`` is a name to import or a module; a list that
+    is None gives None. Other keyword arguments (``batch_size``, ``seed``, ...) go to both
+    providers. A trainer configuration ports by changing its import::
+
+        train, test = define_py_data_sources2("train.list", "test.list", module="mnist_provider",
+                                              obj="process", batch_size=128)
+    """
+    if train_list is None and test_list is None:
+        raise ValueError("define_py_data_sources2: train_list and test_list are both None")
+    if module is None or obj is None:
+        raise ValueError("define_py_data_sources2: module and obj are required (got %r, %r)"
+                         % (module, obj))
+    modules, objs, argss = _pair(module, "module"), _pair(obj, "obj"), _pair(args, "args")
+    out = []
+    for i, files in enumerate((train_list, test_list)):
+        if files is None:
+            out.append(None)
+            continue
+        mod = modules[i]
+        if isinstance(mod, str):
+            mod = importlib.import_module(mod)
+        name = objs[i]
+        cls = getattr(mod, name, None) if isinstance(name, str) else name
+        if not (isinstance(cls, type) and issubclass(cls, DataProvider)):
+            raise TypeError("define_py_data_sources2.obj: %r in module %r is not a @provider "
+                            "(got %r)" % (name, getattr(mod, "__name__", mod), cls))
+        a = argss[i]
+        if a is not None and a != "" and not isinstance(a, dict):
+            raise TypeError("define_py_data_sources2.args: must be a dict for init_hook "
+                            "(got %r)" % (a,))
+        out.append(cls(files, is_train=(i == 0), args=a or None, **kwargs))
+    return tuple(out)

@@ -6,6 +6,7 @@ they only read ahead (see data_provider.py's docstring).
 
 import collections
 import queue
+import sys
 import threading
 import weakref
 
@@ -136,12 +137,36 @@ def _units(calc, sample, path, n):
     return u or 1
 
 
+_ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RuntimeError)
+
+
+def _encode_single(sample, job):
+    """(record, sample as a list) with one input: as in PaddlePaddle, a non-dict sample is the
+    value of that input itself (``yield 3``, ``yield [0.1, 0.2]``). The list form, the value
+    in a one-item list (``yield [3]``), is still read when the value form does not fit the
+    type: the two forms differ by a level of nesting, which the type fixes."""
+    wrapped = [sample]
+    try:
+        return _ctfio.provider_encode(wrapped, job.slots, job.check, job.double), wrapped
+    except _ENCODE_ERRORS:
+        if not (isinstance(sample, (list, tuple)) and len(sample) == 1):
+            raise
+        first = sys.exc_info()[1]
+    try:
+        return _ctfio.provider_encode(sample, job.slots, job.check, job.double), sample
+    except _ENCODE_ERRORS:
+        raise first from None
+
+
 def _convert(feed, job, sample):
     """(record, units) of one sample, or None when check_fail_continue drops it."""
     n = feed.count
     try:
-        rec = _ctfio.provider_encode(sample, job.slots, job.check, job.double)
-    except (TypeError, ValueError, OverflowError, RuntimeError) as e:
+        if len(job.slots) == 1 and not isinstance(sample, dict):
+            rec, sample = _encode_single(sample, job)
+        else:
+            rec = _ctfio.provider_encode(sample, job.slots, job.check, job.double)
+    except _ENCODE_ERRORS as e:
         if not (job.check and job.fail_continue):
             raise SampleError(feed.path, n, str(e)) from None
         c = job.counters

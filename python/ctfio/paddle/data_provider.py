@@ -543,8 +543,11 @@ class DataProvider(UserMinibatchSource):
     def next_minibatch(self, num_samples, number_of_workers=1, worker_rank=0, device=None):
         """The next batch of ``num_samples`` calc_batch_size units as {StreamInformation:
         ProviderData}; passes follow each other endlessly, the last batch of each has
-        ``end_of_sweep``. An empty dict only when a whole pass yields no sample. ``device`` is
-        accepted for the interface and ignored (host arrays; iterate with device= for staging).
+        ``end_of_sweep``. An empty dict only when a whole pass yields no sample. ``device``:
+        None or the CPU gives host arrays (ProviderData); another PyTorch device (CUDA) sends
+        the batch through the same staging as iteration and ``ctfio.torch`` (pinned buffers, a
+        side stream) and gives StagedData with tensors on it. Iterate with ``device=`` to also
+        overlap the copy with the use of the previous batch.
         """
         size = self._check_size(num_samples, "num_samples")
         if (number_of_workers, worker_rank) != (self.num_workers, self.worker_rank):
@@ -559,8 +562,21 @@ class DataProvider(UserMinibatchSource):
                 self._start_pass()
             b = self._batch(self._pass, size)
             if b is not None:
+                stager = self._device_stager(device)
+                if stager is not None:
+                    b = stager.hand_over(stager.stage(b))
                 return {si: b[si.name] for si in self._infos}
         return {}
+
+    def _device_stager(self, device):
+        """The staging for next_minibatch's ``device`` (kept while the device stays the same),
+        or None for host arrays (no device, or the CPU)."""
+        if device is None or str(device) == "cpu":
+            return None
+        held = getattr(self, "_mb_stager", None)
+        if held is None or held[0] != str(device):
+            held = self._mb_stager = (str(device), _Stager(device))
+        return held[1]
 
     def get_checkpoint_state(self):
         """{version, pass, samples}: the pass in progress and the samples it delivered (a pass

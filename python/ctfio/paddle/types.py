@@ -5,6 +5,8 @@
 (_provider.c) understands.
 """
 
+import logging
+
 __all__ = [
     "SequenceType", "DataType", "CacheType", "InputType", "Settings", "SampleError",
     "OPTION_DEFAULTS", "check_options",
@@ -149,6 +151,26 @@ def _count(value, name, zero_ok):
     return value
 
 
+_SHUFFLE_WORDS = {"t": True, "true": True, "on": True, "f": False, "false": False,
+                  "off": False}
+
+
+def _shuffle_flag(value, where):
+    """should_shuffle as PaddlePaddle reads it: None (shuffle when training), a bool, 1 or 0,
+    or a word t/true/on/f/false/off in any case. Anything else is logged as a warning and
+    taken as None, the default, as PaddlePaddle does."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in _SHUFFLE_WORDS:
+        return _SHUFFLE_WORDS[value.lower()]
+    logging.getLogger("ctfio.provider").warning(
+        "%s.should_shuffle: %r is not a boolean (true/false, t/f, on/off, 1/0); using the "
+        "default (shuffle when training)", where, value)
+    return None
+
+
 def check_options(opts, where="provider"):
     """Validates the @provider options (input_types may still be None); returns them."""
     unknown = set(opts) - set(OPTION_DEFAULTS)
@@ -158,9 +180,7 @@ def check_options(opts, where="provider"):
     o = dict(OPTION_DEFAULTS, **opts)
     if o["input_types"] is not None:
         _slots(o["input_types"], where)
-    if o["should_shuffle"] not in (None, True, False):
-        raise ValueError("%s.should_shuffle: must be None, True or False (got %r)"
-                         % (where, o["should_shuffle"]))
+    o["should_shuffle"] = _shuffle_flag(o["should_shuffle"], where)
     pool = _count(o["pool_size"], where + ".pool_size", False)
     low = _count(o["min_pool_size"], where + ".min_pool_size", True)
     if pool != -1 and low > pool:

@@ -1,0 +1,437 @@
+/*
+ * test_cbf.c -- CNTK's binary format: ctf_cbf_write (CTF -> CBF) and reading CBF files through
+ * the ordinary reader. A CBF file written from a CTF file must deliver the text's sequences
+ * value for value, at both precisions, in file order and randomized, over workers, threads and
+ * a checkpoint restore; damaged files must be clear errors.
+ */
+#include "reader/pipeline.h"
+#include "test.h"
+#include "test_bytes.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static uint64_t rnd(uint64_t *s) /* splitmix64 */
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* A CTF text of n sequences: dense x (dim 3) on every line, sparse y (dim 50, unsorted
+ * indices) on the first line and some others, sequences of 1..4 lines. */
+static char *make_ctf(size_t n, uint64_t seed)
+{
+    size_t cap = n * 400 + 64, len = 0;
+    char *t = malloc(cap);
+    if (!t) abort();
+    for (size_t s = 0; s < n; s++) {
+        const size_t lines = 1 + rnd(&seed) % 4;
+        for (size_t l = 0; l < lines; l++) {
+            len += (size_t)snprintf(t + len, cap - len, "%zu |x", 7 * s + 3);
+            for (int d = 0; d < 3; d++)
+                len += (size_t)snprintf(t + len, cap - len, " %.7g",
+                                        (double)(int64_t)(rnd(&seed) % 2000001 - 1000000) / 997.0);
+            if (l == 0 || rnd(&seed) % 3) {
+                len += (size_t)snprintf(t + len, cap - len, " |y");
+                const int k = (int)(rnd(&seed) % 4);
+                for (int e = 0; e < k; e++)
+                    len += (size_t)snprintf(t + len, cap - len, " %d:%.5g", 49 - 13 * e,
+                                            (double)(rnd(&seed) % 1000) / 7.0);
+            }
+            t[len++] = '\n';
+        }
+    }
+    t[len] = 0;
+    return t;
+}
+
+static const ctf_stream_def ctf_streams[2] = {
+    {.name = "a", .alias = "x", .dim = 3},
+    {.name = "b", .alias = "y", .dim = 50, .is_sparse = true},
+};
+
+/* Serializes sequence i of mb without its key (the text's keys are ids, CBF's positions):
+ * per stream its length, then dense values, or per sample its entries sorted by index (CBF
+ * stores them sorted, the text reader delivers them in the text's order). */
+static void append_values(bytes *b, const ctf_minibatch *mb, size_t i)
+{
+    for (size_t k = 0; k < ctf_minibatch_num_streams(mb); k++) {
+        ctf_stream_view v;
+        if (ctf_minibatch_stream(mb, k, &v)) abort();
+        size_t first = 0, elt = (size_t)v.precision;
+        for (size_t j = 0; j < i; j++) first += v.lengths[j];
+        uint32_t len = v.lengths[i];
+        b_add(b, &len, sizeof len);
+        if (!v.is_sparse) {
+            b_add(b, (const char *)v.values + first * v.dim * elt, (size_t)len * v.dim * elt);
+            continue;
+        }
+        for (size_t s = first; s < first + len; s++) {
+            int64_t lo = v.indptr[s], hi = v.indptr[s + 1], cnt = hi - lo;
+            b_add(b, &cnt, sizeof cnt);
+            bool *done = calloc((size_t)cnt + 1, 1);
+            for (int64_t n = 0; n < cnt; n++) { /* selection by index, stable */
+                int64_t best = -1;
+                for (int64_t x = 0; x < cnt; x++)
+                    if (!done[x] && (best < 0 || v.indices[lo + x] < v.indices[lo + best]))
+                        best = x;
+                done[best] = true;
+                b_add(b, v.indices + lo + best, sizeof *v.indices);
+                b_add(b, (const char *)v.values + (size_t)(lo + best) * elt, elt);
+            }
+            free(done);
+        }
+    }
+}
+
+/* Every sequence, in delivery order, minibatches of k samples; keys into *keys when not NULL.
+ * @return : sequences, or -1. */
+static long read_values(const ctf_config *c, uint64_t k, bytes *out, bytes *keys)
+{
+    ctf_reader *r;
+    ctf_error e;
+    if (ctf_reader_open(c, &r, &e)) {
+        fprintf(stderr, "open: %s\n", e.message);
+        return -1;
+    }
+    long n = 0;
+    for (;;) {
+        ctf_minibatch *mb;
+        if (ctf_reader_next(r, k, &mb)) {
+            fprintf(stderr, "next: %s\n", ctf_reader_error(r)->message);
+            ctf_reader_free(r);
+            return -1;
+        }
+        if (!mb) break;
+        for (size_t i = 0; i < ctf_minibatch_num_sequences(mb); i++, n++) {
+            append_values(out, mb, i);
+            if (keys) b_add(keys, &ctf_minibatch_keys(mb)[i], 8);
+        }
+        ctf_minibatch_free(mb);
+    }
+    ctf_reader_free(r);
+    return n;
+}
+
+static void base_cfg(ctf_config *c, const char *path, const ctf_stream_def *s, size_t ns,
+                     ctf_precision p)
+{
+    ctf_config_init(c);
+    c->path = path;
+    c->streams = s;
+    c->num_streams = ns;
+    c->precision = p;
+    c->randomize = false;
+    c->max_sweeps = 1;
+    c->num_threads = 2;
+}
+
+/* Writes the text and its CBF twin (chunks of chunk bytes); paths into ctf/cbf (64 bytes). */
+static int make_pair(size_t n, uint64_t seed, uint64_t chunk, ctf_precision p, char *ctf,
+                     char *cbf, const char *tag)
+{
+    char *t = make_ctf(n, seed);
+    char name[64];
+    snprintf(name, sizeof name, "cbf_%s.ctf", tag);
+    snprintf(ctf, 256, "%s", test_write_file(name, t, strlen(t)));
+    free(t);
+    snprintf(cbf, 256, "%s/cbf_%s.bin", test_tmpdir(), tag);
+    ctf_config c;
+    base_cfg(&c, ctf, ctf_streams, 2, CTF_FLOAT32);
+    ctf_error e;
+    ctf_cbf_write_result res;
+    int rc = ctf_cbf_write(&c, cbf, chunk, p, &res, &e);
+    if (rc) fprintf(stderr, "ctf_cbf_write: %s\n", e.message);
+    return rc;
+}
+
+TEST(cbf_round_trip_both_precisions)
+{
+    for (int pi = 0; pi < 2; pi++) {
+        const ctf_precision p = pi ? CTF_FLOAT64 : CTF_FLOAT32;
+        for (uint64_t chunk = 200; chunk <= (1u << 20); chunk *= 64) {
+            char ctf[256], cbf[256];
+            ASSERT_EQ(make_pair(300, 11 + (uint64_t)pi, chunk, p, ctf, cbf, "rt"), 0);
+            ctf_stream_def *fs;
+            size_t nfs;
+            ctf_precision fp;
+            ctf_error e;
+            ASSERT_EQ(ctf_cbf_streams(cbf, &fs, &nfs, &fp, &e), 0);
+            ASSERT_EQ(nfs, 2);
+            ASSERT_STR_EQ(fs[0].name, "a");
+            ASSERT_STR_EQ(fs[1].name, "b");
+            ASSERT(fs[1].is_sparse && !fs[0].is_sparse);
+            ASSERT_EQ(fs[1].dim, 50);
+            ASSERT_EQ(fp, p);
+            ctf_config a, b;
+            base_cfg(&a, ctf, ctf_streams, 2, p);
+            base_cfg(&b, cbf, fs, nfs, p);
+            bytes va = {0}, vb = {0}, keys = {0};
+            ASSERT_EQ(read_values(&a, 64, &va, NULL), 300);
+            ASSERT_EQ(read_values(&b, 64, &vb, &keys), 300);
+            ASSERT(b_eq(&va, &vb));
+            for (uint64_t i = 0; i < 300; i++) ASSERT_U64_EQ(((uint64_t *)keys.p)[i], i);
+            ctf_index *idx;
+            ASSERT_EQ(ctf_index_build(&b, &idx, &e), 0);
+            ctf_index_info info;
+            ctf_index_get_info(idx, &info);
+            ASSERT_EQ(info.sequences, 300);
+            if (chunk == 200) ASSERT(info.chunks > 10);
+            if (chunk > 12800) ASSERT_EQ(info.chunks, 1);
+            ctf_index_free(idx);
+            b_free(&va);
+            b_free(&vb);
+            b_free(&keys);
+            ctf_cbf_streams_free(fs, nfs);
+        }
+    }
+}
+
+/* Randomized reading over CBF chunks: the same whatever the threads and minibatch size, each
+ * worker's share disjoint and together the data; a restore continues exactly. */
+TEST(cbf_randomized_workers_restore)
+{
+    char ctf[256], cbf[256];
+    ASSERT_EQ(make_pair(400, 5, 600, CTF_FLOAT32, ctf, cbf, "rnd"), 0);
+    ctf_stream_def *fs;
+    size_t nfs;
+    ctf_error e;
+    ASSERT_EQ(ctf_cbf_streams(cbf, &fs, &nfs, NULL, &e), 0);
+    ctf_config c;
+    base_cfg(&c, cbf, fs, nfs, CTF_FLOAT32);
+    c.randomize = true;
+    c.randomization_window = 3;
+    c.max_sweeps = 2;
+    bytes r1 = {0}, r2 = {0};
+    c.num_threads = 0;
+    ASSERT_EQ(read_values(&c, 16, &r1, NULL), 800);
+    c.num_threads = 3;
+    ASSERT_EQ(read_values(&c, 7, &r2, NULL), 800);
+    ASSERT(b_eq(&r1, &r2));
+    /* Two workers share the data. */
+    bytes w0 = {0}, w1 = {0};
+    c.num_workers = 2;
+    c.worker_rank = 0;
+    long n0 = read_values(&c, 16, &w0, NULL);
+    c.worker_rank = 1;
+    long n1 = read_values(&c, 16, &w1, NULL);
+    ASSERT_EQ(n0 + n1, 800);
+    ASSERT(n0 > 300 && n1 > 300);
+    c.num_workers = 1;
+    c.worker_rank = 0;
+    /* Save after 5 minibatches, restore into a new reader: the rest is the same. */
+    ctf_reader *r, *q;
+    ASSERT_EQ(ctf_reader_open(&c, &r, &e), 0);
+    bytes head = {0}, tail = {0}, rest = {0};
+    for (int i = 0; i < 5; i++) {
+        ctf_minibatch *mb;
+        ASSERT_EQ(ctf_reader_next(r, 16, &mb), 0);
+        for (size_t s = 0; s < ctf_minibatch_num_sequences(mb); s++) append_values(&head, mb, s);
+        ctf_minibatch_free(mb);
+    }
+    char state[4096];
+    size_t len;
+    ASSERT_EQ(ctf_reader_save_state(r, state, sizeof state, &len), 0);
+    ASSERT(strstr(state, "fingerprint") || len > 0);
+    for (;;) {
+        ctf_minibatch *mb;
+        ASSERT_EQ(ctf_reader_next(r, 16, &mb), 0);
+        if (!mb) break;
+        for (size_t s = 0; s < ctf_minibatch_num_sequences(mb); s++) append_values(&tail, mb, s);
+        ctf_minibatch_free(mb);
+    }
+    ctf_reader_free(r);
+    ASSERT_EQ(ctf_reader_open(&c, &q, &e), 0);
+    ASSERT_EQ(ctf_reader_restore_state(q, state, len), 0);
+    for (;;) {
+        ctf_minibatch *mb;
+        ASSERT_EQ(ctf_reader_next(q, 16, &mb), 0);
+        if (!mb) break;
+        for (size_t s = 0; s < ctf_minibatch_num_sequences(mb); s++) append_values(&rest, mb, s);
+        ctf_minibatch_free(mb);
+    }
+    ctf_reader_free(q);
+    ASSERT(b_eq(&tail, &rest));
+    ASSERT_EQ(head.n + tail.n, r1.n);
+    /* A state of the CBF file does not restore into a reader of its text twin. */
+    ctf_config t;
+    base_cfg(&t, ctf, ctf_streams, 2, CTF_FLOAT32);
+    t.randomize = true;
+    t.randomization_window = 3;
+    t.max_sweeps = 2;
+    ASSERT_EQ(ctf_reader_open(&t, &q, &e), 0);
+    ASSERT(ctf_reader_restore_state(q, state, len) != 0);
+    ctf_reader_free(q);
+    b_free(&r1);
+    b_free(&r2);
+    b_free(&w0);
+    b_free(&w1);
+    b_free(&head);
+    b_free(&tail);
+    b_free(&rest);
+    ctf_cbf_streams_free(fs, nfs);
+}
+
+/* Streams are found by their name in the file (alias), renamed by name; kind, dim and
+ * precision must match; a missing stream names the file's streams. */
+TEST(cbf_stream_checks)
+{
+    char ctf[256], cbf[256];
+    ASSERT_EQ(make_pair(20, 9, 1 << 20, CTF_FLOAT32, ctf, cbf, "chk"), 0);
+    ctf_config c;
+    ctf_reader *r;
+    ctf_error e;
+    const ctf_stream_def renamed[1] = {{.name = "labels", .alias = "b", .dim = 50,
+                                        .is_sparse = true}};
+    base_cfg(&c, cbf, renamed, 1, CTF_FLOAT32);
+    ASSERT_EQ(ctf_reader_open(&c, &r, &e), 0);
+    ctf_minibatch *mb;
+    ASSERT_EQ(ctf_reader_next(r, 1000, &mb), 0);
+    ASSERT_EQ(ctf_minibatch_num_streams(mb), 1);
+    ASSERT_EQ(ctf_minibatch_num_sequences(mb), 20);
+    ctf_minibatch_free(mb);
+    ctf_reader_free(r);
+    const ctf_stream_def missing[1] = {{.name = "z", .dim = 3}};
+    base_cfg(&c, cbf, missing, 1, CTF_FLOAT32);
+    ASSERT_EQ(ctf_reader_open(&c, &r, &e), CTF_EINVAL);
+    ASSERT(strstr(e.message, "no stream 'z'") && strstr(e.message, "a, b"));
+    const ctf_stream_def wrong_dim[1] = {{.name = "a", .dim = 4}};
+    base_cfg(&c, cbf, wrong_dim, 1, CTF_FLOAT32);
+    ASSERT_EQ(ctf_reader_open(&c, &r, &e), CTF_EINVAL);
+    ASSERT(strstr(e.message, "dimension 3"));
+    const ctf_stream_def dense_a[1] = {{.name = "a", .dim = 3}};
+    base_cfg(&c, cbf, dense_a, 1, CTF_FLOAT64);
+    ASSERT_EQ(ctf_reader_open(&c, &r, &e), CTF_EINVAL);
+    ASSERT(strstr(e.message, "precision"));
+    /* The writer never writes over its input. */
+    base_cfg(&c, ctf, ctf_streams, 2, CTF_FLOAT32);
+    ASSERT_EQ(ctf_cbf_write(&c, ctf, 1 << 20, CTF_FLOAT32, NULL, &e), CTF_EINVAL);
+    ASSERT(strstr(e.message, "input"));
+}
+
+/* Every truncation and every single-byte change of a small file opens and reads to the end or
+ * fails cleanly (never a crash or a hang; under the sanitizers, no bad access). */
+TEST(cbf_damaged_files)
+{
+    char ctf[256], cbf[256];
+    ASSERT_EQ(make_pair(12, 3, 300, CTF_FLOAT32, ctf, cbf, "dmg"), 0);
+    FILE *f = fopen(cbf, "rb");
+    ASSERT(f);
+    unsigned char good[8192];
+    size_t n = fread(good, 1, sizeof good, f);
+    fclose(f);
+    ASSERT(n > 100 && n < sizeof good);
+    ctf_stream_def *fs;
+    size_t nfs;
+    ctf_error e;
+    ASSERT_EQ(ctf_cbf_streams(cbf, &fs, &nfs, NULL, &e), 0);
+    unsigned char bad[8192];
+    size_t failures = 0, cases = 0;
+    for (size_t len = 0; len <= n; len += len < 40 || n - len < 40 ? 1 : 13) {
+        for (size_t at = 0; at <= len; at += at < 16 || len - at < 40 ? 1 : 11) {
+            memcpy(bad, good, len);
+            if (at < len) bad[at] ^= (unsigned char)(0x41 + at % 7);
+            else if (len == n) continue;
+            const char *p = test_write_file("cbf_dmg_case.bin", bad, len);
+            ctf_config c;
+            base_cfg(&c, p, fs, nfs, CTF_FLOAT32);
+            c.num_threads = 0;
+            bytes v = {0};
+            ctf_reader *r;
+            cases++;
+            if (ctf_reader_open(&c, &r, &e)) {
+                failures++;
+                ASSERT(e.code != CTF_OK && e.message[0]);
+                continue;
+            }
+            for (int i = 0; i < 1000; i++) {
+                ctf_minibatch *mb;
+                if (ctf_reader_next(r, 8, &mb)) {
+                    failures++;
+                    ASSERT(ctf_reader_error(r)->message[0]);
+                    break;
+                }
+                if (!mb) break;
+                ctf_minibatch_free(mb);
+            }
+            ctf_reader_free(r);
+            b_free(&v);
+        }
+    }
+    ASSERT(cases > 500);
+    ASSERT(failures > cases / 2);
+    /* Clear messages for the commonest damage. */
+    const char *p = test_write_file("cbf_dmg_case.bin", good, n - 1);
+    ctf_config c;
+    base_cfg(&c, p, fs, nfs, CTF_FLOAT32);
+    ctf_reader *r;
+    ASSERT(ctf_reader_open(&c, &r, &e) != 0);
+    ASSERT(strstr(e.message, "not a valid CBF file"));
+    memcpy(bad, good, n);
+    bad[8] = 2; /* version */
+    p = test_write_file("cbf_dmg_case.bin", bad, n);
+    base_cfg(&c, p, fs, nfs, CTF_FLOAT32);
+    ASSERT_EQ(ctf_reader_open(&c, &r, &e), CTF_EPARSE);
+    ASSERT(strstr(e.message, "version 2"));
+    ctf_cbf_streams_free(fs, nfs);
+}
+
+/* CNTK's configuration forms of the binary reader: readerType = "CNTKBinaryReader" (streams
+ * renamed by `original`) and a CNTKBinaryFormatDeserializer, with every stream of the file when
+ * input is left out. */
+TEST(cbf_configuration_files)
+{
+    char ctf[256], cbf[256];
+    ASSERT_EQ(make_pair(30, 21, 1 << 20, CTF_FLOAT32, ctf, cbf, "cfg"), 0);
+    char text[1024];
+    snprintf(text, sizeof text,
+             "train = [ reader = [ readerType = \"CNTKBinaryReader\"; file = \"%s\"; "
+             "randomize = false; input = [ labels = [ original = \"b\" ]; a = [] ] ] ]\n", cbf);
+    ctf_bsconfig *doc;
+    ctf_error e;
+    ASSERT_EQ(ctf_bsconfig_parse(text, strlen(text), "t.cntk", NULL, NULL, 0, &doc, &e), 0);
+    ctf_config c;
+    ctf_config_init(&c);
+    ASSERT_EQ(ctf_bsconfig_apply(doc, &c, &e), 0);
+    ASSERT_EQ(c.num_streams, 2);
+    ASSERT_STR_EQ(c.streams[0].name, "labels");
+    ASSERT_STR_EQ(c.streams[0].alias, "b");
+    c.max_sweeps = 1;
+    bytes v1 = {0}, v2 = {0};
+    ASSERT_EQ(read_values(&c, 100, &v1, NULL), 30);
+    ctf_bsconfig_free(doc);
+    /* The text twin with the streams in the same order. */
+    const ctf_stream_def swapped[2] = {ctf_streams[1], ctf_streams[0]};
+    ctf_config t;
+    base_cfg(&t, ctf, swapped, 2, CTF_FLOAT32);
+    ASSERT_EQ(read_values(&t, 100, &v2, NULL), 30);
+    ASSERT(b_eq(&v1, &v2));
+    snprintf(text, sizeof text,
+             "r = [ reader = [ deserializers = ( [ type = \"CNTKBinaryFormatDeserializer\"; "
+             "file = \"%s\" ] ); randomize = false ] ]\n", cbf);
+    ASSERT_EQ(ctf_bsconfig_parse(text, strlen(text), "t.cntk", NULL, NULL, 0, &doc, &e), 0);
+    ctf_config_init(&c);
+    ASSERT_EQ(ctf_bsconfig_apply(doc, &c, &e), 0);
+    ASSERT_EQ(c.num_streams, 0);
+    c.max_sweeps = 1;
+    ctf_reader *r;
+    ASSERT_EQ(ctf_reader_open(&c, &r, &e), 0);
+    ctf_minibatch *mb;
+    ASSERT_EQ(ctf_reader_next(r, 1000, &mb), 0);
+    ASSERT_EQ(ctf_minibatch_num_streams(mb), 2);
+    ctf_minibatch_free(mb);
+    ctf_reader_free(r);
+    ctf_bsconfig_free(doc);
+    /* The text reader's parameters stay refused for other reader types. */
+    snprintf(text, sizeof text, "r = [ reader = [ readerType = \"HTKMLFReader\"; file = \"x\" ] ]");
+    ASSERT_EQ(ctf_bsconfig_parse(text, strlen(text), "t.cntk", NULL, NULL, 0, &doc, &e), 0);
+    ctf_config_init(&c);
+    ASSERT_EQ(ctf_bsconfig_apply(doc, &c, &e), CTF_EINVAL);
+    ASSERT(strstr(e.message, "CNTKBinaryReader"));
+    ctf_bsconfig_free(doc);
+    b_free(&v1);
+    b_free(&v2);
+}
