@@ -1,5 +1,6 @@
 """Builds the one extension, ctfio._ctfio: python/ctfio/_ctfio.c (and its provider part,
-_provider.c) compiled together with every lib/*/*.c (msgspec's single-Extension approach: no shared library to ship or locate).
+_provider.c) compiled together with every lib/*/*.c (msgspec's single-Extension approach: no
+shared library to ship or locate).
 The command-line tool (tools/*.c) is compiled in too, its main() renamed ctfio_cli_main: the
 `ctfio` console script and `python -m ctfio` call it through _tools.c (docs/convert.md).
 Environment switches: CTFIO_DEBUG=1 (-O0, asserts), CTFIO_SANITIZE=1 (ASan + UBSan)."""

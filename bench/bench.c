@@ -1,6 +1,7 @@
 /*
- * bench/bench.c -- throughput and memory benchmarks of ctfio (indexing, parsing, the reader, memory), all in one process
- * per data file so that every ratio compares numbers taken in the same run.
+ * bench/bench.c -- throughput and memory benchmarks of ctfio (indexing, parsing, the reader,
+ * memory), all in one process per data file so that every ratio compares numbers taken in the
+ * same run.
  *
  * BENCH_BEFORE builds it against a library from before the two-level index (bench/mem.py's
  * "before" column: the same measurements on the older code).
@@ -114,7 +115,8 @@ static void die(const char *what, const ctf_error *e)
 {
     char buf[1200];
     if (e)
-        fprintf(stderr, "bench: %s: %s\n", what, ctf_error_format(e, CTF_SEV_ERROR, buf, sizeof buf));
+        fprintf(stderr, "bench: %s: %s\n", what,
+                ctf_error_format(e, CTF_SEV_ERROR, buf, sizeof buf));
     else
         fprintf(stderr, "bench: %s: %s\n", what, strerror(errno));
     exit(2);
@@ -170,12 +172,18 @@ static const ctf_stream_def SHORT[] = {{"x", NULL, 1, false, false}};
 
 static void layout(const char *kind, const ctf_stream_def **s, size_t *n)
 {
-    if (!strcmp(kind, "dense")) *s = DENSE, *n = 1;
-    else if (!strcmp(kind, "mnist")) *s = MNIST, *n = 2;
-    else if (!strcmp(kind, "sparse")) *s = SPARSE, *n = 2;
-    else if (!strcmp(kind, "seq")) *s = SEQ, *n = 2;
-    else if (!strcmp(kind, "features")) *s = FEATURES, *n = 1;
-    else if (!strcmp(kind, "short")) *s = SHORT, *n = 1;
+    if (!strcmp(kind, "dense"))
+        *s = DENSE, *n = 1;
+    else if (!strcmp(kind, "mnist"))
+        *s = MNIST, *n = 2;
+    else if (!strcmp(kind, "sparse"))
+        *s = SPARSE, *n = 2;
+    else if (!strcmp(kind, "seq"))
+        *s = SEQ, *n = 2;
+    else if (!strcmp(kind, "features"))
+        *s = FEATURES, *n = 1;
+    else if (!strcmp(kind, "short"))
+        *s = SHORT, *n = 1;
     else {
         fprintf(stderr, "bench: unknown kind '%s' (dense, mnist, sparse, seq, features)\n", kind);
         exit(2);
@@ -344,7 +352,9 @@ static void *po_run(void *arg)
     po_job *j = arg;
     char *rbuf = NULL;
 #ifdef BENCH_BEFORE
-    struct { void *p; } sb = {0};
+    struct {
+        void *p;
+    } sb = {0};
 #else
     ctf__seqbuf sb = {0};
 #endif
@@ -384,8 +394,8 @@ static void *po_run(void *arg)
 /* Each run parses with a buffer pool, as the reader does (prefetch.c): stream buffers are reused
  * from chunk to chunk instead of being faulted in again, so that "parsing alone" and the
  * reader's parse cost the same. */
-static uint64_t parse_only(const ctf__parse_cfg *pc0, const ctf_index *idx, const char *buf,
-                           int fd, int threads)
+static uint64_t parse_only(const ctf__parse_cfg *pc0, const ctf_index *idx, const char *buf, int fd,
+                           int threads)
 {
     po_job jobs[2];
     pthread_t th[2];
@@ -486,23 +496,36 @@ static int parse_list(const char *s, int *out, int max)
 
 static void parse_opts(int argc, char **argv, opts *o)
 {
-    *o = (opts){.reps = 3, .mb_samples = 512, .chunks = {32, 4}, .nchunks = 2,
-                .threads = {0, 1, 2}, .nthreads = 3, .window = 4, .chunk_mb = 4,
+    *o = (opts){.reps = 3,
+                .mb_samples = 512,
+                .chunks = {32, 4},
+                .nchunks = 2,
+                .threads = {0, 1, 2},
+                .nthreads = 3,
+                .window = 4,
+                .chunk_mb = 4,
                 .rss_threads = 2};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : "";
-        if (!strcmp(a, "--reps")) o->reps = atoi(v), i++;
-        else if (!strcmp(a, "--mb-samples")) o->mb_samples = strtoull(v, NULL, 10), i++;
-        else if (!strcmp(a, "--chunks")) o->nchunks = parse_list(v, o->chunks, 8), i++;
+        if (!strcmp(a, "--reps"))
+            o->reps = atoi(v), i++;
+        else if (!strcmp(a, "--mb-samples"))
+            o->mb_samples = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--chunks"))
+            o->nchunks = parse_list(v, o->chunks, 8), i++;
         else if (!strcmp(a, "--threads")) {
             o->nthreads = parse_list(v, o->threads, 8);
             if (o->nthreads) o->rss_threads = o->threads[0];
             i++;
-        } else if (!strcmp(a, "--window")) o->window = strtoull(v, NULL, 10), i++;
-        else if (!strcmp(a, "--chunk-mb")) o->chunk_mb = atoi(v), i++;
-        else if (!strcmp(a, "--no-reader")) o->no_reader = true;
-        else if (!strcmp(a, "--only")) o->only = v, i++;
+        } else if (!strcmp(a, "--window"))
+            o->window = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--chunk-mb"))
+            o->chunk_mb = atoi(v), i++;
+        else if (!strcmp(a, "--no-reader"))
+            o->no_reader = true;
+        else if (!strcmp(a, "--only"))
+            o->only = v, i++;
         else {
             fprintf(stderr, "bench: unknown option '%s'\n", a);
             exit(2);
@@ -561,8 +584,7 @@ static void bench_cpu(const char *kind, const opts *o)
 
 /* strtof vs ctf__parse_float: over pre-found number tokens (conversion only) and in a scanning
  * loop (tokenizing + conversion, what a strtof-based reader does). */
-static void bench_numbers(const char *kind, const char *path, const char *buf, uint64_t size,
-                          int R)
+static void bench_numbers(const char *kind, const char *path, const char *buf, uint64_t size, int R)
 {
     size_t ntok;
     uint32_t *tok = number_tokens(buf, size, &ntok);
@@ -605,7 +627,8 @@ static void bench_numbers(const char *kind, const char *path, const char *buf, u
         }
     }
     for (int use_ctf = 0; use_ctf <= 1; use_ctf++) {
-        emit_head(use_ctf ? "parse_float" : "strtof", kind, path, size, ws[use_ctf], cs[use_ctf], R);
+        emit_head(use_ctf ? "parse_float" : "strtof", kind, path, size, ws[use_ctf], cs[use_ctf],
+                  R);
         printf(",\"numbers\":%zu,\"mnumbers_per_s\":%.2f", ntok,
                (double)ntok / median(cs[use_ctf], R) / 1e6);
         if (use_ctf) printf(",\"mismatches_vs_strtof\":%zu", mismatches);
@@ -680,15 +703,16 @@ static void bench_all(const char *kind, const char *path, const opts *o)
         cfg.chunk_size_bytes = (uint64_t)o->chunks[c] << 20;
         ctf_index *idx = NULL;
         if (ctf_index_build(&cfg, &idx, &err)) die("ctf_index_build", &err);
-        ctf__parse_cfg pc = {path, cfg.streams, cfg.num_streams, cfg.precision, idx->line_mode,
-                             false, 0, NULL};
+        ctf__parse_cfg pc = {
+            path, cfg.streams, cfg.num_streams, cfg.precision, idx->line_mode, false, 0, NULL};
         int fd = ctf__file_open(path, &err);
         if (fd < 0) die("open", &err);
         uint64_t samples = 0;
         for (int i = 0; i < R; i++)
             for (int m = 1; m <= 3; m++) {
                 double w0 = now_s(), c0 = cpu_s();
-                samples = m < 3 ? parse_only(&pc, idx, buf, -1, m) : parse_only(&pc, idx, NULL, fd, 1);
+                samples = m < 3 ? parse_only(&pc, idx, buf, -1, m)
+                                : parse_only(&pc, idx, NULL, fd, 1);
                 cs[m][i] = cpu_s() - c0;
                 ws[m][i] = now_s() - w0;
             }
@@ -803,11 +827,12 @@ static void bench_rss(const char *kind, const char *path, const opts *o)
     printf("{\"bench\":\"rss\",\"kind\":\"%s\",\"file\":\"%s\",\"bytes\":%llu,\"chunk_mb\":%d,"
            "\"window_chunks\":%llu,\"threads\":%d,\"seconds\":%.3f,\"samples\":%llu,"
            "\"sequences\":%zu,\"chunks\":%zu,\"index_bytes\":%llu,\"maxrss_start_kb\":%ld,"
-           "\"maxrss_after_open_kb\":%ld,\"rss_after_open_kb\":%ld,\"maxrss_kb\":%ld,\"chunks_resident_peak\":%llu,"
+           "\"maxrss_after_open_kb\":%ld,\"rss_after_open_kb\":%ld,\"maxrss_kb\":%ld,\"chunks_"
+           "resident_peak\":%llu,"
            "\"bytes_resident_peak\":%llu}\n",
-           kind, path, (unsigned long long)file_bytes, o->chunk_mb,
-           (unsigned long long)o->window, o->rss_threads, secs, (unsigned long long)samples, nseq,
-           nchunks, (unsigned long long)index_bytes, rss_start, rss_open, rss_open_now, maxrss_kb(),
+           kind, path, (unsigned long long)file_bytes, o->chunk_mb, (unsigned long long)o->window,
+           o->rss_threads, secs, (unsigned long long)samples, nseq, nchunks,
+           (unsigned long long)index_bytes, rss_start, rss_open, rss_open_now, maxrss_kb(),
            (unsigned long long)st.chunks_resident_peak, (unsigned long long)st.bytes_resident_peak);
 }
 
@@ -819,8 +844,10 @@ int main(int argc, char **argv)
     }
     opts o;
     parse_opts(argc - 4, argv + 4, &o);
-    if (!strcmp(argv[1], "all")) bench_all(argv[2], argv[3], &o);
-    else if (!strcmp(argv[1], "rss")) bench_rss(argv[2], argv[3], &o);
+    if (!strcmp(argv[1], "all"))
+        bench_all(argv[2], argv[3], &o);
+    else if (!strcmp(argv[1], "rss"))
+        bench_rss(argv[2], argv[3], &o);
     else {
         fprintf(stderr, "bench: unknown mode '%s'\n", argv[1]);
         return 2;

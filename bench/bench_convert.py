@@ -44,7 +44,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=float, default=100)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--cli", default=os.path.join(os.path.dirname(__file__), "..", "build", "ctfio"))
+    ap.add_argument("--cli", default=os.path.join(os.path.dirname(__file__), "..", "build",
+                                                  "ctfio"))
     a = ap.parse_args()
     import ctfio
     from sklearn.datasets import load_svmlight_file
@@ -68,8 +69,10 @@ def main():
         with open(out_c) as f1, open(out_py) as f2:
             same = f1.read() == f2.read()
         print("input %.1f MB (%d bytes)" % (size / 1e6, size))
-        print("ctfio convert libsvm:                   %.3f s  %6.1f MB/s" % (t_c, size / 1e6 / t_c))
-        print("load_svmlight_file + ctfio.write_ctf:   %.3f s  %6.1f MB/s" % (t_py, size / 1e6 / t_py))
+        print("ctfio convert libsvm:                   %.3f s  %6.1f MB/s"
+              % (t_c, size / 1e6 / t_c))
+        print("load_svmlight_file + ctfio.write_ctf:   %.3f s  %6.1f MB/s"
+              % (t_py, size / 1e6 / t_py))
         print("speed-up %.1fx; outputs byte-identical: %s" % (t_py / t_c, same))
 
 

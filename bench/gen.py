@@ -68,7 +68,8 @@ def gen_mnist(rng):
     onehot = [" ".join("1" if j == i else "0" for j in range(10)) for i in range(10)]
     choices, randrange = rng.choices, rng.randrange
     while True:
-        yield "|labels " + onehot[randrange(10)] + " |features " + " ".join(choices(pool, k=784)) + "\n"
+        yield ("|labels " + onehot[randrange(10)] + " |features "
+               + " ".join(choices(pool, k=784)) + "\n")
 
 
 def gen_sparse(rng, dim=50000):
@@ -102,7 +103,8 @@ def gen_seq(rng, dim=20, labels=1000):
         sid += 1
 
 
-GENS = {"dense": gen_dense, "features": gen_features, "mnist": gen_mnist, "sparse": gen_sparse, "seq": gen_seq}
+GENS = {"dense": gen_dense, "features": gen_features, "mnist": gen_mnist, "sparse": gen_sparse,
+        "seq": gen_seq}
 
 
 def path_for(out, kind, mb):
@@ -133,12 +135,16 @@ def write(path, kind, target_bytes, seed, force=False):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=None, help="MiB per file (default 256)")
     ap.add_argument("--quick", action="store_true", help="32 MiB files")
-    ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of " + ",".join(KINDS))
-    ap.add_argument("--big", action="store_true", help="also write the >= 1 GiB dense file for the RSS test")
-    ap.add_argument("--big-mb", type=int, default=1024, help="size of the --big file in MiB (default 1024)")
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help="comma-separated subset of " + ",".join(KINDS))
+    ap.add_argument("--big", action="store_true",
+                    help="also write the >= 1 GiB dense file for the RSS test")
+    ap.add_argument("--big-mb", type=int, default=1024,
+                    help="size of the --big file in MiB (default 1024)")
     ap.add_argument("--out", default=DEFAULT_OUT, help="output directory (default bench/data)")
     ap.add_argument("--force", action="store_true", help="rewrite files that exist")
     a = ap.parse_args(argv)
@@ -154,7 +160,8 @@ def main(argv=None):
     for kind, path, size_mb, seed in jobs:
         t = time.time()
         size, made = write(path, kind, size_mb * MiB, seed, a.force)
-        print("%s %d bytes%s" % (path, size, " (%.1f s)" % (time.time() - t) if made else " (kept)"))
+        took = " (%.1f s)" % (time.time() - t) if made else " (kept)"
+        print("%s %d bytes%s" % (path, size, took))
         sys.stdout.flush()
     return 0
 

@@ -5,12 +5,12 @@ after the two-level index, plus indexing and randomized-read speed ratios measur
   python3 bench/mem.py [--before REV] [--sizes-mb 100,1000] [--corpus-files 10000] [--reps 3]
 
 "before" is the library at REV (default 0d88635, the commit before the two-level index),
-exported with `git archive` into a temporary directory and built there; bench/bench.c is built against it with
--DBENCH_BEFORE. "after" is this tree (build/libctfio.a, built by `make`). Both run the same
-`bench rss short FILE --chunk-mb 1 --window 4 --threads 2` (one randomized sweep in a fresh
-process, ru_maxrss) on short-row files ("|x 1", 5 bytes a sequence) and on a corpus of small
-files, and `bench all dense` (256 MiB, bench/gen.py) for indexing and the randomized reader,
-alternating before/after. Data go to bench/data/ (git-ignored). Prints Markdown.
+exported with `git archive` into a temporary directory and built there; bench/bench.c is built
+against it with -DBENCH_BEFORE. "after" is this tree (build/libctfio.a, built by `make`). Both
+run the same `bench rss short FILE --chunk-mb 1 --window 4 --threads 2` (one randomized sweep
+in a fresh process, ru_maxrss) on short-row files ("|x 1", 5 bytes a sequence) and on a corpus
+of small files, and `bench all dense` (256 MiB, bench/gen.py) for indexing and the randomized
+reader, alternating before/after. Data go to bench/data/ (git-ignored). Prints Markdown.
 """
 import argparse
 import json

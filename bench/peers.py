@@ -74,9 +74,9 @@ def _rss_kb():
 
 
 def _ctfio_source(path, **kw):
-    import ctfio
     from ctfio import MinibatchSource, CTFDeserializer, StreamDefs, StreamDef
-    return MinibatchSource(CTFDeserializer(path, StreamDefs(x=StreamDef(field="x", shape=DIM))), **kw)
+    return MinibatchSource(CTFDeserializer(path, StreamDefs(x=StreamDef(field="x", shape=DIM))),
+                           **kw)
 
 
 def _checksum(x):
@@ -382,7 +382,8 @@ def ensure_deps():
         import polars  # noqa: F401
         import pyarrow  # noqa: F401
     except ImportError:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pandas", "pyarrow", "polars"],
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pandas", "pyarrow",
+                        "polars"],
                        check=True)
 
 
@@ -421,7 +422,8 @@ def c_bench(path, reps, rebuild=False):
     recs = []
     for only, extra in (("numbers", []), ("parse", ["--chunks", "4"]),
                         ("reader", ["--chunks", "4", "--threads", "0,1,2", "--window", "4"])):
-        p = subprocess.run([runpy_mod.BENCH_BIN, "all", "dense", path, "--only", only, "--reps", str(reps)]
+        p = subprocess.run([runpy_mod.BENCH_BIN, "all", "dense", path, "--only", only, "--reps",
+                            str(reps)]
                            + extra, cwd=ROOT, capture_output=True, text=True)
         if p.returncode:
             sys.stderr.write(p.stderr)
@@ -532,11 +534,13 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--worker"]:
         return worker_main(argv[1:])
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=32, help="size of the dense file in MiB (default 32)")
     ap.add_argument("--reps", type=int, default=3, help="runs of each fast tool (median)")
     ap.add_argument("--slice-mb", type=int, default=0,
-                    help="run numpy.loadtxt / the pure-Python parser on the first N MiB only (scaled); "
+                    help="run numpy.loadtxt / the pure-Python parser on the first N MiB only "
+                         "(scaled); "
                          "default 0 = the whole file (about 20 s a GiB for the pure-Python parser)")
     ap.add_argument("--no-c", action="store_true", help="skip build/bench")
     ap.add_argument("--rebuild", action="store_true", help="rebuild build/bench (make + cc) first")
@@ -558,7 +562,8 @@ def main(argv=None):
     cores = os.cpu_count()
     load0 = os.getloadavg()
     date = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    subprocess.run([sys.executable, os.path.join(HERE, "gen.py"), "--mb", str(a.mb), "--kinds", "dense"],
+    subprocess.run([sys.executable, os.path.join(HERE, "gen.py"), "--mb", str(a.mb), "--kinds",
+                    "dense"],
                    check=True, cwd=ROOT)
     ctf = os.path.join(DATA, "dense_%dmb.ctf" % a.mb)
     csv = os.path.join(DATA, "dense_%dmb.csv" % a.mb)
@@ -577,13 +582,16 @@ def main(argv=None):
 
     R = a.reps
     res = {}
-    print("measuring (file %s, %d bytes; csv %d bytes)" % (ctf, os.path.getsize(ctf), os.path.getsize(csv)),
+    print("measuring (file %s, %d bytes; csv %d bytes)" % (ctf, os.path.getsize(ctf),
+                                                           os.path.getsize(csv)),
           file=sys.stderr)
     res["baseline"] = measure("baseline", ctf, 1)
     res["ctfio_rnd_1t"] = measure("ctfio", ctf, R, threads=1, randomize=True, window=4, chunk_mb=4)
-    res["ctfio_rnd_%dt" % cores] = measure("ctfio", ctf, R, threads=cores, randomize=True, window=4, chunk_mb=4)
+    res["ctfio_rnd_%dt" % cores] = measure("ctfio", ctf, R, threads=cores, randomize=True, window=4,
+                                           chunk_mb=4)
     res["ctfio_seq_1t"] = measure("ctfio", ctf, R, threads=1, randomize=False, chunk_mb=4)
-    res["ctfio_seq_%dt" % cores] = measure("ctfio", ctf, R, threads=cores, randomize=False, chunk_mb=4)
+    res["ctfio_seq_%dt" % cores] = measure("ctfio", ctf, R, threads=cores, randomize=False,
+                                           chunk_mb=4)
     # Scaling across cores: the process pinned to 1 CPU (num_threads=0: no thread to switch to)
     # and to 2 CPUs (num_threads=2); the same work, so the wall-clock ratio is the speed-up.
     if cores >= 2:
@@ -599,7 +607,8 @@ def main(argv=None):
         for rnd in (True, False):
             for c in (1, 2):
                 res["ctfio_%s_%dcore_cached" % ("rnd" if rnd else "seq", c)] = measure(
-                    "ctfio", ctf, R, threads=0 if c == 1 else 2, randomize=rnd, window=4, chunk_mb=4,
+                    "ctfio", ctf, R, threads=0 if c == 1 else 2, randomize=rnd, window=4,
+                                                                                       chunk_mb=4,
                     cores=c, cache=True)
         if os.path.exists(idx):
             os.remove(idx)
@@ -614,7 +623,8 @@ def main(argv=None):
     for keep in (False, True):
         for rnd in (False, True):
             key = "sweeps_keep%d_rnd%d" % (keep, rnd)
-            res[key] = measure("sweeps", ctf, 1, keep=keep, randomize=rnd, window=4, chunk_mb=4, sweeps=3,
+            res[key] = measure("sweeps", ctf, 1, keep=keep, randomize=rnd, window=4, chunk_mb=4,
+                               sweeps=3,
                                threads=1)
             print("    sweeps:", ", ".join("%.3f" % s for s in res[key]["sweeps"]), file=sys.stderr)
 
@@ -631,7 +641,8 @@ def main(argv=None):
             os.remove(p)
     meta = {"date": date, "machine": machine(), "load": [round(load0[0], 2), round(load1[0], 2)],
             "command": "python " + " ".join(["bench/peers.py"] + argv), "mb": a.mb,
-            "slice_mb": a.slice_mb, "ctf_bytes": os.path.getsize(ctf), "csv_bytes": os.path.getsize(csv),
+            "slice_mb": a.slice_mb, "ctf_bytes": os.path.getsize(ctf),
+            "csv_bytes": os.path.getsize(csv),
             "cores": cores, "python": platform.python_version(), "reps": R}
     try:
         import pandas
@@ -663,18 +674,21 @@ def cache_test(mb):
         subprocess.run([sys.executable, os.path.join(HERE, "gen.py"), "--big", "--big-mb", str(mb),
                         "--kinds", ""], check=True, cwd=ROOT)
         os.replace(os.path.join(DATA, "dense_%dmb.ctf" % mb), big)
-    print("  cache test file %s: %d bytes (%.1f s)" % (big, os.path.getsize(big), time.time() - t), file=sys.stderr)
+    print("  cache test file %s: %d bytes (%.1f s)" % (big, os.path.getsize(big), time.time() - t),
+          file=sys.stderr)
     idx = big + ".ctfidx"
     out = {"bytes": os.path.getsize(big)}
     try:
         if os.path.exists(idx):
             os.remove(idx)
         for rnd in (0, 1):
-            out["no_cache_rnd%d" % rnd] = measure("open", big, 3, cache=False, threads=0, randomize=rnd)
+            out["no_cache_rnd%d" % rnd] = measure("open", big, 3, cache=False, threads=0,
+                                                  randomize=rnd)
         out["first_open_writes_cache"] = measure("open", big, 1, cache=True, threads=0, randomize=0)
         out["cache_bytes"] = os.path.getsize(idx) if os.path.exists(idx) else None
         for rnd in (0, 1):
-            out["second_open_rnd%d" % rnd] = measure("open", big, 5, cache=True, threads=0, randomize=rnd)
+            out["second_open_rnd%d" % rnd] = measure("open", big, 5, cache=True, threads=0,
+                                                     randomize=rnd)
     finally:
         for p in (big, idx):
             if os.path.exists(p):
@@ -689,8 +703,10 @@ def report(meta, res, crecs, cache):
     ref = res["ctfio_rnd_%dt" % cores]
     ref1 = res["ctfio_rnd_1t"]
     m = meta["machine"]
-    w("Date: %s. Command: `%s`. Machine: %s, %s CPUs; Python %s, %s. Load average (1 min) at start / end: "
-      "%s / %s. Files: CTF %d bytes, CSV %d bytes (same numbers). GB/s = 1e9 input bytes per wall-clock "
+    w("Date: %s. Command: `%s`. Machine: %s, %s CPUs; Python %s, %s. Load average (1 min) at start "
+      "/ end: "
+      "%s / %s. Files: CTF %d bytes, CSV %d bytes (same numbers). GB/s = 1e9 input bytes per "
+      "wall-clock "
       "second; warm page cache." % (
           meta["date"], meta["command"], m["model"], m["cores"], meta["python"],
           ", ".join("%s %s" % kv for kv in meta.get("versions", {}).items()),
@@ -705,35 +721,42 @@ def report(meta, res, crecs, cache):
 
     rows = [
         ("ctfio Python, randomize (window 4 × 4 MiB chunks), 1 thread", "ctfio_rnd_1t", "CTF"),
-        ("ctfio Python, randomize (window 4 × 4 MiB chunks), %d threads" % cores, "ctfio_rnd_%dt" % cores, "CTF"),
+        ("ctfio Python, randomize (window 4 × 4 MiB chunks), %d threads" % cores, "ctfio_rnd_%dt"
+         % cores, "CTF"),
         ("ctfio Python, randomize=False, 1 thread", "ctfio_seq_1t", "CTF"),
         ("ctfio Python, randomize=False, %d threads" % cores, "ctfio_seq_%dt" % cores, "CTF"),
         ("pandas.read_csv(engine='c', dtype=float32)", "pandas_c", "CSV"),
         ("pandas.read_csv(engine='pyarrow', dtype=float32)", "pandas_pyarrow", "CSV"),
         ("pyarrow.csv.read_csv (float32), 1 thread", "pyarrow_1t", "CSV"),
         ("pyarrow.csv.read_csv (float32), %d threads" % cores, "pyarrow_%dt" % cores, "CSV"),
-        ("numpy.loadtxt (float32)" + (" — %d MiB slice, scaled" % meta["slice_mb"] if meta["slice_mb"] else ""),
+        ("numpy.loadtxt (float32)" + (" — %d MiB slice, scaled"
+                                      % meta["slice_mb"] if meta["slice_mb"] else ""),
          "loadtxt_slice", "CSV"),
         ("pure-Python CTF parser (split on '|', float(), np.array)" +
-         (" — %d MiB slice, scaled" % meta["slice_mb"] if meta["slice_mb"] else ""), "purepy_slice", "CTF"),
+         (" — %d MiB slice, scaled" % meta["slice_mb"] if meta["slice_mb"] else ""), "purepy_slice",
+         "CTF"),
     ]
-    w("| tool | input | runs | seconds | GB/s (input) | CPU-s | GB/s per CPU-s | M values/s | **ctfio (%d thr) ÷ tool** (values/s) | ctfio (1 thr) ÷ tool | peak RSS |" % cores)
+    w("| tool | input | runs | seconds | GB/s (input) | CPU-s | GB/s per CPU-s | M values/s | "
+      "**ctfio (%d thr) ÷ tool** (values/s) | ctfio (1 thr) ÷ tool | peak RSS |" % cores)
     w("|---|---|---|---|---|---|---|---|---|---|---|")
     for label, key, inp in rows:
         r = res[key]
         w("| %s | %s %.1f MiB | %s | %.3f | %.3f | %.3f | %.3f | %.1f | %s | %s | %.0f MiB |" % (
             label, inp, r["bytes"] / MiB, "median of %d" % r["reps"] if r["reps"] > 1 else "1",
-            r["seconds"], gbps(r), r["cpu_s"], r["bytes"] / r["cpu_s"] / 1e9, mvals(r), "%.2f×" % (mvals(ref) / mvals(r)),
+            r["seconds"], gbps(r), r["cpu_s"], r["bytes"] / r["cpu_s"] / 1e9, mvals(r),
+            "%.2f×" % (mvals(ref) / mvals(r)),
             "%.2f×" % (mvals(ref1) / mvals(r)), r["maxrss_kb"] / 1024))
     w("")
     if "ctfio_rnd_1core" in res:
         def _rd(r):
             return r["seconds"] - (r.get("open_s") or 0.0)
-        w("Scaling across cores (wall clock, the process pinned with sched_setaffinity; 1 core runs "
+        w("Scaling across cores (wall clock, the process pinned with sched_setaffinity; 1 core "
+          "runs "
           "num_threads=0, 2 cores num_threads=2): " + "; ".join(
               "%s %.3f s on 1 core, %.3f s on 2 cores: **%.2f×** (the read loop alone, without "
               "MinibatchSource creation, i.e. the serial indexing: %.3f / %.3f s, **%.2f×**)" % (
-                  "randomized (window 4)" if k == "rnd" else "in order", res["ctfio_%s_1core" % k]["seconds"],
+                  "randomized (window 4)" if k == "rnd" else "in order", res["ctfio_%s_1core"
+                                                                             % k]["seconds"],
                   res["ctfio_%s_2core" % k]["seconds"],
                   res["ctfio_%s_1core" % k]["seconds"] / res["ctfio_%s_2core" % k]["seconds"],
                   _rd(res["ctfio_%s_1core" % k]), _rd(res["ctfio_%s_2core" % k]),
@@ -746,7 +769,8 @@ def report(meta, res, crecs, cache):
               "%s %.3f GB/s on 1 core, %.3f GB/s on 2 cores: **%.2f×**" % (
                   "randomized (window 4)" if k == "rnd" else "in order",
                   gbps(res["ctfio_%s_1core_cached" % k]), gbps(res["ctfio_%s_2core_cached" % k]),
-                  res["ctfio_%s_1core_cached" % k]["seconds"] / res["ctfio_%s_2core_cached" % k]["seconds"])
+                  res["ctfio_%s_1core_cached" % k]["seconds"] / res["ctfio_%s_2core_cached"
+                                                                    % k]["seconds"])
               for k in ("rnd", "seq")) + ".")
         w("")
     w("ctfio rows include MinibatchSource creation (indexing the file): median %s s." % ", ".join(
@@ -754,7 +778,8 @@ def report(meta, res, crecs, cache):
     w("Baseline child (Python + NumPy + ctfio imported, nothing read): peak RSS %.0f MiB." %
       (res["baseline"]["maxrss_kb"] / 1024))
     # checksums
-    sums = {k: res[k]["checksum"] / res[k]["values"] for k in res if res[k].get("values") and res[k]["checksum"]}
+    sums = {k: res[k]["checksum"] / res[k]["values"]
+            for k in res if res[k].get("values") and res[k]["checksum"]}
     w("Mean value per tool (same numbers → same mean): " +
       ", ".join("%s %.6f" % (k, v) for k, v in sums.items()) + ".")
     w("")
@@ -762,11 +787,13 @@ def report(meta, res, crecs, cache):
         by = {}
         for r in crecs:
             by.setdefault((r["bench"], r.get("threads"), r.get("randomize")), r)
-        w("C level, same CTF file (`build/bench`, median of %s; GB/s wall-clock and per CPU-second):" % meta.get("reps", "3"))
+        w("C level, same CTF file (`build/bench`, median of %s; GB/s wall-clock and per "
+          "CPU-second):" % meta.get("reps", "3"))
         w("")
         w("| measurement | GB/s | GB/s per CPU-s | M numbers/s |")
         w("|---|---|---|---|")
-        for name, key in (("strtof over every number (offsets found beforehand)", ("strtof", None, None)),
+        for name, key in (("strtof over every number (offsets found beforehand)", ("strtof", None,
+                                                                                   None)),
                           ("ctf__parse_float kernel (same offsets)", ("parse_float", None, None)),
                           ("naive strtof scan (find + strtof)", ("strtof_scan", None, None)),
                           ("ctfio parse-only, 4 MiB chunks, 1 thread", ("parse_only", 1, None)),
@@ -779,12 +806,13 @@ def report(meta, res, crecs, cache):
             r = by.get(key)
             if not r:
                 continue
-            w("| %s | %.3f | %.3f | %s |" % (name, r["gbps"], r.get("cpu_gbps", r["gbps"]),
-                                             "%.1f" % r["mnumbers_per_s"] if "mnumbers_per_s" in r else "—"))
+            mnum = "%.1f" % r["mnumbers_per_s"] if "mnumbers_per_s" in r else "—"
+            w("| %s | %.3f | %.3f | %s |" % (name, r["gbps"], r.get("cpu_gbps", r["gbps"]), mnum))
         w("")
     w("keepDataInMemory (1 thread, 4 MiB chunks, 3 sweeps; seconds per sweep):")
     w("")
-    w("| keep_data_in_memory | randomize | sweep 1 | sweep 2 | sweep 3 | sweep 1 ÷ sweep 2+ | peak RSS |")
+    w("| keep_data_in_memory | randomize | sweep 1 | sweep 2 | sweep 3 | sweep 1 ÷ sweep 2+ | peak "
+      "RSS |")
     w("|---|---|---|---|---|---|---|")
     for keep in (False, True):
         for rnd in (False, True):
@@ -797,18 +825,25 @@ def report(meta, res, crecs, cache):
                 "%.1f×" % (s[0] / statistics.mean(later)) if later else "—", r["maxrss_kb"] / 1024))
     w("")
     if cache:
-        w("Startup (MinibatchSource creation = ctf_reader_open, num_threads=0, nothing read; first-call costs of the process excluded by the warm-up) on a %.0f MiB dense file, warm page cache:" %
+        w("Startup (MinibatchSource creation = ctf_reader_open, num_threads=0, nothing read; "
+          "first-call costs of the process excluded by the warm-up) on a %.0f MiB dense file, warm "
+          "page cache:" %
           (cache["bytes"] / MiB))
         w("")
         w("| open | runs | seconds (median) | all |")
         w("|---|---|---|---|")
         for name, k in (("cache_index=False (index by scanning), randomize=False", "no_cache_rnd0"),
-                        ("cache_index=False (index by scanning), randomize=True (default window)", "no_cache_rnd1"),
-                        ("cache_index=True, first open (scan + write cache), randomize=False", "first_open_writes_cache"),
-                        ("**cache_index=True, second open (load cache), randomize=False**", "second_open_rnd0"),
-                        ("**cache_index=True, second open (load cache), randomize=True (default window)**", "second_open_rnd1")):
+                        ("cache_index=False (index by scanning), randomize=True (default window)",
+                         "no_cache_rnd1"),
+                        ("cache_index=True, first open (scan + write cache), randomize=False",
+                         "first_open_writes_cache"),
+                        ("**cache_index=True, second open (load cache), randomize=False**",
+                         "second_open_rnd0"),
+                        ("**cache_index=True, second open (load cache), randomize=True (default "
+                         "window)**", "second_open_rnd1")):
             r = cache[k]
-            w("| %s | %d | %.4f | %s |" % (name, r["reps"], r["seconds"], ", ".join("%.4f" % x for x in r["all_seconds"])))
+            runs = ", ".join("%.4f" % x for x in r["all_seconds"])
+            w("| %s | %d | %.4f | %s |" % (name, r["reps"], r["seconds"], runs))
         w("")
         w("Cache file: %s bytes." % cache.get("cache_bytes"))
     return "\n".join(out)

@@ -36,7 +36,8 @@ TARGETS = {"index": 0.5, "parse": 4.0, "pipeline": 0.8, "threads": 1.7}
 
 
 def sh(cmd, **kw):
-    print("+ " + (cmd if isinstance(cmd, str) else " ".join(shlex.quote(c) for c in cmd)), file=sys.stderr)
+    print("+ " + (cmd if isinstance(cmd, str) else " ".join(shlex.quote(c) for c in cmd)),
+          file=sys.stderr)
     sys.stderr.flush()
     return subprocess.run(cmd, cwd=ROOT, check=True, **kw)
 
@@ -44,7 +45,8 @@ def sh(cmd, **kw):
 def build():
     sh(["make", "-s", "build/libctfio.a", "build/ctfio"])
     cc = os.environ.get("CC", "cc")
-    sh([cc, "-O2", "-Iinclude", "-Ilib", "bench/bench.c", "build/libctfio.a", "-lm", "-pthread", "-o", BENCH_BIN])
+    sh([cc, "-O2", "-Iinclude", "-Ilib", "bench/bench.c", "build/libctfio.a", "-lm", "-pthread",
+        "-o", BENCH_BIN])
 
 
 def machine():
@@ -136,15 +138,19 @@ def report(recs, meta):
     if meta.get("load"):
         w("Load average (1 min) at start / end: %s / %s (%s)." % (
             meta["load"][0], meta["load"][1],
-            "other jobs were running on the machine" if max(meta["load"]) > 0.5 else "machine otherwise idle"))
+            "other jobs were running on the machine" if max(meta["load"]) > 0.5 else "machine "
+                                                                                     "otherwise "
+                                                                                     "idle"))
     cpu = by.get("cpu", [])
     if cpu:
         w("CPU calibration (a register-only loop on 1 vs 2 threads, measured before each file): a "
           "second thread gives ×" + ", ×".join("%.2f" % r["scaling"] for r in cpu) +
-          " (%s). That is the ceiling of every wall-clock 2-thread ratio below." % ", ".join(r["kind"] for r in cpu))
+          " (%s). That is the ceiling of every wall-clock 2-thread ratio below."
+          % ", ".join(r["kind"] for r in cpu))
     w("")
     w("Files: " + ", ".join("%s %.0f MiB (%s lines, %s sequences)" % (
-        k, one("index", k)["bytes"] / 2**20, one("index", k)["lines"], one("index", k)["sequences"]) for k in kinds) + ".")
+        k, one("index", k)["bytes"] / 2**20, one("index", k)["lines"],
+        one("index", k)["sequences"]) for k in kinds) + ".")
     w("")
 
     ratios = {"index": [], "parse": [], "pipeline": [], "own": [], "threads": [], "bound": []}
@@ -161,7 +167,9 @@ def report(recs, meta):
       "`ctf__parse_chunk` over all %d MiB chunks from memory (the whole parser: structure, "
       "validation, stores)." % chunk_main)
     w("")
-    w("| file | newline scan | index | **index ÷ scan** (≥ 0.5) | strtof | ctf__parse_float | kernel ÷ strtof | strtof scan | parse-only | **parse ÷ strtof** (≥ 4) | parse ÷ strtof scan |")
+    w("| file | newline scan | index | **index ÷ scan** (≥ 0.5) | strtof | ctf__parse_float | "
+      "kernel ÷ strtof | strtof scan | parse-only | **parse ÷ strtof** (≥ 4) | parse ÷ strtof scan "
+      "|")
     w("|---|---|---|---|---|---|---|---|---|---|---|")
     for k in kinds:
         scan, idx, st, pf = c("newline_scan", k), c("index", k), c("strtof", k), c("parse_float", k)
@@ -175,7 +183,8 @@ def report(recs, meta):
             fmt(div(pf, st)), fmt(sts, 3), fmt(po, 3), ok(rp, TARGETS["parse"]), fmt(div(po, sts))))
     w("")
     w("Numbers per CPU-second (millions), strtof / ctf__parse_float: " + ", ".join(
-        "%s %.1f / %.1f" % (k, one("strtof", k)["mnumbers_per_s"], one("parse_float", k)["mnumbers_per_s"])
+        "%s %.1f / %.1f" % (k, one("strtof", k)["mnumbers_per_s"], one("parse_float",
+                                                                       k)["mnumbers_per_s"])
         for k in kinds) + ". Results that differ between the two: " + ", ".join(
         "%s %d" % (k, one("parse_float", k)["mismatches_vs_strtof"]) for k in kinds) + ".")
     w("")
@@ -184,7 +193,8 @@ def report(recs, meta):
     if by.get("reader"):
         threads = sorted({r["threads"] for r in by["reader"]})
         chunks = sorted({r["chunk_mb"] for r in by["reader"]}, reverse=True)
-        w("### Reader: file → minibatches (one sweep, %d-sample minibatches)" % by["reader"][0]["mb_samples"])
+        w("### Reader: file → minibatches (one sweep, %d-sample minibatches)"
+          % by["reader"][0]["mb_samples"])
         w("")
         w("Reader GB/s are wall-clock, over the `ctf_reader_next` loop (indexing in "
           "`ctf_reader_open` excluded). **Pipeline** = reader with 0 threads (read + parse + pack, "
@@ -197,13 +207,15 @@ def report(recs, meta):
           "and measures what the pipeline itself adds (randomize + pack: the ≤ 20% target).")
         w("")
         hdr = ("| file | randomize | chunk | " + " | ".join("%d thr" % t for t in threads) +
-               " | parse-only | **pipeline** (≥ 0.8) | read + parse | **own** (≥ 0.8) | **2 ÷ 1 thr** (≥ 1.7) | consumer share (1 thr) | 2-core bound |")
+               " | parse-only | **pipeline** (≥ 0.8) | read + parse | **own** (≥ 0.8) | **2 ÷ 1 "
+               "thr** (≥ 1.7) | consumer share (1 thr) | 2-core bound |")
         w(hdr)
         w("|" + "---|" * (hdr.count("|") - 1))
         for k in kinds:
             for rnd in (False, True):
                 for ch in chunks:
-                    row = {t: one("reader", k, randomize=rnd, chunk_mb=ch, threads=t) for t in threads}
+                    row = {t: one("reader", k, randomize=rnd, chunk_mb=ch,
+                                  threads=t) for t in threads}
                     if all(v is None for v in row.values()):
                         continue
                     pw, pc = g("parse_only", k, chunk_mb=ch), c("parse_only", k, chunk_mb=ch)
@@ -233,9 +245,12 @@ def report(recs, meta):
                         "%.0f%%" % (100 * share) if share is not None else "—", fmt(bound)))
         w("")
         w("Parse-only on two plain threads ÷ one (wall-clock, same chunks): " + ", ".join(
-            "%s %s" % (k, "/".join(fmt(div(g("parse_only_2t", k, chunk_mb=ch), g("parse_only", k, chunk_mb=ch))) for ch in chunks))
-            for k in kinds) + " (%s MiB chunks). `ctf_reader_open` (indexing, no cache): " % "/".join(str(x) for x in chunks) +
-            ", ".join("%s %.3f s" % (k, one("reader", k, randomize=False, chunk_mb=chunks[0], threads=threads[0])["open_s"])
+            "%s %s" % (k, "/".join(fmt(div(g("parse_only_2t", k, chunk_mb=ch),
+                                           g("parse_only", k, chunk_mb=ch))) for ch in chunks))
+            for k in kinds) + " (%s MiB chunks). `ctf_reader_open` (indexing, no cache): "
+          % "/".join(str(x) for x in chunks) +
+            ", ".join("%s %.3f s" % (k, one("reader", k, randomize=False, chunk_mb=chunks[0],
+                                            threads=threads[0])["open_s"])
                       for k in kinds) + ".")
         w("")
 
@@ -246,20 +261,26 @@ def report(recs, meta):
     if by.get("rss"):
         w("### Peak RSS (separate process, one randomized sweep)")
         w("")
-        w("| file | size | chunk / window / threads | peak RSS | RSS after open | index (sequence table) | parsed chunks resident (peak) | parsed bytes resident (peak) | reading: peak − after open |")
+        w("| file | size | chunk / window / threads | peak RSS | RSS after open | index (sequence "
+          "table) | parsed chunks resident (peak) | parsed bytes resident (peak) | reading: peak − "
+          "after open |")
         w("|---|---|---|---|---|---|---|---|---|")
         rs = sorted(by["rss"], key=lambda r: r["bytes"])
         for r in rs:
-            w("| %s | %.0f MiB | %d MiB / %d / %d | %.1f MiB | %.1f MiB | %.1f MiB | %d | %.1f MiB | %.1f MiB |" % (
-                os.path.basename(r["file"]), r["bytes"] / 2**20, r["chunk_mb"], r["window_chunks"], r["threads"],
+            w("| %s | %.0f MiB | %d MiB / %d / %d | %.1f MiB | %.1f MiB | %.1f MiB | %d | %.1f MiB "
+              "| %.1f MiB |" % (
+                os.path.basename(r["file"]), r["bytes"] / 2**20, r["chunk_mb"], r["window_chunks"],
+                                r["threads"],
                 r["maxrss_kb"] / 1024, opened(r) / 1024, r["index_bytes"] / 2**20,
                 r["chunks_resident_peak"], r["bytes_resident_peak"] / 2**20,
                 (r["maxrss_kb"] - opened(r)) / 1024))
         w("")
         if len(rs) >= 2:
             a, b = rs[0], rs[-1]
-            w("From %.0f MiB to %.0f MiB of file (×%.1f), peak RSS grows %.1f MiB (×%.2f): the part "
-              "allocated by `ctf_reader_open` (the index) grows %.1f MiB, the reading itself (peak − "
+            w("From %.0f MiB to %.0f MiB of file (×%.1f), peak RSS grows %.1f MiB (×%.2f): the "
+              "part "
+              "allocated by `ctf_reader_open` (the index) grows %.1f MiB, the reading itself (peak "
+              "− "
               "after open) %+.1f MiB." % (
                   a["bytes"] / 2**20, b["bytes"] / 2**20, b["bytes"] / a["bytes"],
                   (b["maxrss_kb"] - a["maxrss_kb"]) / 1024, b["maxrss_kb"] / a["maxrss_kb"],
@@ -291,8 +312,11 @@ def report(recs, meta):
         w("| peak RSS independent of file size | %.0f → %.0f MiB for ×%.1f file | | | %s |" % (
             a["maxrss_kb"] / 1024, b["maxrss_kb"] / 1024, b["bytes"] / a["bytes"],
             "reading: %s (%+.1f MiB); index: %s (%+.1f MiB)" % (
-                "yes" if read_grow <= max(16.0, 0.25 * (a["maxrss_kb"] - opened(a)) / 1024) else "no", read_grow,
-                "no" if (opened(b) - opened(a)) / 1024 > 16 else "yes", (opened(b) - opened(a)) / 1024)))
+                "yes" if read_grow <= max(16.0,
+                                          0.25 * (a["maxrss_kb"] - opened(a)) / 1024) else "no",
+                                                                read_grow,
+                "no" if (opened(b) - opened(a)) / 1024 > 16 else "yes",
+                                                                (opened(b) - opened(a)) / 1024)))
     w("")
     return "\n".join(out)
 
@@ -305,7 +329,8 @@ def median_rss(recs):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="32 MiB files")
     ap.add_argument("--mb", type=int, default=None, help="MiB per file (default 256, --quick 32)")
     ap.add_argument("--kinds", default=",".join(KINDS))
@@ -314,12 +339,14 @@ def main(argv=None):
     ap.add_argument("--threads", default="0,1,2")
     ap.add_argument("--window", type=int, default=4, help="randomization window in chunks")
     ap.add_argument("--mb-samples", type=int, default=512, help="minibatch size in samples")
-    ap.add_argument("--big", action="store_true", help="generate the >= 1 GiB file and run the RSS test on it")
+    ap.add_argument("--big", action="store_true",
+                    help="generate the >= 1 GiB file and run the RSS test on it")
     ap.add_argument("--big-mb", type=int, default=1024)
     ap.add_argument("--keep-big", action="store_true", help="do not delete the big file afterwards")
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--json", default=os.path.join(DATA, "results.jsonl"))
-    ap.add_argument("--from-json", default=None, help="only render the report of a saved results file")
+    ap.add_argument("--from-json", default=None,
+                    help="only render the report of a saved results file")
     a = ap.parse_args(argv)
 
     if a.from_json:
@@ -331,15 +358,17 @@ def main(argv=None):
 
     mb = a.mb if a.mb is not None else (32 if a.quick else 256)
     kinds = [k for k in a.kinds.split(",") if k]
-    cmd = "python3 bench/run.py" + ("" if not (argv if argv is not None else sys.argv[1:]) else
-                                    " " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:])))
+    given = argv if argv is not None else sys.argv[1:]
+    cmd = "python3 bench/run.py" + ("" if not given else
+                                    " " + " ".join(shlex.quote(x) for x in given))
     meta = {"machine": machine(), "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
             "command": cmd, "reps": a.reps, "mb": mb}
     load0 = os.getloadavg()[0]
 
     if not a.no_build:
         build()
-    gen = [sys.executable, os.path.join(HERE, "gen.py"), "--mb", str(mb), "--kinds", ",".join(kinds)]
+    gen = [sys.executable, os.path.join(HERE, "gen.py"), "--mb", str(mb), "--kinds",
+           ",".join(kinds)]
     if a.big:
         gen += ["--big", "--big-mb", str(a.big_mb)]
     sh(gen)
@@ -366,7 +395,8 @@ def main(argv=None):
             print("bench: rss (%s)" % path, file=sys.stderr)
             runs = []
             for _ in range(a.reps):
-                runs += run_bench(["rss", "dense", path, "--chunk-mb", "4", "--window", "4", "--threads", "2",
+                runs += run_bench(["rss", "dense", path, "--chunk-mb", "4", "--window", "4",
+                                   "--threads", "2",
                                    "--mb-samples", str(a.mb_samples)], open(os.devnull, "w"))
             r = median_rss(runs)
             sink.write(json.dumps(r) + "\n")

@@ -634,7 +634,7 @@ typedef struct ctf_stream_view {
 size_t ctf_minibatch_num_sequences(const ctf_minibatch *mb);
 uint64_t ctf_minibatch_num_samples(const ctf_minibatch *mb);  /* index samples of this share */
 size_t ctf_minibatch_num_streams(const ctf_minibatch *mb);
-bool ctf_minibatch_end_of_sweep(const ctf_minibatch *mb);     /* global minibatch held a sweep end */
+bool ctf_minibatch_end_of_sweep(const ctf_minibatch *mb);     /* it held a sweep's end */
 uint64_t ctf_minibatch_position(const ctf_minibatch *mb);     /* timeline position after it */
 uint64_t ctf_minibatch_sweep(const ctf_minibatch *mb);        /* sweep of its first sequence */
 const uint64_t *ctf_minibatch_keys(const ctf_minibatch *mb);  /* sequence keys */

@@ -73,7 +73,8 @@ static const char usage_text[] =
     "  --count M        stop after M minibatches (M sequences without --mb)\n"
     "  --workers N --rank R        this worker's share of each global minibatch\n"
     "  --max-samples N | --max-sweeps N   end of data (default: endless with --mb)\n"
-    "  --truncation-length T        truncated BPTT: max(1, K div T) parallel slots, T samples each\n"
+    "  --truncation-length T        truncated BPTT: max(1, K div T) parallel slots, T samples "
+    "each\n"
     "  --state          print the checkpoint state after each minibatch ('state {...}')\n"
     "  --restore STATE  start from a saved state (JSON text, or @FILE of at most 64 MiB)\n"
     "  --line           add the first line number to each sequence (file-order dump)\n"
@@ -161,7 +162,8 @@ static void parse_input_spec(opts *o, const char *spec)
     o->stream_specs[o->num_streams] = s;
     char *name = strtok(s, ":"), *dim = strtok(NULL, ":"), *fmt = strtok(NULL, ":"),
          *alias = strtok(NULL, ":");
-    if (!name || !dim || !fmt) usage_error("--input %s: expected NAME:DIM:dense|sparse[:ALIAS]", spec);
+    if (!name || !dim || !fmt)
+        usage_error("--input %s: expected NAME:DIM:dense|sparse[:ALIAS]", spec);
     ctf_stream_def *d = &o->streams[o->num_streams++];
     d->name = name;
     d->alias = alias;
@@ -199,7 +201,8 @@ static void parse_args(opts *o, int argc, char **argv)
         } else if (!strcmp(a, "--config")) o->config_file = NEXT();
         else if (!strcmp(a, "--section")) o->section = NEXT();
         else if (!strcmp(a, "--file")) {
-            if (o->num_files == MAX_FILE_ARGS) usage_error("--file: too many (%s); use a pattern", a);
+            if (o->num_files == MAX_FILE_ARGS)
+                usage_error("--file: too many (%s); use a pattern", a);
             o->files[o->num_files++] = NEXT();
         }
         else if (!strcmp(a, "--input")) parse_input_spec(o, NEXT());
@@ -222,9 +225,12 @@ static void parse_args(opts *o, int argc, char **argv)
         else if (!strcmp(a, "--defines-mb-size")) o->mb_stream = NEXT();
         else if (!strcmp(a, "--threads")) o->threads = NEXT();
         else if (!strcmp(a, "--prefetch")) o->prefetch = NEXT();
-        else if (!strcmp(a, "--mb")) { o->mb = parse_u64_arg("--mb", NEXT()); o->have_mb = true; }
-        else if (!strcmp(a, "--count")) { o->count = parse_u64_arg("--count", NEXT()); o->have_count = true; }
-        else if (!strcmp(a, "--workers")) o->workers = NEXT();
+        else if (!strcmp(a, "--mb")) { o->mb = parse_u64_arg("--mb", NEXT()); o->have_mb = true;
+        } else if (!strcmp(a, "--count")) {
+            o->count = parse_u64_arg("--count", NEXT());
+            o->have_count = true;
+        } else if (!strcmp(a, "--workers"))
+            o->workers = NEXT();
         else if (!strcmp(a, "--rank")) o->rank = NEXT();
         else if (!strcmp(a, "--max-samples")) o->max_samples = NEXT();
         else if (!strcmp(a, "--max-sweeps")) o->max_sweeps = NEXT();
@@ -464,7 +470,8 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
         info = sum;
         printf("total:\n");
     }
-    printf("bytes: %" PRIu64 "\nlines: %" PRIu64 "\nsequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nchunks: %" PRIu64 "\n",
+    printf("bytes: %" PRIu64 "\nlines: %" PRIu64 "\nsequences: %" PRIu64 "\nindex samples: %" PRIu64
+           "\nchunks: %" PRIu64 "\n",
            info.file_size, info.lines, info.sequences, info.samples, info.chunks);
     /* Shown when there are any: CNTK calls such files invalid, ctfio reads them. */
     if (info.repeated_ids)
@@ -510,8 +517,8 @@ static int cmd_check(ctf_config *cfg, int progress)
 }
 
 /* The distribution of sequence lengths (index samples) as a text histogram: power-of-two
- * buckets from the shortest to the longest sequence of every file, a bar of up to 40 '#' each (at least one
- * for a non-empty bucket, so that no length present is hidden). */
+ * buckets from the shortest to the longest sequence of every file, a bar of up to 40 '#' each (at
+ * least one for a non-empty bucket, so that no length present is hidden). */
 static void print_length_histogram(const ctf_reader *r)
 {
     uint64_t hist[65] = {0}, total = 0, lo = UINT64_MAX, hi = 0, sequences = 0;
@@ -662,7 +669,8 @@ static int cmd_index(ctf_config *cfg, int progress)
     }
     printf("index cache: %s (%s)\n", ctf_index_cache_path(cfg->path, cpath, sizeof cpath),
            state);
-    printf("sequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nlines: %" PRIu64 "\nchunks: %" PRIu64 "\n",
+    printf("sequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nlines: %" PRIu64
+           "\nchunks: %" PRIu64 "\n",
            info.sequences, info.samples, info.lines, info.chunks);
     ctf_index_free(idx);
     return 0;

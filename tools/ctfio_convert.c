@@ -128,7 +128,9 @@ int ctfio_cli_convert(int argc, char **argv)
         } else if (!strcmp(a, "--delimiter")) {
             if (!strcmp(v, "tab") || !strcmp(v, "\\t")) opt.delimiter = '\t';
             else if (strlen(v) == 1) opt.delimiter = v[0];
-            else return convert_usage_error("--delimiter: expected one character or 'tab' (got '%s')", v);
+            else
+                return convert_usage_error(
+                    "--delimiter: expected one character or 'tab' (got '%s')", v);
             have_csv_opt = true;
             i++;
         } else if (!strcmp(a, "--header")) opt.header = have_csv_opt = true;
@@ -143,14 +145,17 @@ int ctfio_cli_convert(int argc, char **argv)
         else if (npos == 3) return convert_usage_error("unexpected argument '%s'", a);
         else pos[npos++] = a;
     }
-    if (npos < 3) return convert_usage_error("expected FORMAT IN OUT (got %s)", npos ? "fewer" : "none");
+    if (npos < 3)
+        return convert_usage_error("expected FORMAT IN OUT (got %s)", npos ? "fewer" : "none");
     if (!strcmp(pos[0], "libsvm") || !strcmp(pos[0], "svmlight")) {
         opt.format = CTF_CONVERT_LIBSVM;
-        if (have_csv_opt) return convert_usage_error("%s: --label, --delimiter and --header are for csv", pos[0]);
+        if (have_csv_opt)
+            return convert_usage_error("%s: --label, --delimiter and --header are for csv", pos[0]);
     } else if (!strcmp(pos[0], "csv")) {
         opt.format = CTF_CONVERT_CSV;
         if (have_svm_opt)
-            return convert_usage_error("%s: --dim, --classes, --zero-based and --one-based are for libsvm", pos[0]);
+            return convert_usage_error(
+                "%s: --dim, --classes, --zero-based and --one-based are for libsvm", pos[0]);
         if (!have_label) return convert_usage_error("csv needs --label COLS%s", "");
     } else
         return convert_usage_error("unknown format '%s' (expected libsvm or csv)", pos[0]);
@@ -188,15 +193,17 @@ int ctfio_cli_convert(int argc, char **argv)
         return 1;
     }
     if (quiet) return 0;
-    printf("wrote %s: %" PRIu64 " rows, %" PRIu64 " sequences%s, %" PRIu64 " bytes (from %" PRIu64 ")\n",
+    printf("wrote %s: %" PRIu64 " rows, %" PRIu64 " sequences%s, %" PRIu64 " bytes (from %" PRIu64
+           ")\n",
            pos[2], res.rows, res.sequences, res.sequence_ids ? " (ids from qid)" : "",
            res.bytes_written, res.bytes_read);
     if (opt.format == CTF_CONVERT_LIBSVM)
         printf("features: sparse, dim %zu (%s indices)\nlabels: %s, dim %zu\n", res.features_dim,
-               res.index_base ? "one-based" : "zero-based", res.labels_sparse ? "sparse one-hot" : "dense",
-               res.labels_dim);
+               res.index_base ? "one-based" : "zero-based",
+               res.labels_sparse ? "sparse one-hot" : "dense", res.labels_dim);
     else
-        printf("features: dense, dim %zu\nlabels: dense, dim %zu\n", res.features_dim, res.labels_dim);
+        printf("features: dense, dim %zu\nlabels: dense, dim %zu\n", res.features_dim,
+               res.labels_dim);
     size_t need = cli_convert_describe(&res, &opt, pos[2], NULL, 0);
     char *text = malloc(need + 1);
     if (!text) return 1;

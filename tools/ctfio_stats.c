@@ -15,7 +15,10 @@
 
 static double ms(uint64_t ns) { return (double)ns * 1e-6; }
 
-static double mbps(uint64_t bytes, uint64_t ns) { return ns ? (double)bytes * 1e3 / (double)ns : 0; }
+static double mbps(uint64_t bytes, uint64_t ns)
+{
+    return ns ? (double)bytes * 1e3 / (double)ns : 0;
+}
 
 static int share(uint64_t part, uint64_t whole)
 {

@@ -3,9 +3,9 @@
 # then read randomized minibatches (with the stage counters and their verdict), save a
 # checkpoint and resume from it; read it split into a corpus of shards by two workers, mixed
 # 3:1 with a second data set on one timeline, and (in Python) as a composite of two files
-# joined by key. Given a Python with
-# the ctfio package installed (make passes .venv/bin/python), it then trains a model on
-# scikit-learn's digits through training_session (examples/train_digits.py).
+# joined by key. Given a Python with the ctfio package installed (make passes
+# .venv/bin/python), it then trains a model on scikit-learn's digits through training_session
+# (examples/train_digits.py).
 # Usage: demo.sh [CTFIO] [PYTHON]
 set -eu
 CTFIO=${1:-build/ctfio}
@@ -73,7 +73,8 @@ grep -o '"key": [0-9]*, "file": [0-9]*' $D/shards/rank0.jsonl $D/shards/rank1.js
     cut -d: -f2- | sort > $D/shards/seen.txt
 total=$($CTFIO stats $SHARDS | sed -n 's/^sequences: //p')
 if [ "$(wc -l < $D/shards/seen.txt)" -eq "$total" ] && [ -z "$(uniq -d $D/shards/seen.txt)" ]; then
-    echo "one sweep over 2 workers delivered each of the $total sequences of the 4 files exactly once"
+    echo "one sweep over 2 workers delivered each of the $total sequences of the 4 files" \
+        "exactly once"
 else
     echo "MISMATCH: the workers did not deliver every sequence exactly once" >&2
     exit 1
@@ -104,19 +105,22 @@ PY
 
 if [ -n "$PY" ]; then
     echo
-    echo "== Python: a composite source, features and labels in two files joined by key (examples/composite.py)"
+    echo "== Python: a composite source, features and labels in two files joined by key" \
+        "(examples/composite.py)"
     "$PY" examples/composite.py $D
 fi
 
 if [ -n "$PY" ]; then
     echo
-    echo "== Python: training on scikit-learn's digits with training_session (examples/train_digits.py)"
+    echo "== Python: training on scikit-learn's digits with training_session" \
+        "(examples/train_digits.py)"
     "$PY" examples/train_digits.py $D
 fi
 
 # PyTorch part, when torch imports: an MLP on sample.ctf through ctfio.torch, checkpoint and resume.
 if [ -n "$PY" ] && "$PY" -c "import torch" >/dev/null 2>&1; then
     echo
-    echo "== PyTorch: an MLP on $D/sample.ctf through ctfio.torch, checkpoint and resume (examples/torch_mlp.py)"
+    echo "== PyTorch: an MLP on $D/sample.ctf through ctfio.torch, checkpoint and resume" \
+        "(examples/torch_mlp.py)"
     "$PY" examples/torch_mlp.py $D
 fi

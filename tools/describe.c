@@ -22,8 +22,8 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(b->len < b->cap ? b->buf + b->len : NULL, b->len < b->cap ? b->cap - b->len : 0,
-                      fmt, ap);
+    int n = vsnprintf(b->len < b->cap ? b->buf + b->len : NULL,
+                      b->len < b->cap ? b->cap - b->len : 0, fmt, ap);
     va_end(ap);
     if (n > 0) b->len += (size_t)n;
 }
@@ -44,7 +44,8 @@ size_t cli_convert_describe(const ctf_convert_result *r, const ctf_convert_optio
 {
     sbuf b = {buf, cap, 0};
     if (cap) buf[0] = 0;
-    const char *fn = opt && opt->features_name && *opt->features_name ? opt->features_name : "features";
+    const char *fn = opt && opt->features_name && *opt->features_name ? opt->features_name
+                                                                      : "features";
     const char *ln = opt && opt->labels_name && *opt->labels_name ? opt->labels_name : "labels";
     /* precision double: the values were parsed and written as float64 and read back exactly so. */
     sb_printf(&b, "# BrainScript reader section\nprecision = \"double\"\nreader = [\n"
@@ -55,10 +56,11 @@ size_t cli_convert_describe(const ctf_convert_result *r, const ctf_convert_optio
               r->features_sparse ? "sparse" : "dense");
     sb_printf(&b, "        %s = [ dim = %zu ; format = \"%s\" ]\n", ln, r->labels_dim,
               r->labels_sparse ? "sparse" : "dense");
-    sb_printf(&b, "    ]\n]\n\n# Python\nimport ctfio\nsource = ctfio.MinibatchSource(ctfio.CTFDeserializer(");
+    sb_printf(&b, "    ]\n]\n\n# Python\nimport ctfio\nsource = "
+                  "ctfio.MinibatchSource(ctfio.CTFDeserializer(");
     sb_quoted(&b, out_path);
-    sb_printf(&b, ", ctfio.StreamDefs(\n    %s=ctfio.StreamDef(field=\"%s\", shape=%zu%s),\n", fn, fn,
-              r->features_dim, r->features_sparse ? ", is_sparse=True" : "");
+    sb_printf(&b, ", ctfio.StreamDefs(\n    %s=ctfio.StreamDef(field=\"%s\", shape=%zu%s),\n", fn,
+              fn, r->features_dim, r->features_sparse ? ", is_sparse=True" : "");
     sb_printf(&b, "    %s=ctfio.StreamDef(field=\"%s\", shape=%zu%s)), precision=\"double\"))\n",
               ln, ln, r->labels_dim,
               r->labels_sparse ? ", is_sparse=True" : "");

@@ -2,7 +2,8 @@
 """Writes the demo's sample CTF file: sequences of dense 'features' (dim 4) with one sparse
 'label' (dim 3) per sequence, a comment here and there. Deterministic (fixed seed).
 Usage: make_sample.py OUT.ctf [NUM_SEQUENCES]"""
-import random, sys
+import random
+import sys
 
 out = sys.argv[1]
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 200

@@ -1,6 +1,7 @@
 /*
- * error.c -- status names and texts, the error record, the allocator hooks and the default
- * log sink. Leaf module: everything in lib/ may call it.
+ * error.c -- status names and texts, the error record and the allocator hooks. There is no
+ * default log sink: a reader without one logs nothing. Leaf module: everything in lib/ may
+ * call it.
  *
  * Errors are formatted compiler-style (rules 2.1):
  *   FILE:LINE:COLUMN: (byte OFFSET) SEVERITY: MESSAGE

@@ -136,7 +136,8 @@ const bs_expr *ctf__bs_lookup(const bs_expr *scope, const char *name, size_t n, 
                          const bs_expr *skip, const bs_expr **bad_include);
 
 BS_PRINTF(5, 6)
-int ctf__bs_fail(ctf_error *err, const bs_src *src, uint32_t line, uint32_t col, const char *fmt, ...);
+int ctf__bs_fail(ctf_error *err, const bs_src *src, uint32_t line, uint32_t col, const char *fmt,
+                 ...);
 int ctf__bs_oom(ctf_error *err);
 
 /*---- Lexer (bs_lex.c), used by the parser ----*/

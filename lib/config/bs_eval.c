@@ -47,7 +47,8 @@ int ctf__cfg_add(bs_arena *a, cfg_node *d, cfg_node *child)
                 d->kids[i] = child;
                 return 0;
             }
-    if (ctf__bs_grow(a, &d->kids, &d->cap_kids, d->num_kids + 1, sizeof *d->kids)) return CTF_ENOMEM;
+    if (ctf__bs_grow(a, &d->kids, &d->cap_kids, d->num_kids + 1, sizeof *d->kids))
+        return CTF_ENOMEM;
     d->kids[d->num_kids++] = child;
     return 0;
 }
@@ -222,7 +223,8 @@ static int expand(bs_eval_ctx *cx, const bs_expr *at, const char *s, size_t n,
         cfg_node *v = NULL;
         TRY(substitute(cx, at, p + 1, (size_t)(q - p - 1), scope, self, &v));
         if (v->kind != N_SCALAR) {
-            const bs_expr *def = ctf__bs_lookup(scope, p + 1, (size_t)(q - p - 1), true, self, NULL);
+            const bs_expr *def = ctf__bs_lookup(scope, p + 1, (size_t)(q - p - 1), true, self,
+                                                NULL);
             return fail_at(cx, at, "'$%.*s$' names a block (line %u); only single values can be "
                            "substituted into text", (int)(q - p - 1), p + 1, def ? def->line : 0);
         }
@@ -467,7 +469,8 @@ static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
         bool t;
         if (e->s[0] == '!') {
             if (!as_bool(v, &t))
-                return fail_at(cx, e, "'!' needs true or false (got %s)", describe(v, got, sizeof got));
+                return fail_at(cx, e, "'!' needs true or false (got %s)",
+                               describe(v, got, sizeof got));
             return scalar(cx, e, t ? "false" : "true", t ? 5 : 4, false, out);
         }
         int64_t i;

@@ -82,7 +82,8 @@ int ctf__bs_oom(ctf_error *err)
     return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading the configuration");
 }
 
-int ctf__bs_fail(ctf_error *err, const bs_src *src, uint32_t line, uint32_t col, const char *fmt, ...)
+int ctf__bs_fail(ctf_error *err, const bs_src *src, uint32_t line, uint32_t col, const char *fmt,
+                 ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -125,8 +126,9 @@ int ctf__bs_read_file(bs_arena *a, const char *path, bs_src **out, ctf_error *er
     }
     fclose(f);
     bs_src *s = NULL;
-    if (!rc && (!(s = ctf__bs_alloc(a, sizeof *s)) || !(s->text = ctf__bs_strndup(a, buf ? buf : "", n)) ||
-                !(s->name = ctf__bs_strndup(a, path, strlen(path)))))
+    if (!rc &&
+        (!(s = ctf__bs_alloc(a, sizeof *s)) || !(s->text = ctf__bs_strndup(a, buf ? buf : "", n)) ||
+         !(s->name = ctf__bs_strndup(a, path, strlen(path)))))
         rc = ctf__bs_oom(err);
     CTF_FREE(buf);
     if (!rc) {
@@ -338,8 +340,10 @@ int ctf__bs_lex_next(bs_lexer *lx)
             q++;
         }
         if (q == end)
-            return ctf__bs_fail(lx->err, f->src, t->line, t->col, "unterminated string: no closing %c "
-                           "before the end of the file", c);
+            return ctf__bs_fail(lx->err, f->src, t->line, t->col,
+                                "unterminated string: no closing %c "
+                                "before the end of the file",
+                                c);
         /* A value is a C string from here on: a NUL would silently cut it (a path, above all). */
         const char *nul = memchr(s, 0, (size_t)(q - s));
         if (nul) {
@@ -374,7 +378,8 @@ int ctf__bs_lex_next(bs_lexer *lx)
             r++;
         }
         /* An unquoted Windows drive (c:\data, c:/data) keeps its ':'. */
-        if (r - q == 1 && isalpha(c) && end - r >= 2 && r[0] == ':' && (r[1] == '\\' || r[1] == '/')) {
+        if (r - q == 1 && isalpha(c) && end - r >= 2 && r[0] == ':' &&
+            (r[1] == '\\' || r[1] == '/')) {
             r++;
             while (r < end && path_char((unsigned char)*r)) r++;
         }
@@ -425,8 +430,9 @@ int ctf__bs_lex_next(bs_lexer *lx)
         t->n = (size_t)(q - p);
         f->p = t->end = q;
         if (ctf__bs_is_kw(t, "include")) return lex_include(lx, t);
-        lx->prev_operand = !(ctf__bs_is_kw(t, "if") || ctf__bs_is_kw(t, "then") || ctf__bs_is_kw(t, "else") ||
-                             ctf__bs_is_kw(t, "new") || ctf__bs_is_kw(t, "with") || ctf__bs_is_kw(t, "array"));
+        lx->prev_operand = !(ctf__bs_is_kw(t, "if") || ctf__bs_is_kw(t, "then") ||
+                             ctf__bs_is_kw(t, "else") || ctf__bs_is_kw(t, "new") ||
+                             ctf__bs_is_kw(t, "with") || ctf__bs_is_kw(t, "array"));
         return 0;
     }
     t->kind = T_PUNCT;
@@ -435,9 +441,10 @@ int ctf__bs_lex_next(bs_lexer *lx)
     if (!t->n) {
         if (!c || !strchr(one_char_ops, c)) {
             if (isprint(c))
-                return ctf__bs_fail(lx->err, f->src, t->line, t->col, "unexpected character '%c'", c);
-            return ctf__bs_fail(lx->err, f->src, t->line, t->col, "unexpected character (byte 0x%02x)",
-                           c);
+                return ctf__bs_fail(lx->err, f->src, t->line, t->col, "unexpected character '%c'",
+                                    c);
+            return ctf__bs_fail(lx->err, f->src, t->line, t->col,
+                                "unexpected character (byte 0x%02x)", c);
         }
         t->n = 1;
     }
@@ -579,8 +586,9 @@ static int lex_include(bs_lexer *lx, bs_tok *t)
         if ((rc = ctf__bs_lex_next(lx))) return rc;
         bs_tok name = lx->cur;
         if (name.kind != T_STR)
-            return ctf__bs_fail(lx->err, name.src, name.line, name.col, "'include' must be followed "
-                           "by a quoted file name");
+            return ctf__bs_fail(lx->err, name.src, name.line, name.col,
+                                "'include' must be followed "
+                                "by a quoted file name");
         kw.end = name.end;
         bs_src *src = NULL;
         if (include_path(lx, &name, rel, sizeof rel)) {

@@ -153,8 +153,10 @@ static void finish(parser *P, bs_expr *e)
 static int enter(parser *P, const bs_tok *t)
 {
     if (++P->depth > BS_MAX_DEPTH)
-        return ctf__bs_fail(P->err, t->src, t->line, t->col, "nesting deeper than %d levels (blocks, "
-                       "parentheses or operators)", BS_MAX_DEPTH);
+        return ctf__bs_fail(P->err, t->src, t->line, t->col,
+                            "nesting deeper than %d levels (blocks, "
+                            "parentheses or operators)",
+                            BS_MAX_DEPTH);
     return 0;
 }
 
@@ -214,8 +216,8 @@ static bool starts_operand(const bs_tok *t)
         return true;
     if (t->kind == T_ID)
         return !ctf__bs_is_kw(t, "then") && !ctf__bs_is_kw(t, "else") && !ctf__bs_is_kw(t, "with");
-    return ctf__bs_is_op(t, "(") || ctf__bs_is_op(t, "[") || ctf__bs_is_op(t, "{") || ctf__bs_is_op(t, "[|") ||
-           ctf__bs_is_op(t, "!");
+    return ctf__bs_is_op(t, "(") || ctf__bs_is_op(t, "[") || ctf__bs_is_op(t, "{") ||
+           ctf__bs_is_op(t, "[|") || ctf__bs_is_op(t, "!");
 }
 
 /* Appends item to arr, flattening an a:b:c array into its items. */
@@ -311,8 +313,8 @@ static int parse_operand(parser *P, bs_expr **out)
             if (!ctf__bs_is_kw(&P->lx.cur, "else")) return expected(P, "'else'");
             TRY(advance(P));
             TRY(parse_expr(P, 0, &n));
-            if (!(e = node_at(P, E_IF, &t)) || ctf__bs_add_kid(P->a, e, c) || ctf__bs_add_kid(P->a, e, y) ||
-                ctf__bs_add_kid(P->a, e, n))
+            if (!(e = node_at(P, E_IF, &t)) || ctf__bs_add_kid(P->a, e, c) ||
+                ctf__bs_add_kid(P->a, e, y) || ctf__bs_add_kid(P->a, e, n))
                 return ctf__bs_oom(P->err);
         } else if (ctf__bs_is_kw(&t, "new")) {
             bs_expr *body = NULL;
@@ -321,7 +323,8 @@ static int parse_operand(parser *P, bs_expr **out)
             bs_tok cls = P->lx.cur;
             TRY(advance(P));
             TRY(parse_operand(P, &body));
-            if (!(e = node_at(P, E_NEW, &t)) || ctf__bs_add_kid(P->a, e, body)) return ctf__bs_oom(P->err);
+            if (!(e = node_at(P, E_NEW, &t)) || ctf__bs_add_kid(P->a, e, body))
+                return ctf__bs_oom(P->err);
             e->s = cls.s;
             e->n = cls.n;
         } else if (ctf__bs_is_kw(&t, "array")) {
@@ -385,7 +388,8 @@ static int parse_operand(parser *P, bs_expr **out)
             TRY(advance(P));
             TRY(parse_expr(P, 90, &arg));
             P->depth--;
-            if (!(e = node_at(P, E_UNARY, &t)) || ctf__bs_add_kid(P->a, e, arg)) return ctf__bs_oom(P->err);
+            if (!(e = node_at(P, E_UNARY, &t)) || ctf__bs_add_kid(P->a, e, arg))
+                return ctf__bs_oom(P->err);
             e->s = t.s;
             e->n = 1;
             break;
@@ -414,7 +418,8 @@ static int infix_prec(const parser *P, const bs_tok *t)
     /* A bracket that starts a line begins something new rather than indexing or calling, except
      * a '(' where nothing new can begin (a block's members start with names): there it calls
      * what the previous line ends with, as in `model = Sequential` then `(` on the next line. */
-    if (t->line_initial && (ctf__bs_is_op(t, "[") || ctf__bs_is_op(t, "(") || ctf__bs_is_op(t, "{")))
+    if (t->line_initial &&
+        (ctf__bs_is_op(t, "[") || ctf__bs_is_op(t, "(") || ctf__bs_is_op(t, "{")))
         return ctf__bs_is_op(t, "(") && !P->in_items ? 99 : -1;
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
         if (ctf__bs_is_op(t, ops[i].op)) return ops[i].prec;
@@ -458,8 +463,8 @@ static int parse_expr(parser *P, int min_prec, bs_expr **out)
             TRY(advance(P));
             TRY(parse_expr(P, 0, &body));
             e->kind = E_LAMBDA;
-            if (!params || ctf__bs_add_kid(P->a, params, left) || ctf__bs_add_kid(P->a, e, params) ||
-                ctf__bs_add_kid(P->a, e, body))
+            if (!params || ctf__bs_add_kid(P->a, params, left) ||
+                ctf__bs_add_kid(P->a, e, params) || ctf__bs_add_kid(P->a, e, body))
                 return ctf__bs_oom(P->err);
         } else if (ctf__bs_is_op(&op, "(") || ctf__bs_is_op(&op, "{")) {
             e->kind = E_CALL;
@@ -471,7 +476,8 @@ static int parse_expr(parser *P, int min_prec, bs_expr **out)
             TRY(parse_expr(P, 0, &idx));
             TRY(expect_op(P, "]"));
             e->kind = E_INDEX;
-            if (ctf__bs_add_kid(P->a, e, left) || ctf__bs_add_kid(P->a, e, idx)) return ctf__bs_oom(P->err);
+            if (ctf__bs_add_kid(P->a, e, left) || ctf__bs_add_kid(P->a, e, idx))
+                return ctf__bs_oom(P->err);
         } else if (ctf__bs_is_op(&op, ":")) {
             bs_expr *right = NULL;
             TRY(advance(P));
@@ -483,12 +489,14 @@ static int parse_expr(parser *P, int min_prec, bs_expr **out)
             }
             e->kind = E_ARRAY;
             e->b = true; /* built by ':' (flattened when chained) */
-            if (ctf__bs_add_kid(P->a, e, left) || ctf__bs_add_kid(P->a, e, right)) return ctf__bs_oom(P->err);
+            if (ctf__bs_add_kid(P->a, e, left) || ctf__bs_add_kid(P->a, e, right))
+                return ctf__bs_oom(P->err);
         } else {
             bs_expr *right = NULL;
             TRY(advance(P));
             TRY(parse_expr(P, prec + 1, &right));
-            if (ctf__bs_add_kid(P->a, e, left) || ctf__bs_add_kid(P->a, e, right)) return ctf__bs_oom(P->err);
+            if (ctf__bs_add_kid(P->a, e, left) || ctf__bs_add_kid(P->a, e, right))
+                return ctf__bs_oom(P->err);
         }
         finish(P, e);
         left = e;
@@ -612,7 +620,8 @@ static int parse_member(parser *P, bs_expr *dict, const char *closer)
         TRY(parse_expr(P, 0, &to));
         TRY(expect_op(P, "]"));
     }
-    if ((ctf__bs_is_op(&P->lx.cur, "(") || ctf__bs_is_op(&P->lx.cur, "{")) && !P->lx.cur.line_initial) {
+    if ((ctf__bs_is_op(&P->lx.cur, "(") || ctf__bs_is_op(&P->lx.cur, "{")) &&
+        !P->lx.cur.line_initial) {
         if (!(params = node_at(P, E_ARRAY, &P->lx.cur))) return ctf__bs_oom(P->err);
         TRY(parse_args(P, true, params));
     }
@@ -646,11 +655,13 @@ static int parse_member(parser *P, bs_expr *dict, const char *closer)
             return ctf__bs_oom(P->err);
         value = arr;
     }
-    if (ctf__bs_add_kid(P->a, def, value) || ctf__bs_add_kid(P->a, dict, def)) return ctf__bs_oom(P->err);
+    if (ctf__bs_add_kid(P->a, def, value) || ctf__bs_add_kid(P->a, dict, def))
+        return ctf__bs_oom(P->err);
     const bs_tok *t = &P->lx.cur;
     if (ctf__bs_is_op(t, ";")) return advance(P);
     if (t->line_initial || t->kind == T_EOF || (closer && ctf__bs_is_op(t, closer))) return 0;
-    if (ctf__bs_is_op(t, "]") || ctf__bs_is_op(t, "}") || ctf__bs_is_op(t, ")")) return 0; /* caller reports */
+    if (ctf__bs_is_op(t, "]") || ctf__bs_is_op(t, "}") || ctf__bs_is_op(t, ")"))
+        return 0; /* caller reports */
     if (ctf__bs_is_op(t, "=") && value->kind == E_ID)
         return ctf__bs_fail(P->err, value->src, value->line, value->col, "expected a value after "
                        "'%.*s =', found the definition of '%.*s'", (int)CTF_MIN(name.n, 40),

@@ -428,7 +428,8 @@ static int select_reader(ctf_bsconfig *doc, const bs_expr *root, const char *sec
             if ((r = ctf__bs_dict_find(o, "reader", 6, true)) && r->kids[0]->kind != E_DICT)
                 r = NULL;
         if (!r && first_bad_include(d)) return bad_include(first_bad_include(d), err);
-        if (!r) return tree_fail(doc, sec, err, "section '%s' has no 'reader' block%s", section, "");
+        if (!r)
+            return tree_fail(doc, sec, err, "section '%s' has no 'reader' block%s", section, "");
         doc->section = section;
     } else if (!(r = ctf__bs_dict_find(root, "reader", 6, true))) {
         if (count == 0) {
@@ -594,7 +595,8 @@ static int override_define(ctf_bsconfig *doc, bs_expr *dict, const char *ov, ctf
         return oom(err);
     def->n = o.len[0];
     def->scope = dict;
-    if (ctf__bs_add_kid(&doc->arena, def, val) || ctf__bs_add_kid(&doc->arena, dict, def)) return oom(err);
+    if (ctf__bs_add_kid(&doc->arena, def, val) || ctf__bs_add_kid(&doc->arena, dict, def))
+        return oom(err);
     return 0;
 }
 
@@ -629,8 +631,8 @@ static int set_path(ctf_bsconfig *doc, cfg_node *base, const ov_parts *o, size_t
             if (name_is(d->kids[k]->key, o->comp[i], o->len[i])) c = d->kids[k];
         if (!c) c = ctf__cfg_find(d, o->comp[i], o->len[i]);
         if (!c) {
-            if (!(c = ctf__cfg_new(a, N_DICT)) || !(c->key = ctf__bs_strndup(a, o->comp[i], o->len[i])) ||
-                ctf__cfg_add(a, d, c))
+            if (!(c = ctf__cfg_new(a, N_DICT)) ||
+                !(c->key = ctf__bs_strndup(a, o->comp[i], o->len[i])) || ctf__cfg_add(a, d, c))
                 return oom(err);
             c->src = doc->name;
         } else if (c->kind != N_DICT) {
@@ -645,7 +647,8 @@ static int set_path(ctf_bsconfig *doc, cfg_node *base, const ov_parts *o, size_t
     int rc = ctf__bs_eval_expr(&cx, e, root, NULL, &v);
     if (rc) return rc;
     forget_lines(v);
-    if (!(v->key = ctf__bs_strndup(a, o->comp[last], o->len[last])) || ctf__cfg_add(a, d, v)) return oom(err);
+    if (!(v->key = ctf__bs_strndup(a, o->comp[last], o->len[last])) || ctf__cfg_add(a, d, v))
+        return oom(err);
     return 0;
 }
 
@@ -803,7 +806,8 @@ int ctf_bsconfig_parse(const char *text, size_t len, const char *name, const cha
     for (size_t i = 0; i < num_overrides; i++)
         if ((rc = override_reader(doc, root, overrides[i], err))) goto fail;
     /* CNTK puts precision at the top level; the innermost enclosing definition applies. */
-    if (!dict_find(doc->reader, "precision") && !(doc->deser && dict_find(doc->deser, "precision"))) {
+    if (!dict_find(doc->reader, "precision") &&
+        !(doc->deser && dict_find(doc->deser, "precision"))) {
         const bs_expr *p = ctf__bs_lookup(rdef->scope, "precision", 9, true, rdef, NULL);
         if (p && (rc = ctf__bs_eval_def(&cx, p, &doc->outer_precision))) goto fail;
     }
@@ -1116,7 +1120,8 @@ static int apply_join(const ctf_bsconfig *doc, size_t i, const cfg_node *const *
     j->paths = slot->paths;
     /* As in CNTK, a parameter not given in the deserializer's block is looked for in the
      * reader's (not in another deserializer's). */
-    const cfg_node *skip = v[K_SKIP_IDS] ? v[K_SKIP_IDS] : dict_find(doc->reader, "skipSequenceIds");
+    const cfg_node *skip = v[K_SKIP_IDS] ? v[K_SKIP_IDS]
+                                         : dict_find(doc->reader, "skipSequenceIds");
     if (skip) TRY(get_bool(doc, skip, "skipSequenceIds", &j->skip_sequence_ids, err));
     TRY(apply_streams(doc, slot, where, &j->num_streams, err));
     j->streams = slot->streams;

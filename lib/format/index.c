@@ -453,7 +453,8 @@ static int scan_line(scan_state *st, const char *p, const char *end, uint64_t of
             const char *q = p;
             while (q < end && is_blank((unsigned char)*q)) q++;
             if (q < end)
-                log_at(st->cfg, CTF_SEV_INFO, (ctf__where){path, st->line_no + 1, 1, (int64_t)offset},
+                log_at(st->cfg, CTF_SEV_INFO,
+                       (ctf__where){path, st->line_no + 1, 1, (int64_t)offset},
                        "line holds no configured input; skipped");
         }
         goto count_line;

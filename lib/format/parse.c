@@ -126,7 +126,10 @@ static void excerpt(const char *p, const char *end, char *out, size_t cap)
  *====================================================================*/
 
 /* Between values and samples: spaces, tabs and any other control byte but '\n'. */
-static inline bool is_delim(unsigned char c) { return c == ' ' || c == '\t' || (c < 32 && c != '\n') || c == 127; }
+static inline bool is_delim(unsigned char c)
+{
+    return c == ' ' || c == '\t' || (c < 32 && c != '\n') || c == 127;
+}
 static inline bool ends_value(unsigned char c) { return is_delim(c) || c == '|'; }
 
 static const char *skip_delims(const char *p, const char *end)
@@ -1284,7 +1287,8 @@ int ctf__parse_seqs(ctf__parse_run *r, const ctf__seq *seqs, size_t hi, uint64_t
             return parse_fail(ps->pc, ps->cd->chunk, err);
     }
     for (size_t i = lo; i < hi && !too_many_errors(ps); i++)
-        if (parse_sequence(ps, r->ch->first_seq + i, i)) return parse_fail(ps->pc, ps->cd->chunk, err);
+        if (parse_sequence(ps, r->ch->first_seq + i, i))
+            return parse_fail(ps->pc, ps->cd->chunk, err);
     if (ps->oom) return parse_fail(ps->pc, ps->cd->chunk, err);
     r->next = hi;
     return 0;

@@ -74,12 +74,12 @@ static inline __attribute__((always_inline)) ctf__block ctf__classify(const char
 /* The walk over one sample's values: the structural pass of the header comment, a block at a
  * time. ctf__walk_block classifies the next block; its values are then the value that ran into it
  * from earlier blocks and ends in it ([os, oe), when os is set) followed by one value per bit of
- * `starts` (ctf__walk_len gives each one's length). A value that reaches the block's last byte while
- * more bytes follow is not among the starts: it is carried (`open`) to the block where it ends,
- * a test made once per block rather than once per value. The first '|' ends the sample (stop).
- * The caller writes the loop over the starts itself, so that its conversions stay inlined in a
- * plain loop (an iterator returning one value per call was a state machine the compiler kept
- * partly in memory). */
+ * `starts` (ctf__walk_len gives each one's length). A value that reaches the block's last byte
+ * while more bytes follow is not among the starts: it is carried (`open`) to the block where it
+ * ends, a test made once per block rather than once per value. The first '|' ends the sample
+ * (stop). The caller writes the loop over the starts itself, so that its conversions stay
+ * inlined in a plain loop (an iterator returning one value per call was a state machine the
+ * compiler kept partly in memory). */
 typedef struct ctf__walk {
     const char *p, *end, *limit;
     size_t next;       /* offset of the next block from p */

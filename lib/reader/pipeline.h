@@ -145,6 +145,7 @@ typedef struct ctf__sweep {
     size_t num_chunks;
 } ctf__sweep;
 
+#ifdef CTF_TESTING /* the whole-sweep reference of the tests; the reader uses the generator */
 /* ctf__randomize_sweep(chunks, num_chunks, window, window_in_samples, seed, sweep_no, out, err):
  * Computes sweep sweep_no's order exactly as rules 5 (seed + sweep_no seeds both generators;
  * chunk shuffle; windows in chunks or samples; sequence shuffle). window == 0 gives file order.
@@ -158,6 +159,7 @@ int ctf__randomize_sweep(const ctf__chunk *chunks, size_t num_chunks, uint64_t w
 int ctf__sweep_identity(const ctf__chunk *chunks, size_t num_chunks, uint64_t sweep_no,
                         ctf__sweep *out, ctf_error *err);
 void ctf__sweep_free(ctf__sweep *s);
+#endif
 
 /* The order of one sweep, generated lazily (rules 5.8): slot by slot, running the sequence
  * shuffle only as far as the slots asked for need, with the same result as
@@ -189,9 +191,11 @@ size_t ctf__sweepgen_num_slots(const ctf__sweep_gen *g);
 uint64_t ctf__sweepgen_sweep(const ctf__sweep_gen *g);
 const size_t *ctf__sweepgen_chunk_at(const ctf__sweep_gen *g); /* position -> chunk id */
 const size_t *ctf__sweepgen_pos_of(const ctf__sweep_gen *g);   /* chunk id -> position */
+#ifdef CTF_TESTING
 /* Largest number of slots held at once so far (the ring's capacity is a power of two below
  * max(32, 2 x this)). */
 size_t ctf__sweepgen_peak_slots(const ctf__sweep_gen *g);
+#endif
 void ctf__sweepgen_free(ctf__sweep_gen *g);
 
 /*======================================================================
@@ -264,10 +268,12 @@ void ctf__cache_request(ctf__cache *k, size_t c);
 void ctf__cache_restart(ctf__cache *k, size_t slot);
 /* Updates cfg->stats' residency counters and peaks (held, loaded ahead, a join's parts). */
 void ctf__cache_update_stats(ctf__cache *k);
+#ifdef CTF_TESTING /* for the tests of the cache */
 /* Held chunks and their bytes (not counting those loaded ahead). */
 void ctf__cache_held(const ctf__cache *k, size_t *chunks, size_t *bytes);
 /* Requests made and not yet taken. */
 size_t ctf__cache_outstanding(const ctf__cache *k);
+#endif
 void ctf__cache_free(ctf__cache *k);
 
 

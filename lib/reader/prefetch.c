@@ -807,6 +807,7 @@ void ctf__cache_restart(ctf__cache *k, size_t slot)
     k->scan_next = 0;
 }
 
+#ifdef CTF_TESTING
 void ctf__cache_held(const ctf__cache *k, size_t *chunks, size_t *bytes)
 {
     *chunks = k->num_resident;
@@ -814,6 +815,7 @@ void ctf__cache_held(const ctf__cache *k, size_t *chunks, size_t *bytes)
 }
 
 size_t ctf__cache_outstanding(const ctf__cache *k) { return k->outstanding; }
+#endif
 
 void ctf__cache_free(ctf__cache *k)
 {

@@ -108,6 +108,10 @@ static inline bool mt64_peek(const ctf__mt64 *g, size_t d, uint64_t *out)
  * Output arrays
  *====================================================================*/
 
+#ifdef CTF_TESTING
+/* The whole-sweep form (ctf__randomize_sweep and what it needs) is the reference the tests
+ * hold the lazy generator to; the release build has only the generator. */
+
 /* Resizes *p to n elements of size_t, keeping the old block on failure so that the sweep stays
  * freeable. The ctf__sweep has no capacity fields: the element counts are the capacities. */
 static int resize(size_t **p, size_t n)
@@ -140,6 +144,8 @@ static int sweep_reserve(ctf__sweep *out, size_t num_slots, size_t num_chunks, c
     return 0;
 }
 
+#endif /* CTF_TESTING */
+
 static size_t count_slots(const ctf__chunk *chunks, size_t num_chunks)
 {
     size_t n = 0;
@@ -147,6 +153,7 @@ static size_t count_slots(const ctf__chunk *chunks, size_t num_chunks)
     return n;
 }
 
+#ifdef CTF_TESTING
 int ctf__sweep_identity(const ctf__chunk *chunks, size_t num_chunks, uint64_t sweep_no,
                         ctf__sweep *out, ctf_error *err)
 {
@@ -172,6 +179,7 @@ void ctf__sweep_free(ctf__sweep *s)
     CTF_FREE(s->chunk_at);
     memset(s, 0, sizeof *s);
 }
+#endif /* CTF_TESTING */
 
 /*======================================================================
  * The randomizer
@@ -271,6 +279,7 @@ static void plan_sweep(const ctf__chunk *chunks, size_t n, uint64_t window, bool
     ctf__mt64_seed(rng, s);
 }
 
+#ifdef CTF_TESTING
 int ctf__randomize_sweep(const ctf__chunk *chunks, size_t num_chunks, uint64_t window,
                          bool window_in_samples, uint64_t seed, uint64_t sweep_no,
                          ctf__sweep *out, ctf_error *err)
@@ -327,6 +336,7 @@ int ctf__randomize_sweep(const ctf__chunk *chunks, size_t num_chunks, uint64_t w
     CTF_FREE(pi);
     return 0;
 }
+#endif /* CTF_TESTING */
 
 /*======================================================================
  * The lazy generator (rules 5.8): the same order, window by window
@@ -615,7 +625,9 @@ size_t ctf__sweepgen_num_slots(const ctf__sweep_gen *g) { return g->num_slots; }
 uint64_t ctf__sweepgen_sweep(const ctf__sweep_gen *g) { return g->sweep; }
 const size_t *ctf__sweepgen_chunk_at(const ctf__sweep_gen *g) { return g->chunk_at; }
 const size_t *ctf__sweepgen_pos_of(const ctf__sweep_gen *g) { return g->pos_of; }
+#ifdef CTF_TESTING
 size_t ctf__sweepgen_peak_slots(const ctf__sweep_gen *g) { return g->peak; }
+#endif
 
 void ctf__sweepgen_free(ctf__sweep_gen *g)
 {

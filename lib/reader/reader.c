@@ -238,7 +238,8 @@ static int commit_chunk(ctf_reader *r, const ctf__chunk_data *cd)
         ctf__fail(&e, CTF_OK,
                   (ctf__where){chunk_path(r, cd->chunk), 0, 0,
                                (int64_t)r->src->chunks[cd->chunk].offset},
-                  "%" PRIu64 " more warnings in this chunk were not shown", cd->num_warnings - stored);
+                  "%" PRIu64 " more warnings in this chunk were not shown",
+                  cd->num_warnings - stored);
         reader_log(r, CTF_SEV_WARNING, &e);
     }
     return 0;

@@ -262,7 +262,8 @@ static int acquire_parts(join *J, size_t c, const char *links, size_t n, ctf__re
     while (cap < 2 * pairs) cap *= 2;
     size_t *slot = CTF_MALLOC(cap * sizeof *slot); /* (part, chunk) -> index into held, open
                                                       addressing */
-    if (!slot) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory joining chunk %zu", c);
+    if (!slot)
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory joining chunk %zu", c);
     memset(slot, 0xff, cap * sizeof *slot);
     int rc = 0;
     for (size_t x = 0; x < pairs; x++) {
@@ -337,7 +338,8 @@ static int join_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpool 
         memcpy(&pl, links + i * lb, sizeof pl);
         memcpy(&cd->slices[i * NS], &pcd->slices[pl * pns], pns * sizeof *cd->slices);
         cd->dropped[i] = pcd->dropped[pl];
-        for (size_t j = 0; j < np; j++) cd->dropped[i] |= jcd[i * np + j]->dropped[jlocal[i * np + j]];
+        for (size_t j = 0; j < np; j++)
+            cd->dropped[i] |= jcd[i * np + j]->dropped[jlocal[i * np + j]];
     }
     for (size_t j = 0; j < np; j++)
         for (size_t kk = 0; kk < J->part_ns[j]; kk++)

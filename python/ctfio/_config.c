@@ -360,7 +360,8 @@ error:
 }
 
 /* Parses Reader(path, streams, **options) into cfg (which ctf_config_init filled). */
-int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg, ctf_py_reader_args *ra)
+int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg,
+                             ctf_py_reader_args *ra)
 {
     static char *kwlist[] = {"path", "streams", "precision", "randomize", "randomization_seed",
                              "randomization_window", "window_in_samples", "skip_sequence_ids",

@@ -44,7 +44,8 @@ int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg,
 /* Releases what ctf_py_reader_args_parse kept (ra zeroed: safe to call twice). */
 void ctf_py_reader_args_clear(ctf_py_reader_args *ra);
 
-/* Converts an integer-like object (operator.index) to [0, max], naming the parameter in the message. @return : 0, or -1 with an exception set. */
+/* Converts an integer-like object (operator.index) to [0, max], naming the parameter in the
+ * message. @return : 0, or -1 with an exception set. */
 int ctf_py_to_u64(PyObject *obj, const char *name, uint64_t max, uint64_t *out);
 
 /* A configuration as Reader keyword arguments plus "path" and "streams" ("paths" for a corpus,

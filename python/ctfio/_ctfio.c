@@ -23,8 +23,8 @@
  * those calls, so the C callback (always installed: the library itself prints nothing) only
  * appends the record to a C array on the Reader; the records are handed to the Python callable,
  * or to Python's logging (logger "ctfio") when there is none, in order, once the GIL is back.
- * A Reader must be used by one thread at a time (ctfio.h rule 6): a `busy` flag, read and written under the GIL, turns a
- * second concurrent call into RuntimeError instead of a data race.
+ * A Reader must be used by one thread at a time (ctfio.h rule 6): a `busy` flag, read and written
+ * under the GIL, turns a second concurrent call into RuntimeError instead of a data race.
  *
  * Layout: boxed sections in the order module state, exceptions and error mapping,
  * configuration (bsconfig_load; the argument parsing lives in _config.c), Buffer (_buffer.c),
@@ -680,8 +680,9 @@ static int log_to_logging(modstate *st, ctf_severity sev, const char *text)
     return 0;
 }
 
-/* Calls the log callable (or the "ctfio" logger) for every buffered record, in order. If it raises, the rest are still
- * delivered (later exceptions go to sys.unraisablehook) and the first is re-raised.
+/* Calls the log callable (or the "ctfio" logger) for every buffered record, in order. If it
+ * raises, the rest are still delivered (later exceptions go to sys.unraisablehook) and the first
+ * is re-raised.
  * @return : 0, or -1 with an exception set. */
 static int reader_flush_logs(ReaderObject *self)
 {
@@ -1071,7 +1072,8 @@ static PyObject *Reader_perf(ReaderObject *self, PyObject *Py_UNUSED(ignored))
     return ctf_py_perf_dict(&p);
 }
 
-PyDoc_STRVAR(Reader_index_info_doc, "index_info() -> dict\n\nFacts about the index (ctf_index_info).");
+PyDoc_STRVAR(Reader_index_info_doc,
+             "index_info() -> dict\n\nFacts about the index (ctf_index_info).");
 
 static PyObject *Reader_index_info(ReaderObject *self, PyObject *Py_UNUSED(ignored))
 {

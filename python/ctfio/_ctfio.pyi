@@ -200,9 +200,9 @@ def bsconfig_load(
     path: _Path, section: Optional[str] = None, overrides: Sequence[str] = ()
 ) -> ReaderArgs: ...
 
-# Provider batch assembly (section 7b of _ctfio.c; used by ctfio._provider_impl).
+# Provider batch assembly (section 7b of _ctfio.c, in _provider.c; used by ctfio.paddle).
 # A slot is (name, kind, seq_type, dim); kinds and seq_type numbers are shared with
-# _provider_impl.py.
+# ctfio/paddle/types.py (DataType, SequenceType).
 _Slot = Tuple[str, int, int, int]
 _PackedSlot = Tuple[
     int,                    # steps (samples in the batch for this slot)

@@ -19,7 +19,7 @@
  *====================================================================*/
 
 /*
- * The PaddlePaddle-style provider (python/ctfio/_provider_impl.py) turns every sample its
+ * The PaddlePaddle-style provider (python/ctfio/paddle/) turns every sample its
  * generator yields into one compact, self-describing record (provider_encode), keeps records in
  * its pool and cache, and assembles a batch from a list of records (provider_pack).
  *
@@ -52,8 +52,9 @@
  * provider_pack re-validates every record (bounds, counts, sums) before it trusts it, so a
  * damaged or foreign bytes object is a ValueError, never an out-of-bounds read.
  *
- * Keeping two places in step: the kind and seq_type numbers and the tuple provider_pack returns
- * are also written down in python/ctfio/_provider_impl.py (_KIND_*, _SEQ_*, _slot_arrays).
+ * Keeping two places in step: the kind and seq_type numbers are also written down in
+ * python/ctfio/paddle/types.py (DataType, SequenceType), and data_provider.py's _batch reads
+ * the tuple provider_pack returns.
  */
 
 enum { PV_DENSE = 0, PV_SPARSE_BINARY = 1, PV_SPARSE = 2, PV_INTEGER = 3 };

@@ -157,14 +157,16 @@ PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs
         goto done;
     }
     cli_convert_describe(&r, &opt, dst, text, need + 1);
-    result = Py_BuildValue(
-        "(O{sKsKsKsKsnsnsOsOsOsisKss})", Py_True, "rows", (unsigned long long)r.rows, "sequences",
-        (unsigned long long)r.sequences, "bytes_read", (unsigned long long)r.bytes_read,
-        "bytes_written", (unsigned long long)r.bytes_written, "features_dim",
-        (Py_ssize_t)r.features_dim, "labels_dim", (Py_ssize_t)r.labels_dim, "features_sparse",
-        r.features_sparse ? Py_True : Py_False, "labels_sparse", r.labels_sparse ? Py_True : Py_False,
-        "sequence_ids", r.sequence_ids ? Py_True : Py_False, "index_base", r.index_base,
-        "max_sequence_length", (unsigned long long)r.max_sequence_length, "config", text);
+    result = Py_BuildValue("(O{sKsKsKsKsnsnsOsOsOsisKss})", Py_True, "rows",
+                           (unsigned long long)r.rows, "sequences", (unsigned long long)r.sequences,
+                           "bytes_read", (unsigned long long)r.bytes_read, "bytes_written",
+                           (unsigned long long)r.bytes_written, "features_dim",
+                           (Py_ssize_t)r.features_dim, "labels_dim", (Py_ssize_t)r.labels_dim,
+                           "features_sparse", r.features_sparse ? Py_True : Py_False,
+                           "labels_sparse", r.labels_sparse ? Py_True : Py_False, "sequence_ids",
+                           r.sequence_ids ? Py_True : Py_False, "index_base", r.index_base,
+                           "max_sequence_length", (unsigned long long)r.max_sequence_length,
+                           "config", text);
     PyMem_Free(text);
 done:
     Py_XDECREF(src_o);

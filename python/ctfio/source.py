@@ -676,8 +676,8 @@ class MinibatchSource:
         if not deserializers or not all(isinstance(d, CTFDeserializer) for d in deserializers):
             raise ValueError("MinibatchSource.deserializers: one or more CTFDeserializers are "
                              "supported (got %r)" % (deserializers,))
-        if randomization_window_in_samples and \
-                randomization_window_in_chunks not in (None, DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS):
+        default_window = (None, DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS)
+        if randomization_window_in_samples and randomization_window_in_chunks not in default_window:
             raise ValueError("MinibatchSource: randomization_window_in_chunks and "
                              "randomization_window_in_samples are mutually exclusive")
         d = deserializers[0]

@@ -122,8 +122,8 @@ class CrossValidationConfig:
     sweep's end when the source's state tells the sweep size, as the CTF reader's and
     MinibatchSourceFromData's do, else the pass ends with the minibatch that holds the sweep
     end; a number: that many samples; ``INFINITELY_REPEAT``: until the source ends) and
-    evaluates each minibatch with ``evaluate(data, info)``, which returns the minibatch's average metric (or a
-    ``(metric_sum, num_samples)`` pair); with a CNTK-style trainer and no ``evaluate``,
+    evaluates each minibatch with ``evaluate(data, info)``, which returns the minibatch's average
+    metric (or a ``(metric_sum, num_samples)`` pair); with a CNTK-style trainer and no ``evaluate``,
     ``trainer.test_minibatch(arguments)`` is used. The sample-weighted average is reported and
     passed to ``callback(index, average_error, num_samples, num_minibatches)``; a callback that
     returns False stops training. ``model_inputs_to_streams`` maps the keys of ``data`` as in

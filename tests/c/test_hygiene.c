@@ -1,7 +1,8 @@
 /*
  * test_hygiene.c -- what the release library may and may not link against: it never writes to
- * a terminal and never reads the environment (`nm -u` over every object in build/lib), it logs
- * nothing without a sink, and the test-only parser variant switch gives the same data as the default.
+ * a terminal and never reads the environment (`nm -u` over every object in build/lib), it holds
+ * no test-only code and exactly one archive member per source, it logs nothing without a sink,
+ * and the test-only parser variant switch gives the same data as the default.
  */
 #include "reader/pipeline.h"
 #include "test.h"
@@ -73,18 +74,57 @@ TEST(release_library_never_prints_nor_reads_the_environment)
         ASSERT_EQ(pclose(p), 0);
     }
     globfree(&g);
-    /* The release objects define no test hook. */
+    /* The release objects define no test hook, and none of the functions that only the tests
+     * call (the whole-sweep reference of the randomizer, the cache's counters). */
+    /* (The I/O fault hooks by name: the I/O seam's own ctf__io_* functions are not hooks.) */
+    static const char *const test_only[] = {" ctf__alloc\n", "ctf__io_fail_at", "ctf__io_count",
+                                            "ctf__io_short_at", "ctf__io_eof_at",
+                                            "ctf__parse_set_variant",
+                                            "ctf__randomize_sweep", "ctf__sweep_identity",
+                                            "ctf__sweep_free", "ctf__sweepgen_peak_slots",
+                                            "ctf__cache_held", "ctf__cache_outstanding"};
     FILE *p = popen("nm build/lib/*/*.o", "r");
     ASSERT(p != NULL);
     char line[512];
     while (fgets(line, sizeof line, p)) {
-        /* (The I/O fault hooks; the I/O seam's own ctf__io_* functions are not hooks.) */
-        if (strstr(line, " ctf__alloc\n") || strstr(line, "ctf__io_fail_at") ||
-            strstr(line, "ctf__io_count") || strstr(line, "ctf__io_short_at") ||
-            strstr(line, "ctf__io_eof_at") || strstr(line, "ctf__parse_set_variant"))
-            test_fail(__FILE__, __LINE__, "no test hook in the release objects", line);
+        for (size_t k = 0; k < sizeof test_only / sizeof *test_only; k++)
+            if (strstr(line, test_only[k]))
+                test_fail(__FILE__, __LINE__, "no test-only code in the release objects", line);
     }
     ASSERT_EQ(pclose(p), 0);
+}
+
+/* The archive the release build links holds exactly one member per lib/ source: `ar r` adds and
+ * replaces members but never drops one, so a removed or renamed source would otherwise stay in
+ * build/libctfio.a, and two sources with one file name in different folders would replace each
+ * other's object. */
+TEST(release_archive_has_one_member_per_source)
+{
+    FILE *p = popen("ar t build/libctfio.a", "r");
+    ASSERT(p != NULL);
+    char members[64][128];
+    size_t n = 0;
+    char line[256];
+    while (fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\n")] = 0;
+        ASSERT(n < 64);
+        snprintf(members[n++], sizeof members[0], "%.127s", line);
+    }
+    ASSERT_EQ(pclose(p), 0);
+    glob_t gs;
+    ASSERT_EQ(glob("lib/*/*.c", 0, NULL, &gs), 0);
+    ASSERT_EQ(n, gs.gl_pathc);
+    for (size_t i = 0; i < gs.gl_pathc; i++) {
+        const char *base = strrchr(gs.gl_pathv[i], '/') + 1;
+        char obj[128];
+        snprintf(obj, sizeof obj, "%.*s.o", (int)(strlen(base) - 2), base);
+        size_t found = 0;
+        for (size_t k = 0; k < n; k++) found += !strcmp(members[k], obj);
+        char m[300];
+        snprintf(m, sizeof m, "%s: %zu members named %s", gs.gl_pathv[i], found, obj);
+        if (found != 1) test_fail(__FILE__, __LINE__, "one archive member per source", m);
+    }
+    globfree(&gs);
 }
 
 /* A reader with no log sink logs nothing and still counts its warnings: stderr stays empty

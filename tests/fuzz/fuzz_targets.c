@@ -39,11 +39,8 @@
 #include "fuzz.h"
 
 const ctf_fuzz_target ctf_fuzz_targets[] = {
-    {"parse", ctf_fuzz_parse},
-    {"index", ctf_fuzz_index},
-    {"config", ctf_fuzz_config},
-    {"state", ctf_fuzz_state},
-    {"cbf", ctf_fuzz_cbf},
+    {"parse", ctf_fuzz_parse}, {"index", ctf_fuzz_index}, {"config", ctf_fuzz_config},
+    {"state", ctf_fuzz_state}, {"cbf", ctf_fuzz_cbf},
 };
 const size_t ctf_fuzz_num_targets = sizeof ctf_fuzz_targets / sizeof ctf_fuzz_targets[0];
 uint64_t ctf_fuzz_events[CTF_FUZZ_MAX_EVENTS];
@@ -53,14 +50,14 @@ size_t ctf_fuzz_num_events;
  * Helpers
  *====================================================================*/
 
-#define FUZZ_CHECK(cond, ...)                                                              \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
+#define FUZZ_CHECK(cond, ...) \
+    do { \
+        if (!(cond)) { \
             fprintf(stderr, "fuzz check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                           \
-            abort();                                                                       \
-        }                                                                                  \
+            fprintf(stderr, __VA_ARGS__); \
+            fputc('\n', stderr); \
+            abort(); \
+        } \
     } while (0)
 
 /* Records one observed event (the regression driver keeps inputs that show a new one). */
@@ -189,8 +186,8 @@ static void write_file(const char *path, const void *data, size_t len)
 /* The allocation counter must come back to where it started (a leak the sanitizer could miss:
  * blocks still referenced from a static). */
 #define LIVE_BEGIN() long live0_ = atomic_load(&ctf__alloc.live)
-#define LIVE_END(what)                                                                     \
-    FUZZ_CHECK(atomic_load(&ctf__alloc.live) == live0_, "%s leaked %ld blocks", what,      \
+#define LIVE_END(what) \
+    FUZZ_CHECK(atomic_load(&ctf__alloc.live) == live0_, "%s leaked %ld blocks", what, \
                atomic_load(&ctf__alloc.live) - live0_)
 
 /*======================================================================
@@ -439,8 +436,8 @@ static void check_dim_bounds(const ctf_config *c)
 {
     bool over = false;
     for (size_t i = 0; i < c->num_streams; i++)
-        over |= c->streams[i].dim > (c->streams[i].is_sparse ? CTF_MAX_SPARSE_DIM
-                                                             : CTF_MAX_DENSE_DIM);
+        over |= c->streams[i].dim >
+                (c->streams[i].is_sparse ? CTF_MAX_SPARSE_DIM : CTF_MAX_DENSE_DIM);
     if (!over) return;
     ctf_error err;
     int rc = ctf_config_validate(c, &err);
@@ -466,10 +463,10 @@ int ctf_fuzz_parse(const uint8_t *data, size_t size)
     /* One input in 32 (the file's first byte): the first stream gets a dimension at or beyond
      * the bounds; beyond them, the configuration is refused before the file is read. */
     if (file_len && (file[0] & 31) == 31) {
-        static const size_t huge[8] = {SIZE_MAX, SIZE_MAX / 2, SIZE_MAX / 4 + 1,
-                                       (size_t)1 << 32, CTF_MAX_DENSE_DIM + 1,
-                                       CTF_MAX_SPARSE_DIM + 1, CTF_MAX_SPARSE_DIM,
-                                       (size_t)1 << 40};
+        static const size_t huge[8] = {
+            SIZE_MAX,           SIZE_MAX / 2,          SIZE_MAX / 4 + 1,
+            (size_t)1 << 32,    CTF_MAX_DENSE_DIM + 1, CTF_MAX_SPARSE_DIM + 1,
+            CTF_MAX_SPARSE_DIM, (size_t)1 << 40};
         ctf_config c = f.cfg;
         ctf_stream_def s[3];
         memcpy(s, c.streams, c.num_streams * sizeof *s);
@@ -496,8 +493,8 @@ int ctf_fuzz_parse(const uint8_t *data, size_t size)
     fclose(m0);
     fclose(m1);
     if (rc0 != rc1 || n0 != n1 || memcmp(t0, t1, n0) != 0) {
-        fprintf(stderr, "---- 0 threads (rc %d):\n%s---- 1 thread (rc %d):\n%s----\n", rc0, t0,
-                rc1, t1);
+        fprintf(stderr, "---- 0 threads (rc %d):\n%s---- 1 thread (rc %d):\n%s----\n", rc0, t0, rc1,
+                t1);
         FUZZ_CHECK(0, "a background thread delivered something else than the caller's thread");
     }
     free(t0);
@@ -607,7 +604,8 @@ int ctf_fuzz_index(const uint8_t *data, size_t size)
             if ((mode & 3) == 1 && clen > CACHE_HEADER_BYTES + 8)
                 at = CACHE_HEADER_BYTES + at % (clen - CACHE_HEADER_BYTES - 8); /* the table */
             size_t n = CTF_MIN(plen > 2 ? plen - 2 : plen, (size_t)(mode >> 4) + 1);
-            for (size_t i = 0; i < n && at + i < clen; i++) cache[at + i] ^= payload[(2 + i) % plen] | 1;
+            for (size_t i = 0; i < n && at + i < clen; i++)
+                cache[at + i] ^= payload[(2 + i) % plen] | 1;
         }
         if ((mode & 3) == 2) clen = clen / 2; /* truncated */
         if ((mode & 3) == 3 && clen >= CACHE_HEADER_BYTES + 8 && plen >= 1) {
@@ -615,8 +613,8 @@ int ctf_fuzz_index(const uint8_t *data, size_t size)
              * the checksum forged: counts are checked against the cache's length and the
              * data before anything is allocated from them. */
             static const size_t field_at[3] = {48, 56, 64};
-            static const uint64_t values[8] = {0, 1, 2, 3, UINT64_MAX, (uint64_t)1 << 40,
-                                               (uint64_t)1 << 58, 1000003};
+            static const uint64_t values[8] = {
+                0, 1, 2, 3, UINT64_MAX, (uint64_t)1 << 40, (uint64_t)1 << 58, 1000003};
             uint64_t v = values[payload[0] & 7];
             if (plen >= 9 && (payload[0] & 8)) memcpy(&v, payload + 1, 8);
             memcpy(cache + field_at[(payload[0] >> 4) % 3], &v, 8);
@@ -663,11 +661,10 @@ int ctf_fuzz_index(const uint8_t *data, size_t size)
 
 /* A data file the configurations read when they apply cleanly: the aliases that configurations
  * commonly use, dense and sparse. */
-static const char config_data[] =
-    "0 |features 1 2 3 |labels 0:1 |x 1 |a 1 |b 0:1 2:3 |f 1 |l 0\n"
-    "0 |features 4 5 6 |labels 1:1 |x 2 |a 2 |b 1:1 |f 2 |l 1\n"
-    "1 |features 7 8 9 |labels 2:1 |x 3 |a 3 |b 0:2 |f 3 |l 0\n"
-    "2 |features 1e3 -2 .5 |labels 0:1 |x 4 |a 4 |b 3:4 |f 4 |l 1\n";
+static const char config_data[] = "0 |features 1 2 3 |labels 0:1 |x 1 |a 1 |b 0:1 2:3 |f 1 |l 0\n"
+                                  "0 |features 4 5 6 |labels 1:1 |x 2 |a 2 |b 1:1 |f 2 |l 1\n"
+                                  "1 |features 7 8 9 |labels 2:1 |x 3 |a 3 |b 0:2 |f 3 |l 0\n"
+                                  "2 |features 1e3 -2 .5 |labels 0:1 |x 4 |a 4 |b 3:4 |f 4 |l 1\n";
 
 static void config_try_read(const ctf_config *applied)
 {
@@ -687,8 +684,8 @@ static void config_try_read(const ctf_config *applied)
     read_some(&c, 4, 3, false, NULL);
 }
 
-static void config_one(const char *text, size_t len, const char *section,
-                       const char *const *ov, size_t nov, bool read)
+static void config_one(const char *text, size_t len, const char *section, const char *const *ov,
+                       size_t nov, bool read)
 {
     ctf_bsconfig *doc = NULL;
     ctf_error err;
@@ -741,20 +738,19 @@ static size_t input_overrides(const char *text, size_t len, char **ov, size_t ma
     return n;
 }
 
-static const char base_config[] =
-    "precision = \"float\"\n"
-    "dataDir = \"/nonexistent\"\n"
-    "train = [\n"
-    "  reader = [\n"
-    "    readerType = \"CNTKTextFormatReader\"\n"
-    "    file = \"$dataDir$/train.ctf\"\n"
-    "    randomize = true\n"
-    "    input = [\n"
-    "      features = [ dim = 3 ; format = \"dense\" ]\n"
-    "      labels = [ dim = 4 ; format = \"sparse\" ]\n"
-    "    ]\n"
-    "  ]\n"
-    "]\n";
+static const char base_config[] = "precision = \"float\"\n"
+                                  "dataDir = \"/nonexistent\"\n"
+                                  "train = [\n"
+                                  "  reader = [\n"
+                                  "    readerType = \"CNTKTextFormatReader\"\n"
+                                  "    file = \"$dataDir$/train.ctf\"\n"
+                                  "    randomize = true\n"
+                                  "    input = [\n"
+                                  "      features = [ dim = 3 ; format = \"dense\" ]\n"
+                                  "      labels = [ dim = 4 ; format = \"sparse\" ]\n"
+                                  "    ]\n"
+                                  "  ]\n"
+                                  "]\n";
 
 int ctf_fuzz_config(const uint8_t *data, size_t size)
 {
@@ -794,17 +790,16 @@ int ctf_fuzz_config(const uint8_t *data, size_t size)
  * Target: state
  *====================================================================*/
 
-static const char state_data[] =
-    "1 |a 1 2 |b 0:1\n"
-    "1 |a 3 4 |b 2:1\n"
-    "2 |a 5 6 |b 1:2 3:4\n"
-    "3 |a 7 8 |b 2:1\n"
-    "3 |a 9 10 |b 0:1\n"
-    "3 |a 11 12 |b\n"
-    "4 |a 13 14 |b 3:3\n"
-    "5 |a 15 16 |b 1:1\n"
-    "5 |a 17 18 |b 1:1\n"
-    "6 |a 19 20 |b 0:5\n";
+static const char state_data[] = "1 |a 1 2 |b 0:1\n"
+                                 "1 |a 3 4 |b 2:1\n"
+                                 "2 |a 5 6 |b 1:2 3:4\n"
+                                 "3 |a 7 8 |b 2:1\n"
+                                 "3 |a 9 10 |b 0:1\n"
+                                 "3 |a 11 12 |b\n"
+                                 "4 |a 13 14 |b 3:3\n"
+                                 "5 |a 15 16 |b 1:1\n"
+                                 "5 |a 17 18 |b 1:1\n"
+                                 "6 |a 19 20 |b 0:5\n";
 
 static ctf_stream_def state_streams[2] = {
     {"s0", "a", 2, false, false},
@@ -838,7 +833,8 @@ static const char *state_file(void)
 }
 
 /* A valid state of the state target's reader (with truncated BPTT or not) after num_minibatches
- * minibatches of 2 samples (5 with BPTT: several slots, some mid-sequence) (the regression driver adds a few to its corpus).
+ * minibatches of 2 samples (5 with BPTT: several slots, some mid-sequence); the regression
+ * driver adds a few to its corpus.
  * @return : its length, or 0. */
 int ctf_fuzz_state_example(uint64_t num_minibatches, bool bptt, char *buf, size_t cap)
 {
@@ -936,9 +932,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
  *====================================================================*/
 
 /* The text of the valid CBF file the edits start from (written in chunks of a few sequences). */
-static const char cbf_text[] =
-    "1 |a 1 2 |b 0:1 3:2\n1 |a 3 4\n2 |a 5 6 |b 1:1\n3 |a 7 8 |b 2:0.5\n"
-    "4 |a 9 10 |b 0:1 1:1 2:1\n5 |a -1 -2\n5 |a 0 0 |b 3:3\n";
+static const char cbf_text[] = "1 |a 1 2 |b 0:1 3:2\n1 |a 3 4\n2 |a 5 6 |b 1:1\n3 |a 7 8 |b 2:0.5\n"
+                               "4 |a 9 10 |b 0:1 1:1 2:1\n5 |a -1 -2\n5 |a 0 0 |b 3:3\n";
 
 static const uint8_t *cbf_base(size_t *len)
 {
@@ -952,8 +947,7 @@ static const uint8_t *cbf_base(size_t *len)
     tmp_path("cbf_base.ctf", src, sizeof src);
     tmp_path("cbf_base.bin", out, sizeof out);
     write_file(src, cbf_text, sizeof cbf_text - 1);
-    static const ctf_stream_def st[2] = {{"a", NULL, 2, false, false},
-                                         {"b", NULL, 4, true, false}};
+    static const ctf_stream_def st[2] = {{"a", NULL, 2, false, false}, {"b", NULL, 4, true, false}};
     ctf_config c;
     ctf_config_init(&c);
     c.path = src;

@@ -325,6 +325,8 @@ static uint64_t rnd(void)
 
 static size_t below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
 
+/* Tables packed by hand: clang-format would give each string a line. */
+/* clang-format off */
 static const char *const tokens[] = {
     "|", ":", "#", "\n", "\r\n", "\r", " ", "\t", "0", "1", "2", "5", "9", ".", "e", "E", "-",
     "+", "\xEF\xBB\xBF", "|a ", "|b ", "|c ", "|#", "|# comment |", "\n0 ", "\n1 ", "\n\n",
@@ -341,6 +343,7 @@ static const char *const numbers[] = {
     "99999999999999999999999", "1e308", "1e309", "4.9e-324", "1e-400", "3.4028235e38",
     "0.000000000000000000000000000000000000000000001", "00000000000000000000000000001",
 };
+/* clang-format on */
 
 typedef struct buf {
     uint8_t *d;
@@ -395,9 +398,7 @@ static void mutate_once(buf *b)
         b->d[p] ^= (uint8_t)(1u << below(8));
         break;
     }
-    case 1: /* random byte */
-        b->d[below(b->n)] = (uint8_t)rnd();
-        break;
+    case 1: /* random byte */ b->d[below(b->n)] = (uint8_t)rnd(); break;
     case 2: { /* interesting byte */
         static const char ib[] = "|:#\n\r0123456789.e-+ \t$[]=\"";
         b->d[below(b->n)] = (uint8_t)ib[below(sizeof ib - 1)];
@@ -450,9 +451,7 @@ static void mutate_once(buf *b)
         buf_erase(b, ls, le - ls);
         break;
     }
-    case 10: /* truncate */
-        b->n = below(b->n + 1);
-        break;
+    case 10: /* truncate */ b->n = below(b->n + 1); break;
     case 11:
     case 12: { /* splice with another corpus entry */
         const input *o = &corpus[below(corpus_n)];

@@ -4,8 +4,11 @@
 exact expected stdout and stderr. ok/ cases must exit 0, err/ cases 1.
 
 Usage: run.py PATH_TO_CTFIO [NAME_FILTER]     CTFIO_UPDATE_GOLDEN=1 rewrites the expectations.
-Last line: 'N passed, N failed'."""
-import os, shlex, subprocess, sys
+Last line: 'N passed, N failed'; no case at all is a failure."""
+import os
+import shlex
+import subprocess
+import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 cli = os.path.abspath(sys.argv[1])
@@ -30,12 +33,14 @@ for kind, want_rc in (('ok', 0), ('err', 1)):
                 continue
             exp = open(path, 'rb').read() if os.path.exists(path) else b''
             if got != exp and not why:
-                gl, el = got.decode(errors='replace').splitlines(), exp.decode(errors='replace').splitlines()
+                gl = got.decode(errors='replace').splitlines()
+                el = exp.decode(errors='replace').splitlines()
                 for i in range(max(len(gl), len(el))):
                     a = gl[i] if i < len(gl) else '<missing>'
                     b = el[i] if i < len(el) else '<missing>'
                     if a != b:
-                        why = '%s line %d:\n    got:      %s\n    expected: %s' % (ext, i + 1, a[:300], b[:300])
+                        why = '%s line %d:\n    got:      %s\n    expected: %s' % (ext, i + 1,
+                                                                                   a[:300], b[:300])
                         break
         if why and not update:
             failed += 1
@@ -43,4 +48,8 @@ for kind, want_rc in (('ok', 0), ('err', 1)):
         else:
             passed += 1
 print('%d passed, %d failed' % (passed, failed))
+if passed + failed == 0:
+    # A filter that matches nothing, or a checkout without the case files, must not pass.
+    print('no golden case ran (filter %r)' % filt)
+    sys.exit(1)
 sys.exit(1 if failed else 0)

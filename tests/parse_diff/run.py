@@ -70,7 +70,8 @@ def run(cli, path, prec, chunk, simd=None):
     env.pop("CTFIO_SIMD", None)
     if simd:
         env["CTFIO_SIMD"] = simd
-    r = subprocess.run([cli, "dump", "--file", path, "--input", "a:5:dense", "--input", "b:60:dense",
+    r = subprocess.run([cli, "dump", "--file", path, "--input", "a:5:dense", "--input",
+                        "b:60:dense",
                         "--input", "c:100:sparse", "--max-errors", "100000", "--precision", prec,
                         "--randomize", "false", "--chunk-size", str(chunk)],
                        capture_output=True, env=env)
@@ -105,7 +106,8 @@ def main():
                 al, bl = (a[1] + a[2]).splitlines(), (b[1] + b[2]).splitlines()
                 first = next((i for i in range(max(len(al), len(bl)))
                               if i >= len(al) or i >= len(bl) or al[i] != bl[i]), None)
-                print("FAIL seed %d %s chunk %d (kept in %s): exit %d vs %d; first difference, line %s:\n"
+                print("FAIL seed %d %s chunk %d (kept in %s): exit %d vs %d; first difference, "
+                      "line %s:\n"
                       "  %s: %r\n  portable: %r" % (
                           seed, prec, chunk, keep, a[0], b[0], first, which,
                           al[first][:200] if first is not None and first < len(al) else None,

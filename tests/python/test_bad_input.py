@@ -145,7 +145,6 @@ class Model:
 
 def data_row(rng, prefix, err_rate, force_error=False):
     """A row with streams a and b in random order, with injected errors at rate err_rate."""
-    items = []
     inject = force_error or rng.random() < err_rate
     kinds = set()
     if inject:
@@ -204,8 +203,10 @@ def build(seed, line_mode=False, newline="lf", bom=False, final_newline=True, n_
     key = 0
     for s in range(n_seqs):
         key += rng.randint(1, 3)
-        pre = lambda: ("%d" % key) + rng.choice(SEPS + ["", "  "]) if not line_mode else (
-            rng.choice(["", "", "5 ", "123\t"]) if s else "")
+
+        def pre():
+            return ("%d" % key) + rng.choice(SEPS + ["", "  "]) if not line_mode else (
+                rng.choice(["", "", "5 ", "123\t"]) if s else "")
         if not line_mode and rng.random() < 0.05:
             # rules 2.2: a sequence whose longest stream has fewer samples than it has rows.
             rows = [Row(pre(), [good_a(rng)]), Row(pre(), [good_b(rng)])]
@@ -266,8 +267,6 @@ def render(seqs, rng, line_mode, newline, bom, final_newline):
     ends = [s[2] for s in starts[1:]] + [len(out)]
     chunk_first_lines, chunk_last_lines = set(), set()
     size = None
-    line_of_offset = {off: ln for _, _, ln, off, _ in placed}
-    all_offsets = sorted(line_of_offset)
     for k, (si, ln, off) in enumerate(starts):
         span = ends[k] - off
         if size is None or size + span > CHUNK:
@@ -512,7 +511,8 @@ def test_fatal_stream_absent_from_a_sequence(tmp_path, where, max_errors):
             size = 0
         size += len(ln)
     assert len(firsts) >= 2
-    at = {"first": 0, "chunk_start": firsts[1], "chunk_end": firsts[2 if len(firsts) > 2 else 1] - 1,
+    at = {"first": 0, "chunk_start": firsts[1],
+          "chunk_end": firsts[2 if len(firsts) > 2 else 1] - 1,
           "last": len(lines) - 1}[where]
     lines[at] = "%d |a 4 5 6\n" % (at + 1)  # shorter: the chunks before it do not move
     e, delivered = _fatal(tmp_path, "".join(lines).encode(), max_errors, at_open=False)

@@ -17,7 +17,8 @@ PKG = pathlib.Path(__file__).resolve().parents[2] / "python" / "ctfio"
 SRC = PKG / "_ctfio.c"
 # Every C file of the extension is linted; _buffer.c holds the Buffer type, _stats.c the
 # stats dicts, _provider.c the provider's batch assembly, _tools.c the CLI and converters.
-SOURCES = [SRC, PKG / "_buffer.c", PKG / "_config.c", PKG / "_stats.c", PKG / "_provider.c", PKG / "_tools.c"]
+SOURCES = [SRC, PKG / "_buffer.c", PKG / "_config.c", PKG / "_stats.c", PKG / "_provider.c",
+           PKG / "_tools.c"]
 BEGIN, END = "Py_BEGIN_ALLOW_THREADS", "Py_END_ALLOW_THREADS"
 
 

@@ -115,7 +115,8 @@ def test_csv_equals_loadtxt(tmp_path):
 
 
 @pytest.mark.parametrize("fmt, text, opts, where, msg", [
-    ("csv", "1,2,3\n4,5,abc\n", ["--label", "0"], (2, 5), "field 3: expected a number, found 'abc'"),
+    ("csv", "1,2,3\n4,5,abc\n", ["--label", "0"], (2, 5),
+     "field 3: expected a number, found 'abc'"),
     ("csv", "1,2,3\n\n4,,6\n", ["--label", "0"], (3, 3), "field 2 is empty"),
     ("csv", "1,2,3\n4,5\n", ["--label", "0"], (2, None), "line has 2 fields, expected 3"),
     ("libsvm", "1 1:2\n1 2:x\n", [], (2, 5), "expected a number after '2:', found 'x'"),

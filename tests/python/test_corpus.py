@@ -3,7 +3,6 @@
 workers, elastic restore, frame mode, truncated BPTT, keepDataInMemory, the torch adapter and
 training_session; and the memory bound of a corpus much larger than the window (peak RSS of a
 child process)."""
-import json
 import os
 import random
 import subprocess

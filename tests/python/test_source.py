@@ -1,8 +1,8 @@
 """Tests of ctfio.MinibatchSource over CTF files: the behaviours CNTK's own Python io tests assert
-(cntk/io/tests/io_tests.py), restated from docs/rules.md (sections 3, 6-9, 13): text format contents,
-minibatch layout and views, zero-copy lifetime, sweeps and limits, randomization, the nominal time
-axis, checkpoints, workers, errors, truncated BPTT, BrainScript configurations, the GIL and
-memory."""
+(cntk/io/tests/io_tests.py), restated from docs/rules.md (sections 3, 6-9, 13): text format
+contents, minibatch layout and views, zero-copy lifetime, sweeps and limits, randomization, the
+nominal time axis, checkpoints, workers, errors, truncated BPTT, BrainScript configurations,
+the GIL and memory."""
 
 import gc
 import json
@@ -19,7 +19,7 @@ import ctfio
 
 from ctfio import (FULL_DATA_SWEEP, INFINITELY_REPEAT, CTFDeserializer,  # noqa: E402
                    MinibatchSource, StreamDef, StreamDefs)
-from conftest import MBDATA_SPARSE, MBDATA_SPARSE_X, assert_rss_flat  # noqa: E402
+from conftest import MBDATA_SPARSE_X, assert_rss_flat  # noqa: E402
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -38,7 +38,8 @@ from .types import (  # noqa: F401 - re-exported
     sparse_vector_sequence, sparse_vector_sub_sequence)
 
 __all__ = [
-    "provider", "define_py_data_sources2", "DataProvider", "CacheType", "SequenceType", "DataType", "InputType", "Settings",
+    "provider", "define_py_data_sources2", "DataProvider", "CacheType", "SequenceType", "DataType",
+    "InputType", "Settings",
     "SampleError", "Batch", "ProviderData", "StagedData",
     "dense_vector", "sparse_binary_vector", "sparse_vector", "integer_value",
     "dense_vector_sequence", "dense_vector_sub_sequence",
