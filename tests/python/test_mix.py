@@ -241,7 +241,7 @@ def test_torch_dataset_epochs_and_resume(tmp_path):
 
     full = run(ct.CTFIterableDataset(factory, 10, with_keys=True), 2)
     # an epoch of FULL_DATA_SWEEP is one sweep of the mix: every key of both parts at least once
-    first_epoch, seen, n = [], set(), 0
+    seen, n = set(), 0
     for b in full:
         seen.update(b["_keys"].tolist())
         n += 1
