@@ -426,60 +426,84 @@ def _create_exclusive(path):
                           % path)
 
 
-@contextlib.contextmanager
-def _replace_atomically(path, fsync=False):
-    """Yields a text file (UTF-8, '\\n' line ends) that replaces `path` only when the block
-    completes: on any exception `path` stays as it was and the temporary file is removed. The
-    temporary file is created exclusively (`_create_exclusive`), so two writers of one path
+class _replace_atomically:
+    """A context manager: a text file (UTF-8, '\\n' line ends) that replaces `path` only when the
+    block completes: on any exception `path` stays as it was and the temporary file is removed.
+    The temporary file is created exclusively (`_create_exclusive`), so two writers of one path
     never mix: the last rename wins, whole. A `path` that is a symbolic link keeps the link and
-    has the file it names replaced. fsync: flushed to the disk before the rename (checkpoints)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
-        # A device or a pipe (/dev/stdout, /dev/null) is written in place: a rename would
-        # replace the device or the pipe itself.
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            yield f
-        return
-    if os.path.islink(path):
-        if st is None:
-            raise FileNotFoundError("%s is a symbolic link to a missing file; remove it or name "
-                                    "another output" % path)
-        path = os.path.realpath(path)
-    # Ctrl-C or SIGTERM between the creation of the temporary file and the moment its name is
-    # known here would leave it behind: they wait (blocked) until then. Python runs signal
-    # handlers in the main thread only, so only it needs this.
-    mask = hasattr(signal, "pthread_sigmask") and \
-        threading.current_thread() is threading.main_thread()
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) \
-        if mask else None
-    tmp = f = None
-    try:
-        tmp, fd = _create_exclusive(path)
+    has the file it names replaced; a device or a pipe is written in place. fsync: flushed to
+    the disk before the rename (checkpoints)."""
+
+    def __init__(self, path, fsync=False):
+        self.path, self.fsync, self.tmp, self.f = path, fsync, None, None
+
+    def __enter__(self):
+        path = self.path
         try:
-            f = open(fd, "w", encoding="utf-8", newline="\n")
+            st = os.stat(path)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+            # A device or a pipe (/dev/stdout, /dev/null): a rename would replace it.
+            self.f = open(path, "w", encoding="utf-8", newline="\n")
+            return self.f
+        if os.path.islink(path):
+            if st is None:
+                raise FileNotFoundError("%s is a symbolic link to a missing file; remove it or "
+                                        "name another output" % path)
+            self.path = path = os.path.realpath(path)
+        # Ctrl-C or SIGTERM between the creation of the temporary file and the moment the
+        # block runs would leave it behind: they are held (blocked) until __exit__ is sure to
+        # run. A signal let through by the last call here is handled inside the try below;
+        # none can come between this method's return and the block. Python runs signal
+        # handlers in the main thread only, so only it needs this.
+        mask = hasattr(signal, "pthread_sigmask") and \
+            threading.current_thread() is threading.main_thread()
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) \
+            if mask else None
+        try:
+            self.tmp, fd = _create_exclusive(path)
+            try:
+                self.f = open(fd, "w", encoding="utf-8", newline="\n")
+            except BaseException:
+                os.close(fd)
+                raise
         except BaseException:
-            os.close(fd)
+            self._discard()
+            if mask:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
             raise
         if mask:
-            mask = False
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        with f:
-            yield f
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if mask:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
-        if f is not None:
-            f.close()
-        if tmp is not None:
             try:
-                os.unlink(tmp)
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+            except BaseException:
+                self._discard()
+                raise
+        return self.f
+
+    def _discard(self):
+        if self.f is not None:
+            self.f.close()
+        if self.tmp is not None:
+            try:
+                os.unlink(self.tmp)
             except OSError:
                 pass
-        raise
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.tmp is None:
+            self.f.close()
+            return False
+        try:
+            if exc_type is None:
+                if self.fsync:
+                    self.f.flush()
+                    os.fsync(self.f.fileno())
+                self.f.close()
+                os.replace(self.tmp, self.path)
+                return False
+        except BaseException:
+            self._discard()
+            raise
+        self._discard()
+        return False

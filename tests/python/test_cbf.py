@@ -234,5 +234,5 @@ def test_command_line(tmp_path):
         '{"key": 0, "streams": {"x": [[1, 2], [3, 4]], "y": [[[0, 1], [3, 0.5]]]}}'
     r = subprocess.run(cli + ["convert", "cbf", ctf, ctf, "--input", "x:2:dense:a"],
                        capture_output=True, text=True)
-    assert r.returncode == 1 and "the output is the input" in r.stderr
+    assert r.returncode == 1 and "is the input file" in r.stderr
     assert open(ctf).read().startswith("1 |a 1 2")
