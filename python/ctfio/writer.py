@@ -9,7 +9,6 @@ precision (float32 for ``precision="float"``, float64 for ``"double"``); integra
 written without a fraction (``1``, not ``1.0``). Sparse zeros are not written.
 """
 
-import contextlib
 import os
 import secrets
 import signal
