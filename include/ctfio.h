@@ -576,7 +576,8 @@ uint64_t ctf_reader_samples_per_sweep(const ctf_reader *reader);
 const ctf_index *ctf_reader_index(const ctf_reader *reader);
 
 /* ctf_reader_num_files(reader): the files of the (primary) deserializer, after pattern
- * expansion: 1 for a single path. A mix lists each part's primary files in part order. ctf_minibatch_files() indexes this list. */
+ * expansion: 1 for a single path. A mix lists each part's primary files in part order.
+ * ctf_minibatch_files() indexes this list. */
 size_t ctf_reader_num_files(const ctf_reader *reader);
 /* ctf_reader_file_path(reader, i), ctf_reader_file_index(reader, i): file i's path and index
  * (owned by the reader), or NULL when i >= ctf_reader_num_files(). */

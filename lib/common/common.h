@@ -202,6 +202,15 @@ static inline uint64_t ctf__perf_since(ctf__perf_slot *s, ctf__perf_key k, uint6
 }
 
 /*======================================================================
+ * Hashing (hash.c)
+ *====================================================================*/
+
+/* The checksum step of index caches and fingerprints (FNV-1a over 8-byte words, with a mix):
+ * continues hash h over n bytes. Not adversarial; it catches corruption. The fuzz target uses it
+ * to forge caches. */
+uint64_t ctf__hash_bytes(uint64_t h, const void *data, size_t n);
+
+/*======================================================================
  * Number conversion (number.c)
  *====================================================================*/
 

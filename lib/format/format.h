@@ -76,9 +76,6 @@ struct ctf_index {
     } repeat;
 };
 
-/* The index cache's checksum step (FNV-1a over 8-byte words, with a mix): continues hash h over
- * n bytes. Not adversarial; it catches corruption. The fuzz target uses it to forge caches. */
-uint64_t ctf__hash_bytes(uint64_t h, const void *data, size_t n);
 
 /* ctf__index_cache_invalidate(idx): a read proved the data different from the index (same
  * size, modification time and inode, other bytes: the cache's header cannot tell). Clears the

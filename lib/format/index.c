@@ -20,6 +20,7 @@
  * checksum over both. Anything that does not match means "ignore and rebuild", never an error.
  */
 #include "format/format.h"
+#include "format/index_opts.h"
 #include "io/io.h"
 
 #include <errno.h>
@@ -40,23 +41,6 @@
 
 static inline bool is_blank(unsigned char c) { return c == ' ' || c == '\t' || c == '\r'; }
 static inline bool ends_name(unsigned char c) { return c <= ' ' || c == '|' || c == 127; }
-
-uint64_t ctf__hash_bytes(uint64_t h, const void *data, size_t n)
-{
-    /* FNV-1a over 8-byte words with a final mix: fast enough for the sequence table and good
-     * enough to catch corruption (not an adversarial checksum). */
-    const unsigned char *p = data;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0x100000001b3ull;
-        h ^= h >> 29;
-        p += 8;
-        n -= 8;
-    }
-    while (n--) h = (h ^ *p++) * 0x100000001b3ull;
-    return h;
-}
 
 static void log_problem(const ctf_config *cfg, ctf_severity sev, const ctf_error *e)
 {
@@ -149,88 +133,7 @@ static void id_set_free(id_set *s)
  * Options that shape the index (they go into the cache header)
  *====================================================================*/
 
-typedef struct ctf__index_opts {
-    bool skip_ids;
-    const char *mb_alias;     /* alias of the definesMBSize stream, or NULL */
-    size_t mb_alias_len;
-    const char **aliases;     /* every configured alias (line mode: does a line hold data?) */
-    size_t *alias_lens;
-    size_t num_aliases;
-    uint64_t hash;            /* of all of the above */
-    bool first[256];          /* first bytes of the non-empty aliases: a cheap pre-filter */
-    char *store;              /* owned copies of the aliases (an index's own options) */
-} index_opts;
-
-static const char *stream_alias(const ctf_stream_def *s)
-{
-    return (s->alias && s->alias[0]) ? s->alias : s->name;
-}
-
-static int opts_init(index_opts *o, const ctf_config *cfg)
-{
-    memset(o, 0, sizeof *o);
-    o->skip_ids = cfg->skip_sequence_ids;
-    o->aliases = CTF_CALLOC(cfg->num_streams, sizeof *o->aliases);
-    o->alias_lens = CTF_CALLOC(cfg->num_streams, sizeof *o->alias_lens);
-    if (!o->aliases || !o->alias_lens) {
-        CTF_FREE(o->aliases);
-        CTF_FREE(o->alias_lens);
-        return CTF_ENOMEM;
-    }
-    uint64_t h = 0xcbf29ce484222325ull;
-    h = ctf__hash_bytes(h, &o->skip_ids, 1);
-    for (size_t i = 0; i < cfg->num_streams; i++) {
-        const char *a = stream_alias(&cfg->streams[i]);
-        o->aliases[i] = a;
-        o->alias_lens[i] = strlen(a);
-        /* `|#` opens a comment even when an alias starts with '#' */
-        if (o->alias_lens[i] && a[0] != '#') o->first[(unsigned char)a[0]] = true;
-        h = ctf__hash_bytes(h, a, o->alias_lens[i] + 1);
-        if (cfg->streams[i].defines_mb_size) {
-            o->mb_alias = a;
-            o->mb_alias_len = o->alias_lens[i];
-            h = ctf__hash_bytes(h, "mb:", 3);
-            h = ctf__hash_bytes(h, a, o->alias_lens[i] + 1);
-        }
-    }
-    o->num_aliases = cfg->num_streams;
-    o->hash = h;
-    return 0;
-}
-
-static void opts_free(index_opts *o)
-{
-    CTF_FREE(o->aliases);
-    CTF_FREE(o->alias_lens);
-    CTF_FREE(o->store);
-}
-
-/* A copy of o that owns its strings, kept by the index for the chunks' re-scans. */
-static index_opts *opts_keep(const index_opts *o)
-{
-    index_opts *k = CTF_MALLOC(sizeof *k);
-    if (!k) return NULL;
-    *k = *o;
-    size_t total = 0;
-    for (size_t i = 0; i < o->num_aliases; i++) total += o->alias_lens[i] + 1;
-    k->aliases = CTF_CALLOC(o->num_aliases ? o->num_aliases : 1, sizeof *k->aliases);
-    k->alias_lens = CTF_CALLOC(o->num_aliases ? o->num_aliases : 1, sizeof *k->alias_lens);
-    k->store = CTF_MALLOC(total ? total : 1);
-    if (!k->aliases || !k->alias_lens || !k->store) {
-        opts_free(k);
-        CTF_FREE(k);
-        return NULL;
-    }
-    char *w = k->store;
-    for (size_t i = 0; i < o->num_aliases; i++) {
-        memcpy(w, o->aliases[i], o->alias_lens[i] + 1);
-        k->aliases[i] = w;
-        k->alias_lens[i] = o->alias_lens[i];
-        if (o->mb_alias == o->aliases[i]) k->mb_alias = w;
-        w += o->alias_lens[i] + 1;
-    }
-    return k;
-}
+/* index_opts.h: what the options hold, made and kept there. */
 
 static inline bool same_name(const char *n, const char *a, size_t len)
 {
@@ -1328,12 +1231,12 @@ int ctf__index_build(const ctf_config *cfg, ctf__remote *rem, ctf_index **out, c
     index_opts o;
     int rc;
     if (!idx) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
-    if (opts_init(&o, cfg)) {
+    if (ctf__index_opts_init(&o, cfg)) {
         CTF_FREE(idx);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     }
     idx->path = ctf__strdup(cfg->path);
-    idx->opts = opts_keep(&o);
+    idx->opts = ctf__index_opts_keep(&o);
     idx->one = CTF_CALLOC(1, sizeof *idx->one);
     if (!idx->path || !idx->opts || !idx->one) {
         CTF_FREE(idx->one);
@@ -1375,7 +1278,7 @@ int ctf__index_build(const ctf_config *cfg, ctf__remote *rem, ctf_index **out, c
         if (rc) goto fail;
         if (cbf) {
             idx->chunk_size_bytes = cfg->chunk_size_bytes;
-            opts_free(&o);
+            ctf__index_opts_free(&o);
             *out = idx;
             return 0;
         }
@@ -1427,11 +1330,11 @@ int ctf__index_build(const ctf_config *cfg, ctf__remote *rem, ctf_index **out, c
                "indexed %zu sequences, %llu samples, %zu chunks%s", idx->num_seqs,
                (unsigned long long)idx->total_samples, idx->num_chunks,
                idx->from_cache ? " (from the index cache)" : "");
-    opts_free(&o);
+    ctf__index_opts_free(&o);
     *out = idx;
     return 0;
 fail:
-    opts_free(&o);
+    ctf__index_opts_free(&o);
     ctf_index_free(idx);
     return rc;
 }
@@ -1546,7 +1449,7 @@ void ctf_index_free(ctf_index *idx)
     CTF_FREE(idx->chunks);
     ctf__cbf_free(idx->cbf);
     if (idx->opts) {
-        opts_free(idx->opts);
+        ctf__index_opts_free(idx->opts);
         CTF_FREE(idx->opts);
     }
     if (idx->one) {

@@ -49,7 +49,8 @@ void ctf_py_reader_args_clear(ctf_py_reader_args *ra);
 int ctf_py_to_u64(PyObject *obj, const char *name, uint64_t max, uint64_t *out);
 
 /* A configuration as Reader keyword arguments plus "path" and "streams" ("paths" for a corpus,
- * "joins" for joined deserializers, "mix" for a mix's parts). @return : a new dict, or NULL with an exception set. */
+ * "joins" for joined deserializers, "mix" for a mix's parts).
+ * @return : a new dict, or NULL with an exception set. */
 PyObject *ctf_py_config_dict(const ctf_config *c);
 
 #endif
