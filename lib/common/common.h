@@ -114,6 +114,12 @@ typedef struct ctf__file_id {
 /* Stats a path. @return : 0 or CTF_EIO with err naming the path. */
 int ctf__file_stat(const char *path, ctf__file_id *id, ctf_error *err);
 
+/* ctf__file_unchanged(path, was, now, offset, err): a load's check that a file still is the one
+ * indexed: now (a fresh stat) must have was's size and modification time.
+ * @return : 0, or CTF_ECHANGED naming path at offset. */
+int ctf__file_unchanged(const char *path, const ctf__file_id *was, const ctf__file_id *now,
+                        uint64_t offset, ctf_error *err);
+
 /* Opens for reading. @return : fd >= 0, or CTF_EIO with err filled. */
 int ctf__file_open(const char *path, ctf_error *err);
 void ctf__file_close(int fd);

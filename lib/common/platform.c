@@ -83,6 +83,16 @@ static int open_regular(const char *path, int flags)
     return fd;
 }
 
+int ctf__file_unchanged(const char *path, const ctf__file_id *was, const ctf__file_id *now,
+                        uint64_t offset, ctf_error *err)
+{
+    if (now->size == was->size && now->mtime_ns == was->mtime_ns) return 0;
+    return ctf__fail(err, CTF_ECHANGED, (ctf__where){path, 0, 0, (int64_t)offset},
+                     "the data file changed on disk since it was indexed (size %llu -> %llu "
+                     "bytes, or a new modification time); reopen the reader",
+                     (unsigned long long)was->size, (unsigned long long)now->size);
+}
+
 int ctf__file_open(const char *path, ctf_error *err)
 {
     int fd = open_regular(path, O_RDONLY);

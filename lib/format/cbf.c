@@ -388,9 +388,7 @@ int ctf__cbf_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__
     ctf__file_id now;
     int rc = ctf__file_stat(idx->path, &now, err);
     if (rc) return rc;
-    if (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns)
-        return ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, (int64_t)ch->offset},
-                         "the data file changed on disk since it was opened; reopen the reader");
+    if ((rc = ctf__file_unchanged(idx->path, &idx->file, &now, ch->offset, err))) return rc;
     unsigned char *own = CTF_MALLOC(nb);
     if (!own)
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",

@@ -50,6 +50,21 @@ int ctf__reader_fingerprint(const ctf_reader *r, char *buf, size_t cap)
                     r->src->num_seqs, r->src->hash, config_hash(r));
 }
 
+/* The state text tmp (at bytes, NUL-terminated) into the caller's buffer, snprintf-style, and
+ * tmp freed. @return : 0, or CTF_ELIMIT when cap (not 0) is too small. */
+static int copy_out(char *tmp, size_t at, char *buf, size_t cap)
+{
+    int rc = 0;
+    if (cap != 0) {
+        if (at + 1 > cap)
+            rc = CTF_ELIMIT;
+        else
+            memcpy(buf, tmp, at + 1);
+    }
+    CTF_FREE(tmp);
+    return rc;
+}
+
 /* A mix's state: its position and sweep, its own configuration's hash, then per part its
  * position ("mix_positions", ';'-separated) and its fingerprint ("mix_parts"), so that a
  * restore moves every part back and names a part whose data or settings changed. */
@@ -76,15 +91,7 @@ static int save_mix_state(const ctf_reader *r, char *buf, size_t cap, size_t *le
     }
     at += (size_t)snprintf(tmp + at, need - at, "\"}");
     *len = at;
-    int rc = 0;
-    if (cap != 0) {
-        if (at + 1 > cap)
-            rc = CTF_ELIMIT;
-        else
-            memcpy(buf, tmp, at + 1);
-    }
-    CTF_FREE(tmp);
-    return rc;
+    return copy_out(tmp, at, buf, cap);
 }
 
 int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *len)
@@ -139,15 +146,7 @@ int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *le
     tmp[at++] = '}';
     tmp[at] = 0;
     *len = at;
-    int rc = 0;
-    if (cap != 0) {
-        if (at + 1 > cap)
-            rc = CTF_ELIMIT;
-        else
-            memcpy(buf, tmp, at + 1);
-    }
-    CTF_FREE(tmp);
-    return rc;
+    return copy_out(tmp, at, buf, cap);
 }
 
 /* A flat JSON object reader for the state: string keys, number / string / bool values, kept as

@@ -340,9 +340,7 @@ static int cbf_chunk_seqs(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *ou
     ctf__file_id now;
     int rc = ctf__file_stat(idx->path, &now, err);
     if (rc) return rc;
-    if (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns)
-        return ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, (int64_t)ch->offset},
-                         "the data file changed on disk since it was opened; reopen the reader");
+    if ((rc = ctf__file_unchanged(idx->path, &idx->file, &now, ch->offset, err))) return rc;
     char *buf = ctf__readbuf_get(rb, nb);
     if (!buf)
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
@@ -547,11 +545,7 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
     if (idx->file.etag[0]) return load_blocks(k, c, rb, pool, out, err);
     int rc = ctf__io_stat(k->remote, idx->path, &now, err);
     if (rc) return rc;
-    if (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns)
-        return ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, (int64_t)ch->offset},
-                         "the data file changed on disk since it was indexed (size %llu -> "
-                         "%llu bytes, or a new modification time); reopen the reader",
-                         (unsigned long long)idx->file.size, (unsigned long long)now.size);
+    if ((rc = ctf__file_unchanged(idx->path, &idx->file, &now, ch->offset, err))) return rc;
     if (idx->cbf) return cbf_load(k, c, rb, pool, out, err);
     rc = load_blocks(k, c, rb, pool, out, err);
     /* The bytes contradict the index although the file's size, modification time and inode do
