@@ -67,9 +67,8 @@ class StreamDef(_Record):
                                  "1-tuple (got %r)" % (shape,))
             shape = shape[0]
         # None: the file's (a CBF file stores each stream's dimension; CTF needs it given).
-        if shape is not None and (not isinstance(shape, int) or isinstance(shape, bool)
-                                  or shape <= 0):
-            raise ValueError("StreamDef.shape: must be a positive int (got %r)" % (shape,))
+        if shape is not None:
+            shape = _check.positive(shape, "StreamDef.shape")
         for name, val in (("transforms", transforms), ("context", context), ("scp", scp),
                           ("mlf", mlf), ("broadcast", broadcast)):
             if val is not None:
