@@ -61,12 +61,10 @@ static const char usage_text[] =
     "      (PATH may be a pattern: a corpus); each part keeps its own randomization and\n"
     "      sweeps; a sweep ends when every part of weight > 0 finished one.\n"
     "\n"
-    "Reader parameters (override the configuration file):\n"
-    "  --precision float|double      --randomize true|false      --seed N\n"
-    "  --window N (chunks)           --window-samples N          --skip-sequence-ids\n"
-    "  --max-errors N                --trace-level 0|1|2         --chunk-size BYTES\n"
-    "  --keep-data-in-memory         --frame-mode                --cache-index\n"
-    "  --defines-mb-size NAME        --threads N                 --prefetch N\n"
+    "Reader parameters (override the configuration file; the parameter table's flags):\n"
+    "%s"
+    "  --window-samples N        the randomization window in samples\n"
+    "  --defines-mb-size NAME    the stream whose samples count for the minibatch size\n"
     "\n"
     "dump options:\n"
     "  --mb K           minibatch mode: K index samples per minibatch (global size)\n"
@@ -83,6 +81,32 @@ static const char usage_text[] =
     "\n"
     "check, stats and index draw a progress line on stderr when it is a terminal and the\n"
     "input is 32 MiB or more: --progress draws it always, --no-progress never.\n";
+
+/* The usage, with one line per parameter flag of the table (--workers, --rank, --max-samples,
+ * --max-sweeps and --truncation-length belong to dump and are listed there). */
+static void print_usage(FILE *out)
+{
+    static const char *const dump_only[] = {"--workers", "--rank", "--max-samples",
+                                            "--max-sweeps", "--truncation-length"};
+    char flags[4096];
+    size_t used = 0;
+    flags[0] = 0;
+    for (size_t i = 0; i < ctf_param_count(); i++) {
+        const ctf_param *p = ctf_param_at(i);
+        bool skip = !p->cli_flag;
+        for (size_t j = 0; !skip && j < sizeof dump_only / sizeof dump_only[0]; j++)
+            skip = !strcmp(p->cli_flag, dump_only[j]);
+        if (skip || used >= sizeof flags) continue;
+        char flag[48];
+        snprintf(flag, sizeof flag, "%s%s", p->cli_flag,
+                 p->cli_switch ? "" : p->kind == CTF_PARAM_BOOL ? " true|false" : " N");
+        if (p->kind == CTF_PARAM_PRECISION) snprintf(flag, sizeof flag, "%s float|double",
+                                                     p->cli_flag);
+        int k = snprintf(flags + used, sizeof flags - used, "  %-24s  %s\n", flag, p->help);
+        if (k > 0) used += (size_t)k;
+    }
+    fprintf(out, usage_text, flags);
+}
 
 static void usage_error(const char *fmt, const char *arg)
 {
@@ -179,11 +203,11 @@ static void parse_args(opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
     if (argc < 2) {
-        fputs(usage_text, stderr);
+        print_usage(stderr);
         exit(2);
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        fputs(usage_text, stdout);
+        print_usage(stdout);
         exit(0);
     }
     if (!strcmp(argv[1], "--version")) {
@@ -195,7 +219,7 @@ static void parse_args(opts *o, int argc, char **argv)
         const char *a = argv[i];
 #define NEXT() (i + 1 < argc ? argv[++i] : (usage_error("%s needs a value", a), ""))
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
+            print_usage(stdout);
             exit(0);
         } else if (!strcmp(a, "--config")) o->config_file = NEXT();
         else if (!strcmp(a, "--section")) o->section = NEXT();

@@ -120,7 +120,7 @@ class Reader:
         # BEGIN reader keywords (tools/gen_stub.py; edit lib/config/params.def)
         # sweep k shuffles with seed + k; default 0
         randomization_seed: Optional[int] = None,
-        # randomization window (chunks, or samples with window_in_samples); 0: off; default 128
+        # randomization window in chunks (or samples); 0: off; default 128
         randomization_window: Optional[int] = None,
         # the window counts samples, not chunks; default False
         window_in_samples: Optional[bool] = None,

@@ -210,3 +210,13 @@ def test_minibatch_source_passes_only_given_parameters(tmp_path):
         ctfio.MinibatchSource(des, trace_level=1.0)
     with pytest.raises(ValueError, match="trace_level: must be between 0 and 2"):
         ctfio.MinibatchSource(des, trace_level=3)
+
+
+def test_cli_help_lists_every_flag_of_the_table():
+    cli = os.path.join(ROOT, "build", "ctfio")
+    if not os.path.exists(cli):
+        pytest.skip("the CLI is not built (make)")
+    text = subprocess.run([cli, "--help"], capture_output=True, text=True).stdout
+    for p in PARAMS:
+        if p["cli_flag"]:
+            assert p["cli_flag"] + " " in text or p["cli_flag"] + "\n" in text, p["cli_flag"]
