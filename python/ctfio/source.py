@@ -903,15 +903,8 @@ class MinibatchSource:
         joined = [CTFDeserializer(j_paths if len(j_paths) > 1 else j_paths[0],
                                   stream_defs(j_streams))
                   for j_paths, j_streams, _skip, _origin in c.get("joins", ())]
-        args = dict(
-            max_samples=c["max_samples"], max_sweeps=c["max_sweeps"],
-            randomization_seed=c["randomization_seed"], trace_level=c["trace_level"],
-            frame_mode=c["frame_mode"], truncation_length=c["truncation_length"],
-            randomize=c["randomize"], max_errors=c["max_errors"],
-            keep_data_in_memory=c["keep_data_in_memory"], cache_index=c["cache_index"],
-            chunk_size_in_bytes=c["chunk_size_bytes"], precision=c["precision"],
-            skip_sequence_ids=c["skip_sequence_ids"], num_threads=c["num_threads"],
-            prefetch_chunks=c["prefetch_chunks"])
+        # Every table parameter MinibatchSource has a keyword for, as the file set it.
+        args = {kw: c[p["field"]] for kw, p in _PARAMS.items()}
         if c["window_in_samples"]:
             args["randomization_window_in_samples"] = c["randomization_window"]
         else:
