@@ -55,7 +55,7 @@ setup(
                      "python/ctfio/_pyutil.h", "python/ctfio/_stats.h",
                      "python/ctfio/_provider.h", "python/ctfio/_tools.h", "tools/cli.h",
                      "tools/dump_json.h"]
-            + sorted(glob.glob("lib/*/*.h")),
+            + sorted(glob.glob("lib/*/*.h")) + sorted(glob.glob("lib/*/*.def")),
             include_dirs=["include", "lib", "tools"],
             extra_compile_args=args + ["-pthread", "-Dmain=ctfio_cli_main"],
             extra_link_args=link,

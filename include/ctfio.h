@@ -215,9 +215,8 @@ typedef struct ctf_io_counters {
  * ctf_config.progress; conversion: ctf_convert_options.progress). A non-zero return cancels. */
 typedef int (*ctf_progress_fn)(void *user, uint64_t done, uint64_t total);
 
-/* The reader configuration. Fill it with ctf_config_init(), then set fields. Adding a field:
- * update ctf_config_init, the validation and the fingerprint in state.c, the BrainScript keys
- * in config.c, the CLI flags in tools/ctfio.c and the keyword parsing of the Python extension. */
+/* The reader configuration. Fill it with ctf_config_init(), then set fields. A new scalar
+ * parameter is one row of lib/config/params.def (docs/design.md, "Adding a reader parameter"). */
 typedef struct ctf_config {
     const char *path;                 /* the data file (or use paths) */
     const char *const *paths;         /* a corpus: several files read as one data set, in this
@@ -276,6 +275,65 @@ void ctf_config_init(ctf_config *cfg);
  * than CTF_MAX_THREADS threads, a chunk size of 0. Messages name the parameter.
  * @return : 0, or CTF_EINVAL with err filled. */
 int ctf_config_validate(const ctf_config *cfg, ctf_error *err);
+
+/*======================================================================
+ * Reader parameters: one table (lib/config/params.def)
+ *====================================================================*/
+
+/* Every scalar reader parameter of ctf_config is one row of a table that says how each front
+ * end spells it (BrainScript key, ctfio flag, Python keyword), its default and its range. The
+ * BrainScript mapping, the command-line tool and the Python extension all parse and check
+ * through it, so one parameter is checked by one rule and named the same way everywhere. */
+typedef enum ctf_param_kind {
+    CTF_PARAM_BOOL,      /* true / false (text: true, false, 1, 0; any case) */
+    CTF_PARAM_UINT,      /* an integer in [min, max] */
+    CTF_PARAM_LIMIT,     /* as UINT; text "infinite" is CTF_INFINITELY_REPEAT */
+    CTF_PARAM_PRECISION  /* "float" / "float32" (CTF_FLOAT32), "double" / "float64" */
+} ctf_param_kind;
+
+typedef struct ctf_param {
+    const char *field;       /* the ctf_config member; also the keyword of _ctfio.Reader */
+    const char *bs_key;      /* key of a CNTK reader section, or NULL */
+    const char *cli_flag;    /* "--seed", or NULL */
+    const char *py_keyword;  /* keyword of ctfio.MinibatchSource, or NULL */
+    ctf_param_kind kind;
+    bool cli_switch;         /* the flag takes no value: it sets true */
+    bool fingerprint;        /* enters the configuration hash checkpoints are checked against */
+    uint64_t def;            /* what ctf_config_init sets */
+    const char *def_text;    /* the default in words when it is worked out later, or NULL */
+    uint64_t min, max;       /* the range (an int field: min and max fit an int) */
+    const char *help;        /* one line */
+} ctf_param;
+
+/* ctf_param_count() / ctf_param_at(i): the table, in its order; NULL past the end. */
+size_t ctf_param_count(void);
+const ctf_param *ctf_param_at(size_t i);
+
+/* ctf_param_find(name): the row whose field, BrainScript key (any case), flag or Python
+ * keyword is name, or NULL. */
+const ctf_param *ctf_param_find(const char *name);
+
+/* ctf_param_get(cfg, p): the parameter's value as an integer (bools 0/1, precision the enum). */
+uint64_t ctf_param_get(const ctf_config *cfg, const ctf_param *p);
+
+/* ctf_param_set(cfg, p, name, value, err):
+ * Sets the parameter after checking its range; `name` is how the caller's user spelled it and
+ * starts the message ("--window: must be ..."). cfg is untouched on failure.
+ * @return : 0, or CTF_EINVAL. */
+int ctf_param_set(ctf_config *cfg, const ctf_param *p, const char *name, uint64_t value,
+                  ctf_error *err);
+
+/* ctf_param_parse(cfg, p, name, text, err):
+ * As ctf_param_set from text as the command line and configuration files write it.
+ * @return : 0, or CTF_EINVAL. */
+int ctf_param_parse(ctf_config *cfg, const ctf_param *p, const char *name, const char *text,
+                    ctf_error *err);
+
+/* ctf_workers_check(num_workers, worker_rank, err):
+ * The rule for a worker partition, in one place: num_workers >= 1 and worker_rank <
+ * num_workers. The reader, the configuration and the Python layer all check with it.
+ * @return : 0, or CTF_EINVAL. */
+int ctf_workers_check(size_t num_workers, size_t worker_rank, ctf_error *err);
 
 /*======================================================================
  * CNTK configuration files (BrainScript; docs/config.md)

@@ -989,10 +989,8 @@ void ctf_reader_get_stats(const ctf_reader *r, ctf_stats *stats)
 
 int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
 {
-    if (num_workers == 0 || rank >= num_workers)
-        return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
-                         "worker_rank: must be < num_workers (got rank %zu of %zu)", rank,
-                         num_workers);
+    int rc = ctf_workers_check(num_workers, rank, &r->err);
+    if (rc) return rc;
     if (num_workers == r->num_workers && rank == r->rank) return 0;
     if (r->mix) return r->mix->ops->set_worker(r, num_workers, rank);
     const bool changed = num_workers != r->num_workers;

@@ -37,9 +37,9 @@ the same on every worker and can be restored with another worker count.
 import json
 from bisect import bisect_left, bisect_right
 
-from . import _ctfio
+from . import _check, _ctfio
 from .source import (FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchData, StreamInformation,
-                     UserMinibatchSource, Value, _count_arg, _limit, _np, _resolve)
+                     UserMinibatchSource, Value, _np, _resolve)
 
 __all__ = ["MinibatchSourceFromData"]
 
@@ -187,7 +187,7 @@ class MinibatchSourceFromData(UserMinibatchSource):
         self._num_seqs = len(seq_len)
         self._starts = [0] + np.cumsum(seq_len).tolist()
         self._sweep_samples = self._starts[-1]
-        limit = _limit(max_samples, "MinibatchSourceFromData.max_samples")
+        limit = _check.limit(max_samples, "MinibatchSourceFromData.max_samples")
         self._limit = self._sweep_samples if limit == FULL_DATA_SWEEP else limit
         self._pos = 0
 
@@ -207,14 +207,8 @@ class MinibatchSourceFromData(UserMinibatchSource):
             number_of_workers = num_data_partitions
         if partition_index is not None:
             worker_rank = partition_index
-        k = _count_arg(num_samples, "next_minibatch: num_samples")
-        n = _count_arg(number_of_workers, "next_minibatch: number_of_workers")
-        r = _count_arg(worker_rank, "next_minibatch: worker_rank")
-        if k < 1:
-            raise ValueError("next_minibatch: num_samples must be > 0 (got %r)" % (num_samples,))
-        if n < 1 or not 0 <= r < n:
-            raise ValueError("next_minibatch: need number_of_workers >= 1 and 0 <= worker_rank "
-                             "< number_of_workers (got %r, %r)" % (number_of_workers, worker_rank))
+        k = _check.positive(num_samples, "next_minibatch: num_samples")
+        n, r = _check.workers(number_of_workers, worker_rank, "next_minibatch: ")
         before = self._pos
         try:
             return self._minibatch(k, n, r, before, input_map)

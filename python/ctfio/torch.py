@@ -56,7 +56,7 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
     raise ImportError("ctfio.torch needs PyTorch (pip install torch==2.13.0, or ctfio[torch]); "
                       "the rest of ctfio works without it") from e
 
-from . import _staging
+from . import _check, _staging
 from .perf import StatsLogger
 from ._loop import count_local, end_of_sweep, epoch_ends, epoch_room, source_timeline, timeline
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchData, _np
@@ -124,22 +124,19 @@ def detect_workers(number_of_workers=None, worker_rank=None):
         for rank_var, size_var in _ENV_PAIRS:
             if rank_var in os.environ and size_var in os.environ:
                 n, r = _env_int(size_var), _env_int(rank_var)
-                if n < 1 or not 0 <= r < n:
+                try:
+                    _check.workers(n, r)
+                except ValueError:
                     raise ValueError("environment: %s=%s, %s=%s: need %s >= 1 and 0 <= %s < %s"
                                      % (rank_var, os.environ[rank_var], size_var,
-                                        os.environ[size_var], size_var, rank_var, size_var))
+                                        os.environ[size_var], size_var, rank_var, size_var)) \
+                        from None
                 break
     if number_of_workers is not None:
         n = number_of_workers
     if worker_rank is not None:
         r = worker_rank
-    for name, v in (("number_of_workers", n), ("worker_rank", r)):
-        if not isinstance(v, int) or isinstance(v, bool):
-            raise ValueError("%s: must be an int (got %r)" % (name, v))
-    if n < 1 or not 0 <= r < n:
-        raise ValueError("workers: need number_of_workers >= 1 and 0 <= worker_rank < "
-                         "number_of_workers (got %d and %d)" % (n, r))
-    return n, r
+    return _check.workers(n, r, "workers: ")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,15 +431,9 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
             raise TypeError("CTFIterableDataset.source: must be a ctfio source or a callable "
                             "that returns one (got %r)" % (source,))
         self._src_pid = os.getpid()
-        if not isinstance(minibatch_size, int) or isinstance(minibatch_size, bool) or \
-                minibatch_size < 1:
-            raise ValueError("CTFIterableDataset.minibatch_size: must be a positive int (got %r)"
-                             % (minibatch_size,))
-        if epoch_size not in (FULL_DATA_SWEEP, INFINITELY_REPEAT) and (
-                not isinstance(epoch_size, int) or isinstance(epoch_size, bool)
-                or epoch_size < 1):
-            raise ValueError("CTFIterableDataset.epoch_size: must be a positive int, "
-                             "FULL_DATA_SWEEP or INFINITELY_REPEAT (got %r)" % (epoch_size,))
+        _check.positive(minibatch_size, "CTFIterableDataset.minibatch_size")
+        # FULL_DATA_SWEEP and INFINITELY_REPEAT are counts too: the largest two.
+        _check.positive(epoch_size, "CTFIterableDataset.epoch_size")
         if layout not in ("packed", "padded"):
             raise ValueError("CTFIterableDataset.layout: must be 'packed' or 'padded' (got %r)"
                              % (layout,))

@@ -52,6 +52,7 @@ import sys
 import time
 import warnings
 
+from . import _check
 from .perf import StatsLogger
 from ._loop import (SampleCounter, count_local, end_of_sweep, epoch_ends, epoch_room,
                     source_timeline, timeline)
@@ -68,15 +69,6 @@ _VERSION = 1
 # Configuration objects
 # ---------------------------------------------------------------------------------------------
 
-def _positive_int(value, name, allow_none=True):
-    if value is None and allow_none:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError("%s: must be a positive int%s (got %r)"
-                         % (name, " or None" if allow_none else "", value))
-    return value
-
-
 def _frequency(value, name):
     """None (at each epoch end), a positive number of samples, or INFINITELY_REPEAT /
     sys.maxsize (only at the end of training)."""
@@ -84,7 +76,7 @@ def _frequency(value, name):
         return None
     if value in (INFINITELY_REPEAT, sys.maxsize):
         return INFINITELY_REPEAT
-    return _positive_int(value, name)
+    return _check.positive(value, name, allow_none=True)
 
 
 class CheckpointConfig:
@@ -147,12 +139,12 @@ class CrossValidationConfig:
             raise ValueError("CrossValidationConfig.criterion: not supported; evaluate each "
                              "minibatch with evaluate=")
         self.source = source
-        self.mb_size = _positive_int(mb_size, "CrossValidationConfig.mb_size", False)
+        self.mb_size = _check.positive(mb_size, "CrossValidationConfig.mb_size")
         self.frequency = _frequency(frequency, "CrossValidationConfig.frequency")
         if max_samples is None:
             max_samples = FULL_DATA_SWEEP
         if max_samples not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
-            _positive_int(max_samples, "CrossValidationConfig.max_samples", False)
+            _check.positive(max_samples, "CrossValidationConfig.max_samples")
         self.max_samples = max_samples
         self.callback = callback
         self.evaluate = evaluate
@@ -235,7 +227,7 @@ def _schedule(mb_size):
         mb_size = 256
     if callable(mb_size) and not isinstance(mb_size, (list, tuple)):
         def at(epoch):
-            return _positive_int(mb_size(epoch), "mb_size(%d)" % epoch, False)
+            return _check.positive(mb_size(epoch), "mb_size(%d)" % epoch)
         return at, mb_size
     if isinstance(mb_size, (list, tuple)):
         sizes = []
@@ -244,17 +236,17 @@ def _schedule(mb_size):
                 if len(item) != 2:
                     raise ValueError("mb_size schedule: entries are sizes or (epochs, size) "
                                      "pairs (got %r)" % (item,))
-                count = _positive_int(item[0], "mb_size schedule: epochs", False)
-                sizes.extend([_positive_int(item[1], "mb_size schedule: size", False)] * count)
+                count = _check.positive(item[0], "mb_size schedule: epochs")
+                sizes.extend([_check.positive(item[1], "mb_size schedule: size")] * count)
             else:
-                sizes.append(_positive_int(item, "mb_size schedule: size", False))
+                sizes.append(_check.positive(item, "mb_size schedule: size"))
         if not sizes:
             raise ValueError("mb_size: the schedule is empty")
 
         def at(epoch):
             return sizes[min(epoch, len(sizes) - 1)]
         return at, list(mb_size)
-    size = _positive_int(mb_size, "mb_size", False)
+    size = _check.positive(mb_size, "mb_size")
     return (lambda epoch: size), size
 
 
@@ -371,17 +363,15 @@ class TrainingSession:
         if epoch_size is None:
             epoch_size = FULL_DATA_SWEEP
         if epoch_size not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
-            _positive_int(epoch_size, "training_session.epoch_size", False)
+            _check.positive(epoch_size, "training_session.epoch_size")
         self.epoch_size = epoch_size
         if max_samples is None:
             max_samples = INFINITELY_REPEAT
         if max_samples not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
-            if not isinstance(max_samples, int) or isinstance(max_samples, bool) or \
-                    max_samples < 0:
-                raise ValueError("training_session.max_samples: must be a non-negative int, "
-                                 "INFINITELY_REPEAT or FULL_DATA_SWEEP (got %r)" % (max_samples,))
+            _check.count(max_samples, "training_session.max_samples")
         self.max_samples = max_samples
-        self.max_epochs = _positive_int(max_epochs, "training_session.max_epochs")
+        self.max_epochs = _check.positive(max_epochs, "training_session.max_epochs",
+                                          allow_none=True)
         if checkpoint_config is not None and not isinstance(checkpoint_config, CheckpointConfig):
             raise TypeError("training_session.checkpoint_config: must be a CheckpointConfig")
         if cv_config is not None and not isinstance(cv_config, CrossValidationConfig):
@@ -394,11 +384,8 @@ class TrainingSession:
         self.test_config = test_config
         self.progress_frequency = _frequency(progress_frequency,
                                              "training_session.progress_frequency")
-        self.number_of_workers = int(number_of_workers)
-        self.worker_rank = int(worker_rank)
-        if self.number_of_workers < 1 or not 0 <= self.worker_rank < self.number_of_workers:
-            raise ValueError("training_session: worker_rank must be in [0, number_of_workers) "
-                             "(got %d of %d)" % (self.worker_rank, self.number_of_workers))
+        self.number_of_workers, self.worker_rank = _check.workers(
+            number_of_workers, worker_rank, "training_session: ")
         self.aggregate_samples = aggregate_samples
         self.callbacks = list(callbacks or [])
         self.on_epoch_end = on_epoch_end
