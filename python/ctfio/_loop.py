@@ -20,15 +20,17 @@ Epoch rules (both drivers):
 
 Cutting a request never changes the order of the data, only where minibatches begin and end.
 
-``ctfio.torch``'s path for the file source (``CTFIterableDataset._iter_reader``) calls
-``epoch_room`` / ``epoch_ends`` too, with the reader's position as both count and timeline;
-tests/python/test_torch.py checks that it cuts and ends epochs exactly as the general path.
+The loop itself is written once too: ``drive`` asks for a size, cuts the request at the
+epoch's end, reads, counts and decides the epoch's end (``Epochs``), for ``training_session``
+and both paths of ``ctfio.torch`` (the file reader's and the general one); the drivers only
+say how to read and what to do with a minibatch. tests/python/test_loop.py runs the two drivers
+over the same data and holds them to the same requests and epoch ends.
 """
 
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT
 
 __all__ = ["count_local", "end_of_sweep", "timeline", "source_timeline", "epoch_room",
-           "epoch_ends", "SampleCounter"]
+           "epoch_ends", "SampleCounter", "Epochs", "Step", "drive"]
 
 
 def count_local(data):
@@ -119,3 +121,80 @@ class SampleCounter:
             if g is not None:
                 return g
         return local
+
+
+class Epochs:
+    """Where a driver stands: the epoch, the samples counted (the driver's count), and the
+    timeline (position, samples per sweep; None when the source does not report it)."""
+
+    __slots__ = ("epoch_size", "epoch", "counted", "position", "per_sweep")
+
+    def __init__(self, epoch_size, epoch, counted, position, per_sweep):
+        self.epoch_size, self.epoch, self.counted = epoch_size, epoch, counted
+        self.position, self.per_sweep = position, per_sweep
+
+    def request(self, k):
+        """``k`` cut so that the epoch ends exactly at its boundary (never below 1)."""
+        room = epoch_room(self.epoch_size, self.epoch, self.counted, self.position,
+                          self.per_sweep)
+        return max(1, k if room is None else min(k, room))
+
+    def count(self, samples, position, per_sweep, sweep_end):
+        """Counts a minibatch; True when it ends the epoch (the next one then begins)."""
+        self.counted += samples
+        if position is not None:
+            self.position, self.per_sweep = position, per_sweep or self.per_sweep
+        ends = epoch_ends(self.epoch_size, self.epoch, self.counted, sweep_end)
+        self.epoch += ends
+        return ends
+
+
+class Step:
+    """One minibatch on its way through ``drive``: what the driver's ``read`` made of it
+    (``payload``), its count, the timeline after it and whether it holds a sweep's end; then the
+    request it answered and, once counted (``finish``), whether it ends the epoch."""
+
+    __slots__ = ("payload", "samples", "position", "per_sweep", "sweep_end", "request", "ends",
+                 "_epochs")
+
+    def __init__(self, payload, samples, position=None, per_sweep=None, sweep_end=False):
+        self.payload, self.samples, self.position = payload, samples, position
+        self.per_sweep, self.sweep_end, self.request, self.ends = per_sweep, sweep_end, 0, None
+
+    def finish(self, samples=None):
+        """Counts the minibatch (with ``samples`` when the driver learnt a better count after
+        using it) and says whether it ends the epoch; later calls only repeat the answer."""
+        if self.ends is None:
+            if samples is not None:
+                self.samples = samples
+            self.ends = self._epochs.count(self.samples, self.position, self.per_sweep,
+                                           self.sweep_end)
+        return self.ends
+
+
+def drive(read, epochs, size, more=None, ahead=False, one_epoch=False):
+    """The loop of every driver. Before each minibatch: ``more()`` (when given) may end it,
+    ``size()`` gives the wanted size, ``epochs`` cuts it at the epoch's end, and ``read(request)``
+    returns a ``Step`` (or None: the source's data ended). Yields ``(step, read_ahead)``; the
+    step is counted when the consumer calls ``step.finish`` or, at the latest, when it asks for
+    the next one. ``ahead``: the next minibatch is read (and counted) before one is yielded,
+    except after the one that ends an epoch (double buffering; ``read_ahead`` says whether it
+    was). ``one_epoch``: the loop ends with the epoch."""
+    def next_step():
+        if more is not None and not more():
+            return None
+        request = epochs.request(size())
+        step = read(request)
+        if step is not None:
+            step.request, step._epochs = request, epochs
+            if ahead:
+                step.finish()
+        return step
+
+    step = next_step()
+    while step is not None:
+        following = next_step() if ahead and not (one_epoch and step.ends) else None
+        yield step, following is not None
+        if step.finish() and one_epoch:
+            return
+        step = following if ahead else next_step()
