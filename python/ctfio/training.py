@@ -53,7 +53,7 @@ import time
 import warnings
 
 from .perf import StatsLogger
-from ._loop import (SampleCounter, count_local, end_of_sweep, epoch_ends, epoch_room,
+from ._loop import (Epochs, SampleCounter, Step, count_local, drive, end_of_sweep, epoch_room,
                     source_timeline, timeline)
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT
 
@@ -258,8 +258,6 @@ def _schedule(mb_size):
     return (lambda epoch: size), size
 
 
-_count_samples = count_local
-_end_of_sweep = end_of_sweep
 
 
 def _resolve_mapping(source, mapping):
@@ -565,11 +563,10 @@ class TrainingSession:
             return None
         return (seen // freq + 1) * freq
 
-    def _request(self, size, position=None, per_sweep=None):
+    def _request(self, size):
+        """The request before the epoch's cut (_loop.Epochs): the size, cut at max_samples and
+        at the next checkpoint and cross-validation points."""
         limits = [size]
-        room = epoch_room(self.epoch_size, self.epoch, self.samples_seen, position, per_sweep)
-        if room is not None:
-            limits.append(room)
         if self.max_samples not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
             limits.append(self.max_samples - self.samples_seen)
         for cfg in (self.checkpoint_config, self.cv_config):
@@ -621,7 +618,8 @@ class TrainingSession:
         if self._progress_arg is True and self._out is not None and self._bar is None:
             self._open_bar()
         count = self._counter(self.source)
-        position, per_sweep = source_timeline(self.source)
+        epochs = Epochs(self.epoch_size, self.epoch, self.samples_seen,
+                        *source_timeline(self.source))
         epoch_avg = _Averages()
         line_avg = _Averages()
         epoch_t0 = time.time()
@@ -629,23 +627,24 @@ class TrainingSession:
         ran = 0
         stats_log = None if self.log_stats_every is None else \
             StatsLogger(self.source, self.log_stats_every)
-        while not self._done():
-            size = self._size_at(self.epoch)
-            request = self._request(size, position, per_sweep)
+
+        def read(request):
             data = self._next_data(self.source, request)
             if not data:
-                break  # the source's own limit (max_samples / max_sweeps) ended the data
+                return None   # the source's own limit (max_samples / max_sweeps) ended the data
             after, _, per = timeline(data)
-            if after is not None:
-                position, per_sweep = after, per or per_sweep
-            local = _count_samples(data)
-            samples = count(data, local)
-            sweep_end = _end_of_sweep(data)
+            local = count_local(data)
+            return Step((data, local), count(data, local), after, per, end_of_sweep(data))
+
+        for step, _ in drive(read, epochs, lambda: self._request(self._size_at(self.epoch)),
+                             more=lambda: not self._done()):
+            (data, local), samples, sweep_end = step.payload, step.samples, step.sweep_end
             info = StepInfo(epoch=self.epoch, minibatch=self.minibatches,
                             epoch_minibatch=self.epoch_minibatches,
                             samples_seen=self.samples_seen,
-                            epoch_samples=self.samples_seen - self.epoch_start, mb_size=size,
-                            request=request, num_samples=samples, local_samples=local,
+                            epoch_samples=self.samples_seen - self.epoch_start,
+                            mb_size=self._size_at(self.epoch), request=step.request,
+                            num_samples=samples, local_samples=local,
                             end_of_sweep=sweep_end, session=self)
             before = self._trainer_seen()
             metrics = self._call(data, info)
@@ -657,7 +656,8 @@ class TrainingSession:
             ran += 1
             epoch_avg.add(metrics, local)
             line_avg.add(metrics, local)
-            self.samples_seen += samples
+            epoch_end = step.finish(samples)
+            self.samples_seen = epochs.counted
             self.minibatches += 1
             self.epoch_minibatches += 1
             if sweep_end:
@@ -680,7 +680,6 @@ class TrainingSession:
                                _fmt_metrics(line_avg.result())))
                 line_avg = _Averages()
                 last_line = self.samples_seen
-            epoch_end = epoch_ends(self.epoch_size, self.epoch, self.samples_seen, sweep_end)
             prev = self.samples_seen - samples
             if epoch_end:
                 self._end_epoch(epoch_avg, epoch_t0)
@@ -768,28 +767,28 @@ class TrainingSession:
         if limit == FULL_DATA_SWEEP:
             # One sweep: cut the requests at the sweep's end when the source tells its size
             # (the CTF reader and MinibatchSourceFromData do), else stop at end_of_sweep.
-            limit = _rest_of_sweep(start)
+            limit = _rest_of_sweep(start) or FULL_DATA_SWEEP
         total = 0.0
         weight = 0
-        samples = 0
-        minibatches = 0
         count = self._counter(src)
         t0 = time.time()
-        while True:
-            request = cfg.mb_size
-            if limit not in (FULL_DATA_SWEEP, INFINITELY_REPEAT, None):
-                if samples >= limit:
-                    break
-                request = max(1, min(request, limit - samples))
+        # The validation pass is one "epoch" of `limit` samples on the loop of training.
+        epochs = Epochs(limit, 0, 0, None, None)
+
+        def read(request):
             data = self._next_data(src, request)
             if not data:
-                break
-            local = _count_samples(data)
-            n = count(data, local)
+                return None
+            local = count_local(data)
+            return Step((data, local), count(data, local), None, None, end_of_sweep(data))
+
+        minibatches = 0
+        for step, _ in drive(read, epochs, lambda: cfg.mb_size, one_epoch=True):
+            data, local = step.payload
             args = _remap(data, mapping)
-            info = StepInfo(cv_index=index, minibatch=minibatches, samples_seen=samples,
-                            num_samples=n, request=request, end_of_sweep=_end_of_sweep(data),
-                            epoch=self.epoch, session=self)
+            info = StepInfo(cv_index=index, minibatch=minibatches, samples_seen=epochs.counted,
+                            num_samples=step.samples, request=step.request,
+                            end_of_sweep=step.sweep_end, epoch=self.epoch, session=self)
             value = None
             if cfg.evaluate is not None:
                 value = cfg.evaluate(args, info)
@@ -801,10 +800,8 @@ class TrainingSession:
             elif value is not None:
                 total += float(value) * local
                 weight += local
-            samples += n
             minibatches += 1
-            if limit is None and info.end_of_sweep:
-                break
+        samples = epochs.counted
         metric = total / weight if weight else None
         result = {"index": index, "samples_seen": self.samples_seen, "epoch": self.epoch,
                   "metric": metric, "samples": samples, "minibatches": minibatches,
