@@ -54,8 +54,7 @@ setup(
             + sorted(glob.glob("lib/*/*.c")) + sorted(glob.glob("tools/*.c")),
             depends=["include/ctfio.h", "python/ctfio/_buffer.h", "python/ctfio/_config.h",
                      "python/ctfio/_pyutil.h", "python/ctfio/_stats.h",
-                     "python/ctfio/_provider.h", "python/ctfio/_tools.h", "python/ctfio/_timeline.h",
-                     "tools/cli.h",
+                     "python/ctfio/_provider.h", "python/ctfio/_tools.h", "tools/cli.h",
                      "tools/dump_json.h"]
             + sorted(glob.glob("lib/*/*.h")),
             include_dirs=["include", "lib", "tools"],

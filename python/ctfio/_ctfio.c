@@ -44,7 +44,6 @@
 #include "_stats.h"    /* stats() and index_info() as dicts, in _stats.c */
 #include "_provider.h" /* section 7b, provider batch assembly, lives in _provider.c */
 #include "_tools.h"    /* the command-line tool and converters, in _tools.c */
-#include "_timeline.h" /* the cut and worker split for the in-memory source, in _timeline.c */
 
 #include <errno.h>
 #include <stdint.h>
@@ -1414,7 +1413,7 @@ static PyMethodDef module_methods[] = {
      ctf_py_provider_encode_doc},
     {"provider_pack", (PyCFunction)(void (*)(void))ctf_py_provider_pack, METH_VARARGS,
      ctf_py_provider_pack_doc},
-    CTF_PY_TOOLS_METHODS CTF_PY_TIMELINE_METHODS {NULL, NULL, 0, NULL},
+    CTF_PY_TOOLS_METHODS {NULL, NULL, 0, NULL},
 };
 
 static PyModuleDef_Slot module_slots[] = {

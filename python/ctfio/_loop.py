@@ -1,13 +1,15 @@
-"""The rules of a training loop over a minibatch source, written once and used by both drivers,
-``training_session`` (training.py) and ``ctfio.torch.CTFIterableDataset`` (torch.py): how a
-minibatch counts, where a request is cut so that an epoch ends exactly at its boundary, when an
-epoch ends, and where the timeline of a source is read (docs/torch.md, "Epochs").
+"""The training loop over a minibatch source, written once for both drivers,
+``training_session`` (training.py) and ``ctfio.torch.CTFIterableDataset`` (torch.py, its file
+reader path and its general path): ``drive`` asks for a size, cuts the request at the epoch's
+end, reads, counts the minibatch and decides the epoch's end (``Epochs``); a driver only says how
+to read and what to do with a minibatch (docs/torch.md, "Epochs"). tests/python/test_loop.py
+holds the drivers to the same minibatches and epoch ends.
 
 The timeline comes from the minibatches themselves (``MinibatchData.position``,
 ``global_samples``, ``samples_per_sweep``, ``end_of_sweep``); a source is asked for its position
 only before the first request (``_timeline()``, or once its checkpoint state for user sources).
 
-Epoch rules (both drivers):
+Epoch rules:
 
 * ``FULL_DATA_SWEEP``: an epoch is one sweep. When the source reports its position and the
   samples of a sweep, a request never crosses the end of the sweep, so every epoch holds
@@ -19,18 +21,12 @@ Epoch rules (both drivers):
 * ``INFINITELY_REPEAT``: one epoch that never ends (the source's own limits end the data).
 
 Cutting a request never changes the order of the data, only where minibatches begin and end.
-
-The loop itself is written once too: ``drive`` asks for a size, cuts the request at the
-epoch's end, reads, counts and decides the epoch's end (``Epochs``), for ``training_session``
-and both paths of ``ctfio.torch`` (the file reader's and the general one); the drivers only
-say how to read and what to do with a minibatch. tests/python/test_loop.py runs the two drivers
-over the same data and holds them to the same requests and epoch ends.
 """
 
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT
 
-__all__ = ["count_local", "end_of_sweep", "timeline", "source_timeline", "epoch_room",
-           "epoch_ends", "SampleCounter", "Epochs", "Step", "drive"]
+__all__ = ["count_local", "end_of_sweep", "timeline", "source_timeline", "SampleCounter",
+           "Epochs", "Step", "drive"]
 
 
 def count_local(data):
@@ -81,28 +77,6 @@ def source_timeline(source, state=None):
     return _int_or_none(state.get("minibatchSourcePosition")), per if per and per > 0 else None
 
 
-def epoch_room(epoch_size, epoch_index, counted, position, per_sweep):
-    """The most samples the next request may take so that the current epoch ends exactly at
-    its boundary, or None for no bound. ``counted``: samples counted so far (by the driver's
-    count); ``position`` / ``per_sweep``: the timeline, or None when unknown."""
-    if epoch_size == INFINITELY_REPEAT:
-        return None
-    if epoch_size == FULL_DATA_SWEEP:
-        if position is None or not per_sweep:
-            return None
-        return per_sweep - position % per_sweep
-    return (epoch_index + 1) * epoch_size - counted
-
-
-def epoch_ends(epoch_size, epoch_index, counted, sweep_end):
-    """Whether the minibatch just counted ends the epoch (``counted`` includes it)."""
-    if epoch_size == FULL_DATA_SWEEP:
-        return bool(sweep_end)
-    if epoch_size == INFINITELY_REPEAT:
-        return False
-    return counted >= (epoch_index + 1) * epoch_size
-
-
 class SampleCounter:
     """Turns a minibatch into the count a driver uses. One worker: its local count. Several:
     ``aggregate(local)`` when given (e.g. an all-reduce), else the minibatch's
@@ -124,8 +98,8 @@ class SampleCounter:
 
 
 class Epochs:
-    """Where a driver stands: the epoch, the samples counted (the driver's count), and the
-    timeline (position, samples per sweep; None when the source does not report it)."""
+    """Where a driver stands (the epoch, the samples counted by the driver's count, the
+    timeline: position and samples per sweep, None when unknown) and the epoch rules above."""
 
     __slots__ = ("epoch_size", "epoch", "counted", "position", "per_sweep")
 
@@ -133,10 +107,20 @@ class Epochs:
         self.epoch_size, self.epoch, self.counted = epoch_size, epoch, counted
         self.position, self.per_sweep = position, per_sweep
 
+    def room(self):
+        """The most samples the next request may take so that the epoch ends exactly at its
+        boundary, or None for no bound."""
+        if self.epoch_size == INFINITELY_REPEAT:
+            return None
+        if self.epoch_size == FULL_DATA_SWEEP:
+            if self.position is None or not self.per_sweep:
+                return None
+            return self.per_sweep - self.position % self.per_sweep
+        return (self.epoch + 1) * self.epoch_size - self.counted
+
     def request(self, k):
-        """``k`` cut so that the epoch ends exactly at its boundary (never below 1)."""
-        room = epoch_room(self.epoch_size, self.epoch, self.counted, self.position,
-                          self.per_sweep)
+        """``k`` cut at the epoch's end (never below 1)."""
+        room = self.room()
         return max(1, k if room is None else min(k, room))
 
     def count(self, samples, position, per_sweep, sweep_end):
@@ -144,7 +128,11 @@ class Epochs:
         self.counted += samples
         if position is not None:
             self.position, self.per_sweep = position, per_sweep or self.per_sweep
-        ends = epoch_ends(self.epoch_size, self.epoch, self.counted, sweep_end)
+        if self.epoch_size == FULL_DATA_SWEEP:
+            ends = bool(sweep_end)
+        else:
+            ends = self.epoch_size != INFINITELY_REPEAT and \
+                self.counted >= (self.epoch + 1) * self.epoch_size
         self.epoch += ends
         return ends
 

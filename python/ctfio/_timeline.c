@@ -8,81 +8,73 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include "_timeline.h"
+#include "_tools.h"
 #include "ctfio.h"
 
-/* A non-negative int as uint64; None means `none`; past 2^64 - 1 it saturates. */
-static int u64_arg(PyObject *o, uint64_t none, uint64_t *out)
+/* "O&" converter: a non-negative int as uint64 (past 2^64 - 1 it saturates); None: no limit. */
+static int u64_arg(PyObject *o, void *out)
 {
-    if (o == Py_None) {
-        *out = none;
-        return 0;
+    uint64_t v = UINT64_MAX;
+    if (o != Py_None) {
+        v = PyLong_AsUnsignedLongLong(o);
+        if (v == (uint64_t)-1 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return 0;
+            PyObject *zero = PyLong_FromLong(0);
+            const int neg = zero ? PyObject_RichCompareBool(o, zero, Py_LT) : -1;
+            Py_XDECREF(zero);
+            if (neg) return 0; /* a negative int keeps its OverflowError */
+            PyErr_Clear();
+        }
     }
-    unsigned long long v = PyLong_AsUnsignedLongLong(o);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
-        PyObject *zero = PyLong_FromLong(0);
-        const int neg = zero ? PyObject_RichCompareBool(o, zero, Py_LT) : -1;
-        Py_XDECREF(zero);
-        if (neg) return -1; /* a negative int keeps its OverflowError */
-        PyErr_Clear();
-    }
-    *out = (uint64_t)v;
-    return 0;
+    *(uint64_t *)out = v;
+    return 1;
 }
 
-/* The sequences of a starts buffer, or -1 with an exception set. */
-static Py_ssize_t num_seqs(const Py_buffer *b)
+/* The sequences of a starts buffer, or -1 with an exception set (the buffer released). */
+static Py_ssize_t num_seqs(Py_buffer *b)
 {
-    if (b->len % 8 || b->len < 16) {
-        PyErr_SetString(PyExc_ValueError, "starts: need a uint64 buffer of two or more entries");
-        return -1;
-    }
-    return b->len / 8 - 1;
+    const uint64_t *s = b->buf;
+    const Py_ssize_t n = b->len / 8 - 1;
+    if (b->len % 8 == 0 && n >= 1 && s[0] == 0 && s[n] > 0) return n;
+    PyBuffer_Release(b);
+    PyErr_SetString(PyExc_ValueError, "starts: need uint64 sequence starts from 0, then samples");
+    return -1;
 }
 
 const char ctf_py_sweep_cut_doc[] =
     "sweep_cut(starts, position, request, limit, workers, rank) -> (indices, position, "
     "end_of_sweep)\n\nCuts the next global minibatch of `request` samples from `position` "
-    "(limit None: no limit) and returns the sweep indices of the sequences worker `rank` of "
-    "`workers` receives (bytes of uint64, in timeline order), the position after the "
-    "minibatch (unchanged at the end of the data) and whether it holds a sweep's last sequence.";
+    "(limit None: no limit): the sweep indices of the sequences worker `rank` of `workers` "
+    "receives (bytes of uint64, in timeline order), the position after the minibatch "
+    "(unchanged at the end of the data) and whether it holds a sweep's last sequence.";
 
 PyObject *ctf_py_sweep_cut(PyObject *module, PyObject *args)
 {
     (void)module;
     Py_buffer b;
-    PyObject *pos_o, *req_o, *lim_o, *result = NULL;
-    Py_ssize_t workers, rank;
-    if (!PyArg_ParseTuple(args, "y*OOOnn", &b, &pos_o, &req_o, &lim_o, &workers, &rank))
-        return NULL;
     uint64_t pos, req, lim;
-    const Py_ssize_t n = num_seqs(&b);
-    if (n < 0 || u64_arg(pos_o, 0, &pos) || u64_arg(req_o, 0, &req) ||
-        u64_arg(lim_o, UINT64_MAX, &lim))
-        goto done;
-    if (workers < 1 || rank < 0 || rank >= workers) {
-        PyErr_SetString(PyExc_ValueError, "need workers >= 1 and 0 <= rank < workers");
-        goto done;
-    }
-    const uint64_t *starts = b.buf;
+    Py_ssize_t n, workers, rank;
+    if (!PyArg_ParseTuple(args, "y*O&O&O&nn", &b, u64_arg, &pos, u64_arg, &req, u64_arg, &lim,
+                          &workers, &rank) ||
+        (n = num_seqs(&b)) < 0)
+        return NULL;
     ctf_cut cut = ctf_cut_start(pos, req, lim);
     bool eos;
     ctf_error err;
-    if (ctf_sweep_cut(starts, (size_t)n, &cut, &eos, &err)) {
+    PyObject *idx = NULL;
+    if (workers < 1 || rank < 0 || rank >= workers)
+        PyErr_SetString(PyExc_ValueError, "need workers >= 1 and 0 <= rank < workers");
+    else if (ctf_sweep_cut(b.buf, (size_t)n, &cut, &eos, &err))
         PyErr_SetString(PyExc_ValueError, err.message);
-        goto done;
-    }
-    PyObject *idx = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(cut.sequences * 8));
-    if (!idx) goto done;
-    const size_t got = ctf_sweep_owned(starts, (size_t)n, pos, cut.position, (size_t)workers,
-                                       (size_t)rank, (uint64_t *)(void *)PyBytes_AS_STRING(idx));
-    if (_PyBytes_Resize(&idx, (Py_ssize_t)(got * 8))) goto done;
-    result = Py_BuildValue("NKO", idx, (unsigned long long)cut.position,
-                           eos ? Py_True : Py_False);
-done:
+    else if ((idx = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(cut.sequences * 8))))
+        _PyBytes_Resize(&idx, (Py_ssize_t)(8 * ctf_sweep_owned(
+                                                   b.buf, (size_t)n, pos, cut.position,
+                                                   (size_t)workers, (size_t)rank,
+                                                   (uint64_t *)(void *)PyBytes_AS_STRING(idx))));
     PyBuffer_Release(&b);
-    return result;
+    return idx ? Py_BuildValue("NKO", idx, (unsigned long long)cut.position,
+                               eos ? Py_True : Py_False)
+               : NULL;
 }
 
 const char ctf_py_sweep_boundary_doc[] =
@@ -93,18 +85,13 @@ PyObject *ctf_py_sweep_boundary(PyObject *module, PyObject *args)
 {
     (void)module;
     Py_buffer b;
-    PyObject *pos_o, *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*O", &b, &pos_o)) return NULL;
     uint64_t pos;
-    const Py_ssize_t n = num_seqs(&b);
-    if (n >= 0 && !u64_arg(pos_o, 0, &pos)) {
-        const uint64_t *starts = b.buf;
-        if (starts[n] == 0 || pos > CTF_MAX_POSITION)
-            PyErr_SetString(PyExc_ValueError, "sweep_boundary: no samples, or position past "
-                                              "the largest the timeline reaches");
-        else
-            result = PyLong_FromUnsignedLongLong(ctf_sweep_boundary(starts, (size_t)n, pos));
-    }
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "y*O&", &b, u64_arg, &pos) || (n = num_seqs(&b)) < 0)
+        return NULL;
+    const uint64_t at = pos <= CTF_MAX_POSITION ? ctf_sweep_boundary(b.buf, (size_t)n, pos) : 0;
     PyBuffer_Release(&b);
-    return result;
+    if (pos > CTF_MAX_POSITION)
+        return PyErr_Format(PyExc_ValueError, "position: must be <= %lld", (long long)INT64_MAX);
+    return PyLong_FromUnsignedLongLong(at);
 }

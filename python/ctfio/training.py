@@ -30,15 +30,10 @@ take the same decisions, so a minibatch counts its *global* size: given by ``agg
 given, the minibatch's ``global_samples`` (the advance of the shared timeline, the same on
 every worker).
 
-**Epochs** follow the rules of ctfio/_loop.py, which ``ctfio.torch`` follows too: with an
-integer ``epoch_size`` epoch k ends once ``(k+1) * epoch_size`` samples were seen, and a request
-never crosses that boundary (nor ``max_samples``, nor a numeric checkpoint or cross-validation
-point), so epochs end exactly there unless one sequence is longer than what is left. With
-``FULL_DATA_SWEEP`` an epoch is one sweep: a request never crosses the end of a sweep when the
-source reports its position (the CTF reader and ``MinibatchSourceFromData`` do), and the epoch
-ends with the minibatch that holds the sweep's last sequence (``end_of_sweep``). The minibatch
-size schedule moves to its next entry at epoch boundaries. Boundaries never change the order of
-the data.
+**Epochs** follow ctfio/_loop.py, whose loop ``ctfio.torch`` runs too: a request never crosses
+an epoch's end (nor ``max_samples``, nor a numeric checkpoint or cross-validation point), and
+with ``FULL_DATA_SWEEP`` an epoch is one sweep. The minibatch size schedule moves to its next
+entry at epoch boundaries. Boundaries never change the order of the data.
 
 **Checkpoints** are one JSON file (written to a temporary file, then renamed) with the source's
 ``get_checkpoint_state()``, the session's counters and the user's state; with ``restore=True``
@@ -53,7 +48,7 @@ import time
 import warnings
 
 from .perf import StatsLogger
-from ._loop import (Epochs, SampleCounter, Step, count_local, drive, end_of_sweep, epoch_room,
+from ._loop import (Epochs, SampleCounter, Step, count_local, drive, end_of_sweep,
                     source_timeline, timeline)
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT
 
@@ -316,25 +311,7 @@ def _rest_of_sweep(state):
     """Samples from a checkpoint state's position to its sweep's end, when the state tells
     (``minibatchSourcePosition`` and ``samples_per_sweep``); else None."""
     pos, per = source_timeline(None, state) if isinstance(state, dict) else (None, None)
-    return epoch_room(FULL_DATA_SWEEP, 0, 0, pos, per)
-
-
-class _Counter:
-    """The session's count of one source's minibatches (_loop.SampleCounter), with the warning
-    for several workers over a source that reports no timeline."""
-
-    def __init__(self, source, workers, aggregate, session):
-        reports = source_timeline(source)[0] is not None
-        self.count = SampleCounter(workers, aggregate, reports)
-        if workers > 1 and aggregate is None and not reports and not session._warned_workers:
-            session._warned_workers = True
-            warnings.warn("training_session: %d workers, but the source reports no timeline "
-                          "position (minibatchSourcePosition) and no aggregate_samples was "
-                          "given; counting this worker's own samples, so workers may disagree "
-                          "on epoch boundaries" % workers)
-
-    def __call__(self, data, local):
-        return self.count(data, local)
+    return Epochs(FULL_DATA_SWEEP, 0, 0, pos, per).room()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -577,7 +554,16 @@ class TrainingSession:
         return max(1, min(limits))
 
     def _counter(self, source):
-        return _Counter(source, self.number_of_workers, self.aggregate_samples, self)
+        """The count of one source's minibatches (_loop.SampleCounter)."""
+        workers, reports = self.number_of_workers, source_timeline(source)[0] is not None
+        if workers > 1 and self.aggregate_samples is None and not reports and \
+                not self._warned_workers:
+            self._warned_workers = True
+            warnings.warn("training_session: %d workers, but the source reports no timeline "
+                          "position (minibatchSourcePosition) and no aggregate_samples was "
+                          "given; counting this worker's own samples, so workers may disagree "
+                          "on epoch boundaries" % workers)
+        return SampleCounter(workers, self.aggregate_samples, reports)
 
     def _call(self, data, info):
         if self.step is not None:
