@@ -63,7 +63,8 @@ PyObject *ctf_py_sweep_cut(PyObject *module, PyObject *args)
     ctf_error err;
     PyObject *idx = NULL;
     if (workers < 1 || rank < 0 || rank >= workers)
-        PyErr_SetString(PyExc_ValueError, "need workers >= 1 and 0 <= rank < workers");
+        PyErr_Format(PyExc_ValueError, "next_minibatch: need number_of_workers >= 1 and 0 <= "
+                     "worker_rank < number_of_workers (got %zd, %zd)", workers, rank);
     else if (ctf_sweep_cut(b.buf, (size_t)n, &cut, &eos, &err))
         PyErr_SetString(PyExc_ValueError, err.message);
     else if ((idx = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(cut.sequences * 8))))

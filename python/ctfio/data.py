@@ -211,9 +211,6 @@ class MinibatchSourceFromData(UserMinibatchSource):
         r = _count_arg(worker_rank, "next_minibatch: worker_rank")
         if k < 1:
             raise ValueError("next_minibatch: num_samples must be > 0 (got %r)" % (num_samples,))
-        if n < 1 or not 0 <= r < n:
-            raise ValueError("next_minibatch: need number_of_workers >= 1 and 0 <= worker_rank "
-                             "< number_of_workers (got %r, %r)" % (number_of_workers, worker_rank))
         before = self._pos
         try:
             return self._minibatch(k, n, r, before, input_map)
