@@ -49,7 +49,8 @@ setup(
             "ctfio._ctfio",
             sources=["python/ctfio/_ctfio.c", "python/ctfio/_buffer.c", "python/ctfio/_config.c",
                      "python/ctfio/_stats.c",
-                     "python/ctfio/_provider.c", "python/ctfio/_tools.c"]
+                     "python/ctfio/_provider.c", "python/ctfio/_tools.c",
+                     "python/ctfio/_timeline.c"]
             + sorted(glob.glob("lib/*/*.c")) + sorted(glob.glob("tools/*.c")),
             depends=["include/ctfio.h", "python/ctfio/_buffer.h", "python/ctfio/_config.h",
                      "python/ctfio/_pyutil.h", "python/ctfio/_stats.h",

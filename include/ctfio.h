@@ -2,7 +2,7 @@
  * ctfio.h -- the public C API of ctfio, a reader for the CNTK Text Format (CTF).
  *
  * This header is the manual. Read it top to bottom: version and errors, configuration,
- * configuration files, the index, the reader, minibatches, checkpoints.
+ * configuration files, the index, the reader, the timeline, minibatches, checkpoints.
  *
  * Pipeline: parse -> index -> source -> randomize -> pack -> prefetch -> reader. A ctf_reader
  * turns CTF data into an endless, reproducible stream of minibatches.
@@ -665,6 +665,68 @@ int ctf_reader_seek(ctf_reader *reader, uint64_t position);
 
 /* ctf_reader_free(reader): stops the prefetch threads and frees everything; NULL is a no-op. */
 void ctf_reader_free(ctf_reader *reader);
+
+/*======================================================================
+ * The timeline as pure functions (rules 6.1-6.4, 7.2-7.6)
+ *
+ * What the reader decides for every minibatch, with the position in and the decision out, for
+ * a caller that keeps its own timeline (the Python package's in-memory source). The reader uses
+ * these same functions, so such a source cuts and splits exactly as the reader does.
+ *====================================================================*/
+
+/* A minibatch being cut: the caller offers the timeline's sequences one by one in timeline
+ * order and ctf_cut_offer answers take or stop. */
+typedef struct ctf_cut {
+    uint64_t request;    /* the global minibatch size K in index samples (> 0) */
+    uint64_t limit;      /* the data ends before a sequence starting here; UINT64_MAX: never */
+    uint64_t position;   /* the timeline position after the sequences taken */
+    uint64_t samples;    /* index samples taken */
+    size_t sequences;    /* sequences taken */
+} ctf_cut;
+
+/* ctf_cut_start(position, request, limit): a cut of `request` samples starting at `position`
+ * (a sequence boundary). */
+ctf_cut ctf_cut_start(uint64_t position, uint64_t request, uint64_t limit);
+
+/* ctf_cut_open(cut): whether a further sequence may be offered (false once the position has
+ * reached the limit: the data ended, rules 6.4). */
+bool ctf_cut_open(const ctf_cut *cut);
+
+/* ctf_cut_offer(cut, samples):
+ * Offers the next sequence, of `samples` index samples. The first is always taken; a later one
+ * only while the total stays within the request (rules 6.1: nothing further ahead is tried).
+ * @return : true and the sequence counted in *cut, or false (the minibatch ends before it). */
+bool ctf_cut_offer(ctf_cut *cut, uint64_t samples);
+
+/* ctf_worker_owns(index, num_workers, rank): whether worker `rank` of `num_workers` receives
+ * what sits at `index`: a sequence's index in its sweep without randomization, its chunk's
+ * randomized position with it (rules 7.3). */
+bool ctf_worker_owns(uint64_t index, size_t num_workers, size_t rank);
+
+/* ctf_worker_first(from, num_workers, rank): the first index at or after `from` that worker
+ * `rank` owns (the next are every num_workers-th). */
+uint64_t ctf_worker_first(uint64_t from, size_t num_workers, size_t rank);
+
+/* ctf_sweep_cut(starts, num_seqs, cut, end_of_sweep, err):
+ * Cuts a minibatch from a timeline whose every sweep is the same order of num_seqs sequences:
+ * starts[i] is where sequence i begins within the sweep (starts[0] = 0, increasing, and
+ * starts[num_seqs] the sweep's samples). cut comes from ctf_cut_start; on return it holds the
+ * minibatch's end. *end_of_sweep tells whether the minibatch holds a sweep's last sequence.
+ * @return : 0, or CTF_EINVAL (bad starts, a position off a sequence boundary or past
+ *           CTF_MAX_POSITION) with err filled and *cut unchanged. */
+int ctf_sweep_cut(const uint64_t *starts, size_t num_seqs, ctf_cut *cut, bool *end_of_sweep,
+                  ctf_error *err);
+
+/* ctf_sweep_boundary(starts, num_seqs, position): the first sequence boundary at or after
+ * `position` (where a restore continues, rules 8.2); starts as for ctf_sweep_cut. */
+uint64_t ctf_sweep_boundary(const uint64_t *starts, size_t num_seqs, uint64_t position);
+
+/* ctf_sweep_owned(starts, num_seqs, from, to, num_workers, rank, out):
+ * The indices within their sweep of the sequences between the boundaries `from` and `to` that
+ * worker `rank` owns (rules 7.3 without randomization), in timeline order, into out (room for
+ * the sequences cut is always enough). @return : how many. */
+size_t ctf_sweep_owned(const uint64_t *starts, size_t num_seqs, uint64_t from, uint64_t to,
+                       size_t num_workers, size_t rank, uint64_t *out);
 
 /*======================================================================
  * Minibatches (rules 9)

@@ -248,6 +248,12 @@ def provider_pack(
 # is the program name) and returns its exit status; it may end the process itself.
 def cli_main(argv: List[str]) -> int: ...
 
+# The timeline (ctf_sweep_cut / ctf_sweep_boundary): starts is a uint64 buffer.
+def sweep_cut(
+    starts: Any, position: int, request: int, limit: Optional[int], workers: int, rank: int
+) -> Tuple[bytes, int, bool]: ...
+def sweep_boundary(starts: Any, position: int) -> int: ...
+
 # (code name, formatted "FILE:LINE:COLUMN: (byte OFFSET) error: MESSAGE", path bytes, line,
 # column, offset (-1 unknown), message)
 _ConvertError = Tuple[str, str, bytes, int, int, int, str]

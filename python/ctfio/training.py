@@ -30,15 +30,10 @@ take the same decisions, so a minibatch counts its *global* size: given by ``agg
 given, the minibatch's ``global_samples`` (the advance of the shared timeline, the same on
 every worker).
 
-**Epochs** follow the rules of ctfio/_loop.py, which ``ctfio.torch`` follows too: with an
-integer ``epoch_size`` epoch k ends once ``(k+1) * epoch_size`` samples were seen, and a request
-never crosses that boundary (nor ``max_samples``, nor a numeric checkpoint or cross-validation
-point), so epochs end exactly there unless one sequence is longer than what is left. With
-``FULL_DATA_SWEEP`` an epoch is one sweep: a request never crosses the end of a sweep when the
-source reports its position (the CTF reader and ``MinibatchSourceFromData`` do), and the epoch
-ends with the minibatch that holds the sweep's last sequence (``end_of_sweep``). The minibatch
-size schedule moves to its next entry at epoch boundaries. Boundaries never change the order of
-the data.
+**Epochs** follow ctfio/_loop.py, whose loop ``ctfio.torch`` runs too: a request never crosses
+an epoch's end (nor ``max_samples``, nor a numeric checkpoint or cross-validation point), and
+with ``FULL_DATA_SWEEP`` an epoch is one sweep. The minibatch size schedule moves to its next
+entry at epoch boundaries. Boundaries never change the order of the data.
 
 **Checkpoints** are one JSON file (written to a temporary file, then renamed) with the source's
 ``get_checkpoint_state()``, the session's counters and the user's state; with ``restore=True``
@@ -54,7 +49,7 @@ import warnings
 
 from . import _check
 from .perf import StatsLogger
-from ._loop import (SampleCounter, count_local, end_of_sweep, epoch_ends, epoch_room,
+from ._loop import (Epochs, SampleCounter, Step, count_local, drive, end_of_sweep,
                     source_timeline, timeline)
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT
 
@@ -250,8 +245,6 @@ def _schedule(mb_size):
     return (lambda epoch: size), size
 
 
-_count_samples = count_local
-_end_of_sweep = end_of_sweep
 
 
 def _resolve_mapping(source, mapping):
@@ -310,25 +303,7 @@ def _rest_of_sweep(state):
     """Samples from a checkpoint state's position to its sweep's end, when the state tells
     (``minibatchSourcePosition`` and ``samples_per_sweep``); else None."""
     pos, per = source_timeline(None, state) if isinstance(state, dict) else (None, None)
-    return epoch_room(FULL_DATA_SWEEP, 0, 0, pos, per)
-
-
-class _Counter:
-    """The session's count of one source's minibatches (_loop.SampleCounter), with the warning
-    for several workers over a source that reports no timeline."""
-
-    def __init__(self, source, workers, aggregate, session):
-        reports = source_timeline(source)[0] is not None
-        self.count = SampleCounter(workers, aggregate, reports)
-        if workers > 1 and aggregate is None and not reports and not session._warned_workers:
-            session._warned_workers = True
-            warnings.warn("training_session: %d workers, but the source reports no timeline "
-                          "position (minibatchSourcePosition) and no aggregate_samples was "
-                          "given; counting this worker's own samples, so workers may disagree "
-                          "on epoch boundaries" % workers)
-
-    def __call__(self, data, local):
-        return self.count(data, local)
+    return Epochs(FULL_DATA_SWEEP, 0, 0, pos, per).room()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -552,11 +527,10 @@ class TrainingSession:
             return None
         return (seen // freq + 1) * freq
 
-    def _request(self, size, position=None, per_sweep=None):
+    def _request(self, size):
+        """The request before the epoch's cut (_loop.Epochs): the size, cut at max_samples and
+        at the next checkpoint and cross-validation points."""
         limits = [size]
-        room = epoch_room(self.epoch_size, self.epoch, self.samples_seen, position, per_sweep)
-        if room is not None:
-            limits.append(room)
         if self.max_samples not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
             limits.append(self.max_samples - self.samples_seen)
         for cfg in (self.checkpoint_config, self.cv_config):
@@ -567,7 +541,16 @@ class TrainingSession:
         return max(1, min(limits))
 
     def _counter(self, source):
-        return _Counter(source, self.number_of_workers, self.aggregate_samples, self)
+        """The count of one source's minibatches (_loop.SampleCounter)."""
+        workers, reports = self.number_of_workers, source_timeline(source)[0] is not None
+        if workers > 1 and self.aggregate_samples is None and not reports and \
+                not self._warned_workers:
+            self._warned_workers = True
+            warnings.warn("training_session: %d workers, but the source reports no timeline "
+                          "position (minibatchSourcePosition) and no aggregate_samples was "
+                          "given; counting this worker's own samples, so workers may disagree "
+                          "on epoch boundaries" % workers)
+        return SampleCounter(workers, self.aggregate_samples, reports)
 
     def _call(self, data, info):
         if self.step is not None:
@@ -608,7 +591,8 @@ class TrainingSession:
         if self._progress_arg is True and self._out is not None and self._bar is None:
             self._open_bar()
         count = self._counter(self.source)
-        position, per_sweep = source_timeline(self.source)
+        epochs = Epochs(self.epoch_size, self.epoch, self.samples_seen,
+                        *source_timeline(self.source))
         epoch_avg = _Averages()
         line_avg = _Averages()
         epoch_t0 = time.time()
@@ -616,23 +600,24 @@ class TrainingSession:
         ran = 0
         stats_log = None if self.log_stats_every is None else \
             StatsLogger(self.source, self.log_stats_every)
-        while not self._done():
-            size = self._size_at(self.epoch)
-            request = self._request(size, position, per_sweep)
+
+        def read(request):
             data = self._next_data(self.source, request)
             if not data:
-                break  # the source's own limit (max_samples / max_sweeps) ended the data
+                return None   # the source's own limit (max_samples / max_sweeps) ended the data
             after, _, per = timeline(data)
-            if after is not None:
-                position, per_sweep = after, per or per_sweep
-            local = _count_samples(data)
-            samples = count(data, local)
-            sweep_end = _end_of_sweep(data)
+            local = count_local(data)
+            return Step((data, local), count(data, local), after, per, end_of_sweep(data))
+
+        for step, _ in drive(read, epochs, lambda: self._request(self._size_at(self.epoch)),
+                             more=lambda: not self._done()):
+            (data, local), samples, sweep_end = step.payload, step.samples, step.sweep_end
             info = StepInfo(epoch=self.epoch, minibatch=self.minibatches,
                             epoch_minibatch=self.epoch_minibatches,
                             samples_seen=self.samples_seen,
-                            epoch_samples=self.samples_seen - self.epoch_start, mb_size=size,
-                            request=request, num_samples=samples, local_samples=local,
+                            epoch_samples=self.samples_seen - self.epoch_start,
+                            mb_size=self._size_at(self.epoch), request=step.request,
+                            num_samples=samples, local_samples=local,
                             end_of_sweep=sweep_end, session=self)
             before = self._trainer_seen()
             metrics = self._call(data, info)
@@ -644,7 +629,8 @@ class TrainingSession:
             ran += 1
             epoch_avg.add(metrics, local)
             line_avg.add(metrics, local)
-            self.samples_seen += samples
+            epoch_end = step.finish(samples)
+            self.samples_seen = epochs.counted
             self.minibatches += 1
             self.epoch_minibatches += 1
             if sweep_end:
@@ -667,7 +653,6 @@ class TrainingSession:
                                _fmt_metrics(line_avg.result())))
                 line_avg = _Averages()
                 last_line = self.samples_seen
-            epoch_end = epoch_ends(self.epoch_size, self.epoch, self.samples_seen, sweep_end)
             prev = self.samples_seen - samples
             if epoch_end:
                 self._end_epoch(epoch_avg, epoch_t0)
@@ -755,28 +740,28 @@ class TrainingSession:
         if limit == FULL_DATA_SWEEP:
             # One sweep: cut the requests at the sweep's end when the source tells its size
             # (the CTF reader and MinibatchSourceFromData do), else stop at end_of_sweep.
-            limit = _rest_of_sweep(start)
+            limit = _rest_of_sweep(start) or FULL_DATA_SWEEP
         total = 0.0
         weight = 0
-        samples = 0
-        minibatches = 0
         count = self._counter(src)
         t0 = time.time()
-        while True:
-            request = cfg.mb_size
-            if limit not in (FULL_DATA_SWEEP, INFINITELY_REPEAT, None):
-                if samples >= limit:
-                    break
-                request = max(1, min(request, limit - samples))
+        # The validation pass is one "epoch" of `limit` samples on the loop of training.
+        epochs = Epochs(limit, 0, 0, None, None)
+
+        def read(request):
             data = self._next_data(src, request)
             if not data:
-                break
-            local = _count_samples(data)
-            n = count(data, local)
+                return None
+            local = count_local(data)
+            return Step((data, local), count(data, local), None, None, end_of_sweep(data))
+
+        minibatches = 0
+        for step, _ in drive(read, epochs, lambda: cfg.mb_size, one_epoch=True):
+            data, local = step.payload
             args = _remap(data, mapping)
-            info = StepInfo(cv_index=index, minibatch=minibatches, samples_seen=samples,
-                            num_samples=n, request=request, end_of_sweep=_end_of_sweep(data),
-                            epoch=self.epoch, session=self)
+            info = StepInfo(cv_index=index, minibatch=minibatches, samples_seen=epochs.counted,
+                            num_samples=step.samples, request=step.request,
+                            end_of_sweep=step.sweep_end, epoch=self.epoch, session=self)
             value = None
             if cfg.evaluate is not None:
                 value = cfg.evaluate(args, info)
@@ -788,10 +773,8 @@ class TrainingSession:
             elif value is not None:
                 total += float(value) * local
                 weight += local
-            samples += n
             minibatches += 1
-            if limit is None and info.end_of_sweep:
-                break
+        samples = epochs.counted
         metric = total / weight if weight else None
         result = {"index": index, "samples_seen": self.samples_seen, "epoch": self.epoch,
                   "metric": metric, "samples": samples, "minibatches": minibatches,
