@@ -665,6 +665,108 @@ bool ctf_minibatch_has_files(const ctf_minibatch *mb);
 void ctf_minibatch_free(ctf_minibatch *mb);
 
 /*======================================================================
+ * Samples from user code (record.c)
+ *====================================================================*/
+
+/* A sample that user code yields (a PaddlePaddle-style provider) enters the library as one
+ * record: a compact, self-describing byte string holding every input ("slot") of the sample.
+ * Whoever reads the user's objects writes records with the ctf_record_* calls; a list of
+ * records becomes one batch's arrays with ctf_records_measure and ctf_records_pack, which check
+ * every record against the slots first (a damaged or foreign record is CTF_EPARSE, never a read
+ * out of bounds). docs/providers.md describes the slots and the arrays. */
+typedef enum ctf_slot_kind {
+    CTF_SLOT_DENSE = 0,         /* dim values per step */
+    CTF_SLOT_SPARSE_BINARY = 1, /* indices per step, every value 1 */
+    CTF_SLOT_SPARSE = 2,        /* (index, value) pairs per step */
+    CTF_SLOT_INTEGER = 3,       /* one int64 per step (dim is its range) */
+} ctf_slot_kind;
+
+typedef enum ctf_slot_seq {
+    CTF_SLOT_NO_SEQUENCE = 0,   /* one step per sample */
+    CTF_SLOT_SEQUENCE = 1,      /* any number of steps */
+    CTF_SLOT_SUB_SEQUENCE = 2,  /* sub-sequences of steps */
+} ctf_slot_seq;
+
+#define CTF_MAX_SLOTS 1024
+
+typedef struct ctf_slot {
+    int kind;                   /* ctf_slot_kind */
+    int seq;                    /* ctf_slot_seq */
+    int64_t dim;                /* 1 <= dim < 2**31 */
+} ctf_slot;
+
+/* A record being written: starts in the caller's (stack) buffer, moves to the heap when it
+ * grows. Offsets stay valid across growth; pointers into p do not. */
+typedef struct ctf_record_writer {
+    char *p;
+    size_t len, cap;
+    void *stack;
+    size_t stack_cap;
+    size_t section;             /* offset of the open section's header */
+    bool dbl;                   /* values are double (else float) */
+} ctf_record_writer;
+
+/* ctf_record_writer_init(w, stack, cap): an empty writer over the caller's buffer (may be NULL).
+ * ctf_record_writer_free(w): releases the heap buffer; the writer can be used again. */
+void ctf_record_writer_init(ctf_record_writer *w, void *stack, size_t cap);
+void ctf_record_writer_free(ctf_record_writer *w);
+
+/* ctf_record_begin(w, nslots, dbl): starts a record of nslots slots (the writer's old content
+ * is dropped). Then per slot k, in order: ctf_record_section_begin(w, k), its payload,
+ * ctf_record_section_end(w, slot, steps, subs). @return : 0, CTF_EINVAL (nslots outside 1 to
+ * CTF_MAX_SLOTS), CTF_ENOMEM. */
+int ctf_record_begin(ctf_record_writer *w, size_t nslots, bool dbl);
+int ctf_record_section_begin(ctf_record_writer *w, size_t k);
+int ctf_record_section_end(ctf_record_writer *w, const ctf_slot *slot, int64_t steps,
+                           int64_t subs);
+
+/* ctf_record_grow(w, n): appends n zero bytes (a dense step: dim values; an integer step: one
+ * int64; a sub-sequence slot, right after section_begin: one int64 length per sub-sequence).
+ * @return : their offset in w->p, or SIZE_MAX when out of memory. */
+size_t ctf_record_grow(ctf_record_writer *w, size_t n);
+
+/* ctf_record_sparse_step(w, nnz, valued, &values): appends one sparse step of nnz non-zeros.
+ * @return : the offset of its nnz int32 indices (each must be in [0, dim)), *values the offset
+ * of its nnz values when valued; SIZE_MAX when out of memory. */
+size_t ctf_record_sparse_step(ctf_record_writer *w, size_t nnz, bool valued, size_t *values);
+
+typedef struct ctf_record_ref {
+    const void *data;
+    size_t len;
+} ctf_record_ref;
+
+/* One slot's totals over a batch. */
+typedef struct ctf_batch_size {
+    int64_t steps;              /* time steps (samples) */
+    int64_t subs;               /* sub-sequences */
+    int64_t nnz;                /* sparse non-zeros */
+} ctf_batch_size;
+
+/* One slot's output arrays, allocated by the caller from ctf_batch_size: data holds steps * dim
+ * values (dense), steps int64 (integer) or nnz values (sparse); indptr steps + 1 and indices nnz
+ * (sparse); seq_starts n + 1 (sequence slots); sub_starts subs + 1 (sub-sequence slots). The
+ * others are NULL. Start positions count time steps. */
+typedef struct ctf_batch_out {
+    void *data;
+    int64_t *indptr;
+    int32_t *indices;
+    int64_t *seq_starts;
+    int64_t *sub_starts;
+} ctf_batch_out;
+
+/* ctf_records_measure(recs, n, slots, nslots, dbl, sizes, err): checks every record against
+ * the slots and fills sizes[nslots]. @return : 0, CTF_EINVAL (bad slots, or records written
+ * in the other precision), CTF_EPARSE (a record that does not fit, naming its position). */
+int ctf_records_measure(const ctf_record_ref *recs, size_t n, const ctf_slot *slots,
+                        size_t nslots, bool dbl, ctf_batch_size *sizes, ctf_error *err);
+
+/* ctf_records_pack(recs, n, slots, nslots, dbl, outs): copies the records, measured by a
+ * successful ctf_records_measure, into outs[nslots]. Takes no lock and calls nothing: safe to
+ * run while the caller's other threads go on. */
+void ctf_records_pack(const ctf_record_ref *recs, size_t n, const ctf_slot *slots,
+                      size_t nslots, bool dbl, const ctf_batch_out *outs);
+
+/*======================================================================
  * Converters into CTF (convert.c)
  *====================================================================*/
 
