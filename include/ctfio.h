@@ -767,6 +767,77 @@ void ctf_records_pack(const ctf_record_ref *recs, size_t n, const ctf_slot *slot
                       size_t nslots, bool dbl, const ctf_batch_out *outs);
 
 /*======================================================================
+ * The pool of samples from user code (pool.c)
+ *====================================================================*/
+
+/* One pass of a provider: records pushed in from the user's sources, drawn into batches. Each
+ * record weighs some units (1 per sample by default). The pool is refilled (through the
+ * caller's fill function) whenever it holds fewer than min_units and the pass has data left,
+ * up to 31 units past that and never past max_units; a record heavier than max_units enters
+ * only an empty pool. Shuffling draws at random (and ctf_pool_pick picks the source that
+ * feeds next at random), from streams that depend on (seed, pass) only; otherwise the pool is
+ * first in, first out. docs/providers.md gives the rules. */
+typedef struct ctf_pool ctf_pool;
+
+typedef struct ctf_pool_options {
+    uint64_t seed;
+    uint64_t pass;              /* the pass number: each pass has its own streams */
+    bool shuffle;
+    int64_t min_units;          /* -1: the whole pass (bounded by max_units); 0 acts as 1 */
+    int64_t max_units;          /* -1: unbounded */
+    bool can_over;              /* the record that overflows a batch joins it (else waits) */
+} ctf_pool_options;
+
+/* The fill function: pushes records (ctf_pool_push) up to ctf_pool_goal units, or fewer when
+ * the pool is full or a source must be waited for. @return : 0, 1 when the pass has no data
+ * left, or a negative code to stop (the batch in progress ends; an empty one fails with it). */
+typedef int (*ctf_pool_fill_fn)(void *user, ctf_pool *pool);
+
+/* ctf_pool_open(opt, out, err) / ctf_pool_free(pool). @return : 0, CTF_EINVAL, CTF_ENOMEM. */
+int ctf_pool_open(const ctf_pool_options *opt, ctf_pool **out, ctf_error *err);
+void ctf_pool_free(ctf_pool *pool);
+
+/* ctf_pool_files(pool, num_files, num_workers, rank, out, n): the pass's file order (shuffled
+ * when shuffling), then every num_workers-th file from rank; out holds num_files entries.
+ * @return : 0, CTF_EINVAL (rank >= num_workers), CTF_ENOMEM. */
+int ctf_pool_files(const ctf_pool *pool, size_t num_files, size_t num_workers, size_t rank,
+                   size_t *out, size_t *n);
+
+/* ctf_pool_pick(pool, n): which of n open sources feeds the pool next (0 unless shuffling). */
+size_t ctf_pool_pick(ctf_pool *pool, size_t n);
+
+/* ctf_pool_push(pool, rec, len, units): copies one record in; units 0 counts as 1.
+ * @return : 0 or CTF_ENOMEM. */
+int ctf_pool_push(ctf_pool *pool, const void *rec, size_t len, uint64_t units);
+
+typedef struct ctf_pool_info {
+    uint64_t units, samples;    /* held now (a record kept for the next batch not counted) */
+    bool empty;                 /* nothing held, nothing kept */
+    uint64_t goal;              /* what a fill aims at */
+    uint64_t room;              /* units that still fit (UINT64_MAX - units when unbounded) */
+    uint64_t peak_units, peak_samples;
+    uint64_t delivered, batches;
+} ctf_pool_info;
+void ctf_pool_get_info(const ctf_pool *pool, ctf_pool_info *info);
+
+/* ctf_pool_next(pool, size, fill, user, recs, n, units): draws the next batch of up to size
+ * units (a first record heavier than size comes alone). *recs points at its n records, owned
+ * by the pool until the next call. @return : 0 (n = 0 at the end of the pass), or the fill
+ * function's code when it failed before a record was drawn. */
+int ctf_pool_next(ctf_pool *pool, uint64_t size, ctf_pool_fill_fn fill, void *user,
+                  const ctf_record_ref **recs, size_t *n, uint64_t *units);
+
+/* ctf_pool_at_end(pool, fill, user): 1 when the pass has nothing left, 0 if it has,
+ * or the fill function's negative code. */
+int ctf_pool_at_end(ctf_pool *pool, ctf_pool_fill_fn fill, void *user);
+
+/* ctf_pool_skip(pool, count, fill, user, skipped): draws and drops count records (restoring a
+ * position: a pass is one fixed sequence of records). @return : 0 or the fill function's
+ * negative code. */
+int ctf_pool_skip(ctf_pool *pool, uint64_t count, ctf_pool_fill_fn fill, void *user,
+                  uint64_t *skipped);
+
+/*======================================================================
  * Converters into CTF (convert.c)
  *====================================================================*/
 
