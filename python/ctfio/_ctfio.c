@@ -1361,7 +1361,7 @@ static int module_exec(PyObject *m)
         add_ref(m, "StateError", st->StateError) < 0 ||
         add_ref(m, "DataChangedError", st->DataChangedError) < 0 ||
         PyModule_AddType(m, st->ReaderType) < 0 || PyModule_AddType(m, st->MinibatchType) < 0 ||
-        PyModule_AddType(m, st->BufferType) < 0 ||
+        PyModule_AddType(m, st->BufferType) < 0 || ctf_py_provider_add_types(m) < 0 ||
         PyModule_AddIntConstant(m, "INFINITELY_REPEAT", -1) < 0 ||
         PyModule_AddIntConstant(m, "FULL_DATA_SWEEP", -2) < 0 ||
         PyModule_AddIntConstant(m, "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS",

@@ -599,6 +599,48 @@ error:
     return NULL;
 }
 
+/* The batch arrays of n records: per slot the tuple of pv_arrays. The GIL is released while
+ * the library checks and copies the records, which the caller keeps alive and unchanged.
+ * @return : a new list, or NULL with an exception. */
+static PyObject *pv_pack(const ctf_record_ref *recs, size_t n, const pv_slots *spec,
+                         size_t nslots, int dbl)
+{
+    PyObject *result = NULL;
+    ctf_batch_size *tot = PyMem_Calloc(nslots, sizeof *tot);
+    ctf_batch_out *outs = PyMem_Calloc(nslots, sizeof *outs);
+    ctf_error err;
+    int rc;
+    if (!tot || !outs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = ctf_records_measure(recs, n, spec->s, nslots, dbl, tot, &err);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        PyErr_SetString(PyExc_ValueError, err.message);
+        goto done;
+    }
+    if (!(result = PyList_New((Py_ssize_t)nslots))) goto done;
+    for (size_t k = 0; k < nslots; k++) {
+        PyObject *arrays = pv_arrays(&spec->s[k], &tot[k], n, dbl, &outs[k]);
+        if (!arrays) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, (Py_ssize_t)k, arrays);
+    }
+    /* Only this function holds the new bytearrays: nothing can resize or free them while the
+     * copy runs unlocked. */
+    Py_BEGIN_ALLOW_THREADS
+    ctf_records_pack(recs, n, spec->s, nslots, dbl, outs);
+    Py_END_ALLOW_THREADS
+done:
+    PyMem_Free(tot);
+    PyMem_Free(outs);
+    return result;
+}
+
 const char ctf_py_provider_pack_doc[] =
 "provider_pack(records, slots, double=False) -> list\n\n"
 "Assembles a batch from provider_encode records: per slot a tuple (steps, data, indptr,\n"
@@ -610,58 +652,248 @@ const char ctf_py_provider_pack_doc[] =
 PyObject *ctf_py_provider_pack(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *records, *slots, *keep = NULL, *result = NULL;
-    int dbl = 0, rc;
+    int dbl = 0;
     pv_slots spec;
-    ctf_batch_size *tot = NULL;
-    ctf_batch_out *outs = NULL;
     ctf_record_ref *recs = NULL;
-    ctf_error err;
     if (!PyArg_ParseTuple(args, "OO|p:provider_pack", &records, &slots, &dbl)) return NULL;
     const Py_ssize_t ns = pv_parse_slots(slots, &spec);
-    if (ns < 0) goto error;
-    if (!(keep = PySequence_Tuple(records))) goto error; /* holds the records while unlocked */
-    const size_t n = (size_t)PyTuple_GET_SIZE(keep), nslots = (size_t)ns;
-    recs = PyMem_Calloc(n ? n : 1, sizeof *recs);
-    tot = PyMem_Calloc(nslots, sizeof *tot);
-    outs = PyMem_Calloc(nslots, sizeof *outs);
-    if (!recs || !tot || !outs) {
+    if (ns < 0) goto done;
+    if (!(keep = PySequence_Tuple(records))) goto done; /* holds the records while unlocked */
+    const size_t n = (size_t)PyTuple_GET_SIZE(keep);
+    if (!(recs = PyMem_Calloc(n ? n : 1, sizeof *recs))) {
         PyErr_NoMemory();
-        goto error;
+        goto done;
     }
     for (size_t i = 0; i < n; i++) {
         PyObject *r = PyTuple_GET_ITEM(keep, (Py_ssize_t)i);
         if (!PyBytes_Check(r)) {
             PyErr_Format(PyExc_TypeError, "records[%zu]: must be bytes from provider_encode "
                          "(got %.100s)", i, Py_TYPE(r)->tp_name);
-            goto error;
+            goto done;
         }
         recs[i] = (ctf_record_ref){PyBytes_AS_STRING(r), (size_t)PyBytes_GET_SIZE(r)};
     }
-    Py_BEGIN_ALLOW_THREADS
-    rc = ctf_records_measure(recs, n, spec.s, nslots, dbl, tot, &err);
-    Py_END_ALLOW_THREADS
-    if (rc < 0) {
-        PyErr_SetString(PyExc_ValueError, err.message);
-        goto error;
-    }
-    if (!(result = PyList_New(ns))) goto error;
-    for (size_t k = 0; k < nslots; k++) {
-        PyObject *arrays = pv_arrays(&spec.s[k], &tot[k], n, dbl, &outs[k]);
-        if (!arrays) goto error;
-        PyList_SET_ITEM(result, (Py_ssize_t)k, arrays);
-    }
-    /* Only this function holds the new bytearrays and the tuple of records: nothing can resize
-     * or free them while the copy runs unlocked. */
-    Py_BEGIN_ALLOW_THREADS
-    ctf_records_pack(recs, n, spec.s, nslots, dbl, outs);
-    Py_END_ALLOW_THREADS
-    goto done;
-error:
-    Py_CLEAR(result);
+    result = pv_pack(recs, n, &spec, (size_t)ns, dbl);
 done:
     Py_XDECREF(keep);
     PyMem_Free(recs);
-    PyMem_Free(tot);
-    PyMem_Free(outs);
     return result;
+}
+
+/*======================================================================
+ * SamplePool: lib/reader/pool.c for one pass of a provider
+ *====================================================================*/
+
+typedef struct {
+    PyObject_HEAD
+    ctf_pool *pool;
+    PyObject *slots;             /* the slots tuple (spec's names are borrowed from it) */
+    pv_slots spec;
+    size_t nslots;
+    int dbl;
+    bool busy;                   /* a batch is being packed with the GIL released */
+} PoolObject;
+
+/* Calls the Python fill(): 1 when it returns true (the pass has no data left), 0 when false,
+ * -1 with its exception. */
+static int pool_fill(void *user, ctf_pool *Py_UNUSED(pool))
+{
+    PyObject *r = PyObject_CallNoArgs((PyObject *)user);
+    if (!r) return -1;
+    const int done = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return done;
+}
+
+/* A pool call's status: 0, or -1 with an exception (a fill error stays as raised). */
+static int pool_status(int rc)
+{
+    if (rc >= 0) {
+        PyErr_Clear(); /* a fill error after some records: it is raised again by the next fill */
+        return 0;
+    }
+    if (!PyErr_Occurred()) PyErr_NoMemory();
+    return -1;
+}
+
+static int pool_ready(PoolObject *self)
+{
+    if (!self->busy) return 0;
+    PyErr_SetString(PyExc_RuntimeError, "SamplePool: used by two threads at once");
+    return -1;
+}
+
+static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"slots", "double", "seed", "pass_index", "shuffle",
+                             "min_pool_size", "pool_size", "can_over", NULL};
+    PyObject *slots, *seed_obj;
+    int dbl, shuffle, over;
+    unsigned long long pass;
+    long long low, high;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OpOKpLLp:SamplePool", kwlist, &slots, &dbl,
+                                     &seed_obj, &pass, &shuffle, &low, &high, &over))
+        return NULL;
+    const unsigned long long seed = PyLong_AsUnsignedLongLong(seed_obj); /* no silent wrap */
+    if (PyErr_Occurred()) return NULL;
+    PoolObject *self = (PoolObject *)type->tp_alloc(type, 0);
+    if (!self) return NULL;
+    const Py_ssize_t ns = pv_parse_slots(slots, &self->spec);
+    ctf_pool_options o = {seed, pass, shuffle, low, high, over};
+    ctf_error err;
+    if (ns < 0) goto error;
+    self->slots = Py_NewRef(slots);
+    self->nslots = (size_t)ns;
+    self->dbl = dbl;
+    if (ctf_pool_open(&o, &self->pool, &err) < 0) {
+        PyErr_SetString(PyExc_ValueError, err.message);
+        goto error;
+    }
+    return (PyObject *)self;
+error:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static void Pool_dealloc(PoolObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    ctf_pool_free(self->pool);
+    Py_XDECREF(self->slots);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyObject *Pool_files(PoolObject *self, PyObject *args)
+{
+    Py_ssize_t n, workers, rank;
+    if (!PyArg_ParseTuple(args, "nnn:files", &n, &workers, &rank)) return NULL;
+    size_t *out = PyMem_Malloc(((size_t)(n > 0 ? n : 1)) * sizeof *out), got;
+    if (!out) return PyErr_NoMemory();
+    PyObject *list = NULL;
+    if (n < 0 || ctf_pool_files(self->pool, (size_t)n, (size_t)workers, (size_t)rank, out, &got))
+        PyErr_SetString(PyExc_ValueError, "files: bad count, workers or rank");
+    else if ((list = PyList_New((Py_ssize_t)got)))
+        for (size_t i = 0; i < got; i++)
+            PyList_SET_ITEM(list, (Py_ssize_t)i, PyLong_FromSize_t(out[i]));
+    PyMem_Free(out);
+    return list;
+}
+
+static PyObject *Pool_pick(PoolObject *self, PyObject *arg)
+{
+    const Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n < 1) return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "pick: n < 1");
+    return PyLong_FromSize_t(ctf_pool_pick(self->pool, (size_t)n));
+}
+
+/* push([(record, units), ...]) */
+static PyObject *Pool_push(PoolObject *self, PyObject *items)
+{
+    PyObject *fast = PySequence_Fast(items, "push: a list of (record, units) expected");
+    if (!fast) return NULL;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); i++) {
+        PyObject *it = PySequence_Fast_GET_ITEM(fast, i);
+        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(it, 0))) {
+            PyErr_SetString(PyExc_TypeError, "push: (bytes, units) items expected");
+            goto error;
+        }
+        const unsigned long long u = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(it, 1));
+        if (PyErr_Occurred()) goto error;
+        PyObject *rec = PyTuple_GET_ITEM(it, 0);
+        if (ctf_pool_push(self->pool, PyBytes_AS_STRING(rec), (size_t)PyBytes_GET_SIZE(rec),
+                          u)) {
+            PyErr_NoMemory();
+            goto error;
+        }
+    }
+    Py_DECREF(fast);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(fast);
+    return NULL;
+}
+
+static PyObject *Pool_info(PoolObject *self, PyObject *Py_UNUSED(ignored))
+{
+    ctf_pool_info in;
+    ctf_pool_get_info(self->pool, &in);
+    return Py_BuildValue("KKNKKKKKK", in.units, in.samples, PyBool_FromLong(in.empty),
+                         in.goal, in.room, in.peak_units, in.peak_samples, in.delivered,
+                         in.batches);
+}
+
+/* next(size, fill) -> (arrays per slot, records, units), or None at the end of the pass. */
+static PyObject *Pool_next(PoolObject *self, PyObject *args)
+{
+    unsigned long long size;
+    PyObject *fill;
+    const ctf_record_ref *recs;
+    size_t n;
+    uint64_t units;
+    if (!PyArg_ParseTuple(args, "KO:next", &size, &fill) || pool_ready(self)) return NULL;
+    if (pool_status(ctf_pool_next(self->pool, size, pool_fill, fill, &recs, &n, &units)))
+        return NULL;
+    if (!n) Py_RETURN_NONE;
+    self->busy = true; /* the records belong to the pool while they are copied unlocked */
+    PyObject *arrays = pv_pack(recs, n, &self->spec, self->nslots, self->dbl);
+    self->busy = false;
+    return arrays ? Py_BuildValue("NnK", arrays, (Py_ssize_t)n, units) : NULL;
+}
+
+static PyObject *Pool_at_end(PoolObject *self, PyObject *fill)
+{
+    if (pool_ready(self)) return NULL;
+    const int rc = ctf_pool_at_end(self->pool, pool_fill, fill);
+    if (rc < 0) return pool_status(rc), NULL;
+    return PyBool_FromLong(rc);
+}
+
+static PyObject *Pool_skip(PoolObject *self, PyObject *args)
+{
+    unsigned long long count;
+    PyObject *fill;
+    uint64_t skipped;
+    if (!PyArg_ParseTuple(args, "KO:skip", &count, &fill) || pool_ready(self)) return NULL;
+    if (ctf_pool_skip(self->pool, count, pool_fill, fill, &skipped) < 0)
+        return pool_status(-1), NULL;
+    return PyLong_FromUnsignedLongLong(skipped);
+}
+
+static PyMethodDef Pool_methods[] = {
+    {"files", (PyCFunction)Pool_files, METH_VARARGS,
+     "files(n, workers, rank): the pass's file order and this worker's share"},
+    {"pick", (PyCFunction)Pool_pick, METH_O, "pick(n): which of n open files feeds next"},
+    {"push", (PyCFunction)Pool_push, METH_O, "push([(record, units), ...])"},
+    {"info", (PyCFunction)Pool_info, METH_NOARGS,
+     "info() -> (units, samples, empty, goal, room, peak_units, peak_samples, delivered, "
+     "batches)"},
+    {"next", (PyCFunction)Pool_next, METH_VARARGS,
+     "next(size, fill) -> (arrays, records, units) or None at the end of the pass"},
+    {"at_end", (PyCFunction)Pool_at_end, METH_O, "at_end(fill): the pass has nothing left"},
+    {"skip", (PyCFunction)Pool_skip, METH_VARARGS, "skip(count, fill) -> records dropped"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot Pool_slots[] = {
+    {Py_tp_doc, (void *)"SamplePool(slots, double, seed, pass_index, shuffle, min_pool_size, "
+                        "pool_size, can_over): one pass of a provider (lib/reader/pool.c). "
+                        "fill() pushes records and returns True once the pass has no more."},
+    {Py_tp_new, (void *)Pool_new},
+    {Py_tp_dealloc, (void *)Pool_dealloc},
+    {Py_tp_methods, Pool_methods},
+    {0, NULL},
+};
+
+static PyType_Spec Pool_spec = {"ctfio._ctfio.SamplePool", sizeof(PoolObject), 0,
+                                Py_TPFLAGS_DEFAULT, Pool_slots};
+
+int ctf_py_provider_add_types(PyObject *m)
+{
+    PyObject *type = PyType_FromSpec(&Pool_spec);
+    if (!type) return -1;
+    const int rc = PyModule_AddType(m, (PyTypeObject *)type);
+    Py_DECREF(type);
+    return rc;
 }
