@@ -730,6 +730,12 @@ size_t ctf_record_grow(ctf_record_writer *w, size_t n);
  * of its nnz values when valued; SIZE_MAX when out of memory. */
 size_t ctf_record_sparse_step(ctf_record_writer *w, size_t nnz, bool valued, size_t *values);
 
+/* ctf_record_dense_items(w, format, items, n): appends n dense values converted from n items
+ * of one type, named by its Python struct-module code (an optional '@', '=' or '<', then one
+ * of f d b B h H i I l L q Q: NumPy's and the buffer protocol's names).
+ * @return : 0, CTF_EINVAL for another format (nothing appended), CTF_ENOMEM. */
+int ctf_record_dense_items(ctf_record_writer *w, const char *format, const void *items, size_t n);
+
 typedef struct ctf_record_ref {
     const void *data;
     size_t len;

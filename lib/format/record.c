@@ -138,6 +138,61 @@ size_t ctf_record_sparse_step(ctf_record_writer *w, size_t nnz, bool valued, siz
     return at + 8;
 }
 
+/* Converts n items of type T at src to float or double at dst. */
+#define CONVERT(T)                                                                      \
+    for (size_t i = 0; i < n; i++) {                                                    \
+        T x;                                                                            \
+        memcpy(&x, src + i * sizeof x, sizeof x);                                       \
+        if (dbl) {                                                                      \
+            const double d = (double)x;                                                 \
+            memcpy(dst + i * sizeof d, &d, sizeof d);                                   \
+        } else {                                                                        \
+            const float f = (float)x;                                                   \
+            memcpy(dst + i * sizeof f, &f, sizeof f);                                   \
+        }                                                                               \
+    }                                                                                   \
+    break
+
+int ctf_record_dense_items(ctf_record_writer *w, const char *format, const void *items, size_t n)
+{
+    static const union {
+        uint16_t u;
+        uint8_t b[2];
+    } probe = {1};
+    const char *fmt = format, *src = items;
+    if (*fmt == '@' || *fmt == '=' || *fmt == '<') {
+        if (*fmt == '<' && !probe.b[0]) return CTF_EINVAL; /* little-endian data, big host */
+        fmt++;
+    }
+    if (!fmt[0] || fmt[1] || !strchr("fdbBhHiIlLqQ", fmt[0])) return CTF_EINVAL;
+    const bool dbl = w->dbl;
+    const size_t elt = dbl ? sizeof(double) : sizeof(float);
+    if (n > SIZE_MAX / 2 / elt) return CTF_ENOMEM;
+    const size_t at = ctf_record_grow(w, n * elt);
+    if (at == SIZE_MAX) return CTF_ENOMEM;
+    char *dst = w->p + at;
+    if (n && ((fmt[0] == 'f' && !dbl) || (fmt[0] == 'd' && dbl))) {
+        memcpy(dst, src, n * elt);
+        return 0;
+    }
+    switch (fmt[0]) {
+    case 'f': CONVERT(float);
+    case 'd': CONVERT(double);
+    case 'b': CONVERT(signed char);
+    case 'B': CONVERT(unsigned char);
+    case 'h': CONVERT(short);
+    case 'H': CONVERT(unsigned short);
+    case 'i': CONVERT(int);
+    case 'I': CONVERT(unsigned int);
+    case 'l': CONVERT(long);
+    case 'L': CONVERT(unsigned long);
+    case 'q': CONVERT(long long);
+    default: CONVERT(unsigned long long);
+    }
+    return 0;
+}
+#undef CONVERT
+
 /*======================================================================
  * Reading and packing
  *====================================================================*/

@@ -159,62 +159,10 @@ static int pv_real(PyObject *obj, const pv_ctx *c, int dbl, char *dst)
     return 0;
 }
 
-/* Converts n buffer items of struct format fmt at src into float/double at dst.
- * @return : 0, or -1 for a format this path does not handle. */
-static int pv_convert_items(const char *fmt, const char *src, size_t n, int dbl, char *dst)
-{
-    if (*fmt == '@' || *fmt == '=' || *fmt == '<') {
-        static const union { uint16_t u; uint8_t b[2]; } probe = {1};
-        if (*fmt == '<' && !probe.b[0]) return -1; /* little-endian data on a big-endian host */
-        fmt++;
-    }
-    if (!fmt[0] || fmt[1]) return -1;
-    const size_t out = dbl ? sizeof(double) : sizeof(float);
-#define PV_CONVERT(ctype)                                                                   \
-    for (size_t i = 0; i < n; i++) {                                                        \
-        ctype x;                                                                            \
-        memcpy(&x, src + i * sizeof x, sizeof x);                                           \
-        if (dbl) {                                                                          \
-            const double d = (double)x;                                                     \
-            memcpy(dst + i * out, &d, out);                                                 \
-        } else {                                                                            \
-            const float f = (float)x;                                                       \
-            memcpy(dst + i * out, &f, out);                                                 \
-        }                                                                                   \
-    }                                                                                       \
-    return 0
-    switch (*fmt) {
-    case 'f':
-        if (!dbl) {
-            memcpy(dst, src, n * sizeof(float));
-            return 0;
-        }
-        PV_CONVERT(float);
-    case 'd':
-        if (dbl) {
-            memcpy(dst, src, n * sizeof(double));
-            return 0;
-        }
-        PV_CONVERT(double);
-    case 'b': PV_CONVERT(signed char);
-    case 'B': PV_CONVERT(unsigned char);
-    case 'h': PV_CONVERT(short);
-    case 'H': PV_CONVERT(unsigned short);
-    case 'i': PV_CONVERT(int);
-    case 'I': PV_CONVERT(unsigned int);
-    case 'l': PV_CONVERT(long);
-    case 'L': PV_CONVERT(unsigned long);
-    case 'q': PV_CONVERT(long long);
-    case 'Q': PV_CONVERT(unsigned long long);
-    default: return -1;
-    }
-#undef PV_CONVERT
-}
-
 /* Fast path for dense data held in a buffer (NumPy arrays, array.array): one vector (want_rows
  * -1: a 1-D buffer of dim items) or a whole sequence (want_rows 0: a 2-D (T, dim) buffer).
  * @return : 1 done (*rows set), 0 not applicable (nothing written, no error), -1 error. */
-static int pv_dense_buffer(ctf_record_writer *b, PyObject *obj, int64_t dim, int dbl, int want_rows,
+static int pv_dense_buffer(ctf_record_writer *b, PyObject *obj, int64_t dim, int want_rows,
                            Py_ssize_t *rows)
 {
     Py_buffer view;
@@ -229,15 +177,11 @@ static int pv_dense_buffer(ctf_record_writer *b, PyObject *obj, int64_t dim, int
         goto done;
     const Py_ssize_t n_rows = ndim == 2 ? view.shape[0] : 1;
     const size_t items = (size_t)n_rows * (size_t)dim;
-    const size_t elt = dbl ? sizeof(double) : sizeof(float);
     if (items && (size_t)view.itemsize * items != (size_t)view.len) goto done;
-    const size_t at = pv_grow(b, items * elt);
-    if (at == (size_t)-1) {
-        rc = -1;
-        goto done;
-    }
-    if (items && pv_convert_items(view.format, view.buf, items, dbl, b->p + at) < 0) {
-        b->len = at; /* an unsupported item type: undo, let the element-wise path try */
+    rc = ctf_record_dense_items(b, view.format, view.buf, items);
+    if (rc == CTF_ENOMEM) PyErr_NoMemory();
+    if (rc) { /* an unsupported item type: the element-wise path tries */
+        rc = rc == CTF_ENOMEM ? -1 : 0;
         goto done;
     }
     *rows = n_rows;
@@ -252,7 +196,7 @@ static int pv_dense_step(ctf_record_writer *b, PyObject *obj, const pv_ctx *c, i
 {
     const int64_t dim = c->slot->dim;
     Py_ssize_t rows;
-    int rc = pv_dense_buffer(b, obj, dim, dbl, -1, &rows);
+    int rc = pv_dense_buffer(b, obj, dim, -1, &rows);
     if (rc) return rc < 0 ? -1 : 0;
     PyObject *fast = pv_fast(obj, c, "a list of floats");
     if (!fast) return -1;
@@ -362,7 +306,7 @@ static Py_ssize_t pv_steps(ctf_record_writer *b, PyObject *obj, pv_ctx *c, int c
 {
     Py_ssize_t rows;
     if (c->slot->kind == PV_DENSE) { /* a 2-D array of the whole sequence */
-        int rc = pv_dense_buffer(b, obj, c->slot->dim, dbl, 0, &rows);
+        int rc = pv_dense_buffer(b, obj, c->slot->dim, 0, &rows);
         if (rc) return rc < 0 ? -1 : rows;
     }
     PyObject *fast = pv_fast(obj, c, "a sequence (list) of elements");

@@ -269,3 +269,32 @@ TEST(record_sparse_index_checked)
     ASSERT_EQ(sz[0].nnz, 1);
     ctf_record_writer_free(&w);
 }
+
+TEST(record_dense_items)
+{
+    ctf_record_writer w;
+    ctf_record_writer_init(&w, NULL, 0);
+    ASSERT_EQ(ctf_record_begin(&w, 1, false), 0);
+    const size_t at = w.len;
+    const int16_t h[3] = {-2, 7, 300};
+    ASSERT_EQ(ctf_record_dense_items(&w, "<h", h, 3), 0);
+    float f[3];
+    memcpy(f, w.p + at, sizeof f);
+    ASSERT_DBL_EQ(f[0], -2.0);
+    ASSERT_DBL_EQ(f[2], 300.0);
+    const double d[2] = {0.1, 2.5};
+    ASSERT_EQ(ctf_record_dense_items(&w, "d", d, 2), 0); /* rounded to float */
+    memcpy(f, w.p + at + 12, 8);
+    ASSERT_DBL_EQ(f[0], (float)0.1);
+    const size_t len = w.len;
+    ASSERT_EQ(ctf_record_dense_items(&w, "e", h, 3), CTF_EINVAL); /* half floats: not here */
+    ASSERT_EQ(ctf_record_dense_items(&w, "hh", h, 3), CTF_EINVAL);
+    ASSERT_EQ(w.len, len); /* nothing appended */
+    ASSERT_EQ(ctf_record_begin(&w, 1, true), 0);
+    const uint64_t q = 1ull << 53;
+    ASSERT_EQ(ctf_record_dense_items(&w, "Q", &q, 1), 0);
+    double back;
+    memcpy(&back, w.p + w.len - 8, 8);
+    ASSERT_DBL_EQ(back, 9007199254740992.0);
+    ctf_record_writer_free(&w);
+}
