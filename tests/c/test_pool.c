@@ -205,3 +205,38 @@ TEST(pool_fill_error_and_skip)
     ASSERT_U64_EQ(skipped, 9);
     ctf_pool_free(p);
 }
+
+/* Every allocation of a pass failing in turn: CTF_ENOMEM comes back or the pass goes on, and
+ * nothing leaks. */
+TEST(pool_allocation_failures)
+{
+    for (long k = 1;; k++) {
+        const long live0 = atomic_load(&ctf__alloc.live);
+        atomic_store(&ctf__alloc.count, 0);
+        ctf__alloc.fail_at = k;
+        ctf__alloc.fail_sticky = false;
+        ctf_pool_options o = {.seed = 1, .shuffle = true, .min_units = 4, .max_units = 16,
+                              .can_over = true};
+        ctf_pool *p = NULL;
+        int rc = ctf_pool_open(&o, &p, NULL);
+        if (!rc) {
+            size_t f[8], n;
+            rc = ctf_pool_files(p, 8, 2, 1, f, &n);
+            ASSERT(rc == 0 || rc == CTF_ENOMEM);
+            src s = {.end = 40, .fail_at = -1};
+            int got[16];
+            for (int b = 0; b < 20; b++) {
+                rc = batch_of(p, 5, &s, got, &n);
+                ASSERT(rc == 0 || rc == CTF_ENOMEM);
+                if (!rc && !n) break;
+            }
+            ctf_pool_free(p);
+        } else {
+            ASSERT_EQ(rc, CTF_ENOMEM);
+        }
+        const long reached = atomic_load(&ctf__alloc.count);
+        ctf__alloc.fail_at = 0;
+        ASSERT_EQ(atomic_load(&ctf__alloc.live), live0);
+        if (reached < k) break; /* past the pass's last allocation */
+    }
+}

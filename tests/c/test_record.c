@@ -3,6 +3,7 @@
  * start positions checked value by value), and records that were cut, flipped or written for
  * other slots refused without a read out of bounds (the sanitizer build runs these too).
  */
+#include "common/common.h"
 #include "test.h"
 
 #include <stdlib.h>
@@ -297,4 +298,28 @@ TEST(record_dense_items)
     memcpy(&back, w.p + w.len - 8, 8);
     ASSERT_DBL_EQ(back, 9007199254740992.0);
     ctf_record_writer_free(&w);
+}
+
+/* Every allocation of the writer failing in turn: the writer reports it and frees all. */
+TEST(record_allocation_failures)
+{
+    for (long k = 1;; k++) {
+        const long live0 = atomic_load(&ctf__alloc.live);
+        atomic_store(&ctf__alloc.count, 0);
+        ctf__alloc.fail_at = k;
+        ctf__alloc.fail_sticky = true;
+        ctf_record_writer w;
+        ctf_record_writer_init(&w, NULL, 0);
+        const int rc = write_sample(&w, 9, true);
+        ctf_record_writer_free(&w);
+        const long reached = atomic_load(&ctf__alloc.count);
+        ctf__alloc.fail_at = 0;
+        ctf__alloc.fail_sticky = false;
+        ASSERT_EQ(atomic_load(&ctf__alloc.live), live0);
+        if (reached < k) {
+            ASSERT_EQ(rc, 0);
+            break;
+        }
+        ASSERT(rc != 0);
+    }
 }
