@@ -1,6 +1,6 @@
 """``DataProvider``: the batches of a ``@provider`` generator over a list of files, with its
-pool, cache, batching and double buffering (ctfio/_staging.py), built on the reading threads of
-_reading.py and the C packer (provider_pack).
+cache and double buffering (ctfio/_staging.py), built on the reading threads of _reading.py and
+the C pass (_ctfio.SamplePool over lib/reader/pool.c: file order, pool, draws, packing).
 
 How a pass runs::
 
@@ -8,7 +8,7 @@ How a pass runs::
     pending --(at most open_files open at once)--> active feeds
         num_threads reading threads serve them: generator -> provider_encode (C) -> queue
     active feeds --(a seeded pick of the feed when shuffling, else file order)--> pool
-    pool --(seeded draw when shuffling, else FIFO)--> batch --provider_pack (C, GIL free)--> arrays
+    pool --(seeded draw when shuffling, else FIFO)--> batch --packed (C, GIL free)--> arrays
 
 Determinism: the background threads only read ahead into one queue per file. Which file the pool
 takes its next sample from, when the pool is filled and which sample a batch draws are decided
