@@ -785,6 +785,185 @@ bool ctf_minibatch_has_files(const ctf_minibatch *mb);
 void ctf_minibatch_free(ctf_minibatch *mb);
 
 /*======================================================================
+ * Samples from user code (record.c)
+ *====================================================================*/
+
+/* A sample that user code yields (a PaddlePaddle-style provider) enters the library as one
+ * record: a compact, self-describing byte string holding every input ("slot") of the sample.
+ * Whoever reads the user's objects writes records with the ctf_record_* calls; a list of
+ * records becomes one batch's arrays with ctf_records_measure and ctf_records_pack, which check
+ * every record against the slots first (a damaged or foreign record is CTF_EPARSE, never a read
+ * out of bounds). docs/providers.md describes the slots and the arrays. */
+typedef enum ctf_slot_kind {
+    CTF_SLOT_DENSE = 0,         /* dim values per step */
+    CTF_SLOT_SPARSE_BINARY = 1, /* indices per step, every value 1 */
+    CTF_SLOT_SPARSE = 2,        /* (index, value) pairs per step */
+    CTF_SLOT_INTEGER = 3,       /* one int64 per step (dim is its range) */
+} ctf_slot_kind;
+
+typedef enum ctf_slot_seq {
+    CTF_SLOT_NO_SEQUENCE = 0,   /* one step per sample */
+    CTF_SLOT_SEQUENCE = 1,      /* any number of steps */
+    CTF_SLOT_SUB_SEQUENCE = 2,  /* sub-sequences of steps */
+} ctf_slot_seq;
+
+#define CTF_MAX_SLOTS 1024
+
+typedef struct ctf_slot {
+    int kind;                   /* ctf_slot_kind */
+    int seq;                    /* ctf_slot_seq */
+    int64_t dim;                /* 1 <= dim < 2**31 */
+} ctf_slot;
+
+/* A record being written: starts in the caller's (stack) buffer, moves to the heap when it
+ * grows. Offsets stay valid across growth; pointers into p do not. */
+typedef struct ctf_record_writer {
+    char *p;
+    size_t len, cap;
+    void *stack;
+    size_t stack_cap;
+    size_t section;             /* offset of the open section's header */
+    bool dbl;                   /* values are double (else float) */
+} ctf_record_writer;
+
+/* ctf_record_writer_init(w, stack, cap): an empty writer over the caller's buffer (may be NULL).
+ * ctf_record_writer_free(w): releases the heap buffer; the writer can be used again. */
+void ctf_record_writer_init(ctf_record_writer *w, void *stack, size_t cap);
+void ctf_record_writer_free(ctf_record_writer *w);
+
+/* ctf_record_begin(w, nslots, dbl): starts a record of nslots slots (the writer's old content
+ * is dropped). Then per slot k, in order: ctf_record_section_begin(w, k), its payload,
+ * ctf_record_section_end(w, slot, steps, subs). @return : 0, CTF_EINVAL (nslots outside 1 to
+ * CTF_MAX_SLOTS), CTF_ENOMEM. */
+int ctf_record_begin(ctf_record_writer *w, size_t nslots, bool dbl);
+int ctf_record_section_begin(ctf_record_writer *w, size_t k);
+int ctf_record_section_end(ctf_record_writer *w, const ctf_slot *slot, int64_t steps,
+                           int64_t subs);
+
+/* ctf_record_grow(w, n): appends n zero bytes (a dense step: dim values; an integer step: one
+ * int64; a sub-sequence slot, right after section_begin: one int64 length per sub-sequence).
+ * @return : their offset in w->p, or SIZE_MAX when out of memory. */
+size_t ctf_record_grow(ctf_record_writer *w, size_t n);
+
+/* ctf_record_sparse_step(w, nnz, valued, &values): appends one sparse step of nnz non-zeros.
+ * @return : the offset of its nnz int32 indices (each must be in [0, dim)), *values the offset
+ * of its nnz values when valued; SIZE_MAX when out of memory. */
+size_t ctf_record_sparse_step(ctf_record_writer *w, size_t nnz, bool valued, size_t *values);
+
+/* ctf_record_dense_items(w, format, items, n): appends n dense values converted from n items
+ * of one type, named by its Python struct-module code (an optional '@', '=' or '<', then one
+ * of f d b B h H i I l L q Q: NumPy's and the buffer protocol's names).
+ * @return : 0, CTF_EINVAL for another format (nothing appended), CTF_ENOMEM. */
+int ctf_record_dense_items(ctf_record_writer *w, const char *format, const void *items, size_t n);
+
+typedef struct ctf_record_ref {
+    const void *data;
+    size_t len;
+} ctf_record_ref;
+
+/* One slot's totals over a batch. */
+typedef struct ctf_batch_size {
+    int64_t steps;              /* time steps (samples) */
+    int64_t subs;               /* sub-sequences */
+    int64_t nnz;                /* sparse non-zeros */
+} ctf_batch_size;
+
+/* One slot's output arrays, allocated by the caller from ctf_batch_size: data holds steps * dim
+ * values (dense), steps int64 (integer) or nnz values (sparse); indptr steps + 1 and indices nnz
+ * (sparse); seq_starts n + 1 (sequence slots); sub_starts subs + 1 (sub-sequence slots). The
+ * others are NULL. Start positions count time steps. */
+typedef struct ctf_batch_out {
+    void *data;
+    int64_t *indptr;
+    int32_t *indices;
+    int64_t *seq_starts;
+    int64_t *sub_starts;
+} ctf_batch_out;
+
+/* ctf_records_measure(recs, n, slots, nslots, dbl, sizes, err): checks every record against
+ * the slots and fills sizes[nslots]. @return : 0, CTF_EINVAL (bad slots, or records written
+ * in the other precision), CTF_EPARSE (a record that does not fit, naming its position). */
+int ctf_records_measure(const ctf_record_ref *recs, size_t n, const ctf_slot *slots,
+                        size_t nslots, bool dbl, ctf_batch_size *sizes, ctf_error *err);
+
+/* ctf_records_pack(recs, n, slots, nslots, dbl, outs): copies the records, measured by a
+ * successful ctf_records_measure, into outs[nslots]. Takes no lock and calls nothing: safe to
+ * run while the caller's other threads go on. */
+void ctf_records_pack(const ctf_record_ref *recs, size_t n, const ctf_slot *slots,
+                      size_t nslots, bool dbl, const ctf_batch_out *outs);
+
+/*======================================================================
+ * The pool of samples from user code (pool.c)
+ *====================================================================*/
+
+/* One pass of a provider: records pushed in from the user's sources, drawn into batches. Each
+ * record weighs some units (1 per sample by default). The pool is refilled (through the
+ * caller's fill function) whenever it holds fewer than min_units and the pass has data left,
+ * up to 31 units past that and never past max_units; a record heavier than max_units enters
+ * only an empty pool. Shuffling draws at random (and ctf_pool_pick picks the source that
+ * feeds next at random), from streams that depend on (seed, pass) only; otherwise the pool is
+ * first in, first out. docs/providers.md gives the rules. */
+typedef struct ctf_pool ctf_pool;
+
+typedef struct ctf_pool_options {
+    uint64_t seed;
+    uint64_t pass;              /* the pass number: each pass has its own streams */
+    bool shuffle;
+    int64_t min_units;          /* -1: the whole pass (bounded by max_units); 0 acts as 1 */
+    int64_t max_units;          /* -1: unbounded */
+    bool can_over;              /* the record that overflows a batch joins it (else waits) */
+} ctf_pool_options;
+
+/* The fill function: pushes records (ctf_pool_push) up to ctf_pool_goal units, or fewer when
+ * the pool is full or a source must be waited for. @return : 0, 1 when the pass has no data
+ * left, or a negative code to stop (the batch in progress ends; an empty one fails with it). */
+typedef int (*ctf_pool_fill_fn)(void *user, ctf_pool *pool);
+
+/* ctf_pool_open(opt, out, err) / ctf_pool_free(pool). @return : 0, CTF_EINVAL, CTF_ENOMEM. */
+int ctf_pool_open(const ctf_pool_options *opt, ctf_pool **out, ctf_error *err);
+void ctf_pool_free(ctf_pool *pool);
+
+/* ctf_pool_files(pool, num_files, num_workers, rank, out, n): the pass's file order (shuffled
+ * when shuffling), then every num_workers-th file from rank; out holds num_files entries.
+ * @return : 0, CTF_EINVAL (rank >= num_workers), CTF_ENOMEM. */
+int ctf_pool_files(const ctf_pool *pool, size_t num_files, size_t num_workers, size_t rank,
+                   size_t *out, size_t *n);
+
+/* ctf_pool_pick(pool, n): which of n open sources feeds the pool next (0 unless shuffling). */
+size_t ctf_pool_pick(ctf_pool *pool, size_t n);
+
+/* ctf_pool_push(pool, rec, len, units): copies one record in; units 0 counts as 1.
+ * @return : 0 or CTF_ENOMEM. */
+int ctf_pool_push(ctf_pool *pool, const void *rec, size_t len, uint64_t units);
+
+typedef struct ctf_pool_info {
+    uint64_t units, samples;    /* held now (a record kept for the next batch not counted) */
+    bool empty;                 /* nothing held, nothing kept */
+    uint64_t goal;              /* what a fill aims at */
+    uint64_t room;              /* units that still fit (UINT64_MAX - units when unbounded) */
+    uint64_t peak_units, peak_samples;
+    uint64_t delivered, batches;
+} ctf_pool_info;
+void ctf_pool_get_info(const ctf_pool *pool, ctf_pool_info *info);
+
+/* ctf_pool_next(pool, size, fill, user, recs, n, units): draws the next batch of up to size
+ * units (a first record heavier than size comes alone). *recs points at its n records, owned
+ * by the pool until the next call. @return : 0 (n = 0 at the end of the pass), or the fill
+ * function's code when it failed before a record was drawn. */
+int ctf_pool_next(ctf_pool *pool, uint64_t size, ctf_pool_fill_fn fill, void *user,
+                  const ctf_record_ref **recs, size_t *n, uint64_t *units);
+
+/* ctf_pool_at_end(pool, fill, user): 1 when the pass has nothing left, 0 if it has,
+ * or the fill function's negative code. */
+int ctf_pool_at_end(ctf_pool *pool, ctf_pool_fill_fn fill, void *user);
+
+/* ctf_pool_skip(pool, count, fill, user, skipped): draws and drops count records (restoring a
+ * position: a pass is one fixed sequence of records). @return : 0 or the fill function's
+ * negative code. */
+int ctf_pool_skip(ctf_pool *pool, uint64_t count, ctf_pool_fill_fn fill, void *user,
+                  uint64_t *skipped);
+
+/*======================================================================
  * Converters into CTF (convert.c)
  *====================================================================*/
 

@@ -232,4 +232,24 @@ uint64_t ctf__hash_bytes(uint64_t h, const void *data, size_t n);
 const char *ctf__parse_double(const char *p, const char *end, double *out);
 const char *ctf__parse_float(const char *p, const char *end, float *out);
 
+
+/*======================================================================
+ * Python-compatible random streams (random.c)
+ *====================================================================*/
+
+/* A Mersenne Twister seeded as CPython's random.Random(text): the provider pool's streams. */
+#define CTF__PYRANDOM_TEXT_MAX 192
+typedef struct ctf__pyrandom {
+    uint32_t mt[624];
+    int mti;
+} ctf__pyrandom;
+
+void ctf__sha512(const void *data, size_t len, unsigned char out[64]);
+/* @return : 0, or CTF_EINVAL for a text that is empty or longer than CTF__PYRANDOM_TEXT_MAX. */
+int ctf__pyrandom_seed(ctf__pyrandom *r, const char *text);
+/* random.Random.randrange(n), n >= 1. */
+uint64_t ctf__pyrandom_below(ctf__pyrandom *r, uint64_t n);
+/* random.Random.shuffle(x). */
+void ctf__pyrandom_shuffle(ctf__pyrandom *r, size_t *x, size_t n);
+
 #endif /* CTFIO_COMMON_H */

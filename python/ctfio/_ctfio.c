@@ -1371,7 +1371,7 @@ static int module_exec(PyObject *m)
         add_ref(m, "StateError", st->StateError) < 0 ||
         add_ref(m, "DataChangedError", st->DataChangedError) < 0 ||
         PyModule_AddType(m, st->ReaderType) < 0 || PyModule_AddType(m, st->MinibatchType) < 0 ||
-        PyModule_AddType(m, st->BufferType) < 0 ||
+        PyModule_AddType(m, st->BufferType) < 0 || ctf_py_provider_add_types(m) < 0 ||
         add_u64(m, "INFINITELY_REPEAT", CTF_INFINITELY_REPEAT) < 0 ||
         add_u64(m, "FULL_DATA_SWEEP", CTF_FULL_DATA_SWEEP) < 0 ||
         PyModule_AddIntConstant(m, "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS",

@@ -224,7 +224,8 @@ def bsconfig_load(
     path: _Path, section: Optional[str] = None, overrides: Sequence[str] = ()
 ) -> ReaderArgs: ...
 
-# Provider batch assembly (section 7b of _ctfio.c, in _provider.c; used by ctfio.paddle).
+# Provider records, batches and passes (_provider.c over lib/format/record.c and
+# lib/reader/pool.c; used by ctfio.paddle).
 # A slot is (name, kind, seq_type, dim); kinds and seq_type numbers are shared with
 # ctfio/paddle/types.py (DataType, SequenceType).
 _Slot = Tuple[str, int, int, int]
@@ -243,6 +244,24 @@ def provider_encode(
 def provider_pack(
     records: Sequence[bytes], slots: Sequence[_Slot], double: bool = False
 ) -> List[_PackedSlot]: ...
+
+# One pass of a provider (lib/reader/pool.c). fill() pushes (record, units) items taken from
+# the file the pool picks and returns True once the pass has no more data.
+class SamplePool:
+    def __init__(
+        self, slots: Sequence[_Slot], double: bool, seed: int, pass_index: int, shuffle: bool,
+        min_pool_size: int, pool_size: int, can_over: bool
+    ) -> None: ...
+    def files(self, n: int, workers: int, rank: int) -> List[int]: ...
+    def pick(self, n: int) -> int: ...
+    def push(self, items: Sequence[Tuple[bytes, int]]) -> None: ...
+    # (units, samples, empty, goal, room, peak_units, peak_samples, delivered, batches)
+    def info(self) -> Tuple[int, int, bool, int, int, int, int, int, int]: ...
+    def next(
+        self, size: int, fill: Callable[[], bool]
+    ) -> Optional[Tuple[List[_PackedSlot], int, int]]: ...
+    def at_end(self, fill: Callable[[], bool]) -> bool: ...
+    def skip(self, count: int, fill: Callable[[], bool]) -> int: ...
 
 # The command-line tool (tools/ctfio.c compiled in, see _tools.c): runs it with argv (argv[0]
 # is the program name) and returns its exit status; it may end the process itself.

@@ -14,6 +14,7 @@ int ctf_fuzz_index(const uint8_t *data, size_t size);
 int ctf_fuzz_config(const uint8_t *data, size_t size);
 int ctf_fuzz_state(const uint8_t *data, size_t size);
 int ctf_fuzz_cbf(const uint8_t *data, size_t size);
+int ctf_fuzz_record(const uint8_t *data, size_t size);
 /* A valid state string of a small reader after num_minibatches (with a BPTT reader if bptt). */
 int ctf_fuzz_state_example(uint64_t num_minibatches, bool bptt, char *buf, size_t cap);
 const char *ctf_fuzz_tmpdir(void);

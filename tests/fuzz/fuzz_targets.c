@@ -40,7 +40,7 @@
 
 const ctf_fuzz_target ctf_fuzz_targets[] = {
     {"parse", ctf_fuzz_parse}, {"index", ctf_fuzz_index}, {"config", ctf_fuzz_config},
-    {"state", ctf_fuzz_state}, {"cbf", ctf_fuzz_cbf},
+    {"state", ctf_fuzz_state}, {"cbf", ctf_fuzz_cbf},     {"record", ctf_fuzz_record},
 };
 const size_t ctf_fuzz_num_targets = sizeof ctf_fuzz_targets / sizeof ctf_fuzz_targets[0];
 uint64_t ctf_fuzz_events[CTF_FUZZ_MAX_EVENTS];
@@ -1021,5 +1021,112 @@ int ctf_fuzz_cbf(const uint8_t *data, size_t size)
     }
     ctf_cbf_streams_free(st, ns);
     LIVE_END("cbf");
+    return 0;
+}
+
+/*======================================================================
+ * ctf_fuzz_record: samples from user code, as records packed into a batch
+ *====================================================================*/
+
+static const ctf_slot record_slots[3] = {
+    {CTF_SLOT_DENSE, CTF_SLOT_SEQUENCE, 2},
+    {CTF_SLOT_SPARSE, CTF_SLOT_SUB_SEQUENCE, 7},
+    {CTF_SLOT_INTEGER, CTF_SLOT_NO_SEQUENCE, 3},
+};
+
+/* A valid record: a dense sequence of 2 steps, 2 sub-sequences of valued sparse steps, one
+ * integer. */
+static void record_base(ctf_record_writer *w)
+{
+    FUZZ_CHECK(ctf_record_begin(w, 3, false) == 0, "record begin");
+    FUZZ_CHECK(ctf_record_section_begin(w, 0) == 0, "section");
+    size_t at = ctf_record_grow(w, 4 * sizeof(float));
+    FUZZ_CHECK(at != SIZE_MAX, "grow");
+    const float v[4] = {1, 2, 3, 4};
+    memcpy(w->p + at, v, sizeof v);
+    FUZZ_CHECK(ctf_record_section_end(w, &record_slots[0], 2, 0) == 0, "section end");
+    FUZZ_CHECK(ctf_record_section_begin(w, 1) == 0, "section");
+    const int64_t lens[2] = {1, 2};
+    FUZZ_CHECK((at = ctf_record_grow(w, sizeof lens)) != SIZE_MAX, "grow");
+    memcpy(w->p + at, lens, sizeof lens);
+    for (int t = 0; t < 3; t++) {
+        size_t vals;
+        const size_t idx = ctf_record_sparse_step(w, (size_t)t + 1, true, &vals);
+        FUZZ_CHECK(idx != SIZE_MAX, "sparse step");
+        for (int j = 0; j <= t; j++) {
+            const int32_t ix = (int32_t)(t + j);
+            const float f = (float)j + 0.5f;
+            memcpy(w->p + idx + 4 * (size_t)j, &ix, 4);
+            memcpy(w->p + vals + 4 * (size_t)j, &f, 4);
+        }
+    }
+    FUZZ_CHECK(ctf_record_section_end(w, &record_slots[1], 3, 2) == 0, "section end");
+    FUZZ_CHECK(ctf_record_section_begin(w, 2) == 0, "section");
+    FUZZ_CHECK((at = ctf_record_grow(w, 8)) != SIZE_MAX, "grow");
+    const int64_t two = 2;
+    memcpy(w->p + at, &two, 8);
+    FUZZ_CHECK(ctf_record_section_end(w, &record_slots[2], 1, 0) == 0, "section end");
+}
+
+int ctf_fuzz_record(const uint8_t *data, size_t size)
+{
+    LIVE_BEGIN();
+    ctf_record_writer w;
+    ctf_record_writer_init(&w, NULL, 0);
+    record_base(&w);
+    uint8_t *buf;
+    size_t len;
+    if (size >= 4 && !memcmp(data, "CTFP", 4)) {
+        buf = malloc(size); /* a whole record */
+        FUZZ_CHECK(buf != NULL, "oom");
+        memcpy(buf, data, size);
+        len = size;
+    } else {
+        /* Edits of the valid record, as for ctf_fuzz_cbf; an odd length also cuts it. */
+        len = w.len;
+        buf = malloc(len);
+        FUZZ_CHECK(buf != NULL, "oom");
+        memcpy(buf, w.p, len);
+        for (size_t i = 0; i + 3 <= size; i += 3)
+            buf[((size_t)data[i] << 8 | data[i + 1]) % len] ^= (uint8_t)(data[i + 2] | 1);
+        if (size & 1) len = (size_t)data[0] * 3 % (len + 1);
+    }
+    /* The edited record twice beside the valid one: positions in the messages count. */
+    ctf_record_ref recs[3] = {{w.p, w.len}, {buf, len}, {buf, len}};
+    ctf_batch_size sz[3];
+    ctf_error err;
+    const int rc = ctf_records_measure(recs, 3, record_slots, 3, false, sz, &err);
+    if (rc) {
+        FUZZ_CHECK(rc == CTF_EPARSE || rc == CTF_EINVAL, "measure: %d", rc);
+        FUZZ_CHECK(strstr(err.message, "records[1]") != NULL, "names the record: %s", err.message);
+        sig_error(rc, err.message);
+    } else {
+        /* Accepted: the sizes bound every write (ASan checks the arrays to the byte). */
+        ctf_batch_out o[3] = {{0}};
+        o[0].data = malloc((size_t)sz[0].steps * 2 * sizeof(float) + 1);
+        o[0].seq_starts = malloc(4 * 8);
+        o[1].data = malloc((size_t)sz[1].nnz * sizeof(float) + 1);
+        o[1].indptr = malloc(((size_t)sz[1].steps + 1) * 8);
+        o[1].indices = malloc((size_t)sz[1].nnz * 4 + 1);
+        o[1].seq_starts = malloc(4 * 8);
+        o[1].sub_starts = malloc(((size_t)sz[1].subs + 1) * 8);
+        o[2].data = malloc((size_t)sz[2].steps * 8 + 1);
+        ctf_records_pack(recs, 3, record_slots, 3, false, o);
+        FUZZ_CHECK(o[0].seq_starts[3] == sz[0].steps && o[1].indptr[sz[1].steps] == sz[1].nnz,
+                   "totals");
+        for (int64_t i = 0; i < sz[1].nnz; i++)
+            FUZZ_CHECK(o[1].indices[i] >= 0 && o[1].indices[i] < 7, "index in range");
+        sig_count(1, (uint64_t)sz[1].nnz);
+        for (int k = 0; k < 3; k++) {
+            free(o[k].data);
+            free(o[k].indptr);
+            free(o[k].indices);
+            free(o[k].seq_starts);
+            free(o[k].sub_starts);
+        }
+    }
+    free(buf);
+    ctf_record_writer_free(&w);
+    LIVE_END("record");
     return 0;
 }

@@ -20,8 +20,9 @@ C::
         x, y = batch["pixel"].value, batch["label"].ids     # (n, 784) float32, (n,) int64
 
 The subpackage: types.py (input types, options, settings, errors), _reading.py (the reading
-threads), data_provider.py (DataProvider: pool, cache, batches, checkpoints); the C encoder and
-packer are in the extension (_provider.c), the double buffering is ctfio/_staging.py (shared
+threads), data_provider.py (DataProvider: files, cache, batches, checkpoints); the encoder is in
+the extension (_provider.c), the pool, its draws and the packer in lib/ (lib/reader/pool.c,
+lib/format/record.c), the double buffering is ctfio/_staging.py (shared
 with ctfio.torch). ``ctfio.provider`` is the same API under its older name, and also callable
 as the decorator (``@ctfio.provider(...)``). See docs/providers.md.
 """

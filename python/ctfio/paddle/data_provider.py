@@ -1,6 +1,6 @@
 """``DataProvider``: the batches of a ``@provider`` generator over a list of files, with its
-pool, cache, batching and double buffering (ctfio/_staging.py), built on the reading threads of
-_reading.py and the C packer (provider_pack).
+cache and double buffering (ctfio/_staging.py), built on the reading threads of _reading.py and
+the C pass (_ctfio.SamplePool over lib/reader/pool.c: file order, pool, draws, packing).
 
 How a pass runs::
 
@@ -8,7 +8,7 @@ How a pass runs::
     pending --(at most open_files open at once)--> active feeds
         num_threads reading threads serve them: generator -> provider_encode (C) -> queue
     active feeds --(a seeded pick of the feed when shuffling, else file order)--> pool
-    pool --(seeded draw when shuffling, else FIFO)--> batch --provider_pack (C, GIL free)--> arrays
+    pool --(seeded draw when shuffling, else FIFO)--> batch --packed (C, GIL free)--> arrays
 
 Determinism: the background threads only read ahead into one queue per file. Which file the pool
 takes its next sample from, when the pool is filled and which sample a batch draws are decided
@@ -29,7 +29,6 @@ it learns that it is finished at once, not when a random pick reaches it again).
 import collections
 import logging
 import os
-import random
 import weakref
 
 from .. import _check, _ctfio
@@ -42,7 +41,6 @@ from .types import (OPTION_DEFAULTS, CacheType, DataType, SequenceType, Settings
 __all__ = ["DataProvider", "ProviderData", "StagedData", "Batch"]
 
 _STATE_VERSION = 1
-_UNBOUNDED = float("inf")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,39 +186,22 @@ class _Stager:
 # One pass: pool and batches
 # ---------------------------------------------------------------------------------------------
 
-def _rng(seed, pass_index, what):
-    return random.Random("ctfio.provider:%d:%d:%s" % (seed, pass_index, what))
-
-
 class _Pass:
-    """The consumer's side of one pass. Everything here runs on the caller's thread and depends
-    only on (seed, pass index, data): see the module docstring."""
+    """The consumer's side of one pass: the open files and their reading, around the C pool
+    (_ctfio.SamplePool, lib/reader/pool.c), which picks the file that feeds it, draws the
+    batches and packs them. Everything here runs on the caller's thread and depends only on
+    (seed, pass index, data): see the module docstring."""
 
     def __init__(self, dp, index):
         self.dp, self.index = dp, index
-        files = list(range(len(dp.file_list)))
-        if dp._shuffle:
-            _rng(dp.seed, index, "files").shuffle(files)
-        files = files[dp.worker_rank::dp.num_workers]
-        self.pending = collections.deque(files)
-        self.active = []              # open feeds, at most open_files (finished ones leave)
-        self.rng = _rng(dp.seed, index, "pool") if dp._shuffle else None
-        self.pool = [] if dp._shuffle else collections.deque()
-        self.units = 0                # calc_batch_size units in the pool
-        self.carry = None             # a drawn sample the last batch had no room for
-        self.exhausted = False
-        self.delivered = 0            # samples handed out in this pass
-        self.batches = 0
-        self.cancelled = False        # a newer pass, a restore or close() ended this one
         o = dp.options
-        low = o["min_pool_size"]
-        # A fill starts when the pool holds less than `target` units (min_pool_size, at least 1)
-        # and takes up to _CHUNK more (bounded by pool_size), so that a pool kept at
-        # min_pool_size is not refilled sample by sample. Without shuffling the pool is a FIFO
-        # refilled when empty: the order is the file order whatever it holds, so min_pool_size
-        # (the shuffle granularity) does not apply.
-        self.target = (max(1, _UNBOUNDED if low == -1 else low)) if dp._shuffle else 1
-        self.limit = _UNBOUNDED if o["pool_size"] == -1 else o["pool_size"]
+        self.pool = _ctfio.SamplePool(dp._slot_spec, dp.dtype == _np().float64, dp.seed, index,
+                                      dp._shuffle, o["min_pool_size"], o["pool_size"],
+                                      o["can_over_batch_size"])
+        self.pending = collections.deque(self.pool.files(len(dp.file_list), dp.num_workers,
+                                                         dp.worker_rank))
+        self.active = []              # open feeds, at most open_files (finished ones leave)
+        self.cancelled = False        # a newer pass, a restore or close() ended this one
 
     def _pick(self):
         dp = self.dp
@@ -235,101 +216,55 @@ class _Pass:
                 readers.open(feed)
             self.active.append(feed)
         active = self.active      # close() on another thread may replace the list
-        if not active:
-            return None
-        if self.rng is None:
-            return active[0]
-        return active[self.rng.randrange(len(active))]
+        return active[self.pool.pick(len(active))] if active else None
 
     def _fill(self):
-        """Fills the pool up to target + _CHUNK - 1 units (never past pool_size) once it holds
-        less than target; stops early when the pool is full or the pass has no more data."""
-        stats = self.dp._pool_stats
-        high = min(self.target + _CHUNK - 1, self.limit)
-        while self.units < high:
+        """The pool's fill: takes samples from the picked files until the pool holds its goal
+        (target + _CHUNK - 1 units, never past pool_size). @return : True once the pass has no
+        more data. Stops early when the pool is full (a draw must make room first)."""
+        pool = self.pool
+        while True:
+            units, _, empty, goal, room = pool.info()[:5]
+            if units >= goal:
+                return False
             feed = self._pick()
             if feed is None:
-                self.exhausted = True
-                return
-            need = high - self.units
-            empty = not self.pool and self.carry is None
+                return True
+            need = goal - units
             try:
-                got = feed.take(_CHUNK if need >= _CHUNK else int(need),
-                                self.limit - self.units, empty)
+                got = feed.take(_CHUNK if need >= _CHUNK else need, room, empty)
             except Exception:
                 if empty:
                     raise
-                return  # the pool's samples come first; the error is raised again when it is
+                return False  # the pool's samples come first; the error is raised again later
             if got is None:
                 if feed in self.active:   # not after a cancel() from another thread
                     self.active.remove(feed)
                 continue
             if not got:
-                return  # full: draw first (never wait for room that only a draw can make)
-            self.pool.extend(got)
-            self.units += sum(u for _, u in got) if self.dp._job.calc else len(got)
-            if self.units > stats["pool_peak_units"]:
-                stats["pool_peak_units"] = self.units
-            if len(self.pool) > stats["pool_peak_samples"]:
-                stats["pool_peak_samples"] = len(self.pool)
+                return False  # full: draw first (never wait for room that only a draw makes)
+            pool.push(got)
 
-    def _draw(self):
-        if self.carry is not None:
-            item, self.carry = self.carry, None
-            return item
-        if self.units < self.target and not self.exhausted:
-            self._fill()
-        pool = self.pool
-        if not pool:
-            return None
-        if self.rng is None:
-            item = pool.popleft()
-        else:
-            i = self.rng.randrange(len(pool))
-            item = pool[i]
-            pool[i] = pool[-1]
-            pool.pop()
-        self.units -= item[1]
-        return item
+    @property
+    def delivered(self):
+        return self.pool.info()[7]
 
     def at_end(self):
-        if self.carry is not None or self.pool:
-            return False
-        if not self.exhausted:
-            self._fill()
-        return not self.pool
+        return self.pool.at_end(self._fill)
 
-    def next_records(self, size):
-        """The records of the next batch of `size` units and their units; None at the end."""
+    def next_batch(self, size):
+        """(arrays per input, samples, units) of the next batch of `size` units; None at the
+        end of the pass."""
         if self.cancelled:
             raise RuntimeError("ctfio.provider: this pass was ended by a newer pass, a restore "
                                "or close(); iterate the provider again for a new pass")
-        recs, total = [], 0
-        over = self.dp.options["can_over_batch_size"]
-        while total < size:
-            try:
-                item = self._draw()
-            except Exception:
-                if not recs:
-                    raise
-                # The samples before a generator's error come first: this batch ends here, and
-                # the next draw raises the error again (the failed file keeps it).
-                break
-            if item is None:
-                break
-            if recs and total + item[1] > size and not over:
-                self.carry = item
-                break
-            recs.append(item[0])
-            total += item[1]
-        if not recs:
-            return None
-        self.delivered += len(recs)
-        self.batches += 1
-        return recs, total
+        return self.pool.next(size, self._fill)
 
     def cancel(self):
         self.cancelled = True
+        stats, peaks = self.dp._pool_stats, self.pool.info()[5:7]  # kept across passes
+        for key, peak in zip(("pool_peak_units", "pool_peak_samples"), peaks):
+            stats[key] = max(stats[key], peak)
         for feed in self.active:  # a feed leaves `active` only once it is finished
             if not feed.done:
                 feed.cancel()
@@ -483,20 +418,19 @@ class DataProvider(UserMinibatchSource):
         return self._pass
 
     def _batch(self, p, size):
-        got = p.next_records(size)
+        got = p.next_batch(size)
         if got is None:
             return None
-        recs, units = got
-        packed = _ctfio.provider_pack(recs, self._slot_spec, self.dtype == _np().float64)
+        packed, count, units = got
         try:
             end = p.at_end()
         except Exception:  # noqa: BLE001 - raised again by the next draw, after this batch
             end = False
         b = Batch()
-        b.size, b.num_samples, b.end_of_pass, b.pass_index = units, len(recs), end, p.index
-        whole = len(recs) if self.num_workers == 1 else None
+        b.size, b.num_samples, b.end_of_pass, b.pass_index = units, count, end, p.index
+        whole = count if self.num_workers == 1 else None
         for name, t, arrays in zip(self.names, self.types, packed):
-            d = b[name] = ProviderData(name, t, arrays, len(recs), self.dtype, end)
+            d = b[name] = ProviderData(name, t, arrays, count, self.dtype, end)
             # The timeline as far as a provider knows it: the pass is the sweep; a pass's size
             # is known only at its end, so there is no position or samples per sweep.
             d.sweep, d.global_samples = p.index, whole
@@ -601,12 +535,9 @@ class DataProvider(UserMinibatchSource):
             self._pass = None
         self._next_pass = int(state["pass"])
         skip = int(state["samples"])
-        if skip:
+        if skip:   # replays the pass's fixed order up to the position
             p = self._start_pass()
-            for _ in range(skip):   # replays the pass's fixed order up to the position
-                if p._draw() is None:
-                    break
-                p.delivered += 1
+            p.pool.skip(skip, p._fill)
 
     # -- the rest -----------------------------------------------------------------------------
 
@@ -618,10 +549,12 @@ class DataProvider(UserMinibatchSource):
         with c.lock:
             out = {f: getattr(c, f) for f in c.FIELDS}
             out["drops"] = list(c.drops)
-        out.update(self._pool_stats)
         p = self._pass
-        out["pool_units"] = p.units if p is not None else 0
-        out["pool_samples"] = len(p.pool) if p is not None else 0
+        units, samples, _, _, _, peak_units, peak_samples = (
+            p.pool.info()[:7] if p is not None else (0,) * 7)
+        out["pool_peak_units"] = max(self._pool_stats["pool_peak_units"], peak_units)
+        out["pool_peak_samples"] = max(self._pool_stats["pool_peak_samples"], peak_samples)
+        out["pool_units"], out["pool_samples"] = units, samples
         out["passes_started"] = self._next_pass
         return out
 

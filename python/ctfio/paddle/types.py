@@ -1,8 +1,8 @@
 """The input types, options, settings and errors of PaddlePaddle-style providers
 (``paddle.trainer.PyDataProvider2``'s names): ``dense_vector``, ``integer_value_sequence``, ...,
 ``CacheType``, ``SequenceType``, the ``@provider`` option defaults and their validation,
-``Settings`` and ``SampleError``. The numbers of the types are those the C encoder
-(_provider.c) understands.
+``Settings`` and ``SampleError``. The numbers of the types are ctfio.h's ctf_slot_kind and
+ctf_slot_seq, which the C encoder (_provider.c) passes on.
 """
 
 import logging
@@ -22,7 +22,7 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------------------------
-# Input types (PyDataProvider2's table; the numbers are those of the C encoder, _provider.c)
+# Input types (PyDataProvider2's table; the numbers are ctfio.h's ctf_slot_kind / ctf_slot_seq)
 # ---------------------------------------------------------------------------------------------
 
 class SequenceType:
