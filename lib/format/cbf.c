@@ -320,6 +320,9 @@ int ctf__cbf_index(ctf_index *idx, const ctf_config *cfg, ctf__io *io, ctf_error
     }
     idx->min_seq_samples = UINT64_MAX;
     uint64_t hash = fold(0xcbf0cbf0cbf0cbf0ull, &size, sizeof size);
+    /* A remote object's ETag joins it, as for text: a checkpoint taken on one version of an
+     * object does not restore on another, even one with the same header and lengths. */
+    if (idx->file.etag[0]) hash = fold(hash, idx->file.etag, strlen(idx->file.etag));
     for (uint32_t c = 0; c < nraw; c++) {
         const raw_chunk *r = &raw[c];
         const uint64_t end = c + 1 < nraw ? raw[c + 1].offset : cbf->header_offset;
@@ -700,6 +703,32 @@ int ctf_cbf_streams(const char *path, ctf_stream_def **streams, size_t *num_stre
     if (!path || !streams || !num_streams)
         return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "ctf_cbf_streams: NULL argument");
     return ctf__cbf_file_streams(NULL, path, NULL, streams, num_streams, precision, err);
+}
+
+int ctf_cbf_streams_at(const char *path, const ctf_remote_options *remote,
+                       ctf_stream_def **streams, size_t *num_streams, ctf_precision *precision,
+                       ctf_error *err)
+{
+    if (!path || !streams || !num_streams)
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "ctf_cbf_streams_at: NULL argument");
+    *streams = NULL;
+    *num_streams = 0;
+    if (!ctf__io_is_remote(path) || !remote)
+        return ctf__cbf_file_streams(NULL, path, NULL, streams, num_streams, precision, err);
+    ctf__remote *rem;
+    int rc = ctf__remote_new(remote, &rem, err);
+    if (rc) return rc;
+    /* A pattern: the streams of the first object it lists (a corpus shares them). */
+    char **list = NULL;
+    size_t n = 0;
+    if (strpbrk(path + 5, "*?[")) rc = ctf__io_glob(rem, path, &list, &n, err);
+    if (!rc)
+        rc = ctf__cbf_file_streams(rem, n ? list[0] : path, NULL, streams, num_streams,
+                                   precision, err);
+    for (size_t i = 0; i < n; i++) CTF_FREE(list[i]);
+    CTF_FREE(list);
+    ctf__remote_unref(rem);
+    return rc;
 }
 
 void ctf_cbf_streams_free(ctf_stream_def *streams, size_t num_streams)
