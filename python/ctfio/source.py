@@ -931,7 +931,8 @@ class MinibatchSource:
             return {name: StreamDef(field=alias, shape=dim, is_sparse=sparse,
                                     defines_mb_size=mbs)
                     for name, alias, dim, sparse, mbs in defs}
-        streams = stream_defs(c["streams"])
+        binary = any(dim == 0 for _n, _a, dim, _s, _m in c["streams"])
+        streams = None if binary else stream_defs(c["streams"])
         # A corpus (several files or a pattern) and joined deserializers are passed on as
         # written, so that nothing the configuration names is dropped on the way.
         files = c["paths"] if len(c.get("paths", ())) > 1 else c["path"]
@@ -960,7 +961,15 @@ class MinibatchSource:
                                      skip_sequence_ids=m_skip)
                      for m_paths, m_streams, m_skip, _w in c["mix"]]
             return cls(Mix(parts, [w for *_rest, w in c["mix"]]), **args)
-        primary = CTFDeserializer(files, streams)
+        if binary:
+            # The binary reader's form (input = [ NAME = [ original = ... ] ]): the file
+            # holds the dimensions and kinds.
+            primary = CBFDeserializer(files, {
+                name: StreamDef(field=alias or name, shape=dim or None, is_sparse=sparse,
+                                defines_mb_size=mbs)
+                for name, alias, dim, sparse, mbs in c["streams"]})
+        else:
+            primary = CTFDeserializer(files, streams)
         return cls([primary] + joined if joined else primary, **args)
 
 
