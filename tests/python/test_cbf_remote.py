@@ -36,7 +36,8 @@ def render(n, seed, shift=0):
     lines = []
     for i in range(n):
         for t in range(rng.randint(1, 3)):
-            line = "%d |x %s" % (i, " ".join(str(rng.randint(-50, 50) / 4 + shift) for _ in range(3)))
+            xs = (str(rng.randint(-50, 50) / 4 + shift) for _ in range(3))
+            line = "%d |x %s" % (i, " ".join(xs))
             if t == 0 or rng.random() < 0.5:
                 line += " |y %d:%g" % (rng.randrange(7), rng.randint(1, 9) / 2)
             lines.append(line + "\n")
