@@ -371,12 +371,14 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
         size_t n = 0;
         const char *first = cfg->num_paths ? cfg->paths[0] : cfg->path;
         ctf_error e;
-        if (ctf_cbf_streams(first, &file_streams, &n, &cfg->precision, &e) == 0) {
+        if (ctf_cbf_streams_at(first, &cfg->remote, &file_streams, &n, &cfg->precision, &e) ==
+            0) {
             cfg->streams = file_streams; /* kept until the command exits */
             cfg->num_streams = n;
             if (o->precision) cfg->precision = !strcmp(o->precision, "double") ? CTF_FLOAT64
                                                                               : CTF_FLOAT32;
-        } else if (strstr(e.message, "magic number is missing") || e.code == CTF_EIO) {
+        } else if (strstr(e.message, "magic number is missing") ||
+                   (e.code == CTF_EIO && !strstr(first, "://"))) {
             usage_error("no inputs: give --config FILE or --input NAME:DIM:FORMAT%s", "");
         } else {
             return die_error(&e);

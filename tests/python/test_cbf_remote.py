@@ -7,11 +7,14 @@ server on 127.0.0.1 (moto's server mode) and the tests' own HTTP range server:
   a listed pattern), streams taken from the object's header;
 * a checkpoint restores into a new reader of the same objects;
 * an object replaced under a reader is an error naming it, and an old checkpoint is refused;
-* a plain http:// object reads as the local file does.
+* a plain http:// object reads as the local file does;
+* the command line (`--file 's3://...*.bin'`, no `--input`) and a configuration file naming the
+  binary reader read the bucket as they read the local files.
 """
 
 import os
 import random
+import subprocess
 import sys
 
 import numpy as np
@@ -169,3 +172,27 @@ def test_http_cbf_reads_as_the_local_file(shards, tmp_path):
             read(source(local, max_sweeps=2))
     finally:
         srv.stop()
+
+
+def test_remote_cbf_command_line_and_configuration_file(s3, shards, tmp_path):
+    local, _, pattern = shards
+    env = dict(os.environ, **s3.env(), CTFIO_CACHE_DIR=str(tmp_path / "cache"))
+
+    def dump(args):
+        p = subprocess.run([sys.executable, "-m", "ctfio", "dump"] + args + [
+            "--seed", "3", "--window", "2", "--mb", "7", "--max-sweeps", "2"], env=env,
+            capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        return p.stdout
+
+    ref = dump(sum((["--file", f] for f in local), []))
+    assert ref.count("\n") > 10
+    assert dump(["--file", pattern]) == ref
+    cfg = tmp_path / "r.cntk"
+    cfg.write_text('reader = [\n readerType = "CNTKBinaryReader"\n file = "%s"\n'
+                   ' input = [ features = [ original = "x" ] ]\n randomize = false\n]\n'
+                   % pattern)
+    p = subprocess.run([sys.executable, "-m", "ctfio", "dump", "--config", str(cfg), "--count",
+                        "5"], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.count("\n") == 5 and '"key": 0' in p.stdout and "features" in p.stdout
