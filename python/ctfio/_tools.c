@@ -210,9 +210,10 @@ PyObject *ctf_py_cbf_streams(PyObject *module, PyObject *args)
     ctf_precision prec = CTF_FLOAT32;
     ctf_error err;
     int rc;
+    const char *path = PyBytes_AS_STRING(path_o);
+    const ctf_remote_options *ro = remote != Py_None ? &cfg.remote : NULL;
     Py_BEGIN_ALLOW_THREADS
-    rc = ctf_cbf_streams_at(PyBytes_AS_STRING(path_o), remote != Py_None ? &cfg.remote : NULL,
-                            &st, &n, &prec, &err);
+    rc = ctf_cbf_streams_at(path, ro, &st, &n, &prec, &err);
     Py_END_ALLOW_THREADS
     Py_DECREF(path_o);
     ctf_py_reader_args_clear(&ra);
