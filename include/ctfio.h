@@ -482,6 +482,12 @@ void ctf_index_free(ctf_index *idx);
 int ctf_cbf_streams(const char *path, ctf_stream_def **streams, size_t *num_streams,
                     ctf_precision *precision, ctf_error *err);
 void ctf_cbf_streams_free(ctf_stream_def *streams, size_t num_streams);
+/* ctf_cbf_streams_at(path, remote, ...): ctf_cbf_streams of a local path or of a remote object
+ * (s3://, http(s)://) read with the remote options (range requests for its first bytes and its
+ * header). remote may be NULL for a local path. A path that is not CBF is CTF_EPARSE. */
+int ctf_cbf_streams_at(const char *path, const ctf_remote_options *remote,
+                       ctf_stream_def **streams, size_t *num_streams, ctf_precision *precision,
+                       ctf_error *err);
 
 typedef struct ctf_cbf_write_result {
     uint64_t sequences;      /* sequences written */

@@ -359,13 +359,15 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
         size_t n = 0;
         const char *first = cfg->num_paths ? cfg->paths[0] : cfg->path;
         ctf_error e;
-        if (ctf_cbf_streams(first, &file_streams, &n, &cfg->precision, &e) == 0) {
+        if (ctf_cbf_streams_at(first, &cfg->remote, &file_streams, &n, &cfg->precision, &e) ==
+            0) {
             cfg->streams = file_streams; /* kept until the command exits */
             cfg->num_streams = n;
             const size_t k = param_row("precision"); /* the flag wins over the file's */
             if (o->param_text[k])
                 (void)ctf_param_parse(cfg, ctf_param_at(k), "--precision", o->param_text[k], &e);
-        } else if (strstr(e.message, "magic number is missing") || e.code == CTF_EIO) {
+        } else if (strstr(e.message, "magic number is missing") ||
+                   (e.code == CTF_EIO && !strstr(first, "://"))) {
             usage_error("no inputs: give --config FILE or --input NAME:DIM:FORMAT%s", "");
         } else {
             return die_error(&e);

@@ -15,6 +15,9 @@
  * by it: a truncated or damaged file is CTF_EPARSE naming the byte, never a crash.
  */
 #include "format/format.h"
+#include "io/io.h"
+
+#include <sys/mman.h>
 
 #define CBF_MAGIC 0x636e746b5f62696eull
 #define CBF_VERSION 1u
@@ -64,12 +67,12 @@ static int corrupt(ctf_error *err, const char *path, uint64_t off, const char *f
                      "not a valid CBF file: %s", msg);
 }
 
-int ctf__cbf_sniff(int fd, const char *path, uint64_t size, bool *yes, ctf_error *err)
+int ctf__cbf_sniff(ctf__io *io, uint64_t size, bool *yes, ctf_error *err)
 {
     unsigned char b[8];
     *yes = false;
     if (size < 8) return 0;
-    int rc = ctf__file_pread(fd, path, b, 8, 0, err);
+    int rc = ctf__io_read(io, b, 8, 0, err);
     if (rc) return rc;
     *yes = rd64(b) == CBF_MAGIC;
     return 0;
@@ -96,7 +99,7 @@ typedef struct raw_chunk {
 } raw_chunk;
 
 /* Reads and checks the header: the stream table into cbf, the chunk table into *raw. */
-static int read_header(int fd, const char *path, uint64_t size, ctf__cbf *cbf, raw_chunk **raw,
+static int read_header(ctf__io *io, const char *path, uint64_t size, ctf__cbf *cbf, raw_chunk **raw,
                        uint32_t *nraw, ctf_error *err)
 {
     unsigned char b[16];
@@ -105,19 +108,19 @@ static int read_header(int fd, const char *path, uint64_t size, ctf__cbf *cbf, r
     if (size < 12 + 16 + 8)
         return corrupt(err, path, 0, "%llu bytes is shorter than the smallest CBF file",
                        (unsigned long long)size);
-    if ((rc = ctf__file_pread(fd, path, b, 12, 0, err))) return rc;
+    if ((rc = ctf__io_read(io, b, 12, 0, err))) return rc;
     if (rd64(b) != CBF_MAGIC) return corrupt(err, path, 0, "the magic number is missing");
     if (rd32(b + 8) != CBF_VERSION)
         return ctf__fail(err, CTF_EPARSE, (ctf__where){path, 0, 0, 8},
                          "CBF version %u is not supported (ctfio reads version %u)",
                          rd32(b + 8), CBF_VERSION);
-    if ((rc = ctf__file_pread(fd, path, b, 8, size - 8, err))) return rc;
+    if ((rc = ctf__io_read(io, b, 8, size - 8, err))) return rc;
     const uint64_t h = rd64(b);
     if (h < 12 || h > size - 8 - 16)
         return corrupt(err, path, size - 8, "the header offset %llu is outside the file",
                        (unsigned long long)h);
     cbf->header_offset = h;
-    if ((rc = ctf__file_pread(fd, path, b, 16, h, err))) return rc;
+    if ((rc = ctf__io_read(io, b, 16, h, err))) return rc;
     if (rd64(b) != CBF_MAGIC)
         return corrupt(err, path, h, "the header does not start with the magic number");
     const uint32_t nc = rd32(b + 8), ns = rd32(b + 12);
@@ -139,7 +142,7 @@ static int read_header(int fd, const char *path, uint64_t size, ctf__cbf *cbf, r
         CTF_FREE(st);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading %s", path);
     }
-    if ((rc = ctf__file_pread(fd, path, st, (size_t)st_len, st_at, err))) {
+    if ((rc = ctf__io_read(io, st, (size_t)st_len, st_at, err))) {
         CTF_FREE(st);
         return rc;
     }
@@ -207,7 +210,7 @@ static int read_header(int fd, const char *path, uint64_t size, ctf__cbf *cbf, r
         CTF_FREE(tb);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading %s", path);
     }
-    if (table && (rc = ctf__file_pread(fd, path, tb, (size_t)table, st_at + st_len, err))) {
+    if (table && (rc = ctf__io_read(io, tb, (size_t)table, st_at + st_len, err))) {
         CTF_FREE(tb);
         return rc;
     }
@@ -295,7 +298,7 @@ static int map_streams(ctf__cbf *cbf, const ctf_config *cfg, const char *path, c
     return 0;
 }
 
-int ctf__cbf_index(ctf_index *idx, const ctf_config *cfg, int fd, ctf_error *err)
+int ctf__cbf_index(ctf_index *idx, const ctf_config *cfg, ctf__io *io, ctf_error *err)
 {
     const char *path = idx->path;
     const uint64_t size = idx->file.size;
@@ -305,7 +308,7 @@ int ctf__cbf_index(ctf_index *idx, const ctf_config *cfg, int fd, ctf_error *err
     uint32_t nraw = 0;
     unsigned char *lens = NULL;
     size_t lens_cap = 0;
-    int rc = read_header(fd, path, size, cbf, &raw, &nraw, err);
+    int rc = read_header(io, path, size, cbf, &raw, &nraw, err);
     if (!rc && cfg->num_streams) rc = map_streams(cbf, cfg, path, err);
     if (rc) goto done;
     size_t n = 0;
@@ -317,6 +320,9 @@ int ctf__cbf_index(ctf_index *idx, const ctf_config *cfg, int fd, ctf_error *err
     }
     idx->min_seq_samples = UINT64_MAX;
     uint64_t hash = fold(0xcbf0cbf0cbf0cbf0ull, &size, sizeof size);
+    /* A remote object's ETag joins it, as for text: a checkpoint taken on one version of an
+     * object does not restore on another, even one with the same header and lengths. */
+    if (idx->file.etag[0]) hash = fold(hash, idx->file.etag, strlen(idx->file.etag));
     for (uint32_t c = 0; c < nraw; c++) {
         const raw_chunk *r = &raw[c];
         const uint64_t end = c + 1 < nraw ? raw[c + 1].offset : cbf->header_offset;
@@ -341,7 +347,7 @@ int ctf__cbf_index(ctf_index *idx, const ctf_config *cfg, int fd, ctf_error *err
                 goto done;
             }
         }
-        if ((rc = ctf__file_pread(fd, path, lens, nb, r->offset, err))) goto done;
+        if ((rc = ctf__io_read(io, lens, nb, r->offset, err))) goto done;
         if ((rc = lens_to_seqs(path, ch, lens, idx->num_seqs, NULL, err))) goto done;
         for (size_t i = 0; i < r->seqs; i++) {
             const uint64_t s = rd32(lens + 4 * i);
@@ -385,17 +391,22 @@ int ctf__cbf_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__
         return lens_to_seqs(idx->path, ch, (const unsigned char *)bytes, ch->first_seq, out->p,
                             err);
     const size_t nb = ch->num_seqs * 4;
-    ctf__file_id now;
-    int rc = ctf__file_stat(idx->path, &now, err);
-    if (rc) return rc;
-    if ((rc = ctf__file_unchanged(idx->path, &idx->file, &now, ch->offset, err))) return rc;
+    int rc = 0;
+    if (!idx->file.etag[0]) {
+        /* A remote object is not asked again: its range request demands the indexed ETag. */
+        ctf__file_id now;
+        rc = ctf__file_stat(idx->path, &now, err);
+        if (rc) return rc;
+        if ((rc = ctf__file_unchanged(idx->path, &idx->file, &now, ch->offset, err))) return rc;
+    }
     unsigned char *own = CTF_MALLOC(nb);
     if (!own)
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
                          c, idx->path);
-    int fd = ctf__file_open(idx->path, err);
-    rc = fd < 0 ? fd : ctf__file_pread(fd, idx->path, own, nb, ch->offset, err);
-    if (fd >= 0) ctf__file_close(fd);
+    ctf__io *io;
+    rc = ctf__io_open(idx->remote, idx->path, &idx->file, &io, err);
+    if (!rc) rc = ctf__io_read(io, own, nb, ch->offset, err);
+    ctf__io_close(io);
     if (!rc) rc = lens_to_seqs(idx->path, ch, own, ch->first_seq, out->p, err);
     CTF_FREE(own);
     return rc;
@@ -438,7 +449,17 @@ static int walk(const ctf__cbf *cbf, const ctf_index *idx, const ctf__chunk *ch,
                 if (vals > (size - p) / elt)
                     return corrupt(err, path, base + at, "stream '%s': %u samples of dimension "
                                    "%u do not fit in the chunk", s->name, n, s->dim);
-                if (sd) {
+                if (sd && sd->view) {
+                    /* No copy: the samples' places in the mapping. The first sequence's
+                     * values are the base; later ones lie past counts of other sequences. */
+                    if (!sd->values) sd->values = (void *)(uintptr_t)(buf + p);
+                    const size_t o = (size_t)(buf + p - (const unsigned char *)sd->values) / elt;
+                    for (uint32_t t = 0; t <= n; t++)
+                        sd->dense_off[sd->samples + t] = o + (size_t)t * s->dim;
+                    cd->slices[i * ns_cfg + (size_t)k] =
+                        (ctf__slice){(uint32_t)sd->samples, n};
+                    sd->samples += n;
+                } else if (sd) {
                     memcpy((char *)sd->values + sd->samples * s->dim * elt, buf + p,
                            (size_t)vals * elt);
                     cd->slices[i * ns_cfg + (size_t)k] =
@@ -513,9 +534,10 @@ static void *take(ctf__bufpool *pool, size_t n, size_t elt, size_t *cap)
     return p;
 }
 
-int ctf__cbf_decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
-                    const char *bytes, ctf__bufpool *pool, ctf__seqbuf *seqs,
-                    ctf__chunk_data **out, ctf_error *err)
+/* Decodes the chunk's bytes; with map (holding them) a dense float stream is a view of it. */
+static int decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
+                  const char *bytes, ctf__map *map, ctf__bufpool *pool, ctf__seqbuf *seqs,
+                  ctf__chunk_data **out, ctf_error *err)
 {
     const ctf__cbf *cbf = idx->cbf;
     const ctf__chunk *ch = &idx->chunks[chunk];
@@ -538,6 +560,7 @@ int ctf__cbf_decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk
             return ctf__fail(err, CTF_ELIMIT, (ctf__where){idx->path, 0, 0, (int64_t)ch->offset},
                              "the chunk at byte %llu holds more than 2^32 samples of one stream",
                              (unsigned long long)ch->offset);
+    bool views = false;
     ctf__chunk_data *cd = CTF_CALLOC(1, sizeof *cd);
     if (!cd) goto oom;
     cd->chunk = chunk;
@@ -566,6 +589,15 @@ int ctf__cbf_decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk
                               &sd->indptr_cap);
             if (!sd->values || !sd->indices || !sd->indptr) goto oom;
             sd->indptr[0] = 0;
+        } else if (map && cd->elt == 4) {
+            /* A float row lies whole in the file; a double one may not be 8-byte aligned
+             * against the others (the 4-byte counts between sequences), so it is copied. */
+            sd->view = true;
+            sd->dense_off_cap = (size_t)sum[j].samples + 1;
+            sd->dense_off = CTF_MALLOC(sd->dense_off_cap * sizeof *sd->dense_off);
+            if (!sd->dense_off) goto oom;
+            sd->dense_off[0] = 0;
+            views = true;
         } else {
             sd->values = take(pool, (size_t)(sum[j].samples * d->dim), cd->elt, &sd->values_cap);
             if (!sd->values) goto oom;
@@ -581,7 +613,13 @@ int ctf__cbf_decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk
     for (size_t k = 0; k < ns; k++) {
         const ctf__stream_data *sd = &cd->streams[k];
         total += sd->values_cap * cd->elt + sd->indices_cap * sizeof(int32_t) +
-                 sd->indptr_cap * sizeof(int64_t);
+                 sd->indptr_cap * sizeof(int64_t) + sd->dense_off_cap * sizeof(size_t);
+    }
+    if (views) {
+        /* The mapped pages are resident while the chunk is: they count as its memory. */
+        cd->map = *map;
+        *map = (ctf__map){0};
+        total += cd->map.len;
     }
     cd->bytes = total;
     *out = cd;
@@ -592,28 +630,50 @@ oom:
                      chunk, idx->path);
 }
 
+int ctf__cbf_decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
+                    const char *bytes, ctf__bufpool *pool, ctf__seqbuf *seqs,
+                    ctf__chunk_data **out, ctf_error *err)
+{
+    return decode(pc, idx, chunk, bytes, NULL, pool, seqs, out, err);
+}
+
+int ctf__cbf_decode_mapped(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
+                           ctf__map *map, ctf__bufpool *pool, ctf__seqbuf *seqs,
+                           ctf__chunk_data **out, ctf_error *err)
+{
+    return decode(pc, idx, chunk, map->data, map, pool, seqs, out, err);
+}
+
 /*======================================================================
  * Public: a CBF file's streams
  *====================================================================*/
 
-int ctf_cbf_streams(const char *path, ctf_stream_def **streams, size_t *num_streams,
-                    ctf_precision *precision, ctf_error *err)
+int ctf__cbf_file_streams(struct ctf__remote *rem, const char *path, bool *is_cbf,
+                          ctf_stream_def **streams, size_t *num_streams,
+                          ctf_precision *precision, ctf_error *err)
 {
-    if (!path || !streams || !num_streams)
-        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "ctf_cbf_streams: NULL argument");
     *streams = NULL;
     *num_streams = 0;
     ctf__file_id id;
-    int rc = ctf__file_stat(path, &id, err);
+    ctf__io *io;
+    int rc = ctf__io_stat(rem, path, &id, err);
+    if (!rc) rc = ctf__io_open(rem, path, &id, &io, err);
     if (rc) return rc;
-    int fd = ctf__file_open(path, err);
-    if (fd < 0) return fd;
+    bool yes = false;
+    rc = ctf__cbf_sniff(io, id.size, &yes, err);
+    if (is_cbf) {
+        *is_cbf = yes;
+        if (rc || !yes) {
+            ctf__io_close(io);
+            return rc;
+        }
+    }
     ctf__cbf cbf;
     memset(&cbf, 0, sizeof cbf);
     raw_chunk *raw = NULL;
     uint32_t nraw = 0;
-    rc = read_header(fd, path, id.size, &cbf, &raw, &nraw, err);
-    ctf__file_close(fd);
+    if (!rc) rc = read_header(io, path, id.size, &cbf, &raw, &nraw, err);
+    ctf__io_close(io);
     CTF_FREE(raw);
     ctf_stream_def *v = NULL;
     if (!rc && !(v = CTF_CALLOC(cbf.num_streams, sizeof *v)))
@@ -635,6 +695,40 @@ int ctf_cbf_streams(const char *path, ctf_stream_def **streams, size_t *num_stre
     *num_streams = cbf.num_streams;
     CTF_FREE(cbf.streams);
     return 0;
+}
+
+int ctf_cbf_streams(const char *path, ctf_stream_def **streams, size_t *num_streams,
+                    ctf_precision *precision, ctf_error *err)
+{
+    if (!path || !streams || !num_streams)
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "ctf_cbf_streams: NULL argument");
+    return ctf__cbf_file_streams(NULL, path, NULL, streams, num_streams, precision, err);
+}
+
+int ctf_cbf_streams_at(const char *path, const ctf_remote_options *remote,
+                       ctf_stream_def **streams, size_t *num_streams, ctf_precision *precision,
+                       ctf_error *err)
+{
+    if (!path || !streams || !num_streams)
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "ctf_cbf_streams_at: NULL argument");
+    *streams = NULL;
+    *num_streams = 0;
+    if (!ctf__io_is_remote(path) || !remote)
+        return ctf__cbf_file_streams(NULL, path, NULL, streams, num_streams, precision, err);
+    ctf__remote *rem;
+    int rc = ctf__remote_new(remote, &rem, err);
+    if (rc) return rc;
+    /* A pattern: the streams of the first object it lists (a corpus shares them). */
+    char **list = NULL;
+    size_t n = 0;
+    if (strpbrk(path + 5, "*?[")) rc = ctf__io_glob(rem, path, &list, &n, err);
+    if (!rc)
+        rc = ctf__cbf_file_streams(rem, n ? list[0] : path, NULL, streams, num_streams,
+                                   precision, err);
+    for (size_t i = 0; i < n; i++) CTF_FREE(list[i]);
+    CTF_FREE(list);
+    ctf__remote_unref(rem);
+    return rc;
 }
 
 void ctf_cbf_streams_free(ctf_stream_def *streams, size_t num_streams)

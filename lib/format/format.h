@@ -199,6 +199,10 @@ typedef struct ctf__stream_data {
      * of a large dim so cost their text, not dim values each. */
     size_t *dense_off;
     size_t dense_off_cap;
+    /* values point into the chunk's mapping of its file (cd->map), not into a buffer of its
+     * own: sample i is dim values at dense_off[i], and a stored gap between two samples (CBF's
+     * per-sequence counts) is why dense_len takes the smaller of the step and dim. */
+    bool view;
 } ctf__stream_data;
 
 /* Dense: where sample i's values start, and how many are stored (the rest of dim are zeros). */
@@ -208,7 +212,9 @@ static inline size_t ctf__dense_at(const ctf__stream_data *sd, size_t dim, size_
 }
 static inline size_t ctf__dense_len(const ctf__stream_data *sd, size_t dim, size_t i)
 {
-    return sd->dense_off ? sd->dense_off[i + 1] - sd->dense_off[i] : dim;
+    if (!sd->dense_off) return dim;
+    const size_t step = sd->dense_off[i + 1] - sd->dense_off[i];
+    return step < dim ? step : dim;
 }
 
 /* A range of samples of one stream belonging to one sequence. */
@@ -252,6 +258,9 @@ typedef struct ctf__chunk_data {
     /* Called first by ctf__chunk_data_free (a join releases the joined chunks it used). */
     void (*on_free)(void *ctx, const struct ctf__chunk_data *cd);
     void *on_free_ctx;
+    /* The file's bytes that view streams point into (unmapped when the chunk is freed, so that
+     * an evicted chunk gives its pages back); empty when nothing is a view. */
+    ctf__map map;
 } ctf__chunk_data;
 
 /* Limits on how many problems one chunk keeps in detail (counts are always exact). */
@@ -315,14 +324,22 @@ typedef struct ctf__cbf_stream {
 } ctf__cbf_stream;
 typedef struct ctf__cbf ctf__cbf;
 
-/* Whether the file (fd, size bytes) starts with CBF's magic number. @return : 0 or CTF_EIO. */
-int ctf__cbf_sniff(int fd, const char *path, uint64_t size, bool *yes, ctf_error *err);
+struct ctf__io;
+struct ctf__remote;
+/* Whether the byte source (size bytes) starts with CBF's magic number. @return : 0, CTF_EIO. */
+int ctf__cbf_sniff(struct ctf__io *io, uint64_t size, bool *yes, ctf_error *err);
+/* ctf_cbf_streams for a local path or (rem not NULL) a remote object. is_cbf not NULL: a file
+ * that is not CBF is no error but *is_cbf false and no streams. */
+int ctf__cbf_file_streams(struct ctf__remote *rem, const char *path, bool *is_cbf,
+                          ctf_stream_def **streams, size_t *num_streams,
+                          ctf_precision *precision, ctf_error *err);
 /* Fills idx (path and file set) from the CBF file's header: its chunks (empty ones left out),
  * sequence counts, length statistics and fingerprint, and idx->cbf; each of cfg's streams is
  * found by its alias (else name) among the file's and must match its kind, dimension and
  * element type. On failure idx->cbf may be set (ctf_index_free frees it). @return : 0, or
  * CTF_EPARSE (not a valid file), CTF_EINVAL (the streams do not fit), CTF_EIO, CTF_ENOMEM. */
-int ctf__cbf_index(ctf_index *idx, const ctf_config *cfg, int fd, ctf_error *err);
+int ctf__cbf_index(ctf_index *idx, const ctf_config *cfg, struct ctf__io *io,
+                   ctf_error *err);
 void ctf__cbf_free(ctf__cbf *cbf);
 const ctf__cbf_stream *ctf__cbf_streams(const ctf__cbf *cbf, size_t *n);
 /* Chunk c's sequence records (key: the sequence's number in the file) from its lengths: bytes
@@ -335,5 +352,11 @@ int ctf__cbf_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__
 int ctf__cbf_decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
                     const char *bytes, ctf__bufpool *pool, ctf__seqbuf *seqs,
                     ctf__chunk_data **out, ctf_error *err);
+/* ctf__cbf_decode of a chunk whose bytes are map's: a dense float stream becomes a view of
+ * them (no copy) and the chunk takes the mapping over (*map emptied); with no view the mapping
+ * stays the caller's. */
+int ctf__cbf_decode_mapped(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
+                           ctf__map *map, ctf__bufpool *pool, ctf__seqbuf *seqs,
+                           ctf__chunk_data **out, ctf_error *err);
 
 #endif /* CTFIO_FORMAT_H */

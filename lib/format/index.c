@@ -1222,6 +1222,20 @@ int ctf_index_build(const ctf_config *cfg, ctf_index **out, ctf_error *err)
     return rc;
 }
 
+/* A CBF file (its magic number) is indexed by its own header: no scan, no cache; a remote
+ * one by range requests for its first bytes, its header and its sequence lengths. */
+static int try_cbf(ctf_index *idx, const ctf_config *cfg, ctf__remote *rem, bool *cbf,
+                   ctf_error *err)
+{
+    ctf__io *io;
+    int rc = ctf__io_open(rem, idx->path, &idx->file, &io, err);
+    if (rc) return rc;
+    rc = ctf__cbf_sniff(io, idx->file.size, cbf, err);
+    if (!rc && *cbf) rc = ctf__cbf_index(idx, cfg, io, err);
+    ctf__io_close(io);
+    return rc;
+}
+
 int ctf__index_build(const ctf_config *cfg, ctf__remote *rem, ctf_index **out, ctf_error *err)
 {
     *out = NULL;
@@ -1263,25 +1277,12 @@ int ctf__index_build(const ctf_config *cfg, ctf__remote *rem, ctf_index **out, c
         }
     }
     const bool use_cache = idx->cache_path != NULL;
+    /* A local file is asked first; a remote object only when no index cache names it (the
+     * cache is kept for text only, and a valid one costs no request). */
+    bool cbf = false;
     if (!ctf__io_is_remote(idx->path)) {
-        /* A CBF file (its magic number) is indexed by its own header: no scan, no cache (a
-         * remote object is read as CTF). */
-        int fd = ctf__file_open(idx->path, err);
-        if (fd < 0) {
-            rc = fd;
-            goto fail;
-        }
-        bool cbf = false;
-        rc = ctf__cbf_sniff(fd, idx->path, idx->file.size, &cbf, err);
-        if (!rc && cbf) rc = ctf__cbf_index(idx, cfg, fd, err);
-        ctf__file_close(fd);
-        if (rc) goto fail;
-        if (cbf) {
-            idx->chunk_size_bytes = cfg->chunk_size_bytes;
-            ctf__index_opts_free(&o);
-            *out = idx;
-            return 0;
-        }
+        if ((rc = try_cbf(idx, cfg, rem, &cbf, err))) goto fail;
+        if (cbf) goto cbf_done;
     }
 
     scan_state st;
@@ -1296,6 +1297,10 @@ int ctf__index_build(const ctf_config *cfg, ctf__remote *rem, ctf_index **out, c
     rc = use_cache ? cache_load(&st, cfg, &o, err) : 0;
     if (rc < 0) goto fail;
     idx->cache_ok = rc == 1;
+    if (rc == 0 && ctf__io_is_remote(idx->path)) {
+        if ((rc = try_cbf(idx, cfg, rem, &cbf, err))) goto fail;
+        if (cbf) goto cbf_done;
+    }
     if (rc == 0) {
         ctf__io *io;
         rc = ctf__io_open(rem, idx->path, &idx->file, &io, err);
@@ -1330,6 +1335,11 @@ int ctf__index_build(const ctf_config *cfg, ctf__remote *rem, ctf_index **out, c
                "indexed %zu sequences, %llu samples, %zu chunks%s", idx->num_seqs,
                (unsigned long long)idx->total_samples, idx->num_chunks,
                idx->from_cache ? " (from the index cache)" : "");
+    ctf__index_opts_free(&o);
+    *out = idx;
+    return 0;
+cbf_done:
+    idx->chunk_size_bytes = cfg->chunk_size_bytes;
     ctf__index_opts_free(&o);
     *out = idx;
     return 0;

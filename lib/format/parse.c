@@ -956,6 +956,7 @@ void ctf__chunk_data_free(ctf__chunk_data *cd)
     if (cd->streams)
         for (size_t k = 0; k < cd->num_streams; k++) {
             ctf__stream_data *sd = &cd->streams[k];
+            if (sd->view) sd->values = NULL; /* the mapping's, unmapped below */
             if (cd->pool) {
                 ctf__bufpool_give(cd->pool, sd->values, sd->values_cap * cd->elt);
                 ctf__bufpool_give(cd->pool, sd->indices, sd->indices_cap * sizeof *sd->indices);
@@ -972,6 +973,7 @@ void ctf__chunk_data_free(ctf__chunk_data *cd)
     else
         CTF_FREE(cd->seqs);
     ctf__bufpool_unref(cd->pool);
+    ctf__file_unmap(&cd->map);
     CTF_FREE(cd->streams);
     CTF_FREE(cd->slices);
     CTF_FREE(cd->dropped);

@@ -274,11 +274,17 @@ static void copy_part(void *arg, size_t part)
                 const size_t row_bytes = def->dim * elt;
                 char *dst = (char *)s->values + rows[i] * row_bytes;
                 if (!row_bytes) continue;
+                if (sd->view) {
+                    /* A view's sequence is its samples one after another, each full. */
+                    memcpy(dst, (const char *)sd->values + sd->dense_off[sl.first] * elt,
+                           (size_t)sl.count * row_bytes);
+                    continue;
+                }
                 if (sd->dense_off) {
                     /* Samples stored short (their zeros were not kept): zero-filled here. */
                     for (uint32_t r = 0; r < sl.count; r++, dst += row_bytes) {
                         const size_t a = sd->dense_off[sl.first + r];
-                        const size_t len = (sd->dense_off[sl.first + r + 1] - a) * elt;
+                        const size_t len = ctf__dense_len(sd, def->dim, sl.first + r) * elt;
                         if (len) memcpy(dst, (const char *)sd->values + a * elt, len);
                         memset(dst + len, 0, row_bytes - len);
                     }

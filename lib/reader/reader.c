@@ -335,26 +335,23 @@ static int cbf_streams(const ctf_config *cfg, ctf_config *use, ctf_stream_def **
     bool needs = cfg->num_streams == 0 || !cfg->streams;
     for (size_t k = 0; !needs && k < cfg->num_streams; k++) needs = cfg->streams[k].dim == 0;
     const char *path = cfg->num_paths && cfg->paths ? cfg->paths[0] : cfg->path;
-    /* (A remote object is read as CTF: its streams come from the configuration.) */
-    if (!needs || !path || !path[0] || ctf__io_is_remote(path)) return 0;
+    if (!needs || !path || !path[0]) return 0;
+    /* A remote object is asked for its first bytes and header (a few range requests). */
+    ctf__remote *rem = NULL;
+    if (ctf__io_is_remote(path)) {
+        ctf_error ignored;
+        if (ctf__remote_new(&cfg->remote, &rem, &ignored)) return 0;
+    }
     char **list = NULL;
     size_t len = 0;
+    int rc = 0;
     if (cfg->num_paths) {
-        int rc = ctf__expand_paths(NULL, cfg->paths, 1, &list, &len, err);
-        if (rc) return rc;
-        path = list[0];
+        rc = ctf__expand_paths(rem, cfg->paths, 1, &list, &len, err);
+        if (!rc) path = list[0];
     }
-    ctf__file_id id;
     bool is_cbf = false;
-    int rc = ctf__file_stat(path, &id, err);
-    int fd = rc ? rc : ctf__file_open(path, err);
-    if (fd >= 0) {
-        rc = ctf__cbf_sniff(fd, path, id.size, &is_cbf, err);
-        ctf__file_close(fd);
-    } else {
-        rc = fd;
-    }
-    if (!rc && is_cbf) rc = ctf_cbf_streams(path, file, nfile, NULL, err);
+    if (!rc) rc = ctf__cbf_file_streams(rem, path, &is_cbf, file, nfile, NULL, err);
+    ctf__remote_unref(rem);
     ctf__free_paths(list, len);
     if (rc || !is_cbf) return rc == CTF_ENOMEM ? rc : 0; /* the usual checks will say more */
     const size_t n = cfg->num_streams ? cfg->num_streams : *nfile;

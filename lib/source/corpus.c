@@ -336,11 +336,15 @@ static int cbf_chunk_seqs(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *ou
     const ctf_index *idx = k->files[f].idx;
     const ctf__chunk *ch = &idx->chunks[lc];
     const size_t nb = ch->num_seqs * 4;
-    /* A file replaced since the open is said to be, as a load says it, not taken for damage. */
-    ctf__file_id now;
-    int rc = ctf__file_stat(idx->path, &now, err);
-    if (rc) return rc;
-    if ((rc = ctf__file_unchanged(idx->path, &idx->file, &now, ch->offset, err))) return rc;
+    /* A file replaced since the open is said to be, as a load says it, not taken for damage
+     * (a remote object's range request demands the indexed ETag instead). */
+    int rc;
+    if (!idx->file.etag[0]) {
+        ctf__file_id now;
+        if ((rc = ctf__file_stat(idx->path, &now, err))) return rc;
+        if ((rc = ctf__file_unchanged(idx->path, &idx->file, &now, ch->offset, err)))
+            return rc;
+    }
     char *buf = ctf__readbuf_get(rb, nb);
     if (!buf)
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
@@ -349,7 +353,26 @@ static int cbf_chunk_seqs(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *ou
     return rc ? rc : ctf__index_chunk_seqs(idx, lc, buf, out, err);
 }
 
-/* A CBF chunk: read whole (its size is checked against the header at open), then decoded. */
+/* Maps chunk bytes of a local file (as read_at reads them, counted as a read). */
+static int map_at(corpus *k, size_t f, uint64_t off, size_t n, ctf__map *map,
+                  ctf__perf_slot *perf, ctf_error *err)
+{
+    size_t slot;
+    const uint64_t t0 = ctf__now_ns();
+    ctf__io *io;
+    int rc = io_acquire(k, f, &slot, &io, err);
+    if (rc) return rc;
+    rc = ctf__file_map(ctf__io_fd(io), k->files[f].idx->path, off, n, map, err);
+    io_release(k, slot, io);
+    ctf__perf_since(perf, CTF__PERF_READ_NS, t0);
+    ctf__perf_add(perf, CTF__PERF_READ_BYTES, rc ? 0 : n);
+    ctf__perf_add(perf, CTF__PERF_READS, 1);
+    return rc;
+}
+
+/* A CBF chunk (its size is checked against the header at open), decoded. A local file's chunk
+ * is mapped, and its dense float streams stay views of the mapping (the packer's copy is the
+ * only one); a remote object's is read whole by one range request and copied out. */
 static int cbf_load(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool,
                     ctf__chunk_data **out, ctf_error *err)
 {
@@ -357,14 +380,25 @@ static int cbf_load(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool,
     const ctf__source_file *file = &k->files[f];
     const ctf_index *idx = file->idx;
     const ctf__chunk *ch = &idx->chunks[lc];
-    char *buf = ctf__readbuf_get(rb, ch->size ? (size_t)ch->size : 1);
-    if (!buf)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         lc, idx->path);
-    int rc = read_at(k, f, buf, (size_t)ch->size, ch->offset, ch->offset + ch->size, rb->perf, err);
-    if (rc) return rc;
-    const uint64_t t = ctf__now_ns();
-    rc = ctf__cbf_decode(&file->pc, idx, lc, buf, pool, &rb->seqs, out, err);
+    int rc;
+    uint64_t t;
+    if (!idx->file.etag[0]) {
+        ctf__map map;
+        if ((rc = map_at(k, f, ch->offset, (size_t)ch->size, &map, rb->perf, err))) return rc;
+        t = ctf__now_ns();
+        rc = ctf__cbf_decode_mapped(&file->pc, idx, lc, &map, pool, &rb->seqs, out, err);
+        ctf__file_unmap(&map); /* unless the chunk took it over */
+    } else {
+        char *buf = ctf__readbuf_get(rb, ch->size ? (size_t)ch->size : 1);
+        if (!buf)
+            return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE,
+                             "out of memory reading chunk %zu of %s", lc, idx->path);
+        rc = read_at(k, f, buf, (size_t)ch->size, ch->offset, ch->offset + ch->size, rb->perf,
+                     err);
+        if (rc) return rc;
+        t = ctf__now_ns();
+        rc = ctf__cbf_decode(&file->pc, idx, lc, buf, pool, &rb->seqs, out, err);
+    }
     ctf__perf_since(rb->perf, CTF__PERF_PARSE_NS, t);
     if (rc) return rc;
     ctf__perf_add(rb->perf, CTF__PERF_PARSE_BYTES, ch->size);
@@ -542,7 +576,9 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
     ctf__file_id now;
     *out = NULL;
     /* A remote object is not asked again: each range request demands the indexed ETag. */
-    if (idx->file.etag[0]) return load_blocks(k, c, rb, pool, out, err);
+    if (idx->file.etag[0])
+        return idx->cbf ? cbf_load(k, c, rb, pool, out, err)
+                        : load_blocks(k, c, rb, pool, out, err);
     int rc = ctf__io_stat(k->remote, idx->path, &now, err);
     if (rc) return rc;
     if ((rc = ctf__file_unchanged(idx->path, &idx->file, &now, ch->offset, err))) return rc;

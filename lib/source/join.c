@@ -219,9 +219,20 @@ static int copy_part_stream(const join *J, ctf__chunk_data *cd, size_t j, size_t
                 out->indptr[at + t + 1] = (int64_t)at_nz;
             }
         } else {
-            memcpy((char *)out->values + at * dim * elt,
-                   (const char *)sd->values + (size_t)sl.first * dim * elt,
-                   (size_t)sl.count * dim * elt);
+            char *dst = (char *)out->values + at * dim * elt;
+            if (!sd->dense_off) {
+                memcpy(dst, (const char *)sd->values + (size_t)sl.first * dim * elt,
+                       (size_t)sl.count * dim * elt);
+            } else {
+                /* Rows stored short or apart (a view of a binary file): one at a time. */
+                for (uint32_t t = 0; t < sl.count; t++, dst += dim * elt) {
+                    const size_t len = ctf__dense_len(sd, dim, sl.first + t) * elt;
+                    if (len)
+                        memcpy(dst, (const char *)sd->values +
+                                        ctf__dense_at(sd, dim, sl.first + t) * elt, len);
+                    memset(dst + len, 0, dim * elt - len);
+                }
+            }
             /* A sample cut short by the end of its file (at most one is kept per stream). */
             if (sd->short_sample >= (int64_t)sl.first &&
                 sd->short_sample < (int64_t)sl.first + sl.count && out->short_sample < 0) {

@@ -118,7 +118,7 @@ static int parse_streams(PyObject *streams, ctf_config *cfg, ctf_py_reader_args 
 /* remote: a dict of the remote options (endpoint, region, access_key_id, secret_access_key,
  * session_token, cache_dir: str or None; max_retries, timeout_ms, connect_timeout_ms,
  * backoff_ms: int). The Python layer fills it from storage_options and the environment. */
-static int parse_remote(PyObject *d, ctf_config *cfg, ctf_py_reader_args *ra)
+int ctf_py_parse_remote(PyObject *d, ctf_config *cfg, ctf_py_reader_args *ra)
 {
     if (!PyDict_Check(d)) {
         PyErr_Format(PyExc_TypeError, "remote: must be a dict (got %.100s)", Py_TYPE(d)->tp_name);
@@ -429,7 +429,7 @@ int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg,
     if (!PyArg_ParseTupleAndKeywords(args, rest, "OO|$OOOO:Reader", kwlist, &path, &streams,
                                      &log, &joins, &mix, &remote))
         goto done;
-    if (remote && remote != Py_None && parse_remote(remote, cfg, ra) < 0) goto done;
+    if (remote && remote != Py_None && ctf_py_parse_remote(remote, cfg, ra) < 0) goto done;
     if (mix && mix != Py_None) {
         /* A mix reads its parts' files: path is None. */
         if (path != Py_None) {

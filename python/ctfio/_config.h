@@ -43,6 +43,9 @@ int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg,
 
 /* Releases what ctf_py_reader_args_parse kept (ra zeroed: safe to call twice). */
 void ctf_py_reader_args_clear(ctf_py_reader_args *ra);
+/* The remote options dict (as MinibatchSource resolves it) into cfg->remote; its strings stay
+ * in ra (cleared with ctf_py_reader_args_clear). @return : 0, or -1 with an exception set. */
+int ctf_py_parse_remote(PyObject *d, ctf_config *cfg, ctf_py_reader_args *ra);
 
 /* Converts an integer-like object (operator.index) to [0, max], naming the parameter in the
  * message. @return : 0, or -1 with an exception set. */

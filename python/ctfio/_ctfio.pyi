@@ -295,6 +295,7 @@ def convert_file(
 # A CBF file's streams: (True, [(name, dim, is_sparse, "float" | "double"), ...]) or the error.
 def cbf_streams(
     path: _Path,
+    remote: Optional[Dict[str, Any]] = ...,
 ) -> Tuple[bool, Union[List[Tuple[str, int, bool, str]], _ConvertError]]: ...
 
 # ctf_cbf_write: the CTF file (path, streams as for Reader) as the CBF file dst.

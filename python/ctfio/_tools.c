@@ -185,20 +185,38 @@ static PyObject *error_tuple(const ctf_error *err)
 }
 
 const char ctf_py_cbf_streams_doc[] =
-    "cbf_streams(path) -> (True, [(name, dim, is_sparse, precision), ...]) or (False, error)\n\n"
-    "The streams a CBF file holds, in file order; precision is 'float' or 'double'.";
+    "cbf_streams(path, remote=None) -> (True, [(name, dim, is_sparse, precision), ...]) or "
+    "(False, error)\n\n"
+    "The streams a CBF file holds, in file order; precision is 'float' or 'double'. remote: the\n"
+    "remote options dict of a reader, for an s3:// or http(s):// object.";
 
-PyObject *ctf_py_cbf_streams(PyObject *module, PyObject *arg)
+PyObject *ctf_py_cbf_streams(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *path_o = NULL, *list = NULL;
+    PyObject *arg, *remote = Py_None, *path_o = NULL, *list = NULL;
+    if (!PyArg_ParseTuple(args, "O|O:cbf_streams", &arg, &remote)) return NULL;
     if (!PyUnicode_FSConverter(arg, &path_o)) return NULL;
+    ctf_config cfg;
+    ctf_py_reader_args ra;
+    memset(&cfg, 0, sizeof cfg);
+    memset(&ra, 0, sizeof ra);
+    if (remote != Py_None && ctf_py_parse_remote(remote, &cfg, &ra) < 0) {
+        Py_DECREF(path_o);
+        ctf_py_reader_args_clear(&ra);
+        return NULL;
+    }
     ctf_stream_def *st = NULL;
     size_t n = 0;
     ctf_precision prec = CTF_FLOAT32;
     ctf_error err;
-    int rc = ctf_cbf_streams(PyBytes_AS_STRING(path_o), &st, &n, &prec, &err);
+    int rc;
+    const char *path = PyBytes_AS_STRING(path_o);
+    const ctf_remote_options *ro = remote != Py_None ? &cfg.remote : NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ctf_cbf_streams_at(path, ro, &st, &n, &prec, &err);
+    Py_END_ALLOW_THREADS
     Py_DECREF(path_o);
+    ctf_py_reader_args_clear(&ra);
     if (rc) return error_tuple(&err);
     if (!(list = PyList_New((Py_ssize_t)n))) goto done;
     for (size_t i = 0; i < n; i++) {

@@ -12,7 +12,7 @@ PyObject *ctf_py_cli_main(PyObject *module, PyObject *args);
 PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs);
 extern const char ctf_py_cli_main_doc[];
 extern const char ctf_py_convert_file_doc[];
-PyObject *ctf_py_cbf_streams(PyObject *module, PyObject *arg);
+PyObject *ctf_py_cbf_streams(PyObject *module, PyObject *args);
 PyObject *ctf_py_cbf_write(PyObject *module, PyObject *args, PyObject *kwargs);
 extern const char ctf_py_cbf_streams_doc[];
 extern const char ctf_py_cbf_write_doc[];
@@ -25,7 +25,7 @@ extern const char ctf_py_sweep_boundary_doc[];
     {"cli_main", (PyCFunction)(void (*)(void))ctf_py_cli_main, METH_VARARGS, ctf_py_cli_main_doc}, \
     {"convert_file", (PyCFunction)(void (*)(void))ctf_py_convert_file,                         \
      METH_VARARGS | METH_KEYWORDS, ctf_py_convert_file_doc},                                \
-    {"cbf_streams", (PyCFunction)(void (*)(void))ctf_py_cbf_streams, METH_O,                  \
+    {"cbf_streams", (PyCFunction)(void (*)(void))ctf_py_cbf_streams, METH_VARARGS,                 \
      ctf_py_cbf_streams_doc},                                                                 \
     {"cbf_write", (PyCFunction)(void (*)(void))ctf_py_cbf_write, METH_VARARGS | METH_KEYWORDS, \
      ctf_py_cbf_write_doc},                                                                   \

@@ -165,6 +165,28 @@ def mix(parts, weights=None):
     return Mix(parts, weights)
 
 
+def _cbf_stream_defs(info, streams):
+    """StreamDefs completed from a CBF file's streams (info: the list cbf_streams returns)."""
+    by_name = {name: (dim, sparse) for name, dim, sparse, _ in info}
+    if streams is None:
+        return {name: StreamDef(field=name, shape=dim, is_sparse=sparse)
+                for name, dim, sparse, _ in info}
+    done = {}
+    for name, sd in dict(streams).items():
+        if not isinstance(sd, StreamDef):
+            raise TypeError("CBFDeserializer.streams[%r]: must be a StreamDef (got %r)"
+                            % (name, sd))
+        field = sd["field"] or name
+        if field not in by_name:
+            raise ValueError("CBFDeserializer.streams[%r]: the file has no stream %r "
+                             "(it has: %s)" % (name, field, ", ".join(by_name)))
+        dim, sparse = by_name[field]
+        done[name] = StreamDef(field=field, shape=sd["shape"] or dim,
+                               is_sparse=sparse if sd["shape"] is None else sd["is_sparse"],
+                               defines_mb_size=sd["defines_mb_size"])
+    return done
+
+
 class CBFDeserializer(CTFDeserializer):
     """``CBFDeserializer(filename, streams=None, **reader_options)``: a file of CNTK's binary
     format (CBF: ``ctfio convert cbf`` or CNTK's ``ctf2bin.py``), read like CTF.
@@ -186,32 +208,28 @@ class CBFDeserializer(CTFDeserializer):
         if not isinstance(first, str) or not first:
             raise ValueError("CBFDeserializer.filename: must be a non-empty path (got %r)"
                              % (filename,))
+        if _remote.is_remote(first):
+            # The object's header is read once the MinibatchSource knows the storage options;
+            # until then the streams are a placeholder.
+            self._cbf_pending = (first, streams)
+            super().__init__(filename, {"_": StreamDef(shape=1)}, **options)
+            self["type"] = "CNTKBinaryFormatDeserializer"
+            return
         ok, info = _ctfio.cbf_streams(first)
         if not ok:
             _convert_error(info)
-        by_name = {name: (dim, sparse) for name, dim, sparse, _ in info}
-        if streams is None:
-            streams = {name: StreamDef(field=name, shape=dim, is_sparse=sparse)
-                       for name, dim, sparse, _ in info}
-        else:
-            done = {}
-            for name, sd in dict(streams).items():
-                if not isinstance(sd, StreamDef):
-                    raise TypeError("CBFDeserializer.streams[%r]: must be a StreamDef (got %r)"
-                                    % (name, sd))
-                field = sd["field"] or name
-                if field not in by_name:
-                    raise ValueError("CBFDeserializer.streams[%r]: the file has no stream %r "
-                                     "(it has: %s)" % (name, field, ", ".join(by_name)))
-                dim, sparse = by_name[field]
-                done[name] = StreamDef(field=field, shape=sd["shape"] or dim,
-                                       is_sparse=sparse if sd["shape"] is None
-                                       else sd["is_sparse"],
-                                       defines_mb_size=sd["defines_mb_size"])
-            streams = done
         options.setdefault("precision", info[0][3])
-        super().__init__(filename, streams, **options)
+        super().__init__(filename, _cbf_stream_defs(info, streams), **options)
         self["type"] = "CNTKBinaryFormatDeserializer"
+
+    def _cbf_resolve(self, remote):
+        """Reads a remote object's streams with the reader's remote options."""
+        first, streams = self.__dict__.pop("_cbf_pending")
+        ok, info = _ctfio.cbf_streams(first, remote)
+        if not ok:
+            _convert_error(info)
+        self["input"] = _cbf_stream_defs(info, streams)
+        self["options"].setdefault("precision", info[0][3])
 
     def __repr__(self):
         return "CBFDeserializer(%r, %r)" % (self["file"], self["input"])
@@ -672,6 +690,14 @@ class MinibatchSource:
                 None, DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS):
             raise ValueError("MinibatchSource: randomization_window_in_chunks and "
                              "randomization_window_in_samples are mutually exclusive")
+        # A remote CBF object's streams come from its header, read with the remote options.
+        every = [x for part in (mixed["parts"] if mixed is not None else [deserializers])
+                 for x in part]
+        pending = [x for x in every if "_cbf_pending" in getattr(x, "__dict__", {})]
+        if pending:
+            remote = _remote.resolve(storage_options, cache_dir)
+            for x in pending:
+                x._cbf_resolve(remote)
         d = deserializers[0]
         given = dict(max_samples=max_samples, max_sweeps=max_sweeps,
                      randomization_seed=randomization_seed, trace_level=trace_level,
@@ -896,7 +922,8 @@ class MinibatchSource:
             return {name: StreamDef(field=alias, shape=dim, is_sparse=sparse,
                                     defines_mb_size=mbs)
                     for name, alias, dim, sparse, mbs in defs}
-        streams = stream_defs(c["streams"])
+        binary = any(dim == 0 for _n, _a, dim, _s, _m in c["streams"])
+        streams = None if binary else stream_defs(c["streams"])
         # A corpus (several files or a pattern) and joined deserializers are passed on as
         # written, so that nothing the configuration names is dropped on the way.
         files = c["paths"] if len(c.get("paths", ())) > 1 else c["path"]
@@ -918,7 +945,15 @@ class MinibatchSource:
                                      skip_sequence_ids=m_skip)
                      for m_paths, m_streams, m_skip, _w in c["mix"]]
             return cls(Mix(parts, [w for *_rest, w in c["mix"]]), **args)
-        primary = CTFDeserializer(files, streams)
+        if binary:
+            # The binary reader's form (input = [ NAME = [ original = ... ] ]): the file
+            # holds the dimensions and kinds.
+            primary = CBFDeserializer(files, {
+                name: StreamDef(field=alias or name, shape=dim or None, is_sparse=sparse,
+                                defines_mb_size=mbs)
+                for name, alias, dim, sparse, mbs in c["streams"]})
+        else:
+            primary = CTFDeserializer(files, streams)
         return cls([primary] + joined if joined else primary, **args)
 
 

@@ -478,3 +478,108 @@ TEST(cbf_fingerprint_and_changed_file)
     ctf_reader_free(r);
     ctf_cbf_streams_free(fs, nfs);
 }
+
+/* A local file's chunks are mapped: a dense float stream is a view of the file's bytes, not a
+ * copy (a double one, whose rows the 4-byte counts may misalign, and a sparse one are copied),
+ * and the values are those the copying decoder makes; the chunk takes the mapping over and
+ * counts it in its memory. */
+TEST(cbf_mapped_chunks_are_views)
+{
+    for (int pi = 0; pi < 2; pi++) {
+        const ctf_precision p = pi ? CTF_FLOAT64 : CTF_FLOAT32;
+        const size_t elt = (size_t)p;
+        char ctf[256], cbf[256];
+        ASSERT_EQ(make_pair(200, 41 + (uint64_t)pi, 700, p, ctf, cbf, "view"), 0);
+        ctf_stream_def *fs;
+        size_t nfs;
+        ctf_error e;
+        ASSERT_EQ(ctf_cbf_streams(cbf, &fs, &nfs, NULL, &e), 0);
+        ctf_config c;
+        base_cfg(&c, cbf, fs, nfs, p);
+        ctf_index *idx;
+        ASSERT_EQ(ctf_index_build(&c, &idx, &e), 0);
+        ASSERT(idx->num_chunks > 3);
+        const ctf__parse_cfg pc = {.path = cbf, .streams = fs, .num_streams = nfs,
+                                   .precision = p};
+        int fd = ctf__file_open(cbf, &e);
+        ASSERT(fd >= 0);
+        for (size_t ch = 0; ch < idx->num_chunks; ch++) {
+            const ctf__chunk *k = &idx->chunks[ch];
+            ctf__map m;
+            ASSERT_EQ(ctf__file_map(fd, cbf, k->offset, (size_t)k->size, &m, &e), 0);
+            ctf__chunk_data *a, *b;
+            ASSERT_EQ(ctf__cbf_decode(&pc, idx, ch, m.data, NULL, NULL, &a, &e), 0);
+            ASSERT_EQ(ctf__cbf_decode_mapped(&pc, idx, ch, &m, NULL, NULL, &b, &e), 0);
+            const ctf__stream_data *da = &a->streams[0], *db = &b->streams[0];
+            const bool view = p == CTF_FLOAT32;
+            ASSERT_EQ(db->view, view);
+            ASSERT(!b->streams[1].view && !da->view);
+            ASSERT_EQ(m.base == NULL, view); /* taken over by the chunk */
+            if (view) {
+                const char *v = db->values;
+                ASSERT(v >= b->map.data && v < b->map.data + k->size);
+                ASSERT(b->bytes >= b->map.len && b->map.len >= k->size);
+            }
+            ASSERT_EQ(da->samples, db->samples);
+            const size_t dim = fs[0].dim;
+            for (size_t i = 0; i < da->samples; i++) {
+                ASSERT_EQ(ctf__dense_len(db, dim, i), dim);
+                ASSERT(!memcmp((const char *)da->values + ctf__dense_at(da, dim, i) * elt,
+                               (const char *)db->values + ctf__dense_at(db, dim, i) * elt,
+                               dim * elt));
+            }
+            for (size_t i = 0; i < a->num_seqs * nfs; i++) {
+                ASSERT_EQ(a->slices[i].first, b->slices[i].first);
+                ASSERT_EQ(a->slices[i].count, b->slices[i].count);
+            }
+            ASSERT_EQ(a->streams[1].nnz, b->streams[1].nnz);
+            ctf__chunk_data_free(a);
+            ctf__chunk_data_free(b);
+            ctf__file_unmap(&m);
+        }
+        /* A range that is not in the file (any more) is a changed file, not a fault. */
+        ctf__map m;
+        ASSERT_EQ(ctf__file_map(fd, cbf, idx->file.size - 4, 8, &m, &e), CTF_ECHANGED);
+        ASSERT(m.base == NULL);
+        ctf__file_close(fd);
+        ctf_index_free(idx);
+        ctf_cbf_streams_free(fs, nfs);
+    }
+}
+
+/* Every read and every mapping of a CBF read can fail: each one failed in turn is a clean
+ * CTF_EIO naming the file (or, for the one read whose failure is data, CTF_ECHANGED), never a
+ * crash or a wrong minibatch. */
+TEST(cbf_io_faults_at_every_read)
+{
+    char ctf[256], cbf[256];
+    ASSERT_EQ(make_pair(150, 77, 900, CTF_FLOAT32, ctf, cbf, "faults"), 0);
+    ctf_stream_def *fs;
+    size_t nfs;
+    ctf_error e;
+    ASSERT_EQ(ctf_cbf_streams(cbf, &fs, &nfs, NULL, &e), 0);
+    ctf_config c;
+    base_cfg(&c, cbf, fs, nfs, CTF_FLOAT32);
+    c.randomize = true;
+    c.randomization_window = 2;
+    bytes ref = {0};
+    atomic_store(&ctf__io_count, 0);
+    ASSERT_EQ(read_values(&c, 16, &ref, NULL), 150);
+    const long count = atomic_load(&ctf__io_count);
+    ASSERT(count > 5);
+    for (long k = 1; k <= count; k++) {
+        for (int eof = 0; eof < 2; eof++) {
+            atomic_store(&ctf__io_count, 0);
+            atomic_store(eof ? &ctf__io_eof_at : &ctf__io_fail_at, k);
+            bytes got = {0};
+            long n = read_values(&c, 16, &got, NULL);
+            atomic_store(&ctf__io_fail_at, 0);
+            atomic_store(&ctf__io_eof_at, 0);
+            /* Either the fault hit a read this run made (an error) or none (the same data). */
+            ASSERT(n == -1 || (n == 150 && b_eq(&got, &ref)));
+            b_free(&got);
+        }
+    }
+    b_free(&ref);
+    ctf_cbf_streams_free(fs, nfs);
+}

@@ -68,6 +68,13 @@ class S3:
                 "AWS_SECRET_ACCESS_KEY": self.secret, "AWS_REGION": "us-east-1"}
 
     def stop(self):
+        # moto's state lives in this process: forget the users and buckets and switch the
+        # authentication off again, so that a later S3() of another test module starts clean.
+        from moto import settings
+        import urllib.request
+        settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
+        urllib.request.urlopen(urllib.request.Request(self.endpoint + "/moto-api/reset",
+                                                      method="POST"), timeout=30).read()
         self.server.stop()
 
 
