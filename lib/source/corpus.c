@@ -23,20 +23,6 @@
 #include <glob.h>
 #include <pthread.h>
 
-char *ctf__readbuf_get(ctf__readbuf *rb, size_t need)
-{
-    if (need > rb->cap) {
-        /* Chunks differ in size by up to a sequence: growing to exactly `need` would free and
-         * map a new buffer for most chunks (a chunk-sized block is an mmap of its own), and the
-         * pread would fault in every page again. 1/8 more makes that rare. */
-        size_t cap = need + need / 8;
-        CTF_FREE(rb->p);
-        rb->p = CTF_MALLOC(cap);
-        rb->cap = rb->p ? cap : 0;
-    }
-    return rb->p;
-}
-
 void ctf__source_free(ctf__source *s)
 {
     if (s) s->destroy(s);
