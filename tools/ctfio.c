@@ -67,6 +67,8 @@ static const char usage_text[] =
     "  --max-errors N                --trace-level 0|1|2         --chunk-size BYTES\n"
     "  --keep-data-in-memory         --frame-mode                --cache-index\n"
     "  --defines-mb-size NAME        --threads N                 --prefetch N\n"
+    "  --chunk-cache DIR             --chunk-cache-limit BYTES\n"
+    "      keep parsed chunks in DIR in CBF's layout; later sweeps and runs decode them\n"
     "\n"
     "dump options:\n"
     "  --mb K           minibatch mode: K index samples per minibatch (global size)\n"
@@ -112,7 +114,7 @@ typedef struct opts {
     /* Flag overrides: applied after the configuration file. */
     const char *precision, *randomize, *seed, *window, *window_samples, *max_errors,
         *trace_level, *chunk_size, *threads, *prefetch, *mb_stream, *max_samples, *max_sweeps,
-        *workers, *rank, *restore, *truncation;
+        *workers, *rank, *restore, *truncation, *chunk_cache, *chunk_cache_limit;
     bool skip_ids, keep, frame, cache;
     const char *endpoint, *cache_dir; /* remote data: --endpoint, --cache-dir */
     bool no_sign;                     /* --no-sign-request */
@@ -225,6 +227,8 @@ static void parse_args(opts *o, int argc, char **argv)
         else if (!strcmp(a, "--defines-mb-size")) o->mb_stream = NEXT();
         else if (!strcmp(a, "--threads")) o->threads = NEXT();
         else if (!strcmp(a, "--prefetch")) o->prefetch = NEXT();
+        else if (!strcmp(a, "--chunk-cache")) o->chunk_cache = NEXT();
+        else if (!strcmp(a, "--chunk-cache-limit")) o->chunk_cache_limit = NEXT();
         else if (!strcmp(a, "--mb")) { o->mb = parse_u64_arg("--mb", NEXT()); o->have_mb = true;
         } else if (!strcmp(a, "--count")) {
             o->count = parse_u64_arg("--count", NEXT());
@@ -355,6 +359,9 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
     cli_remote_options(&cfg->remote, o->endpoint, o->cache_dir, o->no_sign);
     if (o->threads) cfg->num_threads = (size_t)parse_u64_arg("--threads", o->threads);
     if (o->prefetch) cfg->prefetch_chunks = (size_t)parse_u64_arg("--prefetch", o->prefetch);
+    if (o->chunk_cache) cfg->chunk_cache = o->chunk_cache;
+    if (o->chunk_cache_limit)
+        cfg->chunk_cache_limit = parse_u64_arg("--chunk-cache-limit", o->chunk_cache_limit);
     if (o->max_samples) cfg->max_samples = parse_u64_arg("--max-samples", o->max_samples);
     if (o->max_sweeps) cfg->max_sweeps = parse_u64_arg("--max-sweeps", o->max_sweeps);
     if (o->truncation)

@@ -268,7 +268,8 @@ static void forget_lines(cfg_node *n)
 typedef enum key_id {
     K_FILE, K_INPUT, K_PRECISION, K_RANDOMIZE, K_SEED, K_WINDOW, K_SAMPLE_WINDOW, K_SKIP_IDS,
     K_MAX_ERRORS, K_TRACE, K_VERBOSITY, K_CHUNK, K_KEEP, K_FRAME, K_CACHE, K_MAX_SAMPLES,
-    K_MAX_SWEEPS, K_TRUNC, K_TRUNCATED, K_THREADS, K_PREFETCH, K_MT_DESER,
+    K_MAX_SWEEPS, K_TRUNC, K_TRUNCATED, K_THREADS, K_PREFETCH, K_MT_DESER, K_CHUNK_CACHE,
+    K_CHUNK_CACHE_LIMIT,
     /* Keys below are structure, not parameters: an undotted override never targets them. */
     K_READER_TYPE, K_TYPE, K_MODULE, K_DESERIALIZERS, K_MIX, K_COUNT
 } key_id;
@@ -278,7 +279,8 @@ static const char *const key_names[K_COUNT] = {
     "sampleBasedRandomizationWindow", "skipSequenceIds", "maxErrors", "traceLevel", "verbosity",
     "chunkSizeInBytes", "keepDataInMemory", "frameMode", "cacheIndex", "maxSamples", "maxSweeps",
     "truncationLength", "truncated", "numThreads", "prefetchChunks",
-    "multiThreadedDeserialization", "readerType", "type", "module", "deserializers", "mix",
+    "multiThreadedDeserialization", "chunkCache", "chunkCacheLimit", "readerType", "type",
+    "module", "deserializers", "mix",
 };
 
 static int key_lookup(const char *s, size_t n)
@@ -1279,6 +1281,10 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
     /* CNTK's multiThreadedDeserialization is accepted: ctfio parses in numThreads threads. */
     bool mt;
     if (v[K_MT_DESER]) TRY(get_bool(doc, v[K_MT_DESER], "multiThreadedDeserialization", &mt, err));
+    if (v[K_CHUNK_CACHE])
+        TRY(get_string(doc, v[K_CHUNK_CACHE], "chunkCache", true, &c.chunk_cache, err));
+    if (v[K_CHUNK_CACHE_LIMIT]) TRY(get_uint(doc, v[K_CHUNK_CACHE_LIMIT], "chunkCacheLimit", 0,
+                                             UINT64_MAX, &c.chunk_cache_limit, err));
     if (binary)
         TRY(apply_cbf_streams(doc, &doc->slots[0], &c.num_streams, err));
     else

@@ -72,6 +72,7 @@ void ctf_py_reader_args_clear(ctf_py_reader_args *ra)
     Py_CLEAR(ra->keep);
     Py_CLEAR(ra->names);
     Py_CLEAR(ra->remote_keep);
+    Py_CLEAR(ra->chunk_cache);
     PyMem_Free(ra->defs);
     ra->defs = NULL;
     path_list_clear(&ra->paths);
@@ -369,22 +370,36 @@ int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg,
                              "keep_data_in_memory", "frame_mode", "cache_index", "max_samples",
                              "max_sweeps", "truncation_length", "num_workers", "worker_rank",
                              "num_threads", "prefetch_chunks", "log", "joins", "mix", "remote",
-                             NULL};
+                             "chunk_cache", "chunk_cache_limit", NULL};
     PyObject *path, *joins = NULL, *mix = NULL, *remote = NULL;
     PyObject *streams, *seed = NULL, *window = NULL, *max_errors = NULL, *chunk = NULL;
     PyObject *max_samples = Py_None, *max_sweeps = Py_None, *trunc = NULL, *workers = NULL;
     PyObject *rank = NULL, *threads = NULL, *prefetch = NULL, *log = Py_None;
+    PyObject *chunk_cache = Py_None, *chunk_cache_limit = NULL;
     const char *precision = "float";
     int randomize = cfg->randomize, in_samples = cfg->window_in_samples;
     int skip_ids = cfg->skip_sequence_ids, keep = cfg->keep_data_in_memory;
     int frame = cfg->frame_mode, cache = cfg->cache_index, trace = cfg->trace_level;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$spOOppOiOpppOOOOOOOOOOO:Reader", kwlist,
-                                     &path, &streams, &precision,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$spOOppOiOpppOOOOOOOOOOOOO:Reader",
+                                     kwlist, &path, &streams, &precision,
                                      &randomize, &seed, &window, &in_samples, &skip_ids,
                                      &max_errors, &trace, &chunk, &keep, &frame, &cache,
                                      &max_samples, &max_sweeps, &trunc, &workers, &rank,
-                                     &threads, &prefetch, &log, &joins, &mix, &remote))
+                                     &threads, &prefetch, &log, &joins, &mix, &remote,
+                                     &chunk_cache, &chunk_cache_limit))
         return -1;
+    if (chunk_cache != Py_None) {
+        /* A str or a path-like object; kept as bytes for as long as the configuration. */
+        Py_CLEAR(ra->chunk_cache);
+        if (!PyUnicode_FSConverter(chunk_cache, &ra->chunk_cache)) return -1;
+        cfg->chunk_cache = PyBytes_AS_STRING(ra->chunk_cache);
+        if (!cfg->chunk_cache[0] || strlen(cfg->chunk_cache) !=
+                                        (size_t)PyBytes_GET_SIZE(ra->chunk_cache)) {
+            PyErr_SetString(PyExc_ValueError, "chunk_cache: must be a directory path");
+            return -1;
+        }
+    }
+    if (chunk_cache_limit == Py_None) chunk_cache_limit = NULL;
     if (remote && remote != Py_None && parse_remote(remote, cfg, ra) < 0) return -1;
     if (mix && mix != Py_None) {
         /* A mix reads its parts' files: path is None. */
@@ -440,6 +455,7 @@ options:
         {rank, "worker_rank", NULL, &cfg->worker_rank},
         {threads, "num_threads", NULL, &cfg->num_threads},
         {prefetch, "prefetch_chunks", NULL, &cfg->prefetch_chunks},
+        {chunk_cache_limit, "chunk_cache_limit", &cfg->chunk_cache_limit, NULL},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         uint64_t v;
@@ -557,6 +573,9 @@ PyObject *ctf_py_config_dict(const ctf_config *c)
                                ? Py_NewRef(Py_None)
                                : PyLong_FromSize_t(c->prefetch_chunks));
     PUT("log", Py_NewRef(Py_None));
+    if (c->chunk_cache) PUT("chunk_cache", PyUnicode_DecodeFSDefault(c->chunk_cache));
+    if (c->chunk_cache_limit) PUT("chunk_cache_limit",
+                                  PyLong_FromUnsignedLongLong(c->chunk_cache_limit));
 #undef PUT
     if (rc) goto error;
     Py_DECREF(streams);

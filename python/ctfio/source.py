@@ -93,7 +93,8 @@ def StreamDefs(**kwargs):
 
 # Reader parameters a deserializer may carry (rules 3); they override the source's.
 _DESERIALIZER_OPTIONS = ("precision", "skip_sequence_ids", "max_errors", "trace_level",
-                         "chunk_size_in_bytes", "keep_data_in_memory", "cache_index")
+                         "chunk_size_in_bytes", "keep_data_in_memory", "cache_index",
+                         "chunk_cache", "chunk_cache_limit")
 
 
 class CTFDeserializer(_Record):
@@ -666,7 +667,7 @@ class MinibatchSource:
                  randomize=True, max_errors=0, *, num_threads=None, prefetch_chunks=None,
                  keep_data_in_memory=False, cache_index=False, chunk_size_in_bytes=None,
                  precision="float", skip_sequence_ids=False, log=None, storage_options=None,
-                 cache_dir=None):
+                 cache_dir=None, chunk_cache=None, chunk_cache_limit=None):
         mixed = deserializers if isinstance(deserializers, Mix) else None
         if mixed is not None:
             deserializers = mixed["parts"][0]
@@ -684,7 +685,8 @@ class MinibatchSource:
         opts = dict(precision=precision, skip_sequence_ids=skip_sequence_ids,
                     max_errors=max_errors, trace_level=trace_level,
                     chunk_size_in_bytes=chunk_size_in_bytes,
-                    keep_data_in_memory=keep_data_in_memory, cache_index=cache_index)
+                    keep_data_in_memory=keep_data_in_memory, cache_index=cache_index,
+                    chunk_cache=chunk_cache, chunk_cache_limit=chunk_cache_limit)
         opts.update(d["options"])
         infos = []
         dtype = "float64" if opts["precision"] in ("double", "float64") else "float32"
@@ -736,7 +738,8 @@ class MinibatchSource:
             keep_data_in_memory=bool(opts["keep_data_in_memory"]), frame_mode=self._frame_mode,
             cache_index=bool(opts["cache_index"]), max_samples=max_samples,
             max_sweeps=max_sweeps, truncation_length=truncation_length, num_threads=num_threads,
-            prefetch_chunks=prefetch_chunks, log=log)
+            prefetch_chunks=prefetch_chunks, log=log, chunk_cache=opts["chunk_cache"],
+            chunk_cache_limit=opts["chunk_cache_limit"])
         self._params = {k: v for k, v in self._params.items() if v is not None or k == "log"}
         self._path = d["file"]
         # Remote paths (s3://, http(s)://): endpoint, credentials and the index cache directory
@@ -920,7 +923,8 @@ class MinibatchSource:
             keep_data_in_memory=c["keep_data_in_memory"], cache_index=c["cache_index"],
             chunk_size_in_bytes=c["chunk_size_bytes"], precision=c["precision"],
             skip_sequence_ids=c["skip_sequence_ids"], num_threads=c["num_threads"],
-            prefetch_chunks=c["prefetch_chunks"])
+            prefetch_chunks=c["prefetch_chunks"], chunk_cache=c.get("chunk_cache"),
+            chunk_cache_limit=c.get("chunk_cache_limit"))
         if c["window_in_samples"]:
             args["randomization_window_in_samples"] = c["randomization_window"]
         else:
