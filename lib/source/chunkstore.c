@@ -393,10 +393,18 @@ static void put(ctf__chunkstore *s, const char *path, const uint64_t key[2],
     entry_head h;
     memset(&h, 0, sizeof h);
     const size_t rec = cd->num_seqs * sizeof *seqs;
-    int rc = ctf__cbf_put(&out, &h, sizeof h) || ctf__cbf_put(&out, seqs, rec);
+    int rc = 0;
     for (size_t i = 0; !rc && i < cd->num_seqs; i++) rc = ctf__cbf_build_seq(&b, cd, i);
     const uint64_t samples = b.samples;
-    if (!rc) rc = ctf__cbf_build_take(&b, &out);
+    /* The entry in one buffer of its exact size: header, records, chunk. */
+    const uint64_t total = sizeof h + rec + ctf__cbf_build_size(&b);
+    if (!rc && total < SIZE_MAX && (out.p = CTF_MALLOC((size_t)total)) != NULL) {
+        out.cap = (size_t)total;
+        rc = ctf__cbf_put(&out, &h, sizeof h) || ctf__cbf_put(&out, seqs, rec) ||
+             ctf__cbf_build_take(&b, &out);
+    } else {
+        rc = rc ? rc : CTF_ENOMEM;
+    }
     ctf__cbf_build_free(&b);
     /* Out of memory, or a sequence CBF cannot hold: this chunk is simply not stored. */
     if (rc || (s->limit && out.len > s->limit)) {
