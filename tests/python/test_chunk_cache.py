@@ -238,29 +238,42 @@ def test_configuration_file_and_command_line(data, tmp_path):
     assert hits > 0 and misses == 0
 
 
+REMOTE = r"""
+import json, sys
+sys.path.insert(0, %(here)r)
+from s3_server import S3
+from test_chunk_cache import source, read
+s3 = S3()
+try:
+    s3.client.create_bucket(Bucket="chunk-cache-data")
+    s3.client.put_object(Bucket="chunk-cache-data", Key="t.ctf", Body=open(%(local)r, "rb").read())
+    kw = dict(storage_options=s3.options(), cache_dir=%(idx)r, chunk_cache=%(cache)r)
+    out = []
+    for _ in range(2):
+        src = source("s3://chunk-cache-data/t.ctf", **kw)
+        data = read(src)
+        p = src.stats()["perf"]
+        out.append(dict(data=data, hits=p["chunk_cache_hits"], misses=p["chunk_cache_misses"],
+                        remote=p["remote_bytes"]))
+    print(json.dumps(out))
+finally:
+    s3.stop()
+"""
+
+
 def test_remote_object_is_served_from_the_cache(tmp_path):
     pytest.importorskip("moto")
     pytest.importorskip("boto3")
-    sys.path.insert(0, HERE)
-    from s3_server import S3
-    s3 = S3()
-    try:
-        text = render(200, 21)
-        s3.client.create_bucket(Bucket="chunk-cache-data")
-        s3.client.put_object(Bucket="chunk-cache-data", Key="t.ctf", Body=text.encode())
-        local = tmp_path / "t.ctf"
-        local.write_text(text)
-        ref = read(source(str(local)))
-        cache = str(tmp_path / "cc")
-        kw = dict(storage_options=s3.options(), cache_dir=str(tmp_path / "idx"),
-                  chunk_cache=cache)
-        src = source("s3://chunk-cache-data/t.ctf", **kw)
-        assert read(src) == ref
-        p = perf(src)
-        assert p["chunk_cache_misses"] > 0 and p["chunk_cache_hits"] > 0
-        src = source("s3://chunk-cache-data/t.ctf", **kw)
-        assert read(src) == ref
-        p = perf(src)
-        assert p["chunk_cache_misses"] == 0 and p["remote_bytes"] == 0
-    finally:
-        s3.stop()
+    local = tmp_path / "t.ctf"
+    local.write_text(render(200, 21))
+    ref = read(source(str(local)))
+    # moto runs in a child process: its server changes process-wide settings.
+    p = subprocess.run([sys.executable, "-c", REMOTE % dict(
+        here=HERE, local=str(local), idx=str(tmp_path / "idx"), cache=str(tmp_path / "cc"))],
+        capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    first, second = json.loads(p.stdout)
+    assert [tuple(x) for x in first["data"]] == ref
+    assert [tuple(x) for x in second["data"]] == ref
+    assert first["misses"] > 0 and first["hits"] > 0
+    assert second["misses"] == 0 and second["hits"] > 0 and second["remote"] == 0
