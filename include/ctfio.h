@@ -260,6 +260,13 @@ typedef struct ctf_config {
     const ctf_mix_part *mix;          /* a mix of data sets (num_mix > 0 replaces path, paths
                                        * and joins; streams are the mix's); see ctf_mix_part */
     size_t num_mix;
+    /* The chunk cache (docs/chunk-cache.md): a directory where each parsed text chunk is kept
+     * in CBF's chunk layout, so that later sweeps and later opens decode it instead of parsing
+     * it again. NULL: none (the default). Not part of the fingerprint: it never changes what
+     * is delivered. */
+    const char *chunk_cache;
+    uint64_t chunk_cache_limit;       /* bytes the directory may hold (least recently used
+                                       * entries go first); 0: no limit */
 } ctf_config;
 
 /* ctf_config_init(cfg):

@@ -65,6 +65,8 @@ static const char usage_text[] =
     "%s"
     "  --window-samples N        the randomization window in samples\n"
     "  --defines-mb-size NAME    the stream whose samples count for the minibatch size\n"
+    "  --chunk-cache DIR         keep parsed chunks in DIR in CBF's layout; later sweeps and\n"
+    "                            runs decode them instead of parsing (docs/chunk-cache.md)\n"
     "\n"
     "dump options:\n"
     "  --mb K           minibatch mode: K index samples per minibatch (global size)\n"
@@ -136,7 +138,7 @@ typedef struct opts {
     /* Reader parameter flags (the table's cli_flag), by table row: the text given, or "true"
      * for a switch; applied after the configuration file. */
     const char *param_text[CLI_MAX_PARAMS];
-    const char *window_samples, *mb_stream, *restore;
+    const char *window_samples, *mb_stream, *restore, *chunk_cache;
     const char *endpoint, *cache_dir; /* remote data: --endpoint, --cache-dir */
     bool no_sign;                     /* --no-sign-request */
     uint64_t mb, count;
@@ -238,6 +240,7 @@ static void parse_args(opts *o, int argc, char **argv)
         else if (!strcmp(a, "--cache-dir")) o->cache_dir = NEXT();
         else if (!strcmp(a, "--no-sign-request")) o->no_sign = true;
         else if (!strcmp(a, "--defines-mb-size")) o->mb_stream = NEXT();
+        else if (!strcmp(a, "--chunk-cache")) o->chunk_cache = NEXT();
         else if (!strcmp(a, "--mb")) { o->mb = parse_u64_arg("--mb", NEXT()); o->have_mb = true;
         } else if (!strcmp(a, "--count")) {
             o->count = parse_u64_arg("--count", NEXT());
@@ -348,6 +351,7 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
             return die_error(&err);
         cfg->window_in_samples = true;
     }
+    if (o->chunk_cache) cfg->chunk_cache = o->chunk_cache;
     cli_remote_options(&cfg->remote, o->endpoint, o->cache_dir, o->no_sign);
     cfg->log = cli_log;
     cfg->log_user = lc;

@@ -253,7 +253,7 @@ typedef enum key_id {
 #define CTF_PARAM(field, ...) K_##field,
 #include "params.def"
 #undef CTF_PARAM
-    K_FILE, K_INPUT, K_VERBOSITY, K_TRUNCATED, K_MT_DESER,
+    K_FILE, K_INPUT, K_VERBOSITY, K_TRUNCATED, K_MT_DESER, K_CHUNK_CACHE,
     /* Keys below are structure, not parameters: an undotted override never targets them. */
     K_READER_TYPE, K_TYPE, K_MODULE, K_DESERIALIZERS, K_MIX, K_COUNT
 } key_id;
@@ -262,8 +262,8 @@ static const char *const key_names[K_COUNT] = {
 #define CTF_PARAM(field, kind, bs_key, ...) bs_key,
 #include "params.def"
 #undef CTF_PARAM
-    "file", "input", "verbosity", "truncated", "multiThreadedDeserialization", "readerType",
-    "type", "module", "deserializers", "mix",
+    "file", "input", "verbosity", "truncated", "multiThreadedDeserialization", "chunkCache",
+    "readerType", "type", "module", "deserializers", "mix",
 };
 
 static int key_lookup(const char *s, size_t n)
@@ -1238,6 +1238,8 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
     /* CNTK's multiThreadedDeserialization is accepted: ctfio parses in numThreads threads. */
     bool mt;
     if (v[K_MT_DESER]) TRY(get_bool(doc, v[K_MT_DESER], "multiThreadedDeserialization", &mt, err));
+    if (v[K_CHUNK_CACHE])
+        TRY(get_string(doc, v[K_CHUNK_CACHE], "chunkCache", true, &c.chunk_cache, err));
     if (binary)
         TRY(apply_cbf_streams(doc, &doc->slots[0], &c.num_streams, err));
     else

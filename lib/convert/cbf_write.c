@@ -20,67 +20,16 @@
 
 #define CBF_MAGIC 0x636e746b5f62696eull
 
-/* A growable byte buffer. */
-typedef struct bytes {
-    unsigned char *p;
-    size_t len, cap;
-} bytes;
-
-static int put(bytes *b, const void *src, size_t n)
-{
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n) cap *= 2;
-        unsigned char *q = CTF_REALLOC(b->p, cap);
-        if (!q) return CTF_ENOMEM;
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-    return 0;
-}
-
-static int put32(bytes *b, uint32_t v)
-{
-    unsigned char x[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
-                          (unsigned char)(v >> 24)};
-    return put(b, x, 4);
-}
-
-static int put64(bytes *b, uint64_t v)
-{
-    return put32(b, (uint32_t)v) || put32(b, (uint32_t)(v >> 32));
-}
-
-static int put_value(bytes *b, double v, ctf_precision prec)
-{
-    if (prec == CTF_FLOAT64) {
-        uint64_t u;
-        memcpy(&u, &v, 8);
-        return put64(b, u);
-    }
-    float f = (float)v;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return put32(b, u);
-}
-
 typedef struct writer {
     const ctf_config *cfg;
     ctf_precision prec;
     uint64_t chunk_size;
     FILE *out;
     const char *tmp;
-    uint64_t pos;           /* bytes written */
-    bytes lens;             /* the open chunk's sequence lengths */
-    bytes st[CTF_MAX_STREAMS]; /* the open chunk's data, per stream */
-    uint32_t seqs;          /* sequences in the open chunk */
-    uint64_t samples;       /* their samples */
-    bytes table;            /* the chunk table */
+    uint64_t pos;           /* ctf__cbf_bytes written */
+    ctf__cbf_build open;    /* the open chunk (cbf_build.c), in ctf2bin's order */
+    ctf__cbf_bytes table;            /* the chunk table */
     uint32_t chunks;
-    struct { int32_t ind; uint32_t at; } *pairs; /* a sample's entries, sorted */
-    size_t pairs_cap;
     ctf_cbf_write_result *res;
 } writer;
 
@@ -95,105 +44,49 @@ static int write_out(writer *w, const void *p, size_t n, ctf_error *err)
 
 static int flush_chunk(writer *w, ctf_error *err)
 {
-    if (!w->seqs) return 0;
-    if (w->samples > UINT32_MAX)
+    ctf__cbf_build *b = &w->open;
+    if (!b->seqs) return 0;
+    if (b->samples > UINT32_MAX)
         return ctf__fail(err, CTF_ELIMIT, CTF__NOWHERE, "a CBF chunk holds at most 2^32 - 1 "
                          "samples: use a smaller chunk size");
-    if (put64(&w->table, w->pos) || put32(&w->table, w->seqs) ||
-        put32(&w->table, (uint32_t)w->samples))
+    if (ctf__cbf_put64(&w->table, w->pos) || ctf__cbf_put32(&w->table, b->seqs) ||
+        ctf__cbf_put32(&w->table, (uint32_t)b->samples))
         return CTF_ENOMEM;
-    int rc = write_out(w, w->lens.p, w->lens.len, err);
-    for (size_t k = 0; !rc && k < w->cfg->num_streams; k++) {
-        rc = write_out(w, w->st[k].p, w->st[k].len, err);
-        w->st[k].len = 0;
-    }
-    w->lens.len = 0;
-    w->seqs = 0;
-    w->samples = 0;
+    int rc = write_out(w, b->lens.p, b->lens.len, err);
+    for (size_t k = 0; !rc && k < b->num_streams; k++) rc = write_out(w, b->st[k].p,
+                                                                       b->st[k].len, err);
+    ctf__cbf_build_reset(b);
     w->chunks++;
     return rc;
-}
-
-static int cmp_pair(const void *a, const void *b)
-{
-    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    const uint32_t i = ((const uint32_t *)a)[1], j = ((const uint32_t *)b)[1];
-    return x != y ? (x < y ? -1 : 1) : (i < j ? -1 : i > j);
 }
 
 /* Appends sequence i of cd (local index) to the open chunk. */
 static int add_seq(writer *w, const ctf__chunk_data *cd, size_t i)
 {
-    const size_t ns = w->cfg->num_streams;
-    uint32_t len = 0;
-    for (size_t k = 0; k < ns; k++) len = CTF_MAX(len, cd->slices[i * ns + k].count);
-    if (put32(&w->lens, len)) return CTF_ENOMEM;
-    for (size_t k = 0; k < ns; k++) {
-        const ctf_stream_def *d = &w->cfg->streams[k];
-        const ctf__stream_data *sd = &cd->streams[k];
-        const ctf__slice sl = cd->slices[i * ns + k];
-        const double *v = sd->values;
-        bytes *b = &w->st[k];
-        if (put32(b, sl.count)) return CTF_ENOMEM;
-        if (!d->is_sparse) {
-            for (uint32_t t = sl.first; t < sl.first + sl.count; t++) {
-                const size_t at = ctf__dense_at(sd, d->dim, t), n = ctf__dense_len(sd, d->dim, t);
-                for (size_t x = 0; x < d->dim; x++)
-                    if (put_value(b, x < n ? v[at + x] : 0.0, w->prec)) return CTF_ENOMEM;
-            }
-            continue;
-        }
-        const int64_t lo = sd->indptr[sl.first], hi = sd->indptr[sl.first + sl.count];
-        if (hi - lo > INT32_MAX) return CTF_ELIMIT;
-        if (put32(b, (uint32_t)(hi - lo))) return CTF_ENOMEM;
-        const size_t vals_at = b->len;
-        /* Values and indices are written sample by sample in sorted order: values first (all
-         * of the sequence's), then the indices, then the per-sample counts. */
-        size_t need = (size_t)(hi - lo);
-        if (need > w->pairs_cap) {
-            void *q = CTF_REALLOC(w->pairs, need * sizeof *w->pairs);
-            if (!q) return CTF_ENOMEM;
-            w->pairs = q;
-            w->pairs_cap = need;
-        }
-        for (uint32_t t = sl.first; t < sl.first + sl.count; t++) {
-            const int64_t a = sd->indptr[t], e = sd->indptr[t + 1];
-            for (int64_t x = a; x < e; x++) {
-                w->pairs[x - lo].ind = sd->indices[x];
-                w->pairs[x - lo].at = (uint32_t)(x - a);
-            }
-            if (e - a > 1) qsort(w->pairs + (a - lo), (size_t)(e - a), sizeof *w->pairs, cmp_pair);
-            for (int64_t x = a; x < e; x++)
-                if (put_value(b, v[a + w->pairs[x - lo].at], w->prec)) return CTF_ENOMEM;
-        }
-        for (int64_t x = lo; x < hi; x++)
-            if (put32(b, (uint32_t)w->pairs[x - lo].ind)) return CTF_ENOMEM;
-        for (uint32_t t = sl.first; t < sl.first + sl.count; t++)
-            if (put32(b, (uint32_t)(sd->indptr[t + 1] - sd->indptr[t]))) return CTF_ENOMEM;
-        CTF_UNUSED(vals_at);
-        w->res->nonzeros += (uint64_t)(hi - lo);
-    }
-    w->seqs++;
-    w->samples += len;
+    const uint64_t samples = w->open.samples;
+    int rc = ctf__cbf_build_seq(&w->open, cd, i);
+    if (rc) return rc;
     w->res->sequences++;
-    w->res->samples += len;
+    w->res->samples += w->open.samples - samples;
+    w->res->nonzeros = w->open.nonzeros;
     return 0;
 }
 
 /* The header: magic, counts, the stream table, the chunk table, then its own offset. */
 static int write_header(writer *w, ctf_error *err)
 {
-    bytes h = {0};
+    ctf__cbf_bytes h = {0};
     const uint64_t at = w->pos;
-    int rc = put64(&h, CBF_MAGIC) || put32(&h, w->chunks) ||
-             put32(&h, (uint32_t)w->cfg->num_streams);
+    int rc = ctf__cbf_put64(&h, CBF_MAGIC) || ctf__cbf_put32(&h, w->chunks) ||
+             ctf__cbf_put32(&h, (uint32_t)w->cfg->num_streams);
     for (size_t k = 0; !rc && k < w->cfg->num_streams; k++) {
         const ctf_stream_def *d = &w->cfg->streams[k];
         const unsigned char enc = d->is_sparse, et = w->prec == CTF_FLOAT64;
-        rc = put(&h, &enc, 1) || put32(&h, (uint32_t)strlen(d->name)) ||
-             put(&h, d->name, strlen(d->name)) || put(&h, &et, 1) || put32(&h, (uint32_t)d->dim);
+        rc = ctf__cbf_put(&h, &enc, 1) || ctf__cbf_put32(&h, (uint32_t)strlen(d->name)) ||
+             ctf__cbf_put(&h, d->name, strlen(d->name)) || ctf__cbf_put(&h, &et, 1) ||
+             ctf__cbf_put32(&h, (uint32_t)d->dim);
     }
-    if (!rc) rc = put(&h, w->table.p, w->table.len) || put64(&h, at);
+    if (!rc) rc = ctf__cbf_put(&h, w->table.p, w->table.len) || ctf__cbf_put64(&h, at);
     if (rc) {
         CTF_FREE(h.p);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory writing %s", w->tmp);
@@ -252,9 +145,7 @@ static int convert_chunks(writer *w, const ctf_index *idx, ctf_error *err)
                          ? ctf__fail(err, rc, CTF__NOWHERE, "a sequence has 2^31 entries or more")
                          : ctf__fail(err, rc, CTF__NOWHERE, "out of memory converting %s",
                                      idx->path);
-            uint64_t held = w->lens.len;
-            for (size_t k = 0; k < w->cfg->num_streams; k++) held += w->st[k].len;
-            if (!rc && held >= w->chunk_size) rc = flush_chunk(w, err);
+            if (!rc && ctf__cbf_build_size(&w->open) >= w->chunk_size) rc = flush_chunk(w, err);
         }
         ctf__chunk_data_free(cd);
     }
@@ -295,7 +186,7 @@ int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_si
         const ctf_stream_def *d = &c.streams[k];
         if (!d->name || !d->name[0] || strlen(d->name) > 4096)
             return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "streams[%zu]: a name of 1 to 4096 "
-                             "bytes is required", k);
+                             "ctf__cbf_bytes is required", k);
         if (d->dim == 0 || d->dim > (d->is_sparse ? CTF_MAX_SPARSE_DIM : CTF_MAX_DENSE_DIM))
             return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "input.%s.dim: %zu is out of range",
                              d->name, d->dim);
@@ -313,14 +204,16 @@ int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_si
                          "the input is a CBF file already");
     }
     writer w = {.cfg = &c, .prec = precision, .chunk_size = chunk_size, .res = result};
+    w.open = (ctf__cbf_build){.streams = c.streams, .num_streams = c.num_streams,
+                              .prec = precision, .sort = true};
     /* A temporary file of its own next to the output, the input refused as the output. */
     ctf__out_file of = {0};
     rc = ctf__out_open(&of, c.path, -1, out_path, err);
     if (!rc) {
         w.out = of.f;
         w.tmp = of.tmp ? of.tmp : out_path;
-        bytes head = {0};
-        rc = put64(&head, CBF_MAGIC) || put32(&head, 1)
+        ctf__cbf_bytes head = {0};
+        rc = ctf__cbf_put64(&head, CBF_MAGIC) || ctf__cbf_put32(&head, 1)
                  ? ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory")
                  : write_out(&w, head.p, head.len, err);
         CTF_FREE(head.p);
@@ -342,10 +235,8 @@ int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_si
     }
     result->chunks = w.chunks;
     result->bytes_written = w.pos;
-    CTF_FREE(w.lens.p);
+    ctf__cbf_build_free(&w.open);
     CTF_FREE(w.table.p);
-    CTF_FREE(w.pairs);
-    for (size_t k = 0; k < CTF_MAX_STREAMS; k++) CTF_FREE(w.st[k].p);
     ctf__out_free(&of);
     ctf_index_free(idx);
     return rc;

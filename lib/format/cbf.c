@@ -737,3 +737,32 @@ void ctf_cbf_streams_free(ctf_stream_def *streams, size_t num_streams)
     for (size_t i = 0; i < num_streams; i++) CTF_FREE((char *)streams[i].name);
     CTF_FREE(streams);
 }
+
+/*======================================================================
+ * A chunk that belongs to no file (the chunk store's)
+ *====================================================================*/
+
+int ctf__cbf_decode_bytes(const ctf__parse_cfg *pc, const char *path, const char *bytes,
+                          uint64_t size, size_t num_seqs, uint64_t samples, ctf__bufpool *pool,
+                          ctf__chunk_data **out, ctf_error *err)
+{
+    /* The chunk's own stream table: pc's streams, in order, at pc's precision. */
+    ctf__cbf_stream st[CTF_MAX_STREAMS];
+    ctf__cbf cbf = {.num_streams = pc->num_streams, .streams = st};
+    for (size_t k = 0; k < pc->num_streams; k++) {
+        const ctf_stream_def *d = &pc->streams[k];
+        st[k] = (ctf__cbf_stream){(char *)d->name, d->is_sparse, pc->precision, (uint32_t)d->dim};
+        cbf.to_cfg[k] = (int)k;
+    }
+    ctf__chunk ch = {.num_seqs = num_seqs, .size = size, .samples = samples};
+    ctf_index idx;
+    memset(&idx, 0, sizeof idx);
+    idx.path = (char *)path;
+    idx.chunks = &ch;
+    idx.num_chunks = 1;
+    idx.cbf = &cbf;
+    if (size < (uint64_t)num_seqs * 4)
+        return corrupt(err, path, 0, "%llu bytes cannot hold %zu sequence lengths",
+                       (unsigned long long)size, num_seqs);
+    return ctf__cbf_decode(pc, &idx, 0, bytes, pool, NULL, out, err);
+}

@@ -359,4 +359,53 @@ int ctf__cbf_decode_mapped(const ctf__parse_cfg *pc, const ctf_index *idx, size_
                            ctf__map *map, ctf__bufpool *pool, ctf__seqbuf *seqs,
                            ctf__chunk_data **out, ctf_error *err);
 
+/* Decodes a chunk of CBF's layout that belongs to no file (the chunk store's, source/chunkstore.c):
+ * size bytes holding num_seqs sequences of samples samples in all, one stream per stream of pc
+ * in pc's order and precision; path names it in messages. @return : as ctf__cbf_decode. */
+int ctf__cbf_decode_bytes(const ctf__parse_cfg *pc, const char *path, const char *bytes,
+                          uint64_t size, size_t num_seqs, uint64_t samples, ctf__bufpool *pool,
+                          ctf__chunk_data **out, ctf_error *err);
+
+/*======================================================================
+ * Writing CBF chunks (cbf_build.c): the one encoder of the chunk layout.
+ *====================================================================*/
+
+typedef struct ctf__cbf_bytes {
+    unsigned char *p;
+    size_t len, cap;
+} ctf__cbf_bytes;
+/* Appends n bytes (or a little-endian uint32 / uint64). @return : 0 or CTF_ENOMEM. */
+int ctf__cbf_put(ctf__cbf_bytes *b, const void *src, size_t n);
+int ctf__cbf_put32(ctf__cbf_bytes *b, uint32_t v);
+int ctf__cbf_put64(ctf__cbf_bytes *b, uint64_t v);
+
+typedef struct ctf__cbf_pair {
+    int32_t ind;
+    uint32_t at;
+} ctf__cbf_pair;
+/* One chunk being built. Set streams, num_streams, prec and sort; zero the rest. */
+typedef struct ctf__cbf_build {
+    const ctf_stream_def *streams;
+    size_t num_streams;
+    ctf_precision prec;            /* the element type written */
+    bool sort;                     /* sparse entries sorted by index within a sample (ctf2bin) */
+    ctf__cbf_bytes lens;           /* the chunk's sequence lengths */
+    ctf__cbf_bytes st[CTF_MAX_STREAMS]; /* its data, per stream */
+    uint32_t seqs;                 /* sequences in the chunk */
+    uint64_t samples;              /* their lengths' sum */
+    uint64_t nonzeros;             /* sparse entries written, over the builder's life */
+    ctf__cbf_pair *pairs;
+    size_t pairs_cap;
+} ctf__cbf_build;
+/* Appends sequence i of cd (cd's streams are b's, in order). Its length is the most samples any
+ * of its streams has. @return : 0, CTF_ENOMEM, or CTF_ELIMIT (2^31 entries in one stream). */
+int ctf__cbf_build_seq(ctf__cbf_build *b, const ctf__chunk_data *cd, size_t i);
+/* The chunk's bytes so far. */
+uint64_t ctf__cbf_build_size(const ctf__cbf_build *b);
+/* Appends the chunk (lengths, then every stream) to out and empties b. @return : 0 or
+ * CTF_ENOMEM. */
+int ctf__cbf_build_take(ctf__cbf_build *b, ctf__cbf_bytes *out);
+void ctf__cbf_build_reset(ctf__cbf_build *b);
+void ctf__cbf_build_free(ctf__cbf_build *b);
+
 #endif /* CTFIO_FORMAT_H */

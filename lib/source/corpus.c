@@ -23,20 +23,6 @@
 #include <glob.h>
 #include <pthread.h>
 
-char *ctf__readbuf_get(ctf__readbuf *rb, size_t need)
-{
-    if (need > rb->cap) {
-        /* Chunks differ in size by up to a sequence: growing to exactly `need` would free and
-         * map a new buffer for most chunks (a chunk-sized block is an mmap of its own), and the
-         * pread would fault in every page again. 1/8 more makes that rare. */
-        size_t cap = need + need / 8;
-        CTF_FREE(rb->p);
-        rb->p = CTF_MALLOC(cap);
-        rb->cap = rb->p ? cap : 0;
-    }
-    return rb->p;
-}
-
 void ctf__source_free(ctf__source *s)
 {
     if (s) s->destroy(s);
@@ -163,6 +149,7 @@ typedef struct corpus {
     uint64_t tick;
     ctf__seqset sq;        /* the records of the chunks the consumer works in */
     ctf__readbuf cbuf;     /* the consumer's chunk bytes for re-making records */
+    ctf__chunkstore *store; /* the chunk cache for text chunks (a reference), or NULL */
 } corpus;
 
 /* An open handle for file f: from the table, or opened into the least recently used idle slot.
@@ -567,6 +554,29 @@ fail:
     return rc;
 }
 
+static int blocks_fn(void *ctx, size_t c, ctf__readbuf *rb, ctf__bufpool *pool,
+                     ctf__chunk_data **out, ctf_error *err)
+{
+    return load_blocks(ctx, c, rb, pool, out, err);
+}
+
+/* A text chunk: from the chunk cache when there is one, else (and on its misses) parsed. */
+static int text_load(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool,
+                     ctf__chunk_data **out, ctf_error *err)
+{
+    if (!k->store) return load_blocks(k, c, rb, pool, out, err);
+    const ctf__source_file *file = &k->files[k->chunk_file[c]];
+    return ctf__chunkstore_load(k->store, &file->pc, file->idx, k->chunk_local[c], c, rb, pool,
+                                blocks_fn, k, out, err);
+}
+
+void ctf__corpus_set_store(ctf__source *src, ctf__chunkstore *s)
+{
+    corpus *k = (corpus *)src;
+    ctf__chunkstore_unref(k->store);
+    k->store = ctf__chunkstore_ref(s);
+}
+
 static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpool *pool,
                        ctf__chunk_data **out, ctf_error *err)
 {
@@ -578,12 +588,12 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
     /* A remote object is not asked again: each range request demands the indexed ETag. */
     if (idx->file.etag[0])
         return idx->cbf ? cbf_load(k, c, rb, pool, out, err)
-                        : load_blocks(k, c, rb, pool, out, err);
+                        : text_load(k, c, rb, pool, out, err);
     int rc = ctf__io_stat(k->remote, idx->path, &now, err);
     if (rc) return rc;
     if ((rc = ctf__file_unchanged(idx->path, &idx->file, &now, ch->offset, err))) return rc;
     if (idx->cbf) return cbf_load(k, c, rb, pool, out, err);
-    rc = load_blocks(k, c, rb, pool, out, err);
+    rc = text_load(k, c, rb, pool, out, err);
     /* The bytes contradict the index although the file's size, modification time and inode do
      * not: the index cache would tell the next open the same lie, so it goes (the next open
      * scans the file again). The chunk's parse may have found it too (a fatal problem kept in
@@ -606,6 +616,7 @@ static void corpus_destroy(ctf__source *src)
         for (size_t i = 0; i < k->num_fds; i++)
             ctf__io_close(k->fds[i].io);
     ctf__remote_unref(k->remote);
+    ctf__chunkstore_unref(k->store);
     if (k->mu_ok) pthread_mutex_destroy(&k->mu);
     CTF_FREE(k->fds);
     CTF_FREE(k->files);

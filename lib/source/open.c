@@ -81,7 +81,8 @@ int ctf__joins_validate(const ctf_config *cfg, ctf_error *err)
 static int open_part(const ctf_config *cfg, ctf__remote *rem, const char *const *paths, size_t n,
                      bool expand,
                      const ctf_stream_def *streams, size_t ns, bool skip_ids,
-                     const ctf__parse_cfg *pc, ctf__source **out, ctf_error *err)
+                     const ctf__parse_cfg *pc, ctf__chunkstore *store, ctf__source **out,
+                     ctf_error *err)
 {
     char **list = NULL;
     size_t len = 0;
@@ -100,24 +101,42 @@ static int open_part(const ctf_config *cfg, ctf__remote *rem, const char *const 
     rc = ctf__corpus_open(&c, rem, expand ? (const char *const *)list : paths, expand ? len : n,
                           &p, cfg->max_errors, cfg->num_threads, out, err);
     ctf__free_paths(list, len);
+    if (!rc && store) ctf__corpus_set_store(*out, store);
     return rc;
 }
+
+static int open_source(const ctf_config *cfg, ctf__remote *rem, const ctf__parse_cfg *pc,
+                       ctf__chunkstore *store, ctf__source **out, uint64_t *join_hash,
+                       ctf_error *err);
 
 int ctf__source_open(const ctf_config *cfg, ctf__remote *rem, const ctf__parse_cfg *pc,
                      ctf__source **out, uint64_t *join_hash, ctf_error *err)
 {
     *out = NULL;
     *join_hash = 0;
+    /* One chunk cache for every deserializer (each corpus holds a reference). */
+    ctf__chunkstore *store = NULL;
+    int rc = ctf__chunkstore_open(cfg, &store, err);
+    if (rc) return rc;
+    rc = open_source(cfg, rem, pc, store, out, join_hash, err);
+    ctf__chunkstore_unref(store);
+    return rc;
+}
+
+static int open_source(const ctf_config *cfg, ctf__remote *rem, const ctf__parse_cfg *pc,
+                       ctf__chunkstore *store, ctf__source **out, uint64_t *join_hash,
+                       ctf_error *err)
+{
     ctf__source *prim = NULL, **parts = NULL;
     const char **origins = NULL;
     int rc;
     /* A single `path` is taken literally (as it always was); `paths` may hold patterns. */
     if (cfg->num_paths)
         rc = open_part(cfg, rem, cfg->paths, cfg->num_paths, true, pc->streams, cfg->num_streams,
-                       cfg->skip_sequence_ids, pc, &prim, err);
+                       cfg->skip_sequence_ids, pc, store, &prim, err);
     else
         rc = open_part(cfg, rem, &cfg->path, 1, false, pc->streams, cfg->num_streams,
-                       cfg->skip_sequence_ids, pc, &prim, err);
+                       cfg->skip_sequence_ids, pc, store, &prim, err);
     if (rc) return rc;
     if (!cfg->num_joins) {
         *out = prim;
@@ -141,7 +160,7 @@ int ctf__source_open(const ctf_config *cfg, ctf__remote *rem, const ctf__parse_c
         for (size_t i = 0; i < J->num_streams; i++)
             if (pc->streams[base + i].defines_mb_size) mb_part = (int)j + 1;
         rc = open_part(cfg, rem, J->paths, J->num_paths, true, pc->streams + base, J->num_streams,
-                       J->skip_sequence_ids, pc, &parts[j], err);
+                       J->skip_sequence_ids, pc, store, &parts[j], err);
         if (rc) {
             for (size_t x = 0; x < j; x++) ctf__source_free(parts[x]);
             ctf__source_free(prim);

@@ -194,4 +194,28 @@ int ctf__join_open(const ctf_config *cfg, ctf__source *primary, ctf__source **pa
                    ctf__source **out, ctf_error *err);
 
 
+/*======================================================================
+ * The chunk cache (chunkstore.c): parsed chunks kept on disk in CBF's chunk layout.
+ *====================================================================*/
+
+typedef struct ctf__chunkstore ctf__chunkstore;
+/* The store of cfg->chunk_cache (*out NULL when there is none). A directory that cannot be
+ * written is one warning through cfg->log, not an error: chunks are then only read from it.
+ * @return : 0, or CTF_ENOMEM. */
+int ctf__chunkstore_open(const ctf_config *cfg, ctf__chunkstore **out, ctf_error *err);
+ctf__chunkstore *ctf__chunkstore_ref(ctf__chunkstore *s);
+void ctf__chunkstore_unref(ctf__chunkstore *s);
+/* A source's own load of chunk c (ctx: the source). */
+typedef int (*ctf__load_fn)(void *ctx, size_t c, ctf__readbuf *rb, ctf__bufpool *pool,
+                            ctf__chunk_data **out, ctf_error *err);
+/* ctf__chunkstore_load(s, pc, idx, lc, c, rb, pool, load, ctx, out, err): chunk c (chunk lc of
+ * idx's file, parsed with pc) decoded from its stored entry, or else loaded by `load` and, when
+ * its parse was clean, stored. Either way the records are handed over as `load` hands them.
+ * @return : 0, or load's error (the store's own failures only make misses). */
+int ctf__chunkstore_load(ctf__chunkstore *s, const ctf__parse_cfg *pc, const ctf_index *idx,
+                         size_t lc, size_t c, ctf__readbuf *rb, ctf__bufpool *pool,
+                         ctf__load_fn load, void *ctx, ctf__chunk_data **out, ctf_error *err);
+/* Gives a corpus (ctf__corpus_open's source) a reference to s for its text chunks. */
+void ctf__corpus_set_store(ctf__source *corpus, ctf__chunkstore *s);
+
 #endif /* CTFIO_SOURCE_H */

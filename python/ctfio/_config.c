@@ -52,6 +52,7 @@ void ctf_py_reader_args_clear(ctf_py_reader_args *ra)
     Py_CLEAR(ra->keep);
     Py_CLEAR(ra->names);
     Py_CLEAR(ra->remote_keep);
+    Py_CLEAR(ra->chunk_cache);
     PyMem_Free(ra->defs);
     ra->defs = NULL;
     path_list_clear(&ra->paths);
@@ -417,8 +418,10 @@ static int param_from_py(ctf_config *cfg, const ctf_param *p, PyObject *v)
 int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg,
                              ctf_py_reader_args *ra)
 {
-    static char *kwlist[] = {"path", "streams", "log", "joins", "mix", "remote", NULL};
+    static char *kwlist[] = {"path", "streams", "log", "joins", "mix", "remote", "chunk_cache",
+                             NULL};
     PyObject *path, *streams, *log = Py_None, *joins = NULL, *mix = NULL, *remote = NULL;
+    PyObject *chunk_cache = Py_None;
     PyObject *rest = PyDict_New(), *key, *val;
     Py_ssize_t pos = 0;
     int status = -1;
@@ -426,9 +429,20 @@ int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg,
     /* The table's keywords are set below; the rest are the structure of the data set. */
     while (kwargs && PyDict_Next(kwargs, &pos, &key, &val))
         if (!param_of(key) && PyDict_SetItem(rest, key, val) < 0) goto done;
-    if (!PyArg_ParseTupleAndKeywords(args, rest, "OO|$OOOO:Reader", kwlist, &path, &streams,
-                                     &log, &joins, &mix, &remote))
+    if (!PyArg_ParseTupleAndKeywords(args, rest, "OO|$OOOOO:Reader", kwlist, &path, &streams,
+                                     &log, &joins, &mix, &remote, &chunk_cache))
         goto done;
+    if (chunk_cache != Py_None) {
+        /* A str or a path-like object; kept as bytes for as long as the configuration. */
+        Py_CLEAR(ra->chunk_cache);
+        if (!PyUnicode_FSConverter(chunk_cache, &ra->chunk_cache)) goto done;
+        cfg->chunk_cache = PyBytes_AS_STRING(ra->chunk_cache);
+        if (!cfg->chunk_cache[0] ||
+            strlen(cfg->chunk_cache) != (size_t)PyBytes_GET_SIZE(ra->chunk_cache)) {
+            PyErr_SetString(PyExc_ValueError, "chunk_cache: must be a directory path");
+            goto done;
+        }
+    }
     if (remote && remote != Py_None && ctf_py_parse_remote(remote, cfg, ra) < 0) goto done;
     if (mix && mix != Py_None) {
         /* A mix reads its parts' files: path is None. */
@@ -554,6 +568,7 @@ PyObject *ctf_py_config_dict(const ctf_config *c)
         PUT(p->field, o);
     }
     PUT("log", Py_NewRef(Py_None));
+    if (c->chunk_cache) PUT("chunk_cache", PyUnicode_DecodeFSDefault(c->chunk_cache));
 #undef PUT
     if (rc) goto error;
     Py_DECREF(streams);

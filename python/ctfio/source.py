@@ -92,7 +92,8 @@ def StreamDefs(**kwargs):
 
 # Reader parameters a deserializer may carry (rules 3); they override the source's.
 _DESERIALIZER_OPTIONS = ("precision", "skip_sequence_ids", "max_errors", "trace_level",
-                         "chunk_size_in_bytes", "keep_data_in_memory", "cache_index")
+                         "chunk_size_in_bytes", "keep_data_in_memory", "cache_index",
+                         "chunk_cache", "chunk_cache_limit")
 
 
 class CTFDeserializer(_Record):
@@ -643,7 +644,9 @@ _PARAMS = {p["py_keyword"]: p for p in _ctfio.reader_params() if p["py_keyword"]
 
 def _table_default(keyword):
     """The library's default for a MinibatchSource keyword, as Python spells it."""
-    p = _PARAMS[keyword]
+    p = _PARAMS.get(keyword)
+    if p is None:  # chunk_cache: no directory unless one is given
+        return None
     if p["kind"] == "bool":
         return bool(p["default"])
     if p["kind"] == "precision":
@@ -673,7 +676,8 @@ class MinibatchSource:
                  frame_mode=None, truncation_length=None, randomize=None, max_errors=None, *,
                  num_threads=None, prefetch_chunks=None, keep_data_in_memory=None,
                  cache_index=None, chunk_size_in_bytes=None, precision=None,
-                 skip_sequence_ids=None, log=None, storage_options=None, cache_dir=None):
+                 skip_sequence_ids=None, log=None, storage_options=None, cache_dir=None,
+                 chunk_cache=None, chunk_cache_limit=None):
         # Every reader parameter left as None is left out: the C library owns the defaults
         # (docs/config.md), the checks and the encoding of the limits (INFINITELY_REPEAT,
         # FULL_DATA_SWEEP).
@@ -705,7 +709,8 @@ class MinibatchSource:
                      randomize=randomize, max_errors=max_errors, num_threads=num_threads,
                      prefetch_chunks=prefetch_chunks, keep_data_in_memory=keep_data_in_memory,
                      cache_index=cache_index, chunk_size_in_bytes=chunk_size_in_bytes,
-                     precision=precision, skip_sequence_ids=skip_sequence_ids)
+                     precision=precision, skip_sequence_ids=skip_sequence_ids,
+                     chunk_cache=chunk_cache, chunk_cache_limit=chunk_cache_limit)
         opts = {k: v for k, v in given.items() if v is not None}
         opts.update(d["options"])
         infos = []
@@ -745,7 +750,8 @@ class MinibatchSource:
                  for j in deserializers[1:]]
         self._frame_mode = bool(frame_mode)
         # The values go to the C library as given, under its own names (the table's fields).
-        self._params = {_PARAMS[k]["field"]: v for k, v in opts.items()}
+        # chunk_cache, a path, is not a table row: it keeps its name.
+        self._params = {_PARAMS[k]["field"] if k in _PARAMS else k: v for k, v in opts.items()}
         if randomization_window_in_samples:
             self._params["randomization_window"] = randomization_window_in_samples
             self._params["window_in_samples"] = True
@@ -932,6 +938,7 @@ class MinibatchSource:
                   for j_paths, j_streams, _skip, _origin in c.get("joins", ())]
         # Every table parameter MinibatchSource has a keyword for, as the file set it.
         args = {kw: c[p["field"]] for kw, p in _PARAMS.items()}
+        args["chunk_cache"] = c.get("chunk_cache")
         if c["window_in_samples"]:
             args["randomization_window_in_samples"] = c["randomization_window"]
         else:
