@@ -156,6 +156,8 @@ class Reader:
         num_threads: Optional[int] = None,
         # chunks parsed ahead; default 2 * num_threads + 2
         prefetch_chunks: Optional[int] = None,
+        # bytes the chunk cache directory may hold; 0: no limit; default 0
+        chunk_cache_limit: Optional[int] = None,
         # END reader keywords
         log: Optional[LogCallback] = None,  # None: logging.getLogger("ctfio")
         # deserializers joined by key: (paths, streams, skip_sequence_ids)
@@ -219,6 +221,7 @@ class ReaderArgs(TypedDict):
     worker_rank: int
     num_threads: int
     prefetch_chunks: Optional[int]  # None: 2 * num_threads + 2
+    chunk_cache_limit: int
     # END reader arguments
     log: None
 
