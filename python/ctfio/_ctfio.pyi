@@ -169,7 +169,6 @@ class Reader:
                                      bool, float]]] = None,
         remote: Optional[Dict[str, Any]] = None,
         chunk_cache: Optional[_Path] = None,  # a directory of parsed chunks (CBF layout)
-        chunk_cache_limit: Optional[int] = None,  # bytes it may hold; None / 0: no limit
     ) -> "Reader": ...
     def next(
         self, num_samples: int, num_workers: Optional[int] = None,
