@@ -131,6 +131,19 @@ def test_remote_equals_local_randomized_over_sweeps(s3, corpus, tmp_path):
             assert read(src, k) == ref
             c = src._reader.io_counters()
             assert c["requests"] > 0 and c["bytes"] > 0
+    # file= names the same argument by keyword; filename stays CNTK's positional name.
+    src = ctfio.MinibatchSource(ctfio.CTFDeserializer(file=pattern, streams=XY), max_sweeps=1,
+                                randomization_window_in_chunks=4, randomization_seed=7,
+                                chunk_size_in_bytes=200, storage_options=s3.options(),
+                                cache_dir=str(tmp_path / "cache"))
+    assert src.files == urls
+    assert read(src, 3) == read(source(local, max_sweeps=1), 3)
+    with pytest.raises(TypeError) as e:
+        ctfio.CTFDeserializer(local[0], XY, file=pattern)
+    assert "given twice" in str(e.value)
+    with pytest.raises(TypeError) as e:
+        ctfio.CTFDeserializer(streams=XY)
+    assert "file=" in str(e.value)
 
 
 def test_remote_workers_and_elastic_restore(s3, corpus, tmp_path):
