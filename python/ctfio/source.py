@@ -755,7 +755,8 @@ class MinibatchSource:
         every = [x for part in (mixed["parts"] if mixed is not None else [deserializers])
                  for x in part]
         if any(_remote.any_remote(x["file"]) for x in every):
-            self._params["remote"] = _remote.resolve(storage_options, cache_dir)
+            self._params["remote"] = _remote.resolve(storage_options, cache_dir, s3=any(
+                _remote.any_s3(x["file"]) for x in every))
         self._mixed = mixed is not None
         if self._mixed:
             # The mix's streams are every stream of its first part (primary, then joins); each

@@ -408,3 +408,39 @@ def test_plain_https_url_unsigned(corpus, tmp_path):
         assert "404" in str(e.value)
     finally:
         srv.stop()
+
+
+def test_remote_botocore_credential_chain(s3, corpus, tmp_path):
+    """With botocore installed, a profile whose keys only botocore's chain can give (here a
+    credential_process) signs the requests; explicit storage_options and the AWS variables
+    still come first, and an http(s):// read never asks botocore."""
+    pytest.importorskip("botocore")
+    from ctfio import remote
+    local, _, pattern = corpus
+    helper = tmp_path / "creds.py"
+    helper.write_text("import json\nprint(json.dumps({'Version': 1, 'AccessKeyId': %r, "
+                      "'SecretAccessKey': %r}))\n" % (s3.key, s3.secret))
+    conf = tmp_path / "config"
+    conf.write_text("[profile proc]\ncredential_process = %s %s\n" % (sys.executable, helper))
+    env = {"AWS_CONFIG_FILE": str(conf), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no"),
+           "HOME": str(tmp_path), "AWS_PROFILE": "proc"}
+    r = remote.resolve(env=dict(env), s3=True)
+    assert (r["access_key_id"], r["secret_access_key"]) == (s3.key, s3.secret)
+    assert "access_key_id" not in remote.resolve(env=dict(env), s3=False)
+    assert "access_key_id" not in remote.resolve(env=dict(env), s3=True, botocore=False)
+    r = remote.resolve({"key": "K", "secret": "S"}, env=dict(env), s3=True)
+    assert (r["access_key_id"], r["secret_access_key"]) == ("K", "S")
+    r = remote.resolve(env=dict(env, AWS_ACCESS_KEY_ID="E", AWS_SECRET_ACCESS_KEY="ES"), s3=True)
+    assert r["access_key_id"] == "E"
+    # End to end: a reader in a new process whose only credentials are the profile's process.
+    penv = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    penv.update(env, AWS_ENDPOINT_URL_S3=s3.endpoint, AWS_REGION="us-east-1",
+                CTFIO_CACHE_DIR=str(tmp_path / "cache"))
+    code = ("import ctfio, sys\nsrc = ctfio.MinibatchSource(ctfio.CTFDeserializer(sys.argv[1], "
+            "dict(x=ctfio.StreamDef(shape=2), y=ctfio.StreamDef(shape=6, is_sparse=True))), "
+            "randomize=False, max_sweeps=1)\n"
+            "print(sum(src.next_minibatch(1000)[src.streams.x].num_sequences for _ in [0]))\n")
+    p = subprocess.run([sys.executable, "-c", code, pattern], env=penv, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert int(p.stdout) == N
