@@ -358,6 +358,16 @@ def test_remote_cli_and_configuration_file(s3, corpus, tmp_path):
                        timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.count("\n") == 5 and '"key": 0' in p.stdout
+    # `ctfio index` on remote objects says where their caches went: the cache directory.
+    for files in (["--file", pattern], ["--file", pattern.replace("*", "00000")]):
+        p = subprocess.run([sys.executable, "-m", "ctfio", "index"] + files + [
+            "--input", "x:2:dense", "--input", "y:6:sparse"], env=env, capture_output=True,
+            text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        lines = [x for x in p.stdout.splitlines() if x.startswith("index cache: ")]
+        assert lines and all(x.startswith("index cache: %s/" % (tmp_path / "cache"))
+                             for x in lines), p.stdout
+        assert all(os.path.exists(x.split(" ")[2]) for x in lines)
 
 
 def test_remote_torchrun_two_ranks_over_one_bucket(s3, corpus, tmp_path):
