@@ -219,6 +219,18 @@ def test_remote_index_cache_keyed_by_url_etag_size(s3, corpus, tmp_path):
     assert src._reader.io_counters()["requests"] == 1
     assert src._reader.index_info()["from_cache"]
     assert read(src, 13) == first
+    # Counted at the server's side too (a proxy of ours in front of it): a warm open of the
+    # pattern sends the listing and no GET or HEAD of any object.
+    proxy = FaultProxy(s3.port)
+    try:
+        kw["storage_options"] = s3.options(proxy.endpoint)
+        source(pattern, **kw)  # the proxy's endpoint is part of the cache key: cold once
+        proxy.seen.clear()
+        src = source(pattern, **kw)
+        assert proxy.seen and all(m == "GET" and "list-type=2" in p for m, p in proxy.seen)
+        assert read(src, 13) == first
+    finally:
+        proxy.stop()
 
 
 def test_remote_changed_object_is_refused(s3, corpus, tmp_path):
