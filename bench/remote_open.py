@@ -69,17 +69,33 @@ def main():
             assert len(src.files) == a.objects and src._reader.index_info()["from_cache"]
             del src
             warm = secs if warm is None else min(warm, secs)
+        # ctfio's own per-object work without a server: the same files local, caches valid.
+        d = os.path.join(tmp, "local")
+        os.mkdir(d)
+        for i in range(a.objects):
+            with open(os.path.join(d, "part-%05d.ctf" % i), "w") as f:
+                f.write("%d |x %d %d\n" % (i, i, i + 1))
+        local = None
+        for r in range(a.repeat + 1):
+            t0 = time.perf_counter()
+            src = ctfio.MinibatchSource(ctfio.CTFDeserializer(os.path.join(d, "part-*.ctf"),
+                                                              STREAMS),
+                                        max_sweeps=1, cache_index=True)
+            secs = time.perf_counter() - t0
+            del src
+            if r:
+                local = secs if local is None else min(local, secs)
         res = {"objects": a.objects, "cold_s": round(cold, 2), "cold_requests": cold_req,
                "warm_s": round(warm, 3), "warm_requests": warm_req,
-               "listing_s": round(listing, 3)}
+               "listing_s": round(listing, 3), "local_warm_s": round(local, 3)}
         print(json.dumps(res))
         print("| open of %d objects | seconds | requests |\n|---|---|---|" % a.objects)
         print("| cold index caches | %.2f | %d |" % (cold, cold_req))
         print("| warm index caches (best of %d) | %.3f | %d |" % (a.repeat, warm, warm_req))
         print("| the listing alone (boto3, best of %d) | %.3f | %d |"
               % (a.repeat, listing, warm_req))
-        print("| warm open less the listing (ctfio's own work) | %.3f | 0 |"
-              % (warm - listing))
+        print("| the same files local, warm index caches (best of %d) | %.3f | 0 |"
+              % (a.repeat, local))
     finally:
         s3.stop()
         shutil.rmtree(tmp, ignore_errors=True)
