@@ -43,7 +43,7 @@ endif
 
 # lib/ is layered: one folder per layer (docs/design.md), each with its own header.
 LIB_SRC := $(sort $(wildcard lib/*/*.c))
-LIB_HDR := include/ctfio.h $(wildcard lib/*/*.h)
+LIB_HDR := include/ctfio.h $(wildcard lib/*/*.h) $(wildcard lib/*/*.def)
 TEST_SRC := $(sort $(wildcard tests/c/*.c))
 # The tool's parts; TOOL_LIB_SRC is what the C tests and the fuzz driver link too (the JSON that
 # `ctfio dump` prints, the configuration text that `ctfio convert` prints).

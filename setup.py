@@ -49,13 +49,14 @@ setup(
             "ctfio._ctfio",
             sources=["python/ctfio/_ctfio.c", "python/ctfio/_buffer.c", "python/ctfio/_config.c",
                      "python/ctfio/_stats.c",
-                     "python/ctfio/_provider.c", "python/ctfio/_tools.c"]
+                     "python/ctfio/_provider.c", "python/ctfio/_tools.c",
+                     "python/ctfio/_timeline.c"]
             + sorted(glob.glob("lib/*/*.c")) + sorted(glob.glob("tools/*.c")),
             depends=["include/ctfio.h", "python/ctfio/_buffer.h", "python/ctfio/_config.h",
                      "python/ctfio/_pyutil.h", "python/ctfio/_stats.h",
                      "python/ctfio/_provider.h", "python/ctfio/_tools.h", "tools/cli.h",
                      "tools/dump_json.h"]
-            + sorted(glob.glob("lib/*/*.h")),
+            + sorted(glob.glob("lib/*/*.h")) + sorted(glob.glob("lib/*/*.def")),
             include_dirs=["include", "lib", "tools"],
             extra_compile_args=args + ["-pthread", "-Dmain=ctfio_cli_main"],
             extra_link_args=link,

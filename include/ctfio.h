@@ -2,7 +2,7 @@
  * ctfio.h -- the public C API of ctfio, a reader for the CNTK Text Format (CTF).
  *
  * This header is the manual. Read it top to bottom: version and errors, configuration,
- * configuration files, the index, the reader, minibatches, checkpoints.
+ * configuration files, the index, the reader, the timeline, minibatches, checkpoints.
  *
  * Pipeline: parse -> index -> source -> randomize -> pack -> prefetch -> reader. A ctf_reader
  * turns CTF data into an endless, reproducible stream of minibatches.
@@ -215,9 +215,8 @@ typedef struct ctf_io_counters {
  * ctf_config.progress; conversion: ctf_convert_options.progress). A non-zero return cancels. */
 typedef int (*ctf_progress_fn)(void *user, uint64_t done, uint64_t total);
 
-/* The reader configuration. Fill it with ctf_config_init(), then set fields. Adding a field:
- * update ctf_config_init, the validation and the fingerprint in state.c, the BrainScript keys
- * in config.c, the CLI flags in tools/ctfio.c and the keyword parsing of the Python extension. */
+/* The reader configuration. Fill it with ctf_config_init(), then set fields. A new scalar
+ * parameter is one row of lib/config/params.def (docs/design.md, "Adding a reader parameter"). */
 typedef struct ctf_config {
     const char *path;                 /* the data file (or use paths) */
     const char *const *paths;         /* a corpus: several files read as one data set, in this
@@ -276,6 +275,65 @@ void ctf_config_init(ctf_config *cfg);
  * than CTF_MAX_THREADS threads, a chunk size of 0. Messages name the parameter.
  * @return : 0, or CTF_EINVAL with err filled. */
 int ctf_config_validate(const ctf_config *cfg, ctf_error *err);
+
+/*======================================================================
+ * Reader parameters: one table (lib/config/params.def)
+ *====================================================================*/
+
+/* Every scalar reader parameter of ctf_config is one row of a table that says how each front
+ * end spells it (BrainScript key, ctfio flag, Python keyword), its default and its range. The
+ * BrainScript mapping, the command-line tool and the Python extension all parse and check
+ * through it, so one parameter is checked by one rule and named the same way everywhere. */
+typedef enum ctf_param_kind {
+    CTF_PARAM_BOOL,      /* true / false (text: true, false, 1, 0; any case) */
+    CTF_PARAM_UINT,      /* an integer in [min, max] */
+    CTF_PARAM_LIMIT,     /* as UINT; text "infinite" is CTF_INFINITELY_REPEAT */
+    CTF_PARAM_PRECISION  /* "float" / "float32" (CTF_FLOAT32), "double" / "float64" */
+} ctf_param_kind;
+
+typedef struct ctf_param {
+    const char *field;       /* the ctf_config member; also the keyword of _ctfio.Reader */
+    const char *bs_key;      /* key of a CNTK reader section, or NULL */
+    const char *cli_flag;    /* "--seed", or NULL */
+    const char *py_keyword;  /* keyword of ctfio.MinibatchSource, or NULL */
+    ctf_param_kind kind;
+    bool cli_switch;         /* the flag takes no value: it sets true */
+    bool fingerprint;        /* enters the configuration hash checkpoints are checked against */
+    uint64_t def;            /* what ctf_config_init sets */
+    const char *def_text;    /* the default in words when it is worked out later, or NULL */
+    uint64_t min, max;       /* the range (an int field: min and max fit an int) */
+    const char *help;        /* one line */
+} ctf_param;
+
+/* ctf_param_count() / ctf_param_at(i): the table, in its order; NULL past the end. */
+size_t ctf_param_count(void);
+const ctf_param *ctf_param_at(size_t i);
+
+/* ctf_param_find(name): the row whose field, BrainScript key (any case), flag or Python
+ * keyword is name, or NULL. */
+const ctf_param *ctf_param_find(const char *name);
+
+/* ctf_param_get(cfg, p): the parameter's value as an integer (bools 0/1, precision the enum). */
+uint64_t ctf_param_get(const ctf_config *cfg, const ctf_param *p);
+
+/* ctf_param_set(cfg, p, name, value, err):
+ * Sets the parameter after checking its range; `name` is how the caller's user spelled it and
+ * starts the message ("--window: must be ..."). cfg is untouched on failure.
+ * @return : 0, or CTF_EINVAL. */
+int ctf_param_set(ctf_config *cfg, const ctf_param *p, const char *name, uint64_t value,
+                  ctf_error *err);
+
+/* ctf_param_parse(cfg, p, name, text, err):
+ * As ctf_param_set from text as the command line and configuration files write it.
+ * @return : 0, or CTF_EINVAL. */
+int ctf_param_parse(ctf_config *cfg, const ctf_param *p, const char *name, const char *text,
+                    ctf_error *err);
+
+/* ctf_workers_check(num_workers, worker_rank, err):
+ * The rule for a worker partition, in one place: num_workers >= 1 and worker_rank <
+ * num_workers. The reader, the configuration and the Python layer all check with it.
+ * @return : 0, or CTF_EINVAL. */
+int ctf_workers_check(size_t num_workers, size_t worker_rank, ctf_error *err);
 
 /*======================================================================
  * CNTK configuration files (BrainScript; docs/config.md)
@@ -613,6 +671,68 @@ int ctf_reader_seek(ctf_reader *reader, uint64_t position);
 
 /* ctf_reader_free(reader): stops the prefetch threads and frees everything; NULL is a no-op. */
 void ctf_reader_free(ctf_reader *reader);
+
+/*======================================================================
+ * The timeline as pure functions (rules 6.1-6.4, 7.2-7.6)
+ *
+ * What the reader decides for every minibatch, with the position in and the decision out, for
+ * a caller that keeps its own timeline (the Python package's in-memory source). The reader uses
+ * these same functions, so such a source cuts and splits exactly as the reader does.
+ *====================================================================*/
+
+/* A minibatch being cut: the caller offers the timeline's sequences one by one in timeline
+ * order and ctf_cut_offer answers take or stop. */
+typedef struct ctf_cut {
+    uint64_t request;    /* the global minibatch size K in index samples (> 0) */
+    uint64_t limit;      /* the data ends before a sequence starting here; UINT64_MAX: never */
+    uint64_t position;   /* the timeline position after the sequences taken */
+    uint64_t samples;    /* index samples taken */
+    size_t sequences;    /* sequences taken */
+} ctf_cut;
+
+/* ctf_cut_start(position, request, limit): a cut of `request` samples starting at `position`
+ * (a sequence boundary). */
+ctf_cut ctf_cut_start(uint64_t position, uint64_t request, uint64_t limit);
+
+/* ctf_cut_open(cut): whether a further sequence may be offered (false once the position has
+ * reached the limit: the data ended, rules 6.4). */
+bool ctf_cut_open(const ctf_cut *cut);
+
+/* ctf_cut_offer(cut, samples):
+ * Offers the next sequence, of `samples` index samples. The first is always taken; a later one
+ * only while the total stays within the request (rules 6.1: nothing further ahead is tried).
+ * @return : true and the sequence counted in *cut, or false (the minibatch ends before it). */
+bool ctf_cut_offer(ctf_cut *cut, uint64_t samples);
+
+/* ctf_worker_owns(index, num_workers, rank): whether worker `rank` of `num_workers` receives
+ * what sits at `index`: a sequence's index in its sweep without randomization, its chunk's
+ * randomized position with it (rules 7.3). */
+bool ctf_worker_owns(uint64_t index, size_t num_workers, size_t rank);
+
+/* ctf_worker_first(from, num_workers, rank): the first index at or after `from` that worker
+ * `rank` owns (the next are every num_workers-th). */
+uint64_t ctf_worker_first(uint64_t from, size_t num_workers, size_t rank);
+
+/* ctf_sweep_cut(starts, num_seqs, cut, end_of_sweep, err):
+ * Cuts a minibatch from a timeline whose every sweep is the same order of num_seqs sequences:
+ * starts[i] is where sequence i begins within the sweep (starts[0] = 0, increasing, and
+ * starts[num_seqs] the sweep's samples). cut comes from ctf_cut_start; on return it holds the
+ * minibatch's end. *end_of_sweep tells whether the minibatch holds a sweep's last sequence.
+ * @return : 0, or CTF_EINVAL (bad starts, a position off a sequence boundary or past
+ *           CTF_MAX_POSITION) with err filled and *cut unchanged. */
+int ctf_sweep_cut(const uint64_t *starts, size_t num_seqs, ctf_cut *cut, bool *end_of_sweep,
+                  ctf_error *err);
+
+/* ctf_sweep_boundary(starts, num_seqs, position): the first sequence boundary at or after
+ * `position` (where a restore continues, rules 8.2); starts as for ctf_sweep_cut. */
+uint64_t ctf_sweep_boundary(const uint64_t *starts, size_t num_seqs, uint64_t position);
+
+/* ctf_sweep_owned(starts, num_seqs, from, to, num_workers, rank, out):
+ * The indices within their sweep of the sequences between the boundaries `from` and `to` that
+ * worker `rank` owns (rules 7.3 without randomization), in timeline order, into out (room for
+ * the sequences cut is always enough). @return : how many. */
+size_t ctf_sweep_owned(const uint64_t *starts, size_t num_seqs, uint64_t from, uint64_t to,
+                       size_t num_workers, size_t rank, uint64_t *out);
 
 /*======================================================================
  * Minibatches (rules 9)

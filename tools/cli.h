@@ -21,6 +21,14 @@ int ctfio_cli_convert(int argc, char **argv);
  * status of a usage error. */
 int ctfio_cli_usage_error(const char *command, const char *fmt, const char *arg);
 
+/* Reader parameter flags: the table's cli_flag (lib/config/params.def), by row. */
+#define CLI_MAX_PARAMS 64
+/* cli_param_flag(a): the row whose flag is a ("--seed"), or -1. */
+int cli_param_flag(const char *a);
+/* cli_params_apply(cfg, texts, err): parses texts[i] (row i's flag value; NULL: not given) into
+ * cfg, each checked by the table's rule and named by its flag. @return : 0, or CTF_EINVAL. */
+int cli_params_apply(ctf_config *cfg, const char *const *texts, ctf_error *err);
+
 /* cli_convert_describe(result, opt, out_path, buf, cap):
  * Writes the reader configuration that reads a converted file into buf: a BrainScript reader
  * section, then the Python StreamDefs. Always NUL-terminates when cap > 0.

@@ -61,12 +61,10 @@ static const char usage_text[] =
     "      (PATH may be a pattern: a corpus); each part keeps its own randomization and\n"
     "      sweeps; a sweep ends when every part of weight > 0 finished one.\n"
     "\n"
-    "Reader parameters (override the configuration file):\n"
-    "  --precision float|double      --randomize true|false      --seed N\n"
-    "  --window N (chunks)           --window-samples N          --skip-sequence-ids\n"
-    "  --max-errors N                --trace-level 0|1|2         --chunk-size BYTES\n"
-    "  --keep-data-in-memory         --frame-mode                --cache-index\n"
-    "  --defines-mb-size NAME        --threads N                 --prefetch N\n"
+    "Reader parameters (override the configuration file; the parameter table's flags):\n"
+    "%s"
+    "  --window-samples N        the randomization window in samples\n"
+    "  --defines-mb-size NAME    the stream whose samples count for the minibatch size\n"
     "\n"
     "dump options:\n"
     "  --mb K           minibatch mode: K index samples per minibatch (global size)\n"
@@ -83,6 +81,32 @@ static const char usage_text[] =
     "\n"
     "check, stats and index draw a progress line on stderr when it is a terminal and the\n"
     "input is 32 MiB or more: --progress draws it always, --no-progress never.\n";
+
+/* The usage, with one line per parameter flag of the table (--workers, --rank, --max-samples,
+ * --max-sweeps and --truncation-length belong to dump and are listed there). */
+static void print_usage(FILE *out)
+{
+    static const char *const dump_only[] = {"--workers", "--rank", "--max-samples",
+                                            "--max-sweeps", "--truncation-length"};
+    char flags[4096];
+    size_t used = 0;
+    flags[0] = 0;
+    for (size_t i = 0; i < ctf_param_count(); i++) {
+        const ctf_param *p = ctf_param_at(i);
+        bool skip = !p->cli_flag;
+        for (size_t j = 0; !skip && j < sizeof dump_only / sizeof dump_only[0]; j++)
+            skip = !strcmp(p->cli_flag, dump_only[j]);
+        if (skip || used >= sizeof flags) continue;
+        char flag[48];
+        snprintf(flag, sizeof flag, "%s%s", p->cli_flag,
+                 p->cli_switch ? "" : p->kind == CTF_PARAM_BOOL ? " true|false" : " N");
+        if (p->kind == CTF_PARAM_PRECISION) snprintf(flag, sizeof flag, "%s float|double",
+                                                     p->cli_flag);
+        int k = snprintf(flags + used, sizeof flags - used, "  %-24s  %s\n", flag, p->help);
+        if (k > 0) used += (size_t)k;
+    }
+    fprintf(out, usage_text, flags);
+}
 
 static void usage_error(const char *fmt, const char *arg)
 {
@@ -109,11 +133,10 @@ typedef struct opts {
     ctf_stream_def streams[CTF_MAX_STREAMS];
     char *stream_specs[CTF_MAX_STREAMS];
     size_t num_streams;
-    /* Flag overrides: applied after the configuration file. */
-    const char *precision, *randomize, *seed, *window, *window_samples, *max_errors,
-        *trace_level, *chunk_size, *threads, *prefetch, *mb_stream, *max_samples, *max_sweeps,
-        *workers, *rank, *restore, *truncation;
-    bool skip_ids, keep, frame, cache;
+    /* Reader parameter flags (the table's cli_flag), by table row: the text given, or "true"
+     * for a switch; applied after the configuration file. */
+    const char *param_text[CLI_MAX_PARAMS];
+    const char *window_samples, *mb_stream, *restore;
     const char *endpoint, *cache_dir; /* remote data: --endpoint, --cache-dir */
     bool no_sign;                     /* --no-sign-request */
     uint64_t mb, count;
@@ -131,12 +154,12 @@ static uint64_t parse_u64_arg(const char *name, const char *s)
     return v;
 }
 
-static bool parse_bool_arg(const char *name, const char *s)
+/* The table row of a ctf_config field (always there: the names below are the table's). */
+static size_t param_row(const char *field)
 {
-    if (!strcmp(s, "true") || !strcmp(s, "1")) return true;
-    if (!strcmp(s, "false") || !strcmp(s, "0")) return false;
-    usage_error("%s: expected true or false", name);
-    return false;
+    size_t i = 0;
+    while (i + 1 < ctf_param_count() && strcmp(ctf_param_at(i)->field, field)) i++;
+    return i;
 }
 
 /* --mix WEIGHT:PATH: one part of a mix. */
@@ -180,11 +203,11 @@ static void parse_args(opts *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
     if (argc < 2) {
-        fputs(usage_text, stderr);
+        print_usage(stderr);
         exit(2);
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        fputs(usage_text, stdout);
+        print_usage(stdout);
         exit(0);
     }
     if (!strcmp(argv[1], "--version")) {
@@ -196,7 +219,7 @@ static void parse_args(opts *o, int argc, char **argv)
         const char *a = argv[i];
 #define NEXT() (i + 1 < argc ? argv[++i] : (usage_error("%s needs a value", a), ""))
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
+            print_usage(stdout);
             exit(0);
         } else if (!strcmp(a, "--config")) o->config_file = NEXT();
         else if (!strcmp(a, "--section")) o->section = NEXT();
@@ -207,34 +230,19 @@ static void parse_args(opts *o, int argc, char **argv)
         }
         else if (!strcmp(a, "--input")) parse_input_spec(o, NEXT());
         else if (!strcmp(a, "--mix")) parse_mix_spec(o, NEXT());
-        else if (!strcmp(a, "--precision")) o->precision = NEXT();
-        else if (!strcmp(a, "--randomize")) o->randomize = NEXT();
-        else if (!strcmp(a, "--seed")) o->seed = NEXT();
-        else if (!strcmp(a, "--window")) o->window = NEXT();
-        else if (!strcmp(a, "--window-samples")) o->window_samples = NEXT();
-        else if (!strcmp(a, "--skip-sequence-ids")) o->skip_ids = true;
-        else if (!strcmp(a, "--max-errors")) o->max_errors = NEXT();
-        else if (!strcmp(a, "--trace-level")) o->trace_level = NEXT();
-        else if (!strcmp(a, "--chunk-size")) o->chunk_size = NEXT();
-        else if (!strcmp(a, "--keep-data-in-memory")) o->keep = true;
-        else if (!strcmp(a, "--frame-mode")) o->frame = true;
-        else if (!strcmp(a, "--cache-index")) o->cache = true;
+        else if (cli_param_flag(a) >= 0) {
+            const int k = cli_param_flag(a);
+            o->param_text[k] = ctf_param_at((size_t)k)->cli_switch ? "true" : NEXT();
+        } else if (!strcmp(a, "--window-samples")) o->window_samples = NEXT();
         else if (!strcmp(a, "--endpoint")) o->endpoint = NEXT();
         else if (!strcmp(a, "--cache-dir")) o->cache_dir = NEXT();
         else if (!strcmp(a, "--no-sign-request")) o->no_sign = true;
         else if (!strcmp(a, "--defines-mb-size")) o->mb_stream = NEXT();
-        else if (!strcmp(a, "--threads")) o->threads = NEXT();
-        else if (!strcmp(a, "--prefetch")) o->prefetch = NEXT();
         else if (!strcmp(a, "--mb")) { o->mb = parse_u64_arg("--mb", NEXT()); o->have_mb = true;
         } else if (!strcmp(a, "--count")) {
             o->count = parse_u64_arg("--count", NEXT());
             o->have_count = true;
-        } else if (!strcmp(a, "--workers"))
-            o->workers = NEXT();
-        else if (!strcmp(a, "--rank")) o->rank = NEXT();
-        else if (!strcmp(a, "--max-samples")) o->max_samples = NEXT();
-        else if (!strcmp(a, "--max-sweeps")) o->max_sweeps = NEXT();
-        else if (!strcmp(a, "--truncation-length")) o->truncation = NEXT();
+        }
         else if (!strcmp(a, "--state")) o->print_state = true;
         else if (!strcmp(a, "--restore")) o->restore = NEXT();
         else if (!strcmp(a, "--line")) o->with_line = true;
@@ -330,37 +338,17 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
         if (!found) usage_error("--defines-mb-size: no stream named '%s'", o->mb_stream);
         cfg->streams = copy;
     }
-    if (o->precision) {
-        if (!strcmp(o->precision, "float")) cfg->precision = CTF_FLOAT32;
-        else if (!strcmp(o->precision, "double")) cfg->precision = CTF_FLOAT64;
-        else usage_error("--precision: expected float or double (got '%s')", o->precision);
-    }
-    if (o->randomize) cfg->randomize = parse_bool_arg("--randomize", o->randomize);
-    if (o->seed) cfg->randomization_seed = parse_u64_arg("--seed", o->seed);
-    if (o->window) {
-        cfg->randomization_window = parse_u64_arg("--window", o->window);
-        cfg->window_in_samples = false;
-    }
+    /* Every reader parameter flag through the table: one parser and one range check. */
+    if (cli_params_apply(cfg, o->param_text, &err)) return die_error(&err);
+    /* --window counts chunks, --window-samples samples (the same parameter, another unit). */
+    const size_t kw = param_row("randomization_window");
+    if (o->param_text[kw]) cfg->window_in_samples = false;
     if (o->window_samples) {
-        cfg->randomization_window = parse_u64_arg("--window-samples", o->window_samples);
+        if (ctf_param_parse(cfg, ctf_param_at(kw), "--window-samples", o->window_samples, &err))
+            return die_error(&err);
         cfg->window_in_samples = true;
     }
-    if (o->skip_ids) cfg->skip_sequence_ids = true;
-    if (o->max_errors) cfg->max_errors = parse_u64_arg("--max-errors", o->max_errors);
-    if (o->trace_level) cfg->trace_level = (int)parse_u64_arg("--trace-level", o->trace_level);
-    if (o->chunk_size) cfg->chunk_size_bytes = parse_u64_arg("--chunk-size", o->chunk_size);
-    if (o->keep) cfg->keep_data_in_memory = true;
-    if (o->frame) cfg->frame_mode = true;
-    if (o->cache) cfg->cache_index = true;
     cli_remote_options(&cfg->remote, o->endpoint, o->cache_dir, o->no_sign);
-    if (o->threads) cfg->num_threads = (size_t)parse_u64_arg("--threads", o->threads);
-    if (o->prefetch) cfg->prefetch_chunks = (size_t)parse_u64_arg("--prefetch", o->prefetch);
-    if (o->max_samples) cfg->max_samples = parse_u64_arg("--max-samples", o->max_samples);
-    if (o->max_sweeps) cfg->max_sweeps = parse_u64_arg("--max-sweeps", o->max_sweeps);
-    if (o->truncation)
-        cfg->truncation_length = (size_t)parse_u64_arg("--truncation-length", o->truncation);
-    if (o->workers) cfg->num_workers = (size_t)parse_u64_arg("--workers", o->workers);
-    if (o->rank) cfg->worker_rank = (size_t)parse_u64_arg("--rank", o->rank);
     cfg->log = cli_log;
     cfg->log_user = lc;
     if (!cfg->path && !cfg->num_paths && !cfg->num_mix)
@@ -374,8 +362,9 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
         if (ctf_cbf_streams(first, &file_streams, &n, &cfg->precision, &e) == 0) {
             cfg->streams = file_streams; /* kept until the command exits */
             cfg->num_streams = n;
-            if (o->precision) cfg->precision = !strcmp(o->precision, "double") ? CTF_FLOAT64
-                                                                              : CTF_FLOAT32;
+            const size_t k = param_row("precision"); /* the flag wins over the file's */
+            if (o->param_text[k])
+                (void)ctf_param_parse(cfg, ctf_param_at(k), "--precision", o->param_text[k], &e);
         } else if (strstr(e.message, "magic number is missing") || e.code == CTF_EIO) {
             usage_error("no inputs: give --config FILE or --input NAME:DIM:FORMAT%s", "");
         } else {
@@ -842,9 +831,10 @@ static int convert_cbf(int argc, char **argv)
     opts o;
     parse_args(&o, n, args);
     free(args);
-    const char *chunk = o.chunk_size, *prec = o.precision;
-    o.chunk_size = NULL;
-    o.precision = NULL;
+    /* --chunk-size and --precision are the written file's here, not the reader's. */
+    const size_t kc = param_row("chunk_size_bytes"), kp = param_row("precision");
+    const char *chunk = o.param_text[kc], *prec = o.param_text[kp];
+    o.param_text[kc] = o.param_text[kp] = NULL;
     if (!o.config_file) o.files[o.num_files++] = in;
     ctf_config cfg;
     ctf_bsconfig *doc = NULL;
@@ -855,13 +845,16 @@ static int convert_cbf(int argc, char **argv)
         cfg.paths = NULL;
         cfg.num_paths = 0;
     }
-    uint64_t chunk_bytes = chunk ? parse_u64_arg("--chunk-size", chunk) : (uint64_t)32 << 20;
-    ctf_precision p = CTF_FLOAT32;
-    if (prec && !strcmp(prec, "double")) p = CTF_FLOAT64;
-    else if (prec && strcmp(prec, "float")) usage_error("--precision: float or double (got '%s')",
-                                                       prec);
+    ctf_config written; /* the table's defaults and checks for the two values */
+    ctf_config_init(&written);
     ctf_cbf_write_result res;
     ctf_error err;
+    if (!rc && ((chunk && ctf_param_parse(&written, ctf_param_at(kc), "--chunk-size", chunk,
+                                          &err)) ||
+                (prec && ctf_param_parse(&written, ctf_param_at(kp), "--precision", prec, &err))))
+        rc = die_error(&err);
+    const uint64_t chunk_bytes = written.chunk_size_bytes;
+    const ctf_precision p = written.precision;
     if (!rc && ctf_cbf_write(&cfg, out, chunk_bytes, p, &res, &err)) rc = die_error(&err);
     if (!rc)
         printf("wrote %s: %" PRIu64 " sequences, %" PRIu64 " samples, %" PRIu64 " chunks, %"

@@ -23,11 +23,12 @@
  * those of the value, unknown keys those of the key. Values from command-line overrides have
  * line 0, and their messages say so.
  *
- * Adding a reader parameter: extend enum key_id and key_names[] together, read the value in
- * ctf_bsconfig_apply and add a row to the key table of docs/config.md (ctfio.h lists the other
- * places a new ctf_config field must reach).
+ * The reader parameters themselves are rows of params.def: enum key_id and key_names[] take
+ * their BrainScript keys from it, and get_param parses them with the table's rules. Only keys
+ * the language adds (verbosity, truncated, CNTK's randomize words) are read here by hand.
  */
 #include "bs.h"
+#include "params.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -47,18 +48,10 @@ void ctf_config_init(ctf_config *cfg)
 {
     if (!cfg) return;
     memset(cfg, 0, sizeof *cfg);
-    cfg->precision = CTF_FLOAT32;
-    cfg->randomize = true;
-    cfg->randomization_window = CTF_DEFAULT_WINDOW_CHUNKS;
-    cfg->trace_level = 1;
-    cfg->chunk_size_bytes = CTF_DEFAULT_CHUNK_SIZE_BYTES;
-    cfg->max_samples = CTF_INFINITELY_REPEAT;
-    cfg->max_sweeps = CTF_INFINITELY_REPEAT;
-    cfg->num_workers = 1;
+    ctf__params_init(cfg);
     /* As many parse threads as cores (at least one), a few chunks ahead each. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    cfg->num_threads = cores > 0 ? (size_t)cores : 1;
-    cfg->prefetch_chunks = CTF_PREFETCH_AUTO;
+    cfg->num_threads = cores > 0 ? (size_t)CTF_MIN((long)CTF_MAX_THREADS, cores) : 1;
     cfg->remote.max_retries = 8;
 }
 
@@ -68,6 +61,12 @@ static const char *stream_alias(const ctf_stream_def *s)
 }
 
 #define BAD(...) ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, __VA_ARGS__)
+
+#define TRY(x)                          \
+    do {                                \
+        int rc_ = (x);                  \
+        if (rc_) return rc_;            \
+    } while (0)
 
 /* A mix takes its data from its parts only; their streams are checked when they open. */
 static int validate_mix(const ctf_config *cfg, ctf_error *err)
@@ -153,20 +152,8 @@ int ctf_config_validate(const ctf_config *cfg, ctf_error *err)
     if (cfg->frame_mode && cfg->truncation_length > 0)
         return BAD("config.truncation_length: truncation cannot be combined with frame_mode "
                    "(got %zu)", cfg->truncation_length);
-    if (cfg->chunk_size_bytes == 0)
-        return BAD("config.chunk_size_bytes: must be >= 1 (got 0)");
-    if (cfg->num_workers == 0) return BAD("config.num_workers: must be >= 1 (got 0)");
-    if (cfg->worker_rank >= cfg->num_workers)
-        return BAD("config.worker_rank: must be < num_workers (got rank %zu with %zu workers)",
-                   cfg->worker_rank, cfg->num_workers);
-    if (cfg->precision != CTF_FLOAT32 && cfg->precision != CTF_FLOAT64)
-        return BAD("config.precision: must be CTF_FLOAT32 (4) or CTF_FLOAT64 (8) (got %d)",
-                   (int)cfg->precision);
-    if (cfg->trace_level < 0 || cfg->trace_level > 2)
-        return BAD("config.trace_level: must be 0, 1 or 2 (got %d)", cfg->trace_level);
-    if (cfg->num_threads > CTF_MAX_THREADS)
-        return BAD("config.num_threads: must be <= %d (got %zu)", CTF_MAX_THREADS,
-                   cfg->num_threads);
+    TRY(ctf__params_validate(cfg, "config.", err));
+    TRY(ctf__workers_check(cfg->num_workers, cfg->worker_rank, "config.", err));
     return 0;
 }
 
@@ -200,12 +187,6 @@ struct ctf_bsconfig {
 };
 
 #define BAD(...) ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, __VA_ARGS__)
-
-#define TRY(x)                          \
-    do {                                \
-        int rc_ = (x);                  \
-        if (rc_) return rc_;            \
-    } while (0)
 
 static int oom(ctf_error *err) { return ctf__bs_oom(err); }
 
@@ -265,26 +246,30 @@ static void forget_lines(cfg_node *n)
  * Reader parameters (keys of the reader and deserializer blocks)
  *====================================================================*/
 
+/* The table's parameters first (params.def, in its order; a row without a BrainScript key has
+ * a NULL name), then the keys the language adds: aliases and switches beside the table, and
+ * structure. */
 typedef enum key_id {
-    K_FILE, K_INPUT, K_PRECISION, K_RANDOMIZE, K_SEED, K_WINDOW, K_SAMPLE_WINDOW, K_SKIP_IDS,
-    K_MAX_ERRORS, K_TRACE, K_VERBOSITY, K_CHUNK, K_KEEP, K_FRAME, K_CACHE, K_MAX_SAMPLES,
-    K_MAX_SWEEPS, K_TRUNC, K_TRUNCATED, K_THREADS, K_PREFETCH, K_MT_DESER,
+#define CTF_PARAM(field, ...) K_##field,
+#include "params.def"
+#undef CTF_PARAM
+    K_FILE, K_INPUT, K_VERBOSITY, K_TRUNCATED, K_MT_DESER,
     /* Keys below are structure, not parameters: an undotted override never targets them. */
     K_READER_TYPE, K_TYPE, K_MODULE, K_DESERIALIZERS, K_MIX, K_COUNT
 } key_id;
 
 static const char *const key_names[K_COUNT] = {
-    "file", "input", "precision", "randomize", "randomizationSeed", "randomizationWindow",
-    "sampleBasedRandomizationWindow", "skipSequenceIds", "maxErrors", "traceLevel", "verbosity",
-    "chunkSizeInBytes", "keepDataInMemory", "frameMode", "cacheIndex", "maxSamples", "maxSweeps",
-    "truncationLength", "truncated", "numThreads", "prefetchChunks",
-    "multiThreadedDeserialization", "readerType", "type", "module", "deserializers", "mix",
+#define CTF_PARAM(field, kind, bs_key, ...) bs_key,
+#include "params.def"
+#undef CTF_PARAM
+    "file", "input", "verbosity", "truncated", "multiThreadedDeserialization", "readerType",
+    "type", "module", "deserializers", "mix",
 };
 
 static int key_lookup(const char *s, size_t n)
 {
     for (int i = 0; i < K_COUNT; i++)
-        if (name_eq(key_names[i], s, n)) return i;
+        if (key_names[i] && name_eq(key_names[i], s, n)) return i;
     return -1;
 }
 
@@ -315,6 +300,7 @@ static const char *suggest(const char *key, const char *const *names, size_t n)
     const char *best = NULL;
     size_t bestd = 3;
     for (size_t i = 0; i < n; i++) {
+        if (!names[i]) continue;
         size_t d = edit_distance(key, names[i]);
         if (d < bestd) {
             bestd = d;
@@ -870,26 +856,6 @@ static int get_uint(const ctf_bsconfig *doc, const cfg_node *n, const char *name
     return 0;
 }
 
-static int get_size(const ctf_bsconfig *doc, const cfg_node *n, const char *name, size_t *out,
-                    ctf_error *err)
-{
-    uint64_t v;
-    TRY(get_uint(doc, n, name, 0, SIZE_MAX, &v, err));
-    *out = (size_t)v;
-    return 0;
-}
-
-/* maxSamples / maxSweeps also accept "infinite" (CTF_INFINITELY_REPEAT). */
-static int get_limit(const ctf_bsconfig *doc, const cfg_node *n, const char *name, uint64_t *out,
-                     ctf_error *err)
-{
-    if (n->kind == N_SCALAR && strcasecmp(n->text, "infinite") == 0) {
-        *out = CTF_INFINITELY_REPEAT;
-        return 0;
-    }
-    return get_uint(doc, n, name, 0, UINT64_MAX, out, err);
-}
-
 static int get_bool(const ctf_bsconfig *doc, const cfg_node *n, const char *name, bool *out,
                     ctf_error *err)
 {
@@ -922,6 +888,22 @@ static int get_word(const cfg_node *n, const char *const *words, int count)
     for (int i = 0; n->kind == N_SCALAR && i < count; i++)
         if (!strcasecmp(n->text, words[i])) return i;
     return -1;
+}
+
+/* A table parameter (params.def): parsed and range-checked as every front end does, the
+ * message placed at the value. */
+static int get_param(const ctf_bsconfig *doc, const cfg_node *n, int k, ctf_config *c,
+                     ctf_error *err)
+{
+    char got[80];
+    const ctf_param *p = ctf_param_at((size_t)k);
+    bool scalar = n->kind == N_SCALAR;
+    if (!ctf__param_parse_shown(c, p, p->bs_key, scalar ? n->text : "",
+                                scalar ? NULL : describe(n, got, sizeof got), err))
+        return 0;
+    char msg[CTF_ERROR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s", err ? err->message : "");
+    return doc_fail(doc, n, false, err, "%s", msg);
 }
 
 static int collect(const ctf_bsconfig *doc, const cfg_node *blk, bool is_reader,
@@ -1102,7 +1084,7 @@ static int apply_join(const ctf_bsconfig *doc, size_t i, const cfg_node *const *
     snprintf(where, sizeof where, "deserializers[%zu]", i);
     TRY(collect(doc, slot->node, false, v, err));
     for (int k = 0; k < K_READER_TYPE; k++) {
-        if (!v[k] || k == K_FILE || k == K_INPUT || k == K_SKIP_IDS) continue;
+        if (!v[k] || k == K_FILE || k == K_INPUT || k == K_skip_sequence_ids) continue;
         const cfg_node *p = primary[k];
         if (!p || p->kind != N_SCALAR || v[k]->kind != N_SCALAR || strcasecmp(p->text, v[k]->text))
             return doc_fail(doc, v[k], true, err, "%s.%s: reader parameters apply to all "
@@ -1120,7 +1102,7 @@ static int apply_join(const ctf_bsconfig *doc, size_t i, const cfg_node *const *
     j->paths = slot->paths;
     /* As in CNTK, a parameter not given in the deserializer's block is looked for in the
      * reader's (not in another deserializer's). */
-    const cfg_node *skip = v[K_SKIP_IDS] ? v[K_SKIP_IDS]
+    const cfg_node *skip = v[K_skip_sequence_ids] ? v[K_skip_sequence_ids]
                                          : dict_find(doc->reader, "skipSequenceIds");
     if (skip) TRY(get_bool(doc, skip, "skipSequenceIds", &j->skip_sequence_ids, err));
     TRY(apply_streams(doc, slot, where, &j->num_streams, err));
@@ -1173,7 +1155,6 @@ static int apply_mix_part(const ctf_bsconfig *doc, size_t i, ctf_mix_part *mp, c
 
 int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
 {
-    static const char *const precisions[2] = {"float", "double"};
     static const char *const randomize_words[2] = {"none", "auto"};
     const cfg_node *v[K_COUNT] = {0};
     char got[80];
@@ -1183,7 +1164,7 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
     ctf_config c = *cfg;
     TRY(collect(doc, doc->reader, true, v, err));
     if (doc->deser) TRY(collect(doc, doc->deser, false, v, err));
-    if (!v[K_PRECISION]) v[K_PRECISION] = doc->outer_precision;
+    if (!v[K_precision]) v[K_precision] = doc->outer_precision;
 
     bool binary = doc->binary;
     if (v[K_READER_TYPE]) {
@@ -1220,52 +1201,32 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
             c.num_paths = np;
         }
     }
-    if (v[K_PRECISION]) {
-        int k = get_word(v[K_PRECISION], precisions, 2);
-        if (k < 0)
-            return doc_fail(doc, v[K_PRECISION], false, err, "precision: must be \"float\" or "
-                            "\"double\" (got %s)", describe(v[K_PRECISION], got, sizeof got));
-        c.precision = k ? CTF_FLOAT64 : CTF_FLOAT32;
-    }
-    if (v[K_RANDOMIZE]) {
-        int k = get_word(v[K_RANDOMIZE], randomize_words, 2);
-        if (k >= 0) c.randomize = k == 1;
-        else if (get_bool(doc, v[K_RANDOMIZE], "randomize", &c.randomize, NULL))
-            return doc_fail(doc, v[K_RANDOMIZE], false, err, "randomize: must be true, false, "
-                            "\"auto\" or \"none\" (got %s)",
-                            describe(v[K_RANDOMIZE], got, sizeof got));
-    }
-    if (v[K_SEED]) TRY(get_uint(doc, v[K_SEED], "randomizationSeed", 0, UINT64_MAX,
-                                &c.randomization_seed, err));
-    if (v[K_WINDOW]) TRY(get_uint(doc, v[K_WINDOW], "randomizationWindow", 0, UINT64_MAX,
-                                  &c.randomization_window, err));
-    if (v[K_SAMPLE_WINDOW]) TRY(get_bool(doc, v[K_SAMPLE_WINDOW], "sampleBasedRandomizationWindow",
-                                         &c.window_in_samples, err));
-    /* A window in samples without a size is the whole data set, as CNTK's reader documents:
-     * a count beyond any data set (and small enough that window arithmetic cannot wrap). */
-    if (v[K_SAMPLE_WINDOW] && c.window_in_samples && !v[K_WINDOW])
-        c.randomization_window = WINDOW_ALL_SAMPLES;
-    if (v[K_SKIP_IDS])
-        TRY(get_bool(doc, v[K_SKIP_IDS], "skipSequenceIds", &c.skip_sequence_ids, err));
-    if (v[K_MAX_ERRORS]) TRY(get_uint(doc, v[K_MAX_ERRORS], "maxErrors", 0, UINT64_MAX,
-                                      &c.max_errors, err));
     /* CNTK's composite reader says verbosity; an explicit traceLevel anywhere wins over it. */
     if (v[K_VERBOSITY]) {
         TRY(get_uint(doc, v[K_VERBOSITY], "verbosity", 0, UINT64_MAX, &u, err));
         c.trace_level = u > 2 ? 2 : (int)u;
     }
-    if (v[K_TRACE]) {
-        TRY(get_uint(doc, v[K_TRACE], "traceLevel", 0, 2, &u, err));
-        c.trace_level = (int)u;
+    /* randomize also takes CNTK's words "none" and "auto". */
+    if (v[K_randomize]) {
+        int k = get_word(v[K_randomize], randomize_words, 2);
+        if (k >= 0) {
+            c.randomize = k == 1;
+        } else if (v[K_randomize]->kind != N_SCALAR ||
+                   ctf_param_parse(&c, ctf_param_at(K_randomize), "randomize",
+                                   v[K_randomize]->text, NULL)) {
+            return doc_fail(doc, v[K_randomize], false, err, "randomize: must be true, false, "
+                            "\"auto\" or \"none\" (got %s)",
+                            describe(v[K_randomize], got, sizeof got));
+        }
     }
-    if (v[K_CHUNK]) TRY(get_uint(doc, v[K_CHUNK], "chunkSizeInBytes", 1, UINT64_MAX,
-                                 &c.chunk_size_bytes, err));
-    if (v[K_KEEP]) TRY(get_bool(doc, v[K_KEEP], "keepDataInMemory", &c.keep_data_in_memory, err));
-    if (v[K_FRAME]) TRY(get_bool(doc, v[K_FRAME], "frameMode", &c.frame_mode, err));
-    if (v[K_CACHE]) TRY(get_bool(doc, v[K_CACHE], "cacheIndex", &c.cache_index, err));
-    if (v[K_MAX_SAMPLES]) TRY(get_limit(doc, v[K_MAX_SAMPLES], "maxSamples", &c.max_samples, err));
-    if (v[K_MAX_SWEEPS]) TRY(get_limit(doc, v[K_MAX_SWEEPS], "maxSweeps", &c.max_sweeps, err));
-    if (v[K_TRUNC]) TRY(get_size(doc, v[K_TRUNC], "truncationLength", &c.truncation_length, err));
+    for (int k = 0; k < (int)ctf_param_count(); k++) {
+        if (!v[k] || k == K_randomize) continue;
+        TRY(get_param(doc, v[k], k, &c, err));
+    }
+    /* A window in samples without a size is the whole data set, as CNTK's reader documents:
+     * a count beyond any data set (and small enough that window arithmetic cannot wrap). */
+    if (v[K_window_in_samples] && c.window_in_samples && !v[K_randomization_window])
+        c.randomization_window = WINDOW_ALL_SAMPLES;
     /* CNTK's switch for truncated BPTT: false turns truncation off whatever the length says. */
     if (v[K_TRUNCATED]) {
         TRY(get_bool(doc, v[K_TRUNCATED], "truncated", &truncated, err));
@@ -1274,8 +1235,6 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
             return doc_fail(doc, v[K_TRUNCATED], false, err, "truncated: true needs "
                             "truncationLength (the number of samples per piece)");
     }
-    if (v[K_THREADS]) TRY(get_size(doc, v[K_THREADS], "numThreads", &c.num_threads, err));
-    if (v[K_PREFETCH]) TRY(get_size(doc, v[K_PREFETCH], "prefetchChunks", &c.prefetch_chunks, err));
     /* CNTK's multiThreadedDeserialization is accepted: ctfio parses in numThreads threads. */
     bool mt;
     if (v[K_MT_DESER]) TRY(get_bool(doc, v[K_MT_DESER], "multiThreadedDeserialization", &mt, err));

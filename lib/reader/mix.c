@@ -253,7 +253,7 @@ static int mix_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
     uint64_t taken[CTF_MAX_MIX_PARTS];
     for (size_t p = 0; p < P; p++) taken[p] = m->parts[p]->position;
     const uint64_t first_sweep = r->cur_sweep;
-    uint64_t total = 0;
+    ctf_cut cut = ctf_cut_start(r->position, num_samples, UINT64_MAX); /* at_end: the limits */
     size_t n = 0;
     int rc;
     /* 1. The cut: the chosen part's next sequence while it fits (the first always). */
@@ -261,9 +261,10 @@ static int mix_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         const size_t p = choose(m, taken);
         ctf_reader *q = m->parts[p];
         uint64_t smp;
-        rc = ctf__reader_cut_peek(q, num_samples - CTF_MIN(total, num_samples), false, &smp);
+        rc = ctf__reader_cut_peek(q, num_samples - CTF_MIN(cut.samples, num_samples), false,
+                                  &smp);
         if (rc < 0) return part_failed(r, p, rc);
-        if (rc == 0 || (n > 0 && total + smp > num_samples)) break;
+        if (rc == 0 || !ctf_cut_offer(&cut, smp)) break;
         if (n == m->order_cap &&
             ctf__grow((void **)&m->order, &m->order_cap, n + 1, sizeof *m->order)) {
             r->dead = 1;
@@ -274,7 +275,6 @@ static int mix_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         if (rc) return part_failed(r, p, rc);
         m->order[n++] = (uint8_t)p;
         taken[p] += smp;
-        total += smp;
         r->position += smp;
         if (q->cur_sweep != sweep_before) r->cur_sweep = mix_sweep(r);
     }

@@ -676,12 +676,6 @@ int ctf__cache_get(ctf__cache *k, size_t c, const ctf__chunk_data **out, ctf_err
     return 0;
 }
 
-/* Ownership of a randomized chunk in the sweep whose chunk positions are pos. */
-static bool owned_at(const size_t *pos, size_t c, size_t workers, size_t rank)
-{
-    return workers == 1 || pos[c] % workers == rank;
-}
-
 void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, size_t slot,
                          size_t workers, size_t rank)
 {
@@ -708,7 +702,7 @@ void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, siz
          * slot retries the allocation and reports it if it fails again. */
         if (ctf__sweepgen_get(gen, k->scan_slot, &seq, &home, &ignored)) return;
         size_t c = ctf__sweepgen_chunk_at(gen)[home];
-        bool owned = !randomized || owned_at(pos, c, workers, rank);
+        bool owned = !randomized || ctf_worker_owns(pos[c], workers, rank);
         if (owned && !k->requested[c] && !k->resident[c] && k->consumed[c] == 0) {
             k->requested[c] = 1;
             ctf__loader_request(k->loader, c);
@@ -741,7 +735,7 @@ void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, siz
         ctf_error ignored;
         if (ctf__sweepgen_get(k->gen_next, k->scan_next, &seq, &home, &ignored)) return;
         size_t c = ctf__sweepgen_chunk_at(k->gen_next)[home];
-        bool owned = !randomized || owned_at(pos_next, c, workers, rank);
+        bool owned = !randomized || ctf_worker_owns(pos_next[c], workers, rank);
         if (owned && !k->requested_next[c] && !k->requested[c] && !k->resident[c]) {
             k->requested_next[c] = 1;
             ctf__loader_request(k->loader, c);

@@ -106,7 +106,7 @@ int ctf__reader_copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err
  * expects; docs/design.md). */
 static bool chunk_owned(const ctf_reader *r, size_t c)
 {
-    return r->num_workers == 1 || r->pos_of_chunk[c] % r->num_workers == r->rank;
+    return ctf_worker_owns(r->pos_of_chunk[c], r->num_workers, r->rank);
 }
 
 /* Makes sweep k current: a fresh generator (O(chunks)) or the look-ahead's, the cache's
@@ -153,8 +153,8 @@ static ctf__seqs_how cut_how(const ctf_reader *r, size_t c)
     if (r->num_workers == 1) return CTF__SEQS_LOAD;
     if (r->randomized) return chunk_owned(r, c) ? CTF__SEQS_LOAD : CTF__SEQS_ANY;
     const ctf__chunk *ch = &r->src->chunks[c];
-    const size_t n = r->num_workers, first_mine = (r->rank + n - ch->first_seq % n) % n;
-    return first_mine < ch->num_seqs ? CTF__SEQS_LOAD : CTF__SEQS_ANY;
+    const uint64_t mine = ctf_worker_first(ch->first_seq, r->num_workers, r->rank);
+    return mine - ch->first_seq < ch->num_seqs ? CTF__SEQS_LOAD : CTF__SEQS_ANY;
 }
 
 /* Asks the cache to load ahead what this worker needs next (see ctf__cache_schedule). */
@@ -616,8 +616,7 @@ static int cut_take(ctf_reader *r)
     r->cut[n].seq = r->peek_seq;
     r->cut[n].chunk = r->peek_chunk;
     /* Without randomization the i-th sequence of a sweep goes to worker i mod N. */
-    r->cut[n].owned =
-        r->num_workers == 1 || r->randomized || r->cur_slot % r->num_workers == r->rank;
+    r->cut[n].owned = r->randomized || ctf_worker_owns(r->cur_slot, r->num_workers, r->rank);
     r->cut_n = n + 1;
     r->position += r->peek_samples;
     ctf__cache_consumed(r->cache, r->peek_chunk);
@@ -795,7 +794,7 @@ static int bptt_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
                  * this call use it, as for ordinary minibatches. */
             }
             uint32_t cnt = (uint32_t)CTF_MIN(T - taken, (uint64_t)(s->length - s->offset));
-            bool owned = r->num_workers == 1 || s->owner_pos % r->num_workers == r->rank;
+            bool owned = ctf_worker_owns(s->owner_pos, r->num_workers, r->rank);
             any = true;
             if (owned) {
                 const ctf__chunk_data *cd;
@@ -872,17 +871,16 @@ static int reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
     if (r->mix) return r->mix->ops->next(r, num_samples, out);
 
     /* 1. Cut the global minibatch from the timeline. */
-    uint64_t total = 0;
+    ctf_cut cut = ctf_cut_start(r->position, num_samples, r->limit);
     int rc;
     cut_begin(r);
-    for (;;) {
+    while (ctf_cut_open(&cut)) {
         uint64_t smp;
-        rc = cut_peek(r, num_samples - total, false, &smp);
+        rc = cut_peek(r, num_samples - CTF_MIN(cut.samples, num_samples), false, &smp);
         if (rc < 0) return fail_dead(r, rc);
-        if (rc == 0 || (r->cut_n > 0 && total + smp > num_samples)) break;
+        if (rc == 0 || !ctf_cut_offer(&cut, smp)) break;
         rc = cut_take(r);
         if (rc) return fail_dead(r, rc);
-        total += smp;
     }
     ctf__sweepgen_release(r->gen, r->cur_slot);
     ctf__perf_add(r->perf, CTF__PERF_CUT_SEQS, r->cut_n);
@@ -989,10 +987,8 @@ void ctf_reader_get_stats(const ctf_reader *r, ctf_stats *stats)
 
 int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
 {
-    if (num_workers == 0 || rank >= num_workers)
-        return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
-                         "worker_rank: must be < num_workers (got rank %zu of %zu)", rank,
-                         num_workers);
+    int rc = ctf_workers_check(num_workers, rank, &r->err);
+    if (rc) return rc;
     if (num_workers == r->num_workers && rank == r->rank) return 0;
     if (r->mix) return r->mix->ops->set_worker(r, num_workers, rank);
     const bool changed = num_workers != r->num_workers;

@@ -20,12 +20,9 @@ static uint64_t config_hash(const ctf_reader *r)
         for (int b_ = 0; b_ < 8; b_++) h = (h ^ ((v_ >> (8 * b_)) & 0xff)) * 0x100000001b3ull; \
     } while (0)
     MIX(r->randomized);
-    MIX(r->cfg.randomization_seed);
-    MIX(r->cfg.randomization_window);
-    MIX(r->cfg.window_in_samples);
-    MIX(r->cfg.chunk_size_bytes);
-    MIX(r->cfg.skip_sequence_ids);
-    MIX(r->cfg.frame_mode);
+    /* The parameters the table marks as shaping the timeline, in its order. */
+    for (size_t i = 0; i < ctf_param_count(); i++)
+        if (ctf_param_at(i)->fingerprint) MIX(ctf_param_get(&r->cfg, ctf_param_at(i)));
     MIX(r->cfg.num_streams);
     for (size_t k = 0; k < r->cfg.num_streams; k++) {
         const ctf_stream_def *s = &r->streams[k];

@@ -2,8 +2,9 @@
  * _config.c -- Reader() arguments (path or corpus, streams, joins, a mix, keyword options) to a
  * ctf_config, and a ctf_config back to Reader keyword arguments (what bsconfig_load returns).
  *
- * Adding a ctf_config field: update ctf_py_reader_args_parse (keyword list and format string),
- * ctf_py_config_dict, the Reader signature in _ctfio.pyi and ctfio/source.py.
+ * The reader parameters come from the table (lib/config/params.def): a row's field is its
+ * Reader keyword, checked here by the table's rules; reader_params() hands the table to Python
+ * (tools/gen_stub.py writes the stub's keywords from it).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -35,27 +36,6 @@ int ctf_py_to_u64(PyObject *obj, const char *name, uint64_t max, uint64_t *out)
     }
     *out = x;
     return 0;
-}
-
-/* max_samples / max_sweeps: the library's values (CTF_INFINITELY_REPEAT, CTF_FULL_DATA_SWEEP,
- * which ctfio.INFINITELY_REPEAT and ctfio.FULL_DATA_SWEEP are) pass through; None and -1 are
- * also no limit, -2 also one full sweep (`full`). */
-static int to_limit(PyObject *obj, const char *name, uint64_t full, uint64_t *out)
-{
-    if (obj == Py_None) {
-        *out = CTF_INFINITELY_REPEAT;
-        return 0;
-    }
-    if (PyLong_Check(obj)) {
-        int overflow = 0;
-        long long s = PyLong_AsLongLongAndOverflow(obj, &overflow);
-        if (!overflow && (s == -1 || s == -2)) {
-            if (s == -1 && PyErr_Occurred()) return -1;
-            *out = s == -1 ? CTF_INFINITELY_REPEAT : full;
-            return 0;
-        }
-    }
-    return ctf_py_to_u64(obj, name, UINT64_MAX, out);
 }
 
 static void path_list_clear(path_list *pl)
@@ -359,108 +339,133 @@ error:
     return status;
 }
 
-/* Parses Reader(path, streams, **options) into cfg (which ctf_config_init filled). */
+/* The table row whose field is key (a Reader keyword), or NULL. */
+static const ctf_param *param_of(PyObject *key)
+{
+    const char *k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+    if (!k) {
+        PyErr_Clear();
+        return NULL;
+    }
+    for (size_t i = 0; i < ctf_param_count(); i++)
+        if (!strcmp(ctf_param_at(i)->field, k)) return ctf_param_at(i);
+    return NULL;
+}
+
+/* One table parameter from a Python value: TypeError for the wrong type (a bool where an int is
+ * wanted included), ValueError, with the table's words, for a value out of range. */
+static int param_from_py(ctf_config *cfg, const ctf_param *p, PyObject *v)
+{
+    ctf_error err;
+    const char *name = p->field;
+    if (p->kind == CTF_PARAM_BOOL) {
+        int t = PyObject_IsTrue(v);
+        if (t < 0) return -1;
+        return ctf_param_set(cfg, p, name, (uint64_t)t, &err) ? -1 : 0;
+    }
+    if (p->kind == CTF_PARAM_PRECISION) {
+        const char *text = PyUnicode_Check(v) ? PyUnicode_AsUTF8(v) : NULL;
+        if (!text) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "%s: must be a str (got %.100s)", name,
+                             Py_TYPE(v)->tp_name);
+            return -1;
+        }
+        if (ctf_param_parse(cfg, p, name, text, &err)) {
+            PyErr_SetString(PyExc_ValueError, err.message);
+            return -1;
+        }
+        return 0;
+    }
+    if (PyBool_Check(v) || !PyIndex_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "%s: must be an int (got %.100s)", name,
+                     Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    PyObject *i = PyNumber_Index(v);
+    if (!i) return -1;
+    int overflow = 0;
+    unsigned long long x = PyLong_AsUnsignedLongLong(i);
+    if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        overflow = 1;
+    }
+    int rc;
+    if (overflow) {
+        /* Negative or beyond 64 bits: the text gives the table's message for it. */
+        PyObject *text = PyObject_Str(i);
+        const char *t = text ? PyUnicode_AsUTF8(text) : NULL;
+        rc = t ? ctf_param_parse(cfg, p, name, t, &err) : -1;
+        Py_XDECREF(text);
+        if (!t) {
+            Py_DECREF(i);
+            return -1;
+        }
+    } else {
+        rc = ctf_param_set(cfg, p, name, x, &err);
+    }
+    Py_DECREF(i);
+    if (rc) {
+        PyErr_SetString(PyExc_ValueError, err.message);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parses Reader(path, streams, **options) into cfg (which ctf_config_init filled). The reader
+ * parameters are the table's (lib/config/params.def), by field name; None leaves the default. */
 int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg,
                              ctf_py_reader_args *ra)
 {
-    static char *kwlist[] = {"path", "streams", "precision", "randomize", "randomization_seed",
-                             "randomization_window", "window_in_samples", "skip_sequence_ids",
-                             "max_errors", "trace_level", "chunk_size_bytes",
-                             "keep_data_in_memory", "frame_mode", "cache_index", "max_samples",
-                             "max_sweeps", "truncation_length", "num_workers", "worker_rank",
-                             "num_threads", "prefetch_chunks", "log", "joins", "mix", "remote",
-                             NULL};
-    PyObject *path, *joins = NULL, *mix = NULL, *remote = NULL;
-    PyObject *streams, *seed = NULL, *window = NULL, *max_errors = NULL, *chunk = NULL;
-    PyObject *max_samples = Py_None, *max_sweeps = Py_None, *trunc = NULL, *workers = NULL;
-    PyObject *rank = NULL, *threads = NULL, *prefetch = NULL, *log = Py_None;
-    const char *precision = "float";
-    int randomize = cfg->randomize, in_samples = cfg->window_in_samples;
-    int skip_ids = cfg->skip_sequence_ids, keep = cfg->keep_data_in_memory;
-    int frame = cfg->frame_mode, cache = cfg->cache_index, trace = cfg->trace_level;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$spOOppOiOpppOOOOOOOOOOO:Reader", kwlist,
-                                     &path, &streams, &precision,
-                                     &randomize, &seed, &window, &in_samples, &skip_ids,
-                                     &max_errors, &trace, &chunk, &keep, &frame, &cache,
-                                     &max_samples, &max_sweeps, &trunc, &workers, &rank,
-                                     &threads, &prefetch, &log, &joins, &mix, &remote))
-        return -1;
-    if (remote && remote != Py_None && parse_remote(remote, cfg, ra) < 0) return -1;
+    static char *kwlist[] = {"path", "streams", "log", "joins", "mix", "remote", NULL};
+    PyObject *path, *streams, *log = Py_None, *joins = NULL, *mix = NULL, *remote = NULL;
+    PyObject *rest = PyDict_New(), *key, *val;
+    Py_ssize_t pos = 0;
+    int status = -1;
+    if (!rest) return -1;
+    /* The table's keywords are set below; the rest are the structure of the data set. */
+    while (kwargs && PyDict_Next(kwargs, &pos, &key, &val))
+        if (!param_of(key) && PyDict_SetItem(rest, key, val) < 0) goto done;
+    if (!PyArg_ParseTupleAndKeywords(args, rest, "OO|$OOOO:Reader", kwlist, &path, &streams,
+                                     &log, &joins, &mix, &remote))
+        goto done;
+    if (remote && remote != Py_None && parse_remote(remote, cfg, ra) < 0) goto done;
     if (mix && mix != Py_None) {
         /* A mix reads its parts' files: path is None. */
         if (path != Py_None) {
             PyErr_SetString(PyExc_TypeError, "path: must be None for a mix (the parts name "
                                              "their files)");
-            return -1;
+            goto done;
         }
-        if (parse_streams(streams, cfg, ra) < 0 || parse_mix(mix, cfg, ra) < 0) return -1;
-        goto options;
+        if (parse_streams(streams, cfg, ra) < 0 || parse_mix(mix, cfg, ra) < 0) goto done;
+    } else {
+        /* path: one file, or a list of files and patterns read as one corpus. */
+        if (parse_paths(path, "path", &ra->paths) < 0) goto done;
+        ra->path = Py_NewRef(PyList_GET_ITEM(ra->paths.keep, 0));
+        cfg->path = PyBytes_AS_STRING(ra->path);
+        /* A pattern is a corpus even when given alone (as on the command line). */
+        if (ra->paths.list || strpbrk(cfg->path, "*?[")) {
+            cfg->paths = ra->paths.v;
+            cfg->num_paths = ra->paths.n;
+        }
+        if (parse_streams(streams, cfg, ra) < 0) goto done;
+        if (joins && joins != Py_None && parse_joins(joins, cfg, ra) < 0) goto done;
     }
-    /* path: one file, or a list of files and patterns read as one corpus. */
-    if (parse_paths(path, "path", &ra->paths) < 0) return -1;
-    ra->path = Py_NewRef(PyList_GET_ITEM(ra->paths.keep, 0));
-    cfg->path = PyBytes_AS_STRING(ra->path);
-    /* A pattern is a corpus even when given alone (as on the command line). */
-    if (ra->paths.list || strpbrk(cfg->path, "*?[")) {
-        cfg->paths = ra->paths.v;
-        cfg->num_paths = ra->paths.n;
+    pos = 0;
+    while (kwargs && PyDict_Next(kwargs, &pos, &key, &val)) {
+        const ctf_param *p = param_of(key);
+        if (p && val != Py_None && param_from_py(cfg, p, val) < 0) goto done;
     }
-    if (parse_streams(streams, cfg, ra) < 0) return -1;
-    if (joins && joins != Py_None && parse_joins(joins, cfg, ra) < 0) return -1;
-options:
-    if (!strcmp(precision, "float") || !strcmp(precision, "float32"))
-        cfg->precision = CTF_FLOAT32;
-    else if (!strcmp(precision, "double") || !strcmp(precision, "float64"))
-        cfg->precision = CTF_FLOAT64;
-    else {
-        PyErr_Format(PyExc_ValueError, "precision: must be 'float', 'float32', 'double' or "
-                     "'float64' (got '%s')", precision);
-        return -1;
-    }
-    cfg->randomize = randomize;
-    cfg->window_in_samples = in_samples;
-    cfg->skip_sequence_ids = skip_ids;
-    cfg->keep_data_in_memory = keep;
-    cfg->frame_mode = frame;
-    cfg->cache_index = cache;
-    cfg->trace_level = trace;
-    if (prefetch == Py_None) prefetch = NULL; /* the library's default (CTF_PREFETCH_AUTO) */
-    const struct {
-        PyObject *obj;
-        const char *name;
-        uint64_t *u64;           /* one of u64 / size is the destination */
-        size_t *size;
-    } ints[] = {
-        {seed, "randomization_seed", &cfg->randomization_seed, NULL},
-        {window, "randomization_window", &cfg->randomization_window, NULL},
-        {max_errors, "max_errors", &cfg->max_errors, NULL},
-        {chunk, "chunk_size_bytes", &cfg->chunk_size_bytes, NULL},
-        {trunc, "truncation_length", NULL, &cfg->truncation_length},
-        {workers, "num_workers", NULL, &cfg->num_workers},
-        {rank, "worker_rank", NULL, &cfg->worker_rank},
-        {threads, "num_threads", NULL, &cfg->num_threads},
-        {prefetch, "prefetch_chunks", NULL, &cfg->prefetch_chunks},
-    };
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-        uint64_t v;
-        if (!ints[i].obj) continue;
-        if (ctf_py_to_u64(ints[i].obj, ints[i].name, ints[i].size ? SIZE_MAX : UINT64_MAX, &v) < 0)
-            return -1;
-        if (ints[i].size)
-            *ints[i].size = (size_t)v;
-        else
-            *ints[i].u64 = v;
-    }
-    if (to_limit(max_samples, "max_samples", CTF_FULL_DATA_SWEEP, &cfg->max_samples) < 0 ||
-        to_limit(max_sweeps, "max_sweeps", 1, &cfg->max_sweeps) < 0)
-        return -1;
     if (log != Py_None && !PyCallable_Check(log)) {
         PyErr_Format(PyExc_TypeError, "log: must be callable or None (got %.100s)",
                      Py_TYPE(log)->tp_name);
-        return -1;
+        goto done;
     }
     ra->log = log == Py_None ? NULL : log;
-    return 0;
+    status = 0;
+done:
+    Py_DECREF(rest);
+    return status;
 }
 
 /* A configuration as Reader keyword arguments plus "path" and "streams". */
@@ -535,27 +540,19 @@ PyObject *ctf_py_config_dict(const ctf_config *c)
     if (c->num_joins) rc = rc ? rc : dict_put(d, "joins", joins_list(c));
     if (c->num_mix) rc = rc ? rc : dict_put(d, "mix", mix_list(c));
 #define PUT(key, value) rc = rc ? rc : dict_put(d, key, value)
-    PUT("precision", PyUnicode_FromString(c->precision == CTF_FLOAT64 ? "double" : "float"));
-    PUT("randomize", PyBool_FromLong(c->randomize));
-    PUT("randomization_seed", PyLong_FromUnsignedLongLong(c->randomization_seed));
-    PUT("randomization_window", PyLong_FromUnsignedLongLong(c->randomization_window));
-    PUT("window_in_samples", PyBool_FromLong(c->window_in_samples));
-    PUT("skip_sequence_ids", PyBool_FromLong(c->skip_sequence_ids));
-    PUT("max_errors", PyLong_FromUnsignedLongLong(c->max_errors));
-    PUT("trace_level", PyLong_FromLong(c->trace_level));
-    PUT("chunk_size_bytes", PyLong_FromUnsignedLongLong(c->chunk_size_bytes));
-    PUT("keep_data_in_memory", PyBool_FromLong(c->keep_data_in_memory));
-    PUT("frame_mode", PyBool_FromLong(c->frame_mode));
-    PUT("cache_index", PyBool_FromLong(c->cache_index));
-    PUT("max_samples", PyLong_FromUnsignedLongLong(c->max_samples));
-    PUT("max_sweeps", PyLong_FromUnsignedLongLong(c->max_sweeps));
-    PUT("truncation_length", PyLong_FromSize_t(c->truncation_length));
-    PUT("num_workers", PyLong_FromSize_t(c->num_workers));
-    PUT("worker_rank", PyLong_FromSize_t(c->worker_rank));
-    PUT("num_threads", PyLong_FromSize_t(c->num_threads));
-    PUT("prefetch_chunks", c->prefetch_chunks == CTF_PREFETCH_AUTO
-                               ? Py_NewRef(Py_None)
-                               : PyLong_FromSize_t(c->prefetch_chunks));
+    for (size_t i = 0; i < ctf_param_count(); i++) {
+        const ctf_param *p = ctf_param_at(i);
+        const uint64_t v = ctf_param_get(c, p);
+        PyObject *o;
+        if (p->kind == CTF_PARAM_BOOL) o = PyBool_FromLong(v != 0);
+        else if (p->kind == CTF_PARAM_PRECISION)
+            o = PyUnicode_FromString(v == CTF_FLOAT64 ? "double" : "float");
+        /* A default worked out when the reader opens, encoded as the top of the range
+         * (CTF_PREFETCH_AUTO), is None: the keyword left out. */
+        else if (p->def_text && p->def == p->max && v == p->def) o = Py_NewRef(Py_None);
+        else o = PyLong_FromUnsignedLongLong(v);
+        PUT(p->field, o);
+    }
     PUT("log", Py_NewRef(Py_None));
 #undef PUT
     if (rc) goto error;
@@ -565,4 +562,85 @@ error:
     Py_XDECREF(streams);
     Py_XDECREF(d);
     return NULL;
+}
+
+/*======================================================================
+ * The table and the worker rule, for the Python layer
+ *====================================================================*/
+
+PyObject *ctf_py_reader_params(PyObject *module, PyObject *unused)
+{
+    static const char *const kinds[] = {"bool", "uint", "limit", "precision"};
+    (void)module;
+    (void)unused;
+    PyObject *t = PyTuple_New((Py_ssize_t)ctf_param_count());
+    for (size_t i = 0; t && i < ctf_param_count(); i++) {
+        const ctf_param *p = ctf_param_at(i);
+        PyObject *d = Py_BuildValue(
+            "{sssOsOsOsssOsOsKsOsKsKss}", "field", p->field, "bs_key",
+            p->bs_key ? PyUnicode_FromString(p->bs_key) : Py_NewRef(Py_None), "cli_flag",
+            p->cli_flag ? PyUnicode_FromString(p->cli_flag) : Py_NewRef(Py_None), "py_keyword",
+            p->py_keyword ? PyUnicode_FromString(p->py_keyword) : Py_NewRef(Py_None), "kind",
+            kinds[p->kind], "cli_switch", PyBool_FromLong(p->cli_switch), "fingerprint",
+            PyBool_FromLong(p->fingerprint), "default", (unsigned long long)p->def,
+            "default_text", p->def_text ? PyUnicode_FromString(p->def_text) : Py_NewRef(Py_None),
+            "min", (unsigned long long)p->min, "max", (unsigned long long)p->max, "help",
+            p->help);
+        if (!d) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, (Py_ssize_t)i, d);
+    }
+    return t;
+}
+
+PyObject *ctf_py_check_workers(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    static const char *const names[2] = {"number_of_workers", "worker_rank"};
+    uint64_t v[2];
+    ctf_error err;
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "check_workers(number_of_workers, worker_rank)");
+        return NULL;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (PyBool_Check(args[i]) || !PyIndex_Check(args[i])) {
+            PyErr_Format(PyExc_TypeError, "%s: must be an int (got %.100s)", names[i],
+                         Py_TYPE(args[i])->tp_name);
+            return NULL;
+        }
+        PyObject *n = PyNumber_Index(args[i]);
+        if (!n) return NULL;
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(n, &overflow);
+        Py_DECREF(n);
+        if (x == -1 && !overflow && PyErr_Occurred()) return NULL;
+        if (overflow < 0 || (!overflow && x < 0)) {
+            PyErr_Format(PyExc_ValueError, "%s: must be a non-negative integer (got %R)",
+                         names[i], args[i]);
+            return NULL;
+        }
+        v[i] = overflow ? UINT64_MAX : (uint64_t)x;
+    }
+    if (ctf_workers_check(v[0] > SIZE_MAX ? SIZE_MAX : (size_t)v[0],
+                          v[1] > SIZE_MAX ? SIZE_MAX : (size_t)v[1], &err)) {
+        PyErr_SetString(PyExc_ValueError, err.message);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyObject *ctf_py_reader_config(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    ctf_py_reader_args ra = {0};
+    ctf_config cfg;
+    ctf_error err;
+    (void)module;
+    ctf_config_init(&cfg);
+    PyObject *d = NULL;
+    if (ctf_py_reader_args_parse(args, kwargs, &cfg, &ra) == 0) {
+        if (ctf_config_validate(&cfg, &err)) PyErr_SetString(PyExc_ValueError, err.message);
+        else d = ctf_py_config_dict(&cfg);
+    }
+    ctf_py_reader_args_clear(&ra);
+    return d;
 }

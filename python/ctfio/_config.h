@@ -53,4 +53,24 @@ int ctf_py_to_u64(PyObject *obj, const char *name, uint64_t max, uint64_t *out);
  * @return : a new dict, or NULL with an exception set. */
 PyObject *ctf_py_config_dict(const ctf_config *c);
 
+/* reader_params() -> the parameter table, one dict per row (the stub generator and the
+ * Python layer read it). */
+PyObject *ctf_py_reader_params(PyObject *module, PyObject *unused);
+
+/* check_workers(number_of_workers, worker_rank): the library's worker rule; TypeError for a
+ * non-int (bool included), ValueError otherwise. */
+PyObject *ctf_py_check_workers(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* reader_config(path, streams, **options) -> dict: Reader's arguments parsed and validated
+ * without opening anything (the configuration as bsconfig_load returns one). */
+PyObject *ctf_py_reader_config(PyObject *module, PyObject *args, PyObject *kwargs);
+
+#define CTF_PY_CONFIG_METHODS                                                              \
+    {"reader_params", (PyCFunction)(void (*)(void))ctf_py_reader_params, METH_NOARGS,     \
+     "reader_params() -> tuple of dict: the reader parameter table"},                       \
+    {"check_workers", (PyCFunction)(void (*)(void))ctf_py_check_workers, METH_FASTCALL,   \
+     "check_workers(number_of_workers, worker_rank): the worker rule (ValueError)"},        \
+    {"reader_config", (PyCFunction)(void (*)(void))ctf_py_reader_config,                  \
+     METH_VARARGS | METH_KEYWORDS, "reader_config(path, streams, **options) -> dict"},
+
 #endif

@@ -1306,6 +1306,16 @@ static int add_ref(PyObject *m, const char *name, PyObject *obj)
     return 0;
 }
 
+/* The limits as the library encodes them: the one spelling Python has for them. */
+static int add_u64(PyObject *m, const char *name, uint64_t v)
+{
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    if (!o) return -1;
+    int rc = add_ref(m, name, o);
+    Py_DECREF(o);
+    return rc;
+}
+
 /* A heap type from spec whose instances only the module creates. */
 static PyTypeObject *internal_type(PyObject *m, PyType_Spec *spec)
 {
@@ -1362,8 +1372,8 @@ static int module_exec(PyObject *m)
         add_ref(m, "DataChangedError", st->DataChangedError) < 0 ||
         PyModule_AddType(m, st->ReaderType) < 0 || PyModule_AddType(m, st->MinibatchType) < 0 ||
         PyModule_AddType(m, st->BufferType) < 0 ||
-        PyModule_AddIntConstant(m, "INFINITELY_REPEAT", -1) < 0 ||
-        PyModule_AddIntConstant(m, "FULL_DATA_SWEEP", -2) < 0 ||
+        add_u64(m, "INFINITELY_REPEAT", CTF_INFINITELY_REPEAT) < 0 ||
+        add_u64(m, "FULL_DATA_SWEEP", CTF_FULL_DATA_SWEEP) < 0 ||
         PyModule_AddIntConstant(m, "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS",
                                 CTF_DEFAULT_WINDOW_CHUNKS) < 0 ||
         PyModule_AddStringConstant(m, "__version__", ctf_version_string()) < 0)
@@ -1413,7 +1423,7 @@ static PyMethodDef module_methods[] = {
      ctf_py_provider_encode_doc},
     {"provider_pack", (PyCFunction)(void (*)(void))ctf_py_provider_pack, METH_VARARGS,
      ctf_py_provider_pack_doc},
-    CTF_PY_TOOLS_METHODS {NULL, NULL, 0, NULL},
+    CTF_PY_TOOLS_METHODS CTF_PY_CONFIG_METHODS {NULL, NULL, 0, NULL},
 };
 
 static PyModuleDef_Slot module_slots[] = {

@@ -4,8 +4,8 @@ import os
 from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, TypedDict, Union
 
 __version__: str
-INFINITELY_REPEAT: int  # -1 in this module's integer arguments
-FULL_DATA_SWEEP: int  # -2 in this module's integer arguments
+INFINITELY_REPEAT: int  # 2**64 - 1, the library's CTF_INFINITELY_REPEAT
+FULL_DATA_SWEEP: int  # 2**64 - 2, the library's CTF_FULL_DATA_SWEEP
 DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS: int  # the library's default randomization_window
 
 _Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
@@ -116,25 +116,47 @@ class Reader:
         path: Union[_Path, Sequence[_Path], None],  # a list, or a pattern: a corpus; None: mix
         streams: Sequence[StreamTuple],
         *,
-        precision: Literal["float", "float32", "double", "float64"] = "float",
-        randomize: bool = True,
-        randomization_seed: int = 0,
-        randomization_window: int = 128,
-        window_in_samples: bool = False,
-        skip_sequence_ids: bool = False,
-        max_errors: int = 0,
-        trace_level: int = 1,
-        chunk_size_bytes: Optional[int] = None,  # None: the library's default (32 MiB)
-        keep_data_in_memory: bool = False,
-        frame_mode: bool = False,
-        cache_index: bool = False,
-        max_samples: Optional[int] = None,  # None / -1 / 2**64-1: no limit; -2 / 2**64-2: a sweep
-        max_sweeps: Optional[int] = None,  # the same values
-        truncation_length: int = 0,
-        num_workers: int = 1,
-        worker_rank: int = 0,
-        num_threads: Optional[int] = None,  # None: one per core
-        prefetch_chunks: Optional[int] = None,  # None: 2 * threads + 2
+        # The reader parameters: None (or left out) is the library's default.
+        # BEGIN reader keywords (tools/gen_stub.py; edit lib/config/params.def)
+        # sweep k shuffles with seed + k; default 0
+        randomization_seed: Optional[int] = None,
+        # randomization window in chunks (or samples); 0: off; default 128
+        randomization_window: Optional[int] = None,
+        # the window counts samples, not chunks; default False
+        window_in_samples: Optional[bool] = None,
+        # target chunk span in bytes; default 33554432
+        chunk_size_bytes: Optional[int] = None,
+        # every line is its own sequence; default False
+        skip_sequence_ids: Optional[bool] = None,
+        # every sequence is one sample per stream; default False
+        frame_mode: Optional[bool] = None,
+        # element type: float or double; default "float"
+        precision: Optional[Literal["float", "float32", "double", "float64"]] = None,
+        # false: file order in every sweep; default True
+        randomize: Optional[bool] = None,
+        # errors tolerated over the reader's life; default 0
+        max_errors: Optional[int] = None,
+        # 0 errors, 1 also warnings, 2 also info; default 1
+        trace_level: Optional[int] = None,
+        # keep parsed chunks once read; default False
+        keep_data_in_memory: Optional[bool] = None,
+        # write and load the index cache next to the file; default False
+        cache_index: Optional[bool] = None,
+        # end after this many samples (or FULL_DATA_SWEEP: one sweep); default INFINITELY_REPEAT
+        max_samples: Optional[int] = None,
+        # end after this many sweeps; default INFINITELY_REPEAT
+        max_sweeps: Optional[int] = None,
+        # truncated BPTT length; 0: off; default 0
+        truncation_length: Optional[int] = None,
+        # workers sharing the data; default 1
+        num_workers: Optional[int] = None,
+        # this worker, < num_workers; default 0
+        worker_rank: Optional[int] = None,
+        # background parse threads; 0: the caller's; default one per core
+        num_threads: Optional[int] = None,
+        # chunks parsed ahead; default 2 * num_threads + 2
+        prefetch_chunks: Optional[int] = None,
+        # END reader keywords
         log: Optional[LogCallback] = None,  # None: logging.getLogger("ctfio")
         # deserializers joined by key: (paths, streams, skip_sequence_ids)
         joins: Optional[Sequence[Tuple[Sequence[_Path], Sequence[StreamTuple], bool]]] = None,
@@ -175,25 +197,27 @@ class Reader:
 class ReaderArgs(TypedDict):
     path: Optional[str]
     streams: List[StreamTuple]
-    precision: Literal["float", "double"]
-    randomize: bool
+    # BEGIN reader arguments (tools/gen_stub.py; edit lib/config/params.def)
     randomization_seed: int
     randomization_window: int
     window_in_samples: bool
+    chunk_size_bytes: int
     skip_sequence_ids: bool
+    frame_mode: bool
+    precision: Literal["float", "double"]
+    randomize: bool
     max_errors: int
     trace_level: int
-    chunk_size_bytes: int
     keep_data_in_memory: bool
-    frame_mode: bool
     cache_index: bool
-    max_samples: int  # 2**64-1 no limit, 2**64-2 one full sweep
-    max_sweeps: int  # the same values
+    max_samples: int
+    max_sweeps: int
     truncation_length: int
     num_workers: int
     worker_rank: int
     num_threads: int
     prefetch_chunks: Optional[int]  # None: 2 * num_threads + 2
+    # END reader arguments
     log: None
 
 def bsconfig_load(
@@ -223,6 +247,12 @@ def provider_pack(
 # The command-line tool (tools/ctfio.c compiled in, see _tools.c): runs it with argv (argv[0]
 # is the program name) and returns its exit status; it may end the process itself.
 def cli_main(argv: List[str]) -> int: ...
+
+# The timeline (ctf_sweep_cut / ctf_sweep_boundary): starts is a uint64 buffer.
+def sweep_cut(
+    starts: Any, position: int, request: int, limit: Optional[int], workers: int, rank: int
+) -> Tuple[bytes, int, bool]: ...
+def sweep_boundary(starts: Any, position: int) -> int: ...
 
 # (code name, formatted "FILE:LINE:COLUMN: (byte OFFSET) error: MESSAGE", path bytes, line,
 # column, offset (-1 unknown), message)

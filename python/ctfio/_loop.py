@@ -1,13 +1,15 @@
-"""The rules of a training loop over a minibatch source, written once and used by both drivers,
-``training_session`` (training.py) and ``ctfio.torch.CTFIterableDataset`` (torch.py): how a
-minibatch counts, where a request is cut so that an epoch ends exactly at its boundary, when an
-epoch ends, and where the timeline of a source is read (docs/torch.md, "Epochs").
+"""The training loop over a minibatch source, written once for both drivers,
+``training_session`` (training.py) and ``ctfio.torch.CTFIterableDataset`` (torch.py, its file
+reader path and its general path): ``drive`` asks for a size, cuts the request at the epoch's
+end, reads, counts the minibatch and decides the epoch's end (``Epochs``); a driver only says how
+to read and what to do with a minibatch (docs/torch.md, "Epochs"). tests/python/test_loop.py
+holds the drivers to the same minibatches and epoch ends.
 
 The timeline comes from the minibatches themselves (``MinibatchData.position``,
 ``global_samples``, ``samples_per_sweep``, ``end_of_sweep``); a source is asked for its position
 only before the first request (``_timeline()``, or once its checkpoint state for user sources).
 
-Epoch rules (both drivers):
+Epoch rules:
 
 * ``FULL_DATA_SWEEP``: an epoch is one sweep. When the source reports its position and the
   samples of a sweep, a request never crosses the end of the sweep, so every epoch holds
@@ -19,16 +21,12 @@ Epoch rules (both drivers):
 * ``INFINITELY_REPEAT``: one epoch that never ends (the source's own limits end the data).
 
 Cutting a request never changes the order of the data, only where minibatches begin and end.
-
-``ctfio.torch``'s path for the file source (``CTFIterableDataset._iter_reader``) calls
-``epoch_room`` / ``epoch_ends`` too, with the reader's position as both count and timeline;
-tests/python/test_torch.py checks that it cuts and ends epochs exactly as the general path.
 """
 
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT
 
-__all__ = ["count_local", "end_of_sweep", "timeline", "source_timeline", "epoch_room",
-           "epoch_ends", "SampleCounter"]
+__all__ = ["count_local", "end_of_sweep", "timeline", "source_timeline", "SampleCounter",
+           "Epochs", "Step", "drive"]
 
 
 def count_local(data):
@@ -79,28 +77,6 @@ def source_timeline(source, state=None):
     return _int_or_none(state.get("minibatchSourcePosition")), per if per and per > 0 else None
 
 
-def epoch_room(epoch_size, epoch_index, counted, position, per_sweep):
-    """The most samples the next request may take so that the current epoch ends exactly at
-    its boundary, or None for no bound. ``counted``: samples counted so far (by the driver's
-    count); ``position`` / ``per_sweep``: the timeline, or None when unknown."""
-    if epoch_size == INFINITELY_REPEAT:
-        return None
-    if epoch_size == FULL_DATA_SWEEP:
-        if position is None or not per_sweep:
-            return None
-        return per_sweep - position % per_sweep
-    return (epoch_index + 1) * epoch_size - counted
-
-
-def epoch_ends(epoch_size, epoch_index, counted, sweep_end):
-    """Whether the minibatch just counted ends the epoch (``counted`` includes it)."""
-    if epoch_size == FULL_DATA_SWEEP:
-        return bool(sweep_end)
-    if epoch_size == INFINITELY_REPEAT:
-        return False
-    return counted >= (epoch_index + 1) * epoch_size
-
-
 class SampleCounter:
     """Turns a minibatch into the count a driver uses. One worker: its local count. Several:
     ``aggregate(local)`` when given (e.g. an all-reduce), else the minibatch's
@@ -119,3 +95,94 @@ class SampleCounter:
             if g is not None:
                 return g
         return local
+
+
+class Epochs:
+    """Where a driver stands (the epoch, the samples counted by the driver's count, the
+    timeline: position and samples per sweep, None when unknown) and the epoch rules above."""
+
+    __slots__ = ("epoch_size", "epoch", "counted", "position", "per_sweep")
+
+    def __init__(self, epoch_size, epoch, counted, position, per_sweep):
+        self.epoch_size, self.epoch, self.counted = epoch_size, epoch, counted
+        self.position, self.per_sweep = position, per_sweep
+
+    def room(self):
+        """The most samples the next request may take so that the epoch ends exactly at its
+        boundary, or None for no bound."""
+        if self.epoch_size == INFINITELY_REPEAT:
+            return None
+        if self.epoch_size == FULL_DATA_SWEEP:
+            if self.position is None or not self.per_sweep:
+                return None
+            return self.per_sweep - self.position % self.per_sweep
+        return (self.epoch + 1) * self.epoch_size - self.counted
+
+    def request(self, k):
+        """``k`` cut at the epoch's end (never below 1)."""
+        room = self.room()
+        return max(1, k if room is None else min(k, room))
+
+    def count(self, samples, position, per_sweep, sweep_end):
+        """Counts a minibatch; True when it ends the epoch (the next one then begins)."""
+        self.counted += samples
+        if position is not None:
+            self.position, self.per_sweep = position, per_sweep or self.per_sweep
+        if self.epoch_size == FULL_DATA_SWEEP:
+            ends = bool(sweep_end)
+        else:
+            ends = self.epoch_size != INFINITELY_REPEAT and \
+                self.counted >= (self.epoch + 1) * self.epoch_size
+        self.epoch += ends
+        return ends
+
+
+class Step:
+    """One minibatch on its way through ``drive``: what the driver's ``read`` made of it
+    (``payload``), its count, the timeline after it and whether it holds a sweep's end; then the
+    request it answered and, once counted (``finish``), whether it ends the epoch."""
+
+    __slots__ = ("payload", "samples", "position", "per_sweep", "sweep_end", "request", "ends",
+                 "_epochs")
+
+    def __init__(self, payload, samples, position=None, per_sweep=None, sweep_end=False):
+        self.payload, self.samples, self.position = payload, samples, position
+        self.per_sweep, self.sweep_end, self.request, self.ends = per_sweep, sweep_end, 0, None
+
+    def finish(self, samples=None):
+        """Counts the minibatch (with ``samples`` when the driver learnt a better count after
+        using it) and says whether it ends the epoch; later calls only repeat the answer."""
+        if self.ends is None:
+            if samples is not None:
+                self.samples = samples
+            self.ends = self._epochs.count(self.samples, self.position, self.per_sweep,
+                                           self.sweep_end)
+        return self.ends
+
+
+def drive(read, epochs, size, more=None, ahead=False, one_epoch=False):
+    """The loop of every driver. Before each minibatch: ``more()`` (when given) may end it,
+    ``size()`` gives the wanted size, ``epochs`` cuts it at the epoch's end, and ``read(request)``
+    returns a ``Step`` (or None: the source's data ended). Yields ``(step, read_ahead)``; the
+    step is counted when the consumer calls ``step.finish`` or, at the latest, when it asks for
+    the next one. ``ahead``: the next minibatch is read (and counted) before one is yielded,
+    except after the one that ends an epoch (double buffering; ``read_ahead`` says whether it
+    was). ``one_epoch``: the loop ends with the epoch."""
+    def next_step():
+        if more is not None and not more():
+            return None
+        request = epochs.request(size())
+        step = read(request)
+        if step is not None:
+            step.request, step._epochs = request, epochs
+            if ahead:
+                step.finish()
+        return step
+
+    step = next_step()
+    while step is not None:
+        following = next_step() if ahead and not (one_epoch and step.ends) else None
+        yield step, following is not None
+        if step.finish() and one_epoch:
+            return
+        step = following if ahead else next_step()

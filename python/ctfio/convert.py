@@ -21,6 +21,8 @@ import signal
 import sys
 import threading
 
+from . import _check
+
 __all__ = ["convert", "ConvertResult"]
 
 _TEXT_FORMATS = {".svm": "libsvm", ".libsvm": "libsvm", ".svmlight": "libsvm",
@@ -478,8 +480,7 @@ def _convert_cbf(src, dst, streams, chunk_size, precision, skip_sequence_ids, sh
         if not isinstance(sd, StreamDef) or sd["shape"] is None:
             raise ValueError("convert: streams[%r] must be a StreamDef with a shape" % (name,))
         tuples.append((name, sd["field"], sd["shape"], sd["is_sparse"], sd["defines_mb_size"]))
-    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size <= 0:
-        raise ValueError("convert: chunk_size must be a positive int (got %r)" % (chunk_size,))
+    chunk_size = _check.positive(chunk_size, "convert: chunk_size")
     src, dst = os.fspath(src), os.fspath(dst)
     ok, info = cbf_write(src, tuples, dst, chunk_size, precision,
                          skip_sequence_ids=bool(skip_sequence_ids))

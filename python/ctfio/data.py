@@ -19,11 +19,11 @@ Every stream must hold the same number of sequences. float32 and float64 data ke
 other numeric types become float32.
 
 The sequences are delivered in the given order in every sweep (no randomization, as in CNTK).
-The minibatch rules are the file reader's with ``randomize=False`` (a test holds them to it): a
-minibatch of K samples counts each sequence with the length of its longest stream; the first
-sequence is always taken, then sequences follow while the total stays <= K (no look-ahead),
-across sweep boundaries. With ``number_of_workers = N`` the global minibatch is cut as for one
-worker and worker r receives the sequences whose index in the sweep is r mod N. Every
+The minibatches are the file reader's with ``randomize=False``: the cut and the worker split are
+the C library's own functions (ctf_sweep_cut, ctf_sweep_owned), fed with where each sequence
+starts, a sequence counting with the length of its longest stream: the first sequence is always
+taken, then sequences follow while the total stays <= K (no look-ahead), across sweep
+boundaries, and worker r of N receives the sequences whose index in the sweep is r mod N. Every
 ``MinibatchData`` carries the timeline (``position``, ``sweep``, ``global_samples``,
 ``samples_per_sweep``, ``end_of_sweep``) like the file reader's, and holds one gathered block
 per stream: ``values`` is that block, ``as_sequences()`` and (for sequences of one length)
@@ -35,11 +35,10 @@ the same on every worker and can be restored with another worker count.
 """
 
 import json
-from bisect import bisect_left, bisect_right
 
-from . import _ctfio
+from . import _check, _ctfio
 from .source import (FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchData, StreamInformation,
-                     UserMinibatchSource, Value, _count_arg, _limit, _np, _resolve)
+                     UserMinibatchSource, Value, _np, _resolve)
 
 __all__ = ["MinibatchSourceFromData"]
 
@@ -185,9 +184,9 @@ class MinibatchSourceFromData(UserMinibatchSource):
         # A sequence counts with its longest stream; _starts[i] is its position in the sweep.
         seq_len = np.max(np.stack([s.lengths for s in self._streams]), axis=0)
         self._num_seqs = len(seq_len)
-        self._starts = [0] + np.cumsum(seq_len).tolist()
-        self._sweep_samples = self._starts[-1]
-        limit = _limit(max_samples, "MinibatchSourceFromData.max_samples")
+        self._starts = np.concatenate(([0], np.cumsum(seq_len))).astype(np.uint64)
+        self._sweep_samples = int(self._starts[-1])
+        limit = _check.limit(max_samples, "MinibatchSourceFromData.max_samples")
         self._limit = self._sweep_samples if limit == FULL_DATA_SWEEP else limit
         self._pos = 0
 
@@ -207,14 +206,8 @@ class MinibatchSourceFromData(UserMinibatchSource):
             number_of_workers = num_data_partitions
         if partition_index is not None:
             worker_rank = partition_index
-        k = _count_arg(num_samples, "next_minibatch: num_samples")
-        n = _count_arg(number_of_workers, "next_minibatch: number_of_workers")
-        r = _count_arg(worker_rank, "next_minibatch: worker_rank")
-        if k < 1:
-            raise ValueError("next_minibatch: num_samples must be > 0 (got %r)" % (num_samples,))
-        if n < 1 or not 0 <= r < n:
-            raise ValueError("next_minibatch: need number_of_workers >= 1 and 0 <= worker_rank "
-                             "< number_of_workers (got %r, %r)" % (number_of_workers, worker_rank))
+        k = _check.positive(num_samples, "next_minibatch: num_samples")
+        n, r = _check.workers(number_of_workers, worker_rank, "next_minibatch: ")
         before = self._pos
         try:
             return self._minibatch(k, n, r, before, input_map)
@@ -223,14 +216,12 @@ class MinibatchSourceFromData(UserMinibatchSource):
             raise
 
     def _minibatch(self, k, n, r, before, input_map):
-        segments, end_of_sweep = self._cut(k)
-        if not segments:
+        idx, self._pos, end_of_sweep = _ctfio.sweep_cut(self._starts, before, k, self._limit, n, r)
+        if self._pos == before:
             return {}
         first_sweep = before // self._sweep_samples
         np = _np()
-        # Worker r owns the sequences whose index in the sweep is r mod n.
-        mine = [np.arange(a + (r - a) % n, b, n, dtype=np.int64) for a, b in segments]
-        idx = np.concatenate(mine)
+        idx = np.frombuffer(idx, np.uint64).astype(np.int64)
         out = {}
         for si, s in zip(self._infos, self._streams):
             # One gathered block per stream; MinibatchData cuts sequences from it as views.
@@ -281,7 +272,10 @@ class MinibatchSourceFromData(UserMinibatchSource):
                 raise _ctfio.StateError(
                     "checkpoint state: it was saved for data with %s=%r, this source has %r "
                     "(different data)" % (key, state.get(key), mine))
-        self._pos = self._boundary(pos)
+        try:
+            self._pos = _ctfio.sweep_boundary(self._starts, pos)
+        except (ValueError, OverflowError) as e:
+            raise _ctfio.StateError("checkpoint state: position %r: %s" % (pos, e)) from None
 
     # -- the timeline -------------------------------------------------------------------------
 
@@ -295,41 +289,6 @@ class MinibatchSourceFromData(UserMinibatchSource):
         """The checkpoint state at an earlier ``position`` of the timeline."""
         return dict(self.get_checkpoint_state(), position=position,
                     minibatchSourcePosition=position)
-
-    def _boundary(self, pos):
-        """The first sequence boundary at or after ``pos``."""
-        sweep, within = divmod(pos, self._sweep_samples)
-        i = bisect_left(self._starts, within)
-        return sweep * self._sweep_samples + self._starts[i]
-
-    def _cut(self, k):
-        """Cuts the next global minibatch of ``k`` samples from the timeline and advances the
-        position: ([(first, stop), ...] ranges of sequence indices within sweeps, in timeline
-        order, end_of_sweep)."""
-        starts, nseq, limit = self._starts, self._num_seqs, self._limit
-        pos = self._pos
-        i = bisect_left(starts, pos % self._sweep_samples)   # pos is on a sequence boundary
-        segments, total, end_of_sweep = [], 0, False
-        while limit is None or pos < limit:
-            base = starts[i]
-            # Take the sequences i..j-1 that fit: starts[j] - base <= k - total.
-            j = bisect_right(starts, base + k - total, lo=i) - 1
-            if j <= i:
-                if total:                      # the next sequence does not fit (no look-ahead)
-                    break
-                j = i + 1                      # the first sequence is always taken
-            if limit is not None:              # stop before a sequence once the limit is reached
-                j = min(j, bisect_left(starts, base + limit - pos, lo=i))
-            segments.append((i, j))
-            taken = starts[j] - base
-            total += taken
-            pos += taken
-            if j < nseq:
-                break
-            end_of_sweep = True                 # the sweep's last sequence is in the minibatch
-            i = 0
-        self._pos = pos
-        return segments, end_of_sweep
 
     def __repr__(self):
         return ("MinibatchSourceFromData(streams=%s, sequences=%d, samples_per_sweep=%d, "

@@ -9,6 +9,8 @@ The rule that names the limiting stage lives in the C library (``ctf_perf_verdic
 import logging
 import time
 
+from . import _check
+
 __all__ = ["summary", "StatsLogger"]
 
 LOGGER = logging.getLogger("ctfio")
@@ -43,9 +45,7 @@ class StatsLogger:
     ``"ctfio"`` logger); ``level``: the records' level (default INFO)."""
 
     def __init__(self, source, every, logger=None, level=logging.INFO, clock=time.monotonic):
-        if isinstance(every, bool) or not isinstance(every, (int, float)) or not every > 0:
-            raise ValueError("log_stats_every: must be a positive number of seconds (got %r)"
-                             % (every,))
+        _check.number(every, "log_stats_every")  # seconds
         self.source = source
         self.every = float(every)
         self.logger = logger if logger is not None else LOGGER

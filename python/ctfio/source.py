@@ -9,10 +9,9 @@ another worker count.
 """
 
 import json
-import operator
 import os
 
-from . import _ctfio
+from . import _check, _ctfio
 from . import remote as _remote
 
 __all__ = [
@@ -21,10 +20,11 @@ __all__ = [
     "MinibatchData", "MinibatchSource", "UserMinibatchSource", "Value",
 ]
 
-#: ``max_samples`` / ``max_sweeps`` / ``epoch_size``: no limit.
-INFINITELY_REPEAT = 2**64 - 1
+#: ``max_samples`` / ``max_sweeps`` / ``epoch_size``: no limit (the library's own encoding;
+#: the one spelling of "no limit" in Python).
+INFINITELY_REPEAT = _check.INFINITELY_REPEAT
 #: ``max_samples`` / ``epoch_size``: exactly one sweep over the data.
-FULL_DATA_SWEEP = 2**64 - 2
+FULL_DATA_SWEEP = _check.FULL_DATA_SWEEP
 #: ``randomization_window_in_chunks`` when not given: the library's own default.
 DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS = _ctfio.DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS
 
@@ -67,9 +67,8 @@ class StreamDef(_Record):
                                  "1-tuple (got %r)" % (shape,))
             shape = shape[0]
         # None: the file's (a CBF file stores each stream's dimension; CTF needs it given).
-        if shape is not None and (not isinstance(shape, int) or isinstance(shape, bool)
-                                  or shape <= 0):
-            raise ValueError("StreamDef.shape: must be a positive int (got %r)" % (shape,))
+        if shape is not None:
+            shape = _check.positive(shape, "StreamDef.shape")
         for name, val in (("transforms", transforms), ("context", context), ("scp", scp),
                           ("mlf", mlf), ("broadcast", broadcast)):
             if val is not None:
@@ -631,34 +630,26 @@ class Value:
 # Sources
 # ---------------------------------------------------------------------------------------------
 
-def _limit(value, name):
-    """A max_samples value for the in-memory sources: None (no limit), FULL_DATA_SWEEP or a
-    count. The file reader passes its limits to the C library unchanged, which checks them."""
-    if value is None or value == INFINITELY_REPEAT:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError("%s: must be a non-negative int, INFINITELY_REPEAT or FULL_DATA_SWEEP "
-                         "(got %r)" % (name, value))
-    return value
+# The reader parameters MinibatchSource takes by their CNTK keyword (lib/config/params.def).
+_PARAMS = {p["py_keyword"]: p for p in _ctfio.reader_params() if p["py_keyword"]}
 
 
-def _count_arg(value, name):
-    """A sample count argument as an int: ints and integer types with ``__index__`` (NumPy's),
-    never a bool, a float or a str (TypeError)."""
-    if isinstance(value, bool):
-        raise TypeError("%s: must be an int (got bool)" % name)
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError("%s: must be an int (got %s)" % (name, type(value).__name__)) from None
+def _table_default(keyword):
+    """The library's default for a MinibatchSource keyword, as Python spells it."""
+    p = _PARAMS[keyword]
+    if p["kind"] == "bool":
+        return bool(p["default"])
+    if p["kind"] == "precision":
+        return "double" if p["default"] == 8 else "float"
+    return p["default"]
 
 
 def _workers(num_data_partitions, partition_index, number_of_workers=None, worker_rank=None):
     n = number_of_workers if number_of_workers is not None else num_data_partitions
     r = worker_rank if worker_rank is not None else partition_index
     # Integers only (2.5 is refused, not truncated); the range is checked in C.
-    return ((1 if n is None else _count_arg(n, "number_of_workers")),
-            (0 if r is None else _count_arg(r, "worker_rank")))
+    return ((1 if n is None else _check.index(n, "number_of_workers")),
+            (0 if r is None else _check.index(r, "worker_rank")))
 
 
 class MinibatchSource:
@@ -669,15 +660,16 @@ class MinibatchSource:
     sequences of the global minibatch (rules 7).
     """
 
-    def __init__(self, deserializers, max_samples=INFINITELY_REPEAT,
-                 max_sweeps=INFINITELY_REPEAT,
-                 randomization_window_in_chunks=DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS,
-                 randomization_window_in_samples=0, randomization_seed=0, trace_level=1,
-                 multithreaded_deserializer=None, frame_mode=False, truncation_length=0,
-                 randomize=True, max_errors=0, *, num_threads=None, prefetch_chunks=None,
-                 keep_data_in_memory=False, cache_index=False, chunk_size_in_bytes=None,
-                 precision="float", skip_sequence_ids=False, log=None, storage_options=None,
-                 cache_dir=None):
+    def __init__(self, deserializers, max_samples=None, max_sweeps=None,
+                 randomization_window_in_chunks=None, randomization_window_in_samples=None,
+                 randomization_seed=None, trace_level=None, multithreaded_deserializer=None,
+                 frame_mode=None, truncation_length=None, randomize=None, max_errors=None, *,
+                 num_threads=None, prefetch_chunks=None, keep_data_in_memory=None,
+                 cache_index=None, chunk_size_in_bytes=None, precision=None,
+                 skip_sequence_ids=None, log=None, storage_options=None, cache_dir=None):
+        # Every reader parameter left as None is left out: the C library owns the defaults
+        # (docs/config.md), the checks and the encoding of the limits (INFINITELY_REPEAT,
+        # FULL_DATA_SWEEP).
         mixed = deserializers if isinstance(deserializers, Mix) else None
         if mixed is not None:
             deserializers = mixed["parts"][0]
@@ -687,18 +679,22 @@ class MinibatchSource:
         if not deserializers or not all(isinstance(d, CTFDeserializer) for d in deserializers):
             raise ValueError("MinibatchSource.deserializers: one or more CTFDeserializers are "
                              "supported (got %r)" % (deserializers,))
-        default_window = (None, DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS)
-        if randomization_window_in_samples and randomization_window_in_chunks not in default_window:
+        if randomization_window_in_samples and randomization_window_in_chunks not in (
+                None, DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS):
             raise ValueError("MinibatchSource: randomization_window_in_chunks and "
                              "randomization_window_in_samples are mutually exclusive")
         d = deserializers[0]
-        opts = dict(precision=precision, skip_sequence_ids=skip_sequence_ids,
-                    max_errors=max_errors, trace_level=trace_level,
-                    chunk_size_in_bytes=chunk_size_in_bytes,
-                    keep_data_in_memory=keep_data_in_memory, cache_index=cache_index)
+        given = dict(max_samples=max_samples, max_sweeps=max_sweeps,
+                     randomization_seed=randomization_seed, trace_level=trace_level,
+                     frame_mode=frame_mode, truncation_length=truncation_length,
+                     randomize=randomize, max_errors=max_errors, num_threads=num_threads,
+                     prefetch_chunks=prefetch_chunks, keep_data_in_memory=keep_data_in_memory,
+                     cache_index=cache_index, chunk_size_in_bytes=chunk_size_in_bytes,
+                     precision=precision, skip_sequence_ids=skip_sequence_ids)
+        opts = {k: v for k, v in given.items() if v is not None}
         opts.update(d["options"])
         infos = []
-        dtype = "float64" if opts["precision"] in ("double", "float64") else "float32"
+        dtype = "float64" if opts.get("precision") in ("double", "float64") else "float32"
 
         def stream_tuples(des, record=True):
             out = []
@@ -721,34 +717,27 @@ class MinibatchSource:
         # only skip_sequence_ids is its own. Anything else would be silently ignored: refused.
         for i, j in enumerate(deserializers[1:], 1):
             for key, value in j["options"].items():
-                if key != "skip_sequence_ids" and value != opts[key]:
+                mine = opts.get(key, _table_default(key))
+                if key != "skip_sequence_ids" and value != mine:
                     raise ValueError(
                         "MinibatchSource.deserializers[%d].%s: reader parameters apply to all "
                         "deserializers at once; set it on the MinibatchSource or the first "
-                        "deserializer (got %r here, %r for the source)" % (i, key, value,
-                                                                           opts[key]))
+                        "deserializer (got %r here, %r for the source)" % (i, key, value, mine))
         # Further deserializers are joined by sequence key to the first (the primary); their
         # streams follow the primary's in every minibatch.
         joins = [(j["file"] if isinstance(j["file"], list) else [j["file"]], stream_tuples(j),
                   bool(j["options"].get("skip_sequence_ids", skip_sequence_ids)))
                  for j in deserializers[1:]]
-        in_samples = bool(randomization_window_in_samples)
-        window = randomization_window_in_samples if in_samples else randomization_window_in_chunks
         self._frame_mode = bool(frame_mode)
-        # Values go to the C library as given: it owns the defaults (None: left out), the
-        # validation and the encoding of the limits (INFINITELY_REPEAT, FULL_DATA_SWEEP).
-        self._params = dict(
-            precision=opts["precision"], randomize=bool(randomize),
-            randomization_seed=randomization_seed,
-            randomization_window=window if window is not None else 0,
-            window_in_samples=in_samples, skip_sequence_ids=bool(opts["skip_sequence_ids"]),
-            max_errors=opts["max_errors"], trace_level=int(opts["trace_level"]),
-            chunk_size_bytes=opts["chunk_size_in_bytes"],
-            keep_data_in_memory=bool(opts["keep_data_in_memory"]), frame_mode=self._frame_mode,
-            cache_index=bool(opts["cache_index"]), max_samples=max_samples,
-            max_sweeps=max_sweeps, truncation_length=truncation_length, num_threads=num_threads,
-            prefetch_chunks=prefetch_chunks, log=log)
-        self._params = {k: v for k, v in self._params.items() if v is not None or k == "log"}
+        # The values go to the C library as given, under its own names (the table's fields).
+        self._params = {_PARAMS[k]["field"]: v for k, v in opts.items()}
+        if randomization_window_in_samples:
+            self._params["randomization_window"] = randomization_window_in_samples
+            self._params["window_in_samples"] = True
+        elif randomization_window_in_chunks is not None:
+            self._params["randomization_window"] = randomization_window_in_chunks
+        if log is not None:
+            self._params["log"] = log
         self._path = d["file"]
         # Remote paths (s3://, http(s)://): endpoint, credentials and the index cache directory
         # resolved here from storage_options and the environment (docs/remote.md).
@@ -775,7 +764,9 @@ class MinibatchSource:
                               weight))
             all_streams = streams + [t for j in joins for t in j[1]]
             self._path = [p[0] for p in parts]
-            self._params["skip_sequence_ids"] = bool(skip_sequence_ids)  # per part otherwise
+            self._params.pop("skip_sequence_ids", None)  # per part otherwise
+            if skip_sequence_ids is not None:
+                self._params["skip_sequence_ids"] = skip_sequence_ids
             self._params["mix"] = parts
             self._reader = _ctfio.Reader(None, all_streams, **self._params)
         else:
@@ -924,15 +915,8 @@ class MinibatchSource:
         joined = [CTFDeserializer(j_paths if len(j_paths) > 1 else j_paths[0],
                                   stream_defs(j_streams))
                   for j_paths, j_streams, _skip, _origin in c.get("joins", ())]
-        args = dict(
-            max_samples=c["max_samples"], max_sweeps=c["max_sweeps"],
-            randomization_seed=c["randomization_seed"], trace_level=c["trace_level"],
-            frame_mode=c["frame_mode"], truncation_length=c["truncation_length"],
-            randomize=c["randomize"], max_errors=c["max_errors"],
-            keep_data_in_memory=c["keep_data_in_memory"], cache_index=c["cache_index"],
-            chunk_size_in_bytes=c["chunk_size_bytes"], precision=c["precision"],
-            skip_sequence_ids=c["skip_sequence_ids"], num_threads=c["num_threads"],
-            prefetch_chunks=c["prefetch_chunks"])
+        # Every table parameter MinibatchSource has a keyword for, as the file set it.
+        args = {kw: c[p["field"]] for kw, p in _PARAMS.items()}
         if c["window_in_samples"]:
             args["randomization_window_in_samples"] = c["randomization_window"]
         else:

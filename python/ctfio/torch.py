@@ -56,9 +56,9 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
     raise ImportError("ctfio.torch needs PyTorch (pip install torch==2.13.0, or ctfio[torch]); "
                       "the rest of ctfio works without it") from e
 
-from . import _staging
+from . import _check, _staging
 from .perf import StatsLogger
-from ._loop import count_local, end_of_sweep, epoch_ends, epoch_room, source_timeline, timeline
+from ._loop import Epochs, Step, count_local, drive, end_of_sweep, source_timeline, timeline
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchData, _np
 
 __all__ = ["CTFIterableDataset", "detect_workers"]
@@ -124,22 +124,19 @@ def detect_workers(number_of_workers=None, worker_rank=None):
         for rank_var, size_var in _ENV_PAIRS:
             if rank_var in os.environ and size_var in os.environ:
                 n, r = _env_int(size_var), _env_int(rank_var)
-                if n < 1 or not 0 <= r < n:
+                try:
+                    _check.workers(n, r)
+                except ValueError:
                     raise ValueError("environment: %s=%s, %s=%s: need %s >= 1 and 0 <= %s < %s"
                                      % (rank_var, os.environ[rank_var], size_var,
-                                        os.environ[size_var], size_var, rank_var, size_var))
+                                        os.environ[size_var], size_var, rank_var, size_var)) \
+                        from None
                 break
     if number_of_workers is not None:
         n = number_of_workers
     if worker_rank is not None:
         r = worker_rank
-    for name, v in (("number_of_workers", n), ("worker_rank", r)):
-        if not isinstance(v, int) or isinstance(v, bool):
-            raise ValueError("%s: must be an int (got %r)" % (name, v))
-    if n < 1 or not 0 <= r < n:
-        raise ValueError("workers: need number_of_workers >= 1 and 0 <= worker_rank < "
-                         "number_of_workers (got %d and %d)" % (n, r))
-    return n, r
+    return _check.workers(n, r, "workers: ")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,15 +352,7 @@ class _Transfer:
                 else moved[k] for k, v in batch.items()}
 
 
-class _Fetched:
-    """One minibatch read from the source: its tensors (on their way to the device), the source
-    state after it (a dict, or an _At), its timeline position, and whether it ends the epoch."""
-
-    __slots__ = ("started", "state", "local_samples", "ends_epoch", "minibatch", "position")
-
-    def __init__(self, started, state, local_samples, ends_epoch, minibatch, position):
-        self.started, self.state, self.local_samples = started, state, local_samples
-        self.ends_epoch, self.minibatch, self.position = ends_epoch, minibatch, position
+_DONE = object()   # the batch needs no transfer.finish (tensors made in place on the CPU)
 
 
 class _Saved:
@@ -434,15 +423,9 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
             raise TypeError("CTFIterableDataset.source: must be a ctfio source or a callable "
                             "that returns one (got %r)" % (source,))
         self._src_pid = os.getpid()
-        if not isinstance(minibatch_size, int) or isinstance(minibatch_size, bool) or \
-                minibatch_size < 1:
-            raise ValueError("CTFIterableDataset.minibatch_size: must be a positive int (got %r)"
-                             % (minibatch_size,))
-        if epoch_size not in (FULL_DATA_SWEEP, INFINITELY_REPEAT) and (
-                not isinstance(epoch_size, int) or isinstance(epoch_size, bool)
-                or epoch_size < 1):
-            raise ValueError("CTFIterableDataset.epoch_size: must be a positive int, "
-                             "FULL_DATA_SWEEP or INFINITELY_REPEAT (got %r)" % (epoch_size,))
+        _check.positive(minibatch_size, "CTFIterableDataset.minibatch_size")
+        # FULL_DATA_SWEEP and INFINITELY_REPEAT are counts too: the largest two.
+        _check.positive(epoch_size, "CTFIterableDataset.epoch_size")
         if layout not in ("packed", "padded"):
             raise ValueError("CTFIterableDataset.layout: must be 'packed' or 'padded' (got %r)"
                              % (layout,))
@@ -558,117 +541,97 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         counted = pos if pos is not None else self._local_samples
         epoch_index = counted // self.epoch_size if self.epoch_size not in (
             FULL_DATA_SWEEP, INFINITELY_REPEAT) else 0
+        epochs = Epochs(self.epoch_size, epoch_index, counted, pos, per)
         if pos is not None and _reader_source(src):
-            yield from self._iter_reader(src, n, r, pos, per, epoch_index, frame_mode, transfer)
-            return
-        lazy = pos is not None and bool(getattr(src, "_positional_state", False))
-        fetch = (src, n, r, epoch_index, per, lazy, frame_mode, transfer)
-        pending = self._fetch(pos, self._local_samples, *fetch)
+            read = self._reader_read(src, n, r, epochs, frame_mode, transfer)
+        else:
+            read = self._general_read(src, n, r, epochs, frame_mode, transfer)
+        k = self.minibatch_size
         # Double buffering: batch t+1 is read (and its device copy issued) before batch t is
         # handed out, except after the batch that ends the epoch.
-        while pending is not None:
-            ahead = None
-            if not pending.ends_epoch:
-                ahead = self._fetch(pending.position, pending.local_samples, *fetch)
-            batch = transfer.finish(pending.started)
-            self._state, self._local_samples = pending.state, pending.local_samples
-            self._ahead = ahead is not None
+        for step, ahead in drive(read, epochs, lambda: k, ahead=True, one_epoch=True):
+            started, self._state, mb, data, local = step.payload
+            batch = started[0] if started[1] is _DONE else transfer.finish(started)
+            self._ahead = ahead
             self._batches += 1
-            self._epochs += pending.ends_epoch
-            self.last_minibatch = pending.minibatch
+            self._epochs += step.ends
+            if mb is not None:
+                self._last_mb, self._last_data = mb, None
+            else:
+                self.last_minibatch, self._local_samples = data, local
             yield batch
-            pending = ahead
 
-    def _iter_reader(self, src, n, r, pos, per, epoch_index, frame_mode, transfer):
-        """``__iter__`` for ctfio's file source: the same batches, states and epochs as the
-        general loop, made from the C minibatch directly. What does not change between
-        minibatches is worked out here, once (the plan of the streams, the epoch rule, whether
-        a position determines the state); per minibatch there remain the C call, the tensors
-        and a few reads of what the minibatch carries (its position, its end of sweep). The
-        worker's own sample count (``_local_samples``) is left as it is: it stands in for a
-        position, which the reader always reports."""
+    def _reader_read(self, src, n, r, epochs, frame_mode, transfer):
+        """How ``__iter__`` reads ctfio's file source: the batches, states and epochs of the
+        general path, made from the C minibatch directly. What does not change between
+        minibatches is worked out here, once (the plan of the streams, whether a position
+        determines the state); per minibatch there remain the C call, the tensors and a few
+        reads of what the minibatch carries (its position, its end of sweep). The reader's
+        position is both the count and the timeline; the worker's own sample count
+        (``_local_samples``) stands in for a position, which the reader always reports, so it
+        is left as it is."""
         reader = src._reader
         plan = _reader_plan(src, self.streams, self.layout, frame_mode)
         with_keys, direct = self.with_keys, transfer.passthrough
         lazy = bool(src._positional_state)
-        k_max, epoch_size = self.minibatch_size, self.epoch_size
         self._last_keys = (src._keys, frame_mode)
 
-        def read(pos):
-            # The epoch rule is _loop.py's, as for every source: the reader's position is both
-            # the count and the timeline.
-            k = k_max
-            room = epoch_room(epoch_size, epoch_index, pos, pos, per)
-            if room is not None and room < k:
-                k = room
-            mb = reader.next(k if k > 1 else 1, n, r)
+        def read(k):
+            before = epochs.position
+            mb = reader.next(k, n, r)
             if mb is None:
                 return None
             try:
                 batch = _reader_batch(mb, plan, with_keys, direct)
-                if not direct:
-                    batch = transfer.start(batch)
+                started = (batch, _DONE) if direct else transfer.start(batch)
                 after = mb.position
                 state = _At(after) if lazy else _Saved(reader.get_state())
-                ends = epoch_ends(epoch_size, epoch_index, after, mb.end_of_sweep)
+                sweep_end = mb.end_of_sweep
             except BaseException:
                 reader.undo()   # as MinibatchSource._read: the minibatch never got out
                 raise
-            return batch, state, ends, mb, after
+            return Step((started, state, mb, None, None), after - before, after, None, sweep_end)
+        return read
 
-        pending = read(pos)
-        while pending is not None:
-            batch, state, ends, mb, pos = pending
-            ahead = None if ends else read(pos)
-            if not direct:
-                batch = transfer.finish(batch)
-            self._state = state
-            self._ahead = ahead is not None
-            self._batches += 1
-            if ends:
-                self._epochs += 1
-            self._last_mb, self._last_data = mb, None
-            yield batch
-            pending = ahead
+    def _general_read(self, src, n, r, epochs, frame_mode, transfer):
+        """How ``__iter__`` reads any other source: ``_next``, then tensors from its
+        MinibatchData; None at the source's end (which every rank reaches at the same call)."""
+        lazy = epochs.position is not None and bool(getattr(src, "_positional_state", False))
+        local = [self._local_samples]
 
-    def _fetch(self, pos, local_before, src, n, r, epoch_index, per, lazy, frame_mode,
-               transfer):
-        """Reads the minibatch after position ``pos`` (None: unknown) and starts its device
-        transfer; None at the source's end (which every rank reaches at the same call)."""
-        k = self.minibatch_size
-        room = epoch_room(self.epoch_size, epoch_index,
-                          pos if pos is not None else local_before, pos, per)
-        if room is not None:
-            k = min(k, room)
-        data = src._next(max(1, k), n, r)
-        if not data:
-            return None
-        pos_after, _, _ = timeline(data) if pos is not None else (None, None, None)
-        after = _At(pos_after) if lazy and pos_after is not None else \
-            src.get_checkpoint_state()
-        by_name = {getattr(si, "name", si): md for si, md in data.items()}
-        batch = {}
-        for name in (self.streams if self.streams is not None else by_name):
-            try:
-                md = by_name[name]
-            except KeyError:
-                raise KeyError("CTFIterableDataset.streams: the source has no stream %r "
-                               "(streams: %s)" % (name, ", ".join(map(str, by_name)))) from None
-            if md.is_sparse:
-                _sparse(md, name, frame_mode, batch)
-            else:
-                _dense(md, name, self.layout, frame_mode, batch)
-        local_after = local_before + count_local(data)
-        if self.with_keys:
-            md = next(iter(data.values()))
-            if getattr(md, "_view", None) is not None:
-                batch["_keys"] = torch.from_numpy(md.keys.astype(_np().int64))
-        if pos is not None and pos_after is None:   # a source whose state tells, not its data
-            pos_after = _position(after)
-        ends = epoch_ends(self.epoch_size, epoch_index,
-                          pos_after if pos_after is not None else local_after,
-                          end_of_sweep(data))
-        return _Fetched(transfer.start(batch), after, local_after, ends, data, pos_after)
+        def read(k):
+            pos = epochs.position
+            data = src._next(k, n, r)
+            if not data:
+                return None
+            pos_after = timeline(data)[0] if pos is not None else None
+            after = _At(pos_after) if lazy and pos_after is not None else \
+                src.get_checkpoint_state()
+            by_name = {getattr(si, "name", si): md for si, md in data.items()}
+            batch = {}
+            for name in (self.streams if self.streams is not None else by_name):
+                try:
+                    md = by_name[name]
+                except KeyError:
+                    raise KeyError("CTFIterableDataset.streams: the source has no stream %r "
+                                   "(streams: %s)" % (name, ", ".join(map(str, by_name)))) \
+                        from None
+                if md.is_sparse:
+                    _sparse(md, name, frame_mode, batch)
+                else:
+                    _dense(md, name, self.layout, frame_mode, batch)
+            mine = count_local(data)
+            local[0] += mine
+            if self.with_keys:
+                md = next(iter(data.values()))
+                if getattr(md, "_view", None) is not None:
+                    batch["_keys"] = torch.from_numpy(md.keys.astype(_np().int64))
+            if pos is not None and pos_after is None:   # a source whose state tells, not data
+                pos_after = _position(after)
+            samples = pos_after - pos if pos_after is not None else mine
+            return Step((transfer.start(batch), after, None, data, local[0]), samples, pos_after,
+                        None, end_of_sweep(data))
+        return read
 
     @property
     def last_minibatch(self):

@@ -30,15 +30,10 @@ take the same decisions, so a minibatch counts its *global* size: given by ``agg
 given, the minibatch's ``global_samples`` (the advance of the shared timeline, the same on
 every worker).
 
-**Epochs** follow the rules of ctfio/_loop.py, which ``ctfio.torch`` follows too: with an
-integer ``epoch_size`` epoch k ends once ``(k+1) * epoch_size`` samples were seen, and a request
-never crosses that boundary (nor ``max_samples``, nor a numeric checkpoint or cross-validation
-point), so epochs end exactly there unless one sequence is longer than what is left. With
-``FULL_DATA_SWEEP`` an epoch is one sweep: a request never crosses the end of a sweep when the
-source reports its position (the CTF reader and ``MinibatchSourceFromData`` do), and the epoch
-ends with the minibatch that holds the sweep's last sequence (``end_of_sweep``). The minibatch
-size schedule moves to its next entry at epoch boundaries. Boundaries never change the order of
-the data.
+**Epochs** follow ctfio/_loop.py, whose loop ``ctfio.torch`` runs too: a request never crosses
+an epoch's end (nor ``max_samples``, nor a numeric checkpoint or cross-validation point), and
+with ``FULL_DATA_SWEEP`` an epoch is one sweep. The minibatch size schedule moves to its next
+entry at epoch boundaries. Boundaries never change the order of the data.
 
 **Checkpoints** are one JSON file (written to a temporary file, then renamed) with the source's
 ``get_checkpoint_state()``, the session's counters and the user's state; with ``restore=True``
@@ -52,8 +47,9 @@ import sys
 import time
 import warnings
 
+from . import _check
 from .perf import StatsLogger
-from ._loop import (SampleCounter, count_local, end_of_sweep, epoch_ends, epoch_room,
+from ._loop import (Epochs, SampleCounter, Step, count_local, drive, end_of_sweep,
                     source_timeline, timeline)
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT
 
@@ -68,15 +64,6 @@ _VERSION = 1
 # Configuration objects
 # ---------------------------------------------------------------------------------------------
 
-def _positive_int(value, name, allow_none=True):
-    if value is None and allow_none:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError("%s: must be a positive int%s (got %r)"
-                         % (name, " or None" if allow_none else "", value))
-    return value
-
-
 def _frequency(value, name):
     """None (at each epoch end), a positive number of samples, or INFINITELY_REPEAT /
     sys.maxsize (only at the end of training)."""
@@ -84,7 +71,7 @@ def _frequency(value, name):
         return None
     if value in (INFINITELY_REPEAT, sys.maxsize):
         return INFINITELY_REPEAT
-    return _positive_int(value, name)
+    return _check.positive(value, name, allow_none=True)
 
 
 class CheckpointConfig:
@@ -147,12 +134,12 @@ class CrossValidationConfig:
             raise ValueError("CrossValidationConfig.criterion: not supported; evaluate each "
                              "minibatch with evaluate=")
         self.source = source
-        self.mb_size = _positive_int(mb_size, "CrossValidationConfig.mb_size", False)
+        self.mb_size = _check.positive(mb_size, "CrossValidationConfig.mb_size")
         self.frequency = _frequency(frequency, "CrossValidationConfig.frequency")
         if max_samples is None:
             max_samples = FULL_DATA_SWEEP
         if max_samples not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
-            _positive_int(max_samples, "CrossValidationConfig.max_samples", False)
+            _check.positive(max_samples, "CrossValidationConfig.max_samples")
         self.max_samples = max_samples
         self.callback = callback
         self.evaluate = evaluate
@@ -235,7 +222,7 @@ def _schedule(mb_size):
         mb_size = 256
     if callable(mb_size) and not isinstance(mb_size, (list, tuple)):
         def at(epoch):
-            return _positive_int(mb_size(epoch), "mb_size(%d)" % epoch, False)
+            return _check.positive(mb_size(epoch), "mb_size(%d)" % epoch)
         return at, mb_size
     if isinstance(mb_size, (list, tuple)):
         sizes = []
@@ -244,22 +231,20 @@ def _schedule(mb_size):
                 if len(item) != 2:
                     raise ValueError("mb_size schedule: entries are sizes or (epochs, size) "
                                      "pairs (got %r)" % (item,))
-                count = _positive_int(item[0], "mb_size schedule: epochs", False)
-                sizes.extend([_positive_int(item[1], "mb_size schedule: size", False)] * count)
+                count = _check.positive(item[0], "mb_size schedule: epochs")
+                sizes.extend([_check.positive(item[1], "mb_size schedule: size")] * count)
             else:
-                sizes.append(_positive_int(item, "mb_size schedule: size", False))
+                sizes.append(_check.positive(item, "mb_size schedule: size"))
         if not sizes:
             raise ValueError("mb_size: the schedule is empty")
 
         def at(epoch):
             return sizes[min(epoch, len(sizes) - 1)]
         return at, list(mb_size)
-    size = _positive_int(mb_size, "mb_size", False)
+    size = _check.positive(mb_size, "mb_size")
     return (lambda epoch: size), size
 
 
-_count_samples = count_local
-_end_of_sweep = end_of_sweep
 
 
 def _resolve_mapping(source, mapping):
@@ -318,25 +303,7 @@ def _rest_of_sweep(state):
     """Samples from a checkpoint state's position to its sweep's end, when the state tells
     (``minibatchSourcePosition`` and ``samples_per_sweep``); else None."""
     pos, per = source_timeline(None, state) if isinstance(state, dict) else (None, None)
-    return epoch_room(FULL_DATA_SWEEP, 0, 0, pos, per)
-
-
-class _Counter:
-    """The session's count of one source's minibatches (_loop.SampleCounter), with the warning
-    for several workers over a source that reports no timeline."""
-
-    def __init__(self, source, workers, aggregate, session):
-        reports = source_timeline(source)[0] is not None
-        self.count = SampleCounter(workers, aggregate, reports)
-        if workers > 1 and aggregate is None and not reports and not session._warned_workers:
-            session._warned_workers = True
-            warnings.warn("training_session: %d workers, but the source reports no timeline "
-                          "position (minibatchSourcePosition) and no aggregate_samples was "
-                          "given; counting this worker's own samples, so workers may disagree "
-                          "on epoch boundaries" % workers)
-
-    def __call__(self, data, local):
-        return self.count(data, local)
+    return Epochs(FULL_DATA_SWEEP, 0, 0, pos, per).room()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,17 +338,15 @@ class TrainingSession:
         if epoch_size is None:
             epoch_size = FULL_DATA_SWEEP
         if epoch_size not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
-            _positive_int(epoch_size, "training_session.epoch_size", False)
+            _check.positive(epoch_size, "training_session.epoch_size")
         self.epoch_size = epoch_size
         if max_samples is None:
             max_samples = INFINITELY_REPEAT
         if max_samples not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
-            if not isinstance(max_samples, int) or isinstance(max_samples, bool) or \
-                    max_samples < 0:
-                raise ValueError("training_session.max_samples: must be a non-negative int, "
-                                 "INFINITELY_REPEAT or FULL_DATA_SWEEP (got %r)" % (max_samples,))
+            _check.count(max_samples, "training_session.max_samples")
         self.max_samples = max_samples
-        self.max_epochs = _positive_int(max_epochs, "training_session.max_epochs")
+        self.max_epochs = _check.positive(max_epochs, "training_session.max_epochs",
+                                          allow_none=True)
         if checkpoint_config is not None and not isinstance(checkpoint_config, CheckpointConfig):
             raise TypeError("training_session.checkpoint_config: must be a CheckpointConfig")
         if cv_config is not None and not isinstance(cv_config, CrossValidationConfig):
@@ -394,11 +359,8 @@ class TrainingSession:
         self.test_config = test_config
         self.progress_frequency = _frequency(progress_frequency,
                                              "training_session.progress_frequency")
-        self.number_of_workers = int(number_of_workers)
-        self.worker_rank = int(worker_rank)
-        if self.number_of_workers < 1 or not 0 <= self.worker_rank < self.number_of_workers:
-            raise ValueError("training_session: worker_rank must be in [0, number_of_workers) "
-                             "(got %d of %d)" % (self.worker_rank, self.number_of_workers))
+        self.number_of_workers, self.worker_rank = _check.workers(
+            number_of_workers, worker_rank, "training_session: ")
         self.aggregate_samples = aggregate_samples
         self.callbacks = list(callbacks or [])
         self.on_epoch_end = on_epoch_end
@@ -565,11 +527,10 @@ class TrainingSession:
             return None
         return (seen // freq + 1) * freq
 
-    def _request(self, size, position=None, per_sweep=None):
+    def _request(self, size):
+        """The request before the epoch's cut (_loop.Epochs): the size, cut at max_samples and
+        at the next checkpoint and cross-validation points."""
         limits = [size]
-        room = epoch_room(self.epoch_size, self.epoch, self.samples_seen, position, per_sweep)
-        if room is not None:
-            limits.append(room)
         if self.max_samples not in (FULL_DATA_SWEEP, INFINITELY_REPEAT):
             limits.append(self.max_samples - self.samples_seen)
         for cfg in (self.checkpoint_config, self.cv_config):
@@ -580,7 +541,16 @@ class TrainingSession:
         return max(1, min(limits))
 
     def _counter(self, source):
-        return _Counter(source, self.number_of_workers, self.aggregate_samples, self)
+        """The count of one source's minibatches (_loop.SampleCounter)."""
+        workers, reports = self.number_of_workers, source_timeline(source)[0] is not None
+        if workers > 1 and self.aggregate_samples is None and not reports and \
+                not self._warned_workers:
+            self._warned_workers = True
+            warnings.warn("training_session: %d workers, but the source reports no timeline "
+                          "position (minibatchSourcePosition) and no aggregate_samples was "
+                          "given; counting this worker's own samples, so workers may disagree "
+                          "on epoch boundaries" % workers)
+        return SampleCounter(workers, self.aggregate_samples, reports)
 
     def _call(self, data, info):
         if self.step is not None:
@@ -621,7 +591,8 @@ class TrainingSession:
         if self._progress_arg is True and self._out is not None and self._bar is None:
             self._open_bar()
         count = self._counter(self.source)
-        position, per_sweep = source_timeline(self.source)
+        epochs = Epochs(self.epoch_size, self.epoch, self.samples_seen,
+                        *source_timeline(self.source))
         epoch_avg = _Averages()
         line_avg = _Averages()
         epoch_t0 = time.time()
@@ -629,23 +600,24 @@ class TrainingSession:
         ran = 0
         stats_log = None if self.log_stats_every is None else \
             StatsLogger(self.source, self.log_stats_every)
-        while not self._done():
-            size = self._size_at(self.epoch)
-            request = self._request(size, position, per_sweep)
+
+        def read(request):
             data = self._next_data(self.source, request)
             if not data:
-                break  # the source's own limit (max_samples / max_sweeps) ended the data
+                return None   # the source's own limit (max_samples / max_sweeps) ended the data
             after, _, per = timeline(data)
-            if after is not None:
-                position, per_sweep = after, per or per_sweep
-            local = _count_samples(data)
-            samples = count(data, local)
-            sweep_end = _end_of_sweep(data)
+            local = count_local(data)
+            return Step((data, local), count(data, local), after, per, end_of_sweep(data))
+
+        for step, _ in drive(read, epochs, lambda: self._request(self._size_at(self.epoch)),
+                             more=lambda: not self._done()):
+            (data, local), samples, sweep_end = step.payload, step.samples, step.sweep_end
             info = StepInfo(epoch=self.epoch, minibatch=self.minibatches,
                             epoch_minibatch=self.epoch_minibatches,
                             samples_seen=self.samples_seen,
-                            epoch_samples=self.samples_seen - self.epoch_start, mb_size=size,
-                            request=request, num_samples=samples, local_samples=local,
+                            epoch_samples=self.samples_seen - self.epoch_start,
+                            mb_size=self._size_at(self.epoch), request=step.request,
+                            num_samples=samples, local_samples=local,
                             end_of_sweep=sweep_end, session=self)
             before = self._trainer_seen()
             metrics = self._call(data, info)
@@ -657,7 +629,8 @@ class TrainingSession:
             ran += 1
             epoch_avg.add(metrics, local)
             line_avg.add(metrics, local)
-            self.samples_seen += samples
+            epoch_end = step.finish(samples)
+            self.samples_seen = epochs.counted
             self.minibatches += 1
             self.epoch_minibatches += 1
             if sweep_end:
@@ -680,7 +653,6 @@ class TrainingSession:
                                _fmt_metrics(line_avg.result())))
                 line_avg = _Averages()
                 last_line = self.samples_seen
-            epoch_end = epoch_ends(self.epoch_size, self.epoch, self.samples_seen, sweep_end)
             prev = self.samples_seen - samples
             if epoch_end:
                 self._end_epoch(epoch_avg, epoch_t0)
@@ -768,28 +740,28 @@ class TrainingSession:
         if limit == FULL_DATA_SWEEP:
             # One sweep: cut the requests at the sweep's end when the source tells its size
             # (the CTF reader and MinibatchSourceFromData do), else stop at end_of_sweep.
-            limit = _rest_of_sweep(start)
+            limit = _rest_of_sweep(start) or FULL_DATA_SWEEP
         total = 0.0
         weight = 0
-        samples = 0
-        minibatches = 0
         count = self._counter(src)
         t0 = time.time()
-        while True:
-            request = cfg.mb_size
-            if limit not in (FULL_DATA_SWEEP, INFINITELY_REPEAT, None):
-                if samples >= limit:
-                    break
-                request = max(1, min(request, limit - samples))
+        # The validation pass is one "epoch" of `limit` samples on the loop of training.
+        epochs = Epochs(limit, 0, 0, None, None)
+
+        def read(request):
             data = self._next_data(src, request)
             if not data:
-                break
-            local = _count_samples(data)
-            n = count(data, local)
+                return None
+            local = count_local(data)
+            return Step((data, local), count(data, local), None, None, end_of_sweep(data))
+
+        minibatches = 0
+        for step, _ in drive(read, epochs, lambda: cfg.mb_size, one_epoch=True):
+            data, local = step.payload
             args = _remap(data, mapping)
-            info = StepInfo(cv_index=index, minibatch=minibatches, samples_seen=samples,
-                            num_samples=n, request=request, end_of_sweep=_end_of_sweep(data),
-                            epoch=self.epoch, session=self)
+            info = StepInfo(cv_index=index, minibatch=minibatches, samples_seen=epochs.counted,
+                            num_samples=step.samples, request=step.request,
+                            end_of_sweep=step.sweep_end, epoch=self.epoch, session=self)
             value = None
             if cfg.evaluate is not None:
                 value = cfg.evaluate(args, info)
@@ -801,10 +773,8 @@ class TrainingSession:
             elif value is not None:
                 total += float(value) * local
                 weight += local
-            samples += n
             minibatches += 1
-            if limit is None and info.end_of_sweep:
-                break
+        samples = epochs.counted
         metric = total / weight if weight else None
         result = {"index": index, "samples_seen": self.samples_seen, "epoch": self.epoch,
                   "metric": metric, "samples": samples, "minibatches": minibatches,

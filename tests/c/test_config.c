@@ -171,7 +171,7 @@ TEST(config_validate_errors)
     ASSERT(invalid(&c, "config.max_samples: cannot be combined with config.max_sweeps"));
     valid_config(&c, 1);
     c.chunk_size_bytes = 0; /* refused here, so Python, the CLI and BrainScript agree */
-    ASSERT(invalid(&c, "config.chunk_size_bytes: must be >= 1 (got 0)"));
+    ASSERT(invalid(&c, "config.chunk_size_bytes: must be a positive integer (got 0)"));
     valid_config(&c, 1);
     c.frame_mode = true;
     c.truncation_length = 20;
@@ -179,7 +179,7 @@ TEST(config_validate_errors)
                        "frame_mode (got 20)"));
     valid_config(&c, 1);
     c.num_workers = 0;
-    ASSERT(invalid(&c, "config.num_workers: must be >= 1 (got 0)"));
+    ASSERT(invalid(&c, "config.num_workers: must be a positive integer (got 0)"));
     valid_config(&c, 1);
     c.num_workers = 2;
     c.worker_rank = 2;
@@ -189,9 +189,9 @@ TEST(config_validate_errors)
     ASSERT(invalid(&c, "config.precision: must be CTF_FLOAT32 (4) or CTF_FLOAT64 (8) (got 3)"));
     valid_config(&c, 1);
     c.trace_level = 3;
-    ASSERT(invalid(&c, "config.trace_level: must be 0, 1 or 2 (got 3)"));
+    ASSERT(invalid(&c, "config.trace_level: must be between 0 and 2 (got 3)"));
     c.trace_level = -1;
-    ASSERT(invalid(&c, "config.trace_level: must be 0, 1 or 2 (got -1)"));
+    ASSERT(invalid(&c, "config.trace_level: must be between 0 and 2 (got -1)"));
 }
 
 /*======================================================================

@@ -15,6 +15,7 @@ from conftest import assert_rss_flat
 
 import numpy as np
 
+import ctfio
 from ctfio import _ctfio
 
 # Sequence 0 spans two lines; y is sparse (dim 4) and present on three lines, the last empty.
@@ -51,8 +52,9 @@ def many_sequences(n=200, dim=5):
 # -- module --------------------------------------------------------------------------------------
 
 def test_module_constants_and_exceptions():
-    assert _ctfio.INFINITELY_REPEAT == -1
-    assert _ctfio.FULL_DATA_SWEEP == -2
+    # "No limit" has one encoding, the library's, in C and in Python.
+    assert _ctfio.INFINITELY_REPEAT == 2**64 - 1 == ctfio.INFINITELY_REPEAT
+    assert _ctfio.FULL_DATA_SWEEP == 2**64 - 2 == ctfio.FULL_DATA_SWEEP
     assert _ctfio.__version__ == "0.1.0"
     assert issubclass(_ctfio.ParseError, _ctfio.CTFError)
     assert issubclass(_ctfio.ParseError, ValueError)

@@ -98,9 +98,12 @@ def test_stats_logger_logs_every_n_seconds(tmp_path, caplog):
     assert all(r.getMessage().startswith("input pipeline: ") for r in records)
     # A source without stage counters logs nothing.
     assert not StatsLogger(ctfio.MinibatchSourceFromData(dict(a=[[1.0]])), 1).final()
-    for bad in (0, -1, "5", True, None):
+    for bad in (0, -1, float("inf")):
         with pytest.raises(ValueError, match="log_stats_every"):
             StatsLogger(src, bad)
+    for wrong in ("5", True, None):      # a wrong type is a TypeError
+        with pytest.raises(TypeError, match="log_stats_every"):
+            StatsLogger(src, wrong)
 
 
 def test_training_session_logs_stats(tmp_path, caplog):

@@ -516,7 +516,7 @@ def test_stop_from_step_and_on_epoch_end():
 @pytest.mark.parametrize("kw, err", [
     (dict(mb_size=0), ValueError),
     (dict(mb_size=[]), ValueError),
-    (dict(mb_size=[4, "x"]), ValueError),
+    (dict(mb_size=[4, "x"]), TypeError),  # a wrong type is a TypeError
     (dict(epoch_size=-3), ValueError),
     (dict(max_samples=-1), ValueError),
     (dict(checkpoint_config="file"), TypeError),

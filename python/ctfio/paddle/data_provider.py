@@ -32,9 +32,9 @@ import os
 import random
 import weakref
 
-from .. import _ctfio
+from .. import _check, _ctfio
 from .._staging import Staging
-from ..source import MinibatchData, StreamInformation, UserMinibatchSource, _count_arg, _np
+from ..source import MinibatchData, StreamInformation, UserMinibatchSource, _np
 from ._reading import _CHUNK, _Counters, _Feed, _Job, _Readers
 from .types import (OPTION_DEFAULTS, CacheType, DataType, SequenceType, Settings, _slots,
                     check_options)
@@ -399,17 +399,12 @@ class DataProvider(UserMinibatchSource):
             raise TypeError("DataProvider: no generator; decorate one with @provider")
         self.file_list = _read_file_list(file_list)
         self.is_train = bool(is_train)
-        for name, value in (("seed", seed), ("open_files", open_files),
-                            ("num_threads", num_threads),
-                            ("readahead", readahead), ("num_workers", num_workers),
-                            ("worker_rank", worker_rank)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < (
-                    0 if name in ("seed", "worker_rank") else 1):
-                raise ValueError("DataProvider.%s: must be an int >= %d (got %r)"
-                                 % (name, 0 if name in ("seed", "worker_rank") else 1, value))
-        if worker_rank >= num_workers:
-            raise ValueError("DataProvider.worker_rank: must be < num_workers (got %d >= %d)"
-                             % (worker_rank, num_workers))
+        seed = _check.count(seed, "DataProvider.seed")
+        open_files = _check.positive(open_files, "DataProvider.open_files")
+        num_threads = _check.positive(num_threads, "DataProvider.num_threads")
+        readahead = _check.positive(readahead, "DataProvider.readahead")
+        num_workers, worker_rank = _check.workers(num_workers, worker_rank, "DataProvider.",
+                                                  names=("num_workers", "worker_rank"))
         self.seed, self.num_threads, self.readahead = seed, num_threads, readahead
         self.open_files = open_files
         self.num_workers, self.worker_rank = num_workers, worker_rank
@@ -462,7 +457,7 @@ class DataProvider(UserMinibatchSource):
         self._next_pass = 0           # index of the next pass to start
 
     def _check_size(self, size, name):
-        size = _count_arg(size, name)
+        size = _check.index(size, name)
         if size < 1:
             raise ValueError("%s: must be an int >= 1 (got %r)" % (name, size))
         pool = self.options["pool_size"]

@@ -7,6 +7,8 @@
 
 import logging
 
+from .. import _check
+
 __all__ = [
     "SequenceType", "DataType", "CacheType", "InputType", "Settings", "SampleError",
     "OPTION_DEFAULTS", "check_options",
@@ -51,7 +53,7 @@ class InputType:
     __slots__ = ("dim", "seq_type", "type")
 
     def __init__(self, dim, seq_type, tp):
-        if not isinstance(dim, int) or isinstance(dim, bool) or not 1 <= dim < 2**31:
+        if not 1 <= _check.index(dim, "InputType.dim") < 2**31:
             raise ValueError("InputType.dim: must be an int in [1, 2**31) (got %r)" % (dim,))
         if seq_type not in (0, 1, 2):
             raise ValueError("InputType.seq_type: must be a SequenceType (got %r)" % (seq_type,))
@@ -143,9 +145,8 @@ OPTION_DEFAULTS = dict(input_types=None, should_shuffle=None, pool_size=-1, min_
 
 
 def _count(value, name, zero_ok):
-    ok = isinstance(value, int) and not isinstance(value, bool) and (
-        value == -1 or value >= (0 if zero_ok else 1))
-    if not ok:
+    value = _check.index(value, name)
+    if not (value == -1 or value >= (0 if zero_ok else 1)):
         raise ValueError("%s: must be -1 (unbounded) or an int >= %d (got %r)"
                          % (name, 0 if zero_ok else 1, value))
     return value
@@ -187,8 +188,7 @@ def check_options(opts, where="provider"):
         raise ValueError("%s.min_pool_size: must be <= pool_size (got %d > %d)"
                          % (where, low, pool))
     for name in ("can_over_batch_size", "check", "check_fail_continue"):
-        if not isinstance(o[name], bool):
-            raise ValueError("%s.%s: must be True or False (got %r)" % (where, name, o[name]))
+        _check.flag(o[name], "%s.%s" % (where, name))
     for name in ("calc_batch_size", "init_hook"):
         if o[name] is not None and not callable(o[name]):
             raise TypeError("%s.%s: must be callable or None (got %r)" % (where, name, o[name]))
