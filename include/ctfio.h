@@ -460,6 +460,12 @@ uint64_t ctf_index_sequence_samples(const ctf_index *idx, size_t i);
 /* ctf_index_cache_path(data_path, buf, cap): the cache file used for a data file. @return buf. */
 char *ctf_index_cache_path(const char *data_path, char *buf, size_t cap);
 
+/* ctf_index_cache_file(idx): the index cache file this index used or wrote: beside a local
+ * file (PATH.ctfidx), in the cache directory for a remote object (named by a hash of its
+ * endpoint, URL, ETag and size). NULL when it has none (cache_index off, or a remote object
+ * without a cache directory). Valid while idx lives. */
+const char *ctf_index_cache_file(const ctf_index *idx);
+
 /* ctf_index_verify(idx, err):
  * Reads the whole data file and checks it against the index, chunk by chunk, as a chunk load
  * does: the file's size, modification time and inode, and the sequences the indexing rule

@@ -578,6 +578,16 @@ static int cmd_stats(ctf_config *cfg, int progress)
     return 0;
 }
 
+/* Where a file's index cache went: a remote object's lives in the cache directory under a
+ * hashed name, not beside it. */
+static const char *cache_file(const ctf_index *idx, const char *path, char *buf, size_t cap)
+{
+    const char *c = ctf_index_cache_file(idx);
+    if (c) return c;
+    if (strstr(path, "://")) return "none (no cache directory: --cache-dir or CTFIO_CACHE_DIR)";
+    return ctf_index_cache_path(path, buf, cap);
+}
+
 static int cmd_index(ctf_config *cfg, int progress)
 {
     ctf_error err;
@@ -589,8 +599,9 @@ static int cmd_index(ctf_config *cfg, int progress)
     ctfio_progress_init(&pl, "indexing", progress, 0);
     cfg->progress = ctfio_progress_fn;
     cfg->progress_user = &pl;
-    if (cfg->num_paths || cfg->num_mix) {
-        /* A corpus: every file's cache, through a reader (which expands the patterns). */
+    if (cfg->num_paths || cfg->num_mix || (cfg->path && strstr(cfg->path, "://"))) {
+        /* A corpus: every file's cache, through a reader (which expands the patterns and holds
+         * a remote object's connection options). */
         ctf_reader *r;
         rc = ctf_reader_open(cfg, &r, &err);
         ctfio_progress_end(&pl);
@@ -627,7 +638,8 @@ static int cmd_index(ctf_config *cfg, int progress)
         for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
             ctf_index_get_info(ctf_reader_file_index(r, f), &info);
             printf("index cache: %s (%s): sequences %" PRIu64 ", chunks %" PRIu64 "\n",
-                   ctf_index_cache_path(ctf_reader_file_path(r, f), cpath, sizeof cpath),
+                   cache_file(ctf_reader_file_index(r, f), ctf_reader_file_path(r, f), cpath,
+                              sizeof cpath),
                    stale && stale[f] ? "stale, rebuilt" : info.from_cache ? "valid, loaded"
                                                                           : "built",
                    info.sequences, info.chunks);
@@ -662,8 +674,7 @@ static int cmd_index(ctf_config *cfg, int progress)
         ctf_index_get_info(idx, &info);
         state = "stale, rebuilt";
     }
-    printf("index cache: %s (%s)\n", ctf_index_cache_path(cfg->path, cpath, sizeof cpath),
-           state);
+    printf("index cache: %s (%s)\n", cache_file(idx, cfg->path, cpath, sizeof cpath), state);
     printf("sequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nlines: %" PRIu64
            "\nchunks: %" PRIu64 "\n",
            info.sequences, info.samples, info.lines, info.chunks);

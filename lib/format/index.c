@@ -1361,6 +1361,8 @@ uint64_t ctf__index_bytes(const ctf_index *idx)
     return n;
 }
 
+const char *ctf_index_cache_file(const ctf_index *idx) { return idx->cache_path; }
+
 void ctf_index_get_info(const ctf_index *idx, ctf_index_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -1407,15 +1409,16 @@ int ctf_index_verify(const ctf_index *idx, ctf_error *err)
     ctf__error_clear(err);
     if (idx->cbf) return 0; /* a CBF file's index is its own header, checked when it is read */
     ctf__file_id now;
-    int rc = ctf__file_stat(idx->path, &now, err);
+    /* Through the seam: a remote object is asked its size and ETag, then read by ranges. */
+    int rc = ctf__io_stat(idx->remote, idx->path, &now, err);
     if (rc) return rc;
     if (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns ||
         now.inode != idx->file.inode)
         rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, -1},
                        "the file changed since it was indexed (size, modification time or "
-                       "inode)");
-    int fd = rc ? -1 : ctf__file_open(idx->path, err);
-    if (fd < 0 && !rc) rc = fd;
+                       "inode, or the object's ETag)");
+    ctf__io *io = NULL;
+    if (!rc) rc = ctf__io_open(idx->remote, idx->path, &idx->file, &io, err);
     char *bytes = NULL;
     size_t cap = 0;
     ctf__seqbuf seqs = {0};
@@ -1434,7 +1437,7 @@ int ctf_index_verify(const ctf_index *idx, ctf_error *err)
             bytes = nb;
             cap = n;
         }
-        if ((rc = ctf__file_pread(fd, idx->path, bytes, n, ch->offset, err))) break;
+        if ((rc = ctf__io_read(io, bytes, n, ch->offset, err))) break;
         if (c + 1 < idx->num_chunks && n && bytes[n - 1] != '\n')
             rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0,
                                                            (int64_t)(ch->offset + n - 1)},
@@ -1443,7 +1446,7 @@ int ctf_index_verify(const ctf_index *idx, ctf_error *err)
         else
             rc = ctf__index_chunk_seqs(idx, c, bytes, &seqs, err);
     }
-    if (fd >= 0) ctf__file_close(fd);
+    ctf__io_close(io);
     CTF_FREE(bytes);
     CTF_FREE(seqs.p);
     if (rc == CTF_ECHANGED) ctf__index_stale(idx, err);

@@ -29,6 +29,7 @@ struct ctf__remote {
     char *region;
     char *access_key, *secret_key, *session_token; /* NULL: unsigned requests */
     char *cache_dir;        /* NULL: no index caches for remote objects */
+    atomic_bool cache_dir_made; /* made once per context, not once per object */
     unsigned max_retries;
     unsigned timeout_ms, connect_timeout_ms;
     unsigned backoff_ms;    /* the first retry's delay; doubles up to backoff_max_ms */
@@ -83,6 +84,7 @@ int ctf__remote_new(const ctf_remote_options *opt, ctf__remote **out, ctf_error 
     r->backoff_max_ms = r->backoff_ms * 64 < 5000 ? 5000 : r->backoff_ms * 64;
     r->rng = (uint64_t)(uintptr_t)r ^ (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
     atomic_init(&r->refs, 1);
+    atomic_init(&r->cache_dir_made, false);
     if (oom || (r->access_key && !r->secret_key) || pthread_mutex_init(&r->mu, NULL)) {
         bool bad_keys = !oom && r->access_key && !r->secret_key;
         CTF_FREE(r->endpoint);
@@ -160,7 +162,13 @@ static int make_dirs(const char *dir)
 bool ctf__io_cache_path(const ctf__remote *rem, const char *url, const ctf__file_id *id,
                         char *buf, size_t cap)
 {
-    if (!rem || !rem->cache_dir || make_dirs(rem->cache_dir) != 0) return false;
+    if (!rem || !rem->cache_dir) return false;
+    /* A 10,000-object open would otherwise pay a mkdir per path component per object. */
+    atomic_bool *made = &((ctf__remote *)rem)->cache_dir_made;
+    if (!atomic_load(made)) {
+        if (make_dirs(rem->cache_dir) != 0) return false;
+        atomic_store(made, true);
+    }
     /* The key: the URL, the ETag and the size, so that a replaced object never meets the
      * cache of its predecessor, and two endpoints' objects of one name stay apart. */
     ctf__sha256_ctx s;
