@@ -58,12 +58,14 @@ PyMODINIT_FUNC PyInit__ctfio(void);
  *====================================================================*/
 
 /* The attributes stream_data sets on each object it makes (interned once, in this order). */
+/* clang-format off */
 #define DATA_ATTRS(X) \
-    X(view, "_view") \
-    X(index, "_i") X(is_sparse, "_is_sparse") X(dim, "_dim") X(frame_mode, "_frame_mode") \
-        X(num_sequences, "num_sequences") X(num_samples, "num_samples") \
-            X(end_of_sweep, "end_of_sweep") X(position, "position") X(sweep, "sweep") \
-                X(global_samples, "global_samples") X(samples_per_sweep, "samples_per_sweep")
+    X(view, "_view") X(index, "_i") X(is_sparse, "_is_sparse") X(dim, "_dim") \
+    X(frame_mode, "_frame_mode") X(num_sequences, "num_sequences") \
+    X(num_samples, "num_samples") X(end_of_sweep, "end_of_sweep") X(position, "position") \
+    X(sweep, "sweep") X(global_samples, "global_samples") \
+    X(samples_per_sweep, "samples_per_sweep")
+/* clang-format on */
 #define DATA_ENUM(id, text) ATTR_##id,
 enum { DATA_ATTRS(DATA_ENUM) NUM_DATA_ATTRS };
 #undef DATA_ENUM
