@@ -460,6 +460,12 @@ uint64_t ctf_index_sequence_samples(const ctf_index *idx, size_t i);
 /* ctf_index_cache_path(data_path, buf, cap): the cache file used for a data file. @return buf. */
 char *ctf_index_cache_path(const char *data_path, char *buf, size_t cap);
 
+/* ctf_index_cache_file(idx): the index cache file this index used or wrote: beside a local
+ * file (PATH.ctfidx), in the cache directory for a remote object (named by a hash of its
+ * endpoint, URL, ETag and size). NULL when it has none (cache_index off, or a remote object
+ * without a cache directory). Valid while idx lives. */
+const char *ctf_index_cache_file(const ctf_index *idx);
+
 /* ctf_index_verify(idx, err):
  * Reads the whole data file and checks it against the index, chunk by chunk, as a chunk load
  * does: the file's size, modification time and inode, and the sequences the indexing rule
@@ -492,9 +498,8 @@ void ctf_cbf_streams_free(ctf_stream_def *streams, size_t num_streams);
 /* ctf_cbf_streams_at(path, remote, ...): ctf_cbf_streams of a local path or of a remote object
  * (s3://, http(s)://) read with the remote options (range requests for its first bytes and its
  * header). remote may be NULL for a local path. A path that is not CBF is CTF_EPARSE. */
-int ctf_cbf_streams_at(const char *path, const ctf_remote_options *remote,
-                       ctf_stream_def **streams, size_t *num_streams, ctf_precision *precision,
-                       ctf_error *err);
+int ctf_cbf_streams_at(const char *path, const ctf_remote_options *remote, ctf_stream_def **streams,
+                       size_t *num_streams, ctf_precision *precision, ctf_error *err);
 
 typedef struct ctf_cbf_write_result {
     uint64_t sequences;      /* sequences written */
@@ -808,24 +813,24 @@ void ctf_minibatch_free(ctf_minibatch *mb);
  * every record against the slots first (a damaged or foreign record is CTF_EPARSE, never a read
  * out of bounds). docs/providers.md describes the slots and the arrays. */
 typedef enum ctf_slot_kind {
-    CTF_SLOT_DENSE = 0,         /* dim values per step */
+    CTF_SLOT_DENSE = 0, /* dim values per step */
     CTF_SLOT_SPARSE_BINARY = 1, /* indices per step, every value 1 */
-    CTF_SLOT_SPARSE = 2,        /* (index, value) pairs per step */
-    CTF_SLOT_INTEGER = 3,       /* one int64 per step (dim is its range) */
+    CTF_SLOT_SPARSE = 2, /* (index, value) pairs per step */
+    CTF_SLOT_INTEGER = 3, /* one int64 per step (dim is its range) */
 } ctf_slot_kind;
 
 typedef enum ctf_slot_seq {
-    CTF_SLOT_NO_SEQUENCE = 0,   /* one step per sample */
-    CTF_SLOT_SEQUENCE = 1,      /* any number of steps */
-    CTF_SLOT_SUB_SEQUENCE = 2,  /* sub-sequences of steps */
+    CTF_SLOT_NO_SEQUENCE = 0, /* one step per sample */
+    CTF_SLOT_SEQUENCE = 1, /* any number of steps */
+    CTF_SLOT_SUB_SEQUENCE = 2, /* sub-sequences of steps */
 } ctf_slot_seq;
 
 #define CTF_MAX_SLOTS 1024
 
 typedef struct ctf_slot {
-    int kind;                   /* ctf_slot_kind */
-    int seq;                    /* ctf_slot_seq */
-    int64_t dim;                /* 1 <= dim < 2**31 */
+    int kind; /* ctf_slot_kind */
+    int seq; /* ctf_slot_seq */
+    int64_t dim; /* 1 <= dim < 2**31 */
 } ctf_slot;
 
 /* A record being written: starts in the caller's (stack) buffer, moves to the heap when it
@@ -835,8 +840,8 @@ typedef struct ctf_record_writer {
     size_t len, cap;
     void *stack;
     size_t stack_cap;
-    size_t section;             /* offset of the open section's header */
-    bool dbl;                   /* values are double (else float) */
+    size_t section; /* offset of the open section's header */
+    bool dbl; /* values are double (else float) */
 } ctf_record_writer;
 
 /* ctf_record_writer_init(w, stack, cap): an empty writer over the caller's buffer (may be NULL).
@@ -850,8 +855,7 @@ void ctf_record_writer_free(ctf_record_writer *w);
  * CTF_MAX_SLOTS), CTF_ENOMEM. */
 int ctf_record_begin(ctf_record_writer *w, size_t nslots, bool dbl);
 int ctf_record_section_begin(ctf_record_writer *w, size_t k);
-int ctf_record_section_end(ctf_record_writer *w, const ctf_slot *slot, int64_t steps,
-                           int64_t subs);
+int ctf_record_section_end(ctf_record_writer *w, const ctf_slot *slot, int64_t steps, int64_t subs);
 
 /* ctf_record_grow(w, n): appends n zero bytes (a dense step: dim values; an integer step: one
  * int64; a sub-sequence slot, right after section_begin: one int64 length per sub-sequence).
@@ -876,9 +880,9 @@ typedef struct ctf_record_ref {
 
 /* One slot's totals over a batch. */
 typedef struct ctf_batch_size {
-    int64_t steps;              /* time steps (samples) */
-    int64_t subs;               /* sub-sequences */
-    int64_t nnz;                /* sparse non-zeros */
+    int64_t steps; /* time steps (samples) */
+    int64_t subs; /* sub-sequences */
+    int64_t nnz; /* sparse non-zeros */
 } ctf_batch_size;
 
 /* One slot's output arrays, allocated by the caller from ctf_batch_size: data holds steps * dim
@@ -896,14 +900,14 @@ typedef struct ctf_batch_out {
 /* ctf_records_measure(recs, n, slots, nslots, dbl, sizes, err): checks every record against
  * the slots and fills sizes[nslots]. @return : 0, CTF_EINVAL (bad slots, or records written
  * in the other precision), CTF_EPARSE (a record that does not fit, naming its position). */
-int ctf_records_measure(const ctf_record_ref *recs, size_t n, const ctf_slot *slots,
-                        size_t nslots, bool dbl, ctf_batch_size *sizes, ctf_error *err);
+int ctf_records_measure(const ctf_record_ref *recs, size_t n, const ctf_slot *slots, size_t nslots,
+                        bool dbl, ctf_batch_size *sizes, ctf_error *err);
 
 /* ctf_records_pack(recs, n, slots, nslots, dbl, outs): copies the records, measured by a
  * successful ctf_records_measure, into outs[nslots]. Takes no lock and calls nothing: safe to
  * run while the caller's other threads go on. */
-void ctf_records_pack(const ctf_record_ref *recs, size_t n, const ctf_slot *slots,
-                      size_t nslots, bool dbl, const ctf_batch_out *outs);
+void ctf_records_pack(const ctf_record_ref *recs, size_t n, const ctf_slot *slots, size_t nslots,
+                      bool dbl, const ctf_batch_out *outs);
 
 /*======================================================================
  * The pool of samples from user code (pool.c)
@@ -920,11 +924,11 @@ typedef struct ctf_pool ctf_pool;
 
 typedef struct ctf_pool_options {
     uint64_t seed;
-    uint64_t pass;              /* the pass number: each pass has its own streams */
+    uint64_t pass; /* the pass number: each pass has its own streams */
     bool shuffle;
-    int64_t min_units;          /* -1: the whole pass (bounded by max_units); 0 acts as 1 */
-    int64_t max_units;          /* -1: unbounded */
-    bool can_over;              /* the record that overflows a batch joins it (else waits) */
+    int64_t min_units; /* -1: the whole pass (bounded by max_units); 0 acts as 1 */
+    int64_t max_units; /* -1: unbounded */
+    bool can_over; /* the record that overflows a batch joins it (else waits) */
 } ctf_pool_options;
 
 /* The fill function: pushes records (ctf_pool_push) up to ctf_pool_goal units, or fewer when
@@ -950,10 +954,10 @@ size_t ctf_pool_pick(ctf_pool *pool, size_t n);
 int ctf_pool_push(ctf_pool *pool, const void *rec, size_t len, uint64_t units);
 
 typedef struct ctf_pool_info {
-    uint64_t units, samples;    /* held now (a record kept for the next batch not counted) */
-    bool empty;                 /* nothing held, nothing kept */
-    uint64_t goal;              /* what a fill aims at */
-    uint64_t room;              /* units that still fit (UINT64_MAX - units when unbounded) */
+    uint64_t units, samples; /* held now (a record kept for the next batch not counted) */
+    bool empty; /* nothing held, nothing kept */
+    uint64_t goal; /* what a fill aims at */
+    uint64_t room; /* units that still fit (UINT64_MAX - units when unbounded) */
     uint64_t peak_units, peak_samples;
     uint64_t delivered, batches;
 } ctf_pool_info;
@@ -992,7 +996,7 @@ int ctf_pool_skip(ctf_pool *pool, uint64_t count, ctf_pool_fill_fn fill, void *u
  * See docs/convert.md. */
 typedef enum ctf_convert_format {
     CTF_CONVERT_LIBSVM = 1, /* "label [qid:Q] index:value ... [# comment]" */
-    CTF_CONVERT_CSV = 2,    /* delimited numeric columns, some of them labels */
+    CTF_CONVERT_CSV = 2, /* delimited numeric columns, some of them labels */
 } ctf_convert_format;
 
 /* Progress (ctf_progress_fn, with the configuration): bytes of input processed so far (over all
@@ -1001,29 +1005,29 @@ typedef enum ctf_convert_format {
 
 typedef struct ctf_convert_options {
     ctf_convert_format format;
-    const char *features_name;   /* the output's name for the features; NULL: "features" */
-    const char *labels_name;     /* ... for the labels; NULL: "labels" */
+    const char *features_name; /* the output's name for the features; NULL: "features" */
+    const char *labels_name; /* ... for the labels; NULL: "labels" */
     /* LibSVM */
-    size_t dim;                  /* features' dim; 0: the largest index + 1 (a first pass) */
-    int index_base;              /* 0 or 1; -1: automatic (1 unless an index 0 appears) */
-    size_t classes;              /* 0: labels dense of dim 1; K: one-hot sparse of dim K */
+    size_t dim; /* features' dim; 0: the largest index + 1 (a first pass) */
+    int index_base; /* 0 or 1; -1: automatic (1 unless an index 0 appears) */
+    size_t classes; /* 0: labels dense of dim 1; K: one-hot sparse of dim K */
     /* CSV */
-    const char *label_columns;   /* comma-separated 0-based column numbers, or header names */
-    char delimiter;              /* 0: ',' */
-    bool header;                 /* the first line names the columns */
-    ctf_progress_fn progress;    /* NULL: none */
+    const char *label_columns; /* comma-separated 0-based column numbers, or header names */
+    char delimiter; /* 0: ',' */
+    bool header; /* the first line names the columns */
+    ctf_progress_fn progress; /* NULL: none */
     void *progress_user;
 } ctf_convert_options;
 
 typedef struct ctf_convert_result {
-    uint64_t rows;               /* data lines converted */
-    uint64_t sequences;          /* sequences written (rows, or queries with qid) */
-    uint64_t bytes_read;         /* input size */
-    uint64_t bytes_written;      /* output size */
+    uint64_t rows; /* data lines converted */
+    uint64_t sequences; /* sequences written (rows, or queries with qid) */
+    uint64_t bytes_read; /* input size */
+    uint64_t bytes_written; /* output size */
     size_t features_dim, labels_dim;
     bool features_sparse, labels_sparse;
-    bool sequence_ids;           /* the output has sequence ids (LibSVM qid), else line mode */
-    int index_base;              /* LibSVM: the base that was used */
+    bool sequence_ids; /* the output has sequence ids (LibSVM qid), else line mode */
+    int index_base; /* LibSVM: the base that was used */
     uint64_t max_sequence_length; /* rows of the longest sequence */
 } ctf_convert_result;
 

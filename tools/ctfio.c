@@ -88,8 +88,8 @@ static const char usage_text[] =
  * --max-sweeps and --truncation-length belong to dump and are listed there). */
 static void print_usage(FILE *out)
 {
-    static const char *const dump_only[] = {"--workers", "--rank", "--max-samples",
-                                            "--max-sweeps", "--truncation-length"};
+    static const char *const dump_only[] = {"--workers", "--rank", "--max-samples", "--max-sweeps",
+                                            "--truncation-length"};
     char flags[4096];
     size_t used = 0;
     flags[0] = 0;
@@ -101,9 +101,11 @@ static void print_usage(FILE *out)
         if (skip || used >= sizeof flags) continue;
         char flag[48];
         snprintf(flag, sizeof flag, "%s%s", p->cli_flag,
-                 p->cli_switch ? "" : p->kind == CTF_PARAM_BOOL ? " true|false" : " N");
-        if (p->kind == CTF_PARAM_PRECISION) snprintf(flag, sizeof flag, "%s float|double",
-                                                     p->cli_flag);
+                 p->cli_switch               ? ""
+                 : p->kind == CTF_PARAM_BOOL ? " true|false"
+                                             : " N");
+        if (p->kind == CTF_PARAM_PRECISION)
+            snprintf(flag, sizeof flag, "%s float|double", p->cli_flag);
         int k = snprintf(flags + used, sizeof flags - used, "  %-24s  %s\n", flag, p->help);
         if (k > 0) used += (size_t)k;
     }
@@ -175,7 +177,8 @@ static void parse_mix_spec(opts *o, const char *spec)
     if (!colon || end != colon || errno || !colon[1])
         usage_error("--mix %s: expected WEIGHT:PATH (e.g. 0.7:train-a.ctf)", spec);
     o->mix_paths[o->num_mix] = colon + 1;
-    o->mix[o->num_mix] = (ctf_mix_part){.paths = &o->mix_paths[o->num_mix], .num_paths = 1,
+    o->mix[o->num_mix] = (ctf_mix_part){.paths = &o->mix_paths[o->num_mix],
+                                        .num_paths = 1,
                                         .weight = w};
     o->num_mix++;
 }
@@ -223,39 +226,56 @@ static void parse_args(opts *o, int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             print_usage(stdout);
             exit(0);
-        } else if (!strcmp(a, "--config")) o->config_file = NEXT();
-        else if (!strcmp(a, "--section")) o->section = NEXT();
+        } else if (!strcmp(a, "--config"))
+            o->config_file = NEXT();
+        else if (!strcmp(a, "--section"))
+            o->section = NEXT();
         else if (!strcmp(a, "--file")) {
             if (o->num_files == MAX_FILE_ARGS)
                 usage_error("--file: too many (%s); use a pattern", a);
             o->files[o->num_files++] = NEXT();
-        }
-        else if (!strcmp(a, "--input")) parse_input_spec(o, NEXT());
-        else if (!strcmp(a, "--mix")) parse_mix_spec(o, NEXT());
+        } else if (!strcmp(a, "--input"))
+            parse_input_spec(o, NEXT());
+        else if (!strcmp(a, "--mix"))
+            parse_mix_spec(o, NEXT());
         else if (cli_param_flag(a) >= 0) {
             const int k = cli_param_flag(a);
             o->param_text[k] = ctf_param_at((size_t)k)->cli_switch ? "true" : NEXT();
-        } else if (!strcmp(a, "--window-samples")) o->window_samples = NEXT();
-        else if (!strcmp(a, "--endpoint")) o->endpoint = NEXT();
-        else if (!strcmp(a, "--cache-dir")) o->cache_dir = NEXT();
-        else if (!strcmp(a, "--no-sign-request")) o->no_sign = true;
-        else if (!strcmp(a, "--defines-mb-size")) o->mb_stream = NEXT();
-        else if (!strcmp(a, "--chunk-cache")) o->chunk_cache = NEXT();
-        else if (!strcmp(a, "--mb")) { o->mb = parse_u64_arg("--mb", NEXT()); o->have_mb = true;
+        } else if (!strcmp(a, "--window-samples"))
+            o->window_samples = NEXT();
+        else if (!strcmp(a, "--endpoint"))
+            o->endpoint = NEXT();
+        else if (!strcmp(a, "--cache-dir"))
+            o->cache_dir = NEXT();
+        else if (!strcmp(a, "--no-sign-request"))
+            o->no_sign = true;
+        else if (!strcmp(a, "--defines-mb-size"))
+            o->mb_stream = NEXT();
+        else if (!strcmp(a, "--chunk-cache"))
+            o->chunk_cache = NEXT();
+        else if (!strcmp(a, "--mb")) {
+            o->mb = parse_u64_arg("--mb", NEXT());
+            o->have_mb = true;
         } else if (!strcmp(a, "--count")) {
             o->count = parse_u64_arg("--count", NEXT());
             o->have_count = true;
-        }
-        else if (!strcmp(a, "--state")) o->print_state = true;
-        else if (!strcmp(a, "--restore")) o->restore = NEXT();
-        else if (!strcmp(a, "--line")) o->with_line = true;
-        else if (!strcmp(a, "--stats")) o->print_stats = true;
-        else if (!strcmp(a, "--progress")) o->progress = 1;
-        else if (!strcmp(a, "--no-progress")) o->progress = -1;
+        } else if (!strcmp(a, "--state"))
+            o->print_state = true;
+        else if (!strcmp(a, "--restore"))
+            o->restore = NEXT();
+        else if (!strcmp(a, "--line"))
+            o->with_line = true;
+        else if (!strcmp(a, "--stats"))
+            o->print_stats = true;
+        else if (!strcmp(a, "--progress"))
+            o->progress = 1;
+        else if (!strcmp(a, "--no-progress"))
+            o->progress = -1;
         else if (a[0] != '-' && strchr(a, '=')) {
             if (o->num_overrides == MAX_OVERRIDES) usage_error("too many overrides (%s)", a);
             o->overrides[o->num_overrides++] = a;
-        } else usage_error("unknown option '%s'", a);
+        } else
+            usage_error("unknown option '%s'", a);
 #undef NEXT
     }
     if (o->have_mb && o->mb == 0) usage_error("--mb: must be > 0%s", "");
@@ -273,9 +293,12 @@ static void cli_log(void *user, ctf_severity sev, const ctf_error *e)
 {
     log_counts *c = user;
     char line[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
-    if (sev == CTF_SEV_ERROR) c->errors++;
-    else if (sev == CTF_SEV_WARNING) c->warnings++;
-    else c->infos++;
+    if (sev == CTF_SEV_ERROR)
+        c->errors++;
+    else if (sev == CTF_SEV_WARNING)
+        c->warnings++;
+    else
+        c->infos++;
     fprintf(stderr, "%s\n", ctf_error_format(e, sev, line, sizeof line));
 }
 
@@ -314,8 +337,8 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
         cfg->num_paths = o->num_files;
     }
     if (o->num_mix) {
-        if (o->num_files) usage_error("--mix: the parts name the files; drop --file (%s)",
-                                      o->files[0]);
+        if (o->num_files)
+            usage_error("--mix: the parts name the files; drop --file (%s)", o->files[0]);
         cfg->path = NULL;
         cfg->paths = NULL;
         cfg->num_paths = 0;
@@ -363,8 +386,7 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
         size_t n = 0;
         const char *first = cfg->num_paths ? cfg->paths[0] : cfg->path;
         ctf_error e;
-        if (ctf_cbf_streams_at(first, &cfg->remote, &file_streams, &n, &cfg->precision, &e) ==
-            0) {
+        if (ctf_cbf_streams_at(first, &cfg->remote, &file_streams, &n, &cfg->precision, &e) == 0) {
             cfg->streams = file_streams; /* kept until the command exits */
             cfg->num_streams = n;
             const size_t k = param_row("precision"); /* the flag wins over the file's */
@@ -416,7 +438,7 @@ static int read_all(ctf_config *cfg, ctf_reader **out, int progress, const char 
     for (size_t k = 0; k < cfg->num_streams; k++)
         if (!cfg->streams[k].is_sparse) per_sample += cfg->streams[k].dim * (size_t)cfg->precision;
     uint64_t mb_samples = ((uint64_t)16 << 20) / per_sample;
-    mb_samples = mb_samples < 1 ? 1 : mb_samples > (1u << 20) ? (1u << 20) : mb_samples;
+    mb_samples = mb_samples<1 ? 1 : mb_samples>(1u << 20) ? (1u << 20) : mb_samples;
     ctfio_progress pl;
     ctfio_progress_init(&pl, what, progress, data_bytes(*out));
     const uint64_t total = ctf_reader_samples_per_sweep(*out);
@@ -540,9 +562,11 @@ static void print_length_histogram(const ctf_reader *r)
     }
     for (int b = first; b <= last; b++) {
         char range[48];
-        if (b <= 1) snprintf(range, sizeof range, "%d", b);
-        else snprintf(range, sizeof range, "%" PRIu64 "-%" PRIu64, (uint64_t)1 << (b - 1),
-                      ((uint64_t)1 << b) - 1);
+        if (b <= 1)
+            snprintf(range, sizeof range, "%d", b);
+        else
+            snprintf(range, sizeof range, "%" PRIu64 "-%" PRIu64, (uint64_t)1 << (b - 1),
+                     ((uint64_t)1 << b) - 1);
         int bar = (int)((hist[b] * 40 + peak - 1) / peak);
         printf("  %13s %10" PRIu64 " %5.1f%% %.*s\n", range, hist[b],
                100.0 * (double)hist[b] / (double)sequences, bar,
@@ -573,9 +597,20 @@ static int cmd_stats(ctf_config *cfg, int progress)
         index_bytes += info.index_bytes;
     }
     printf("index memory: %" PRIu64 " bytes (chunk tables; a chunk's sequence records are "
-           "re-made when it is read)\n", index_bytes);
+           "re-made when it is read)\n",
+           index_bytes);
     ctf_reader_free(r);
     return 0;
+}
+
+/* Where a file's index cache went: a remote object's lives in the cache directory under a
+ * hashed name, not beside it. */
+static const char *cache_file(const ctf_index *idx, const char *path, char *buf, size_t cap)
+{
+    const char *c = ctf_index_cache_file(idx);
+    if (c) return c;
+    if (strstr(path, "://")) return "none (no cache directory: --cache-dir or CTFIO_CACHE_DIR)";
+    return ctf_index_cache_path(path, buf, cap);
 }
 
 static int cmd_index(ctf_config *cfg, int progress)
@@ -589,8 +624,9 @@ static int cmd_index(ctf_config *cfg, int progress)
     ctfio_progress_init(&pl, "indexing", progress, 0);
     cfg->progress = ctfio_progress_fn;
     cfg->progress_user = &pl;
-    if (cfg->num_paths || cfg->num_mix) {
-        /* A corpus: every file's cache, through a reader (which expands the patterns). */
+    if (cfg->num_paths || cfg->num_mix || (cfg->path && strstr(cfg->path, "://"))) {
+        /* A corpus: every file's cache, through a reader (which expands the patterns and holds
+         * a remote object's connection options). */
         ctf_reader *r;
         rc = ctf_reader_open(cfg, &r, &err);
         ctfio_progress_end(&pl);
@@ -611,8 +647,7 @@ static int cmd_index(ctf_config *cfg, int progress)
             }
             if (rc) {
                 char line[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
-                fprintf(stderr, "%s\n",
-                        ctf_error_format(&err, CTF_SEV_WARNING, line, sizeof line));
+                fprintf(stderr, "%s\n", ctf_error_format(&err, CTF_SEV_WARNING, line, sizeof line));
                 stale[f] = any_stale = true;
             }
         }
@@ -627,9 +662,11 @@ static int cmd_index(ctf_config *cfg, int progress)
         for (size_t f = 0; f < ctf_reader_num_files(r); f++) {
             ctf_index_get_info(ctf_reader_file_index(r, f), &info);
             printf("index cache: %s (%s): sequences %" PRIu64 ", chunks %" PRIu64 "\n",
-                   ctf_index_cache_path(ctf_reader_file_path(r, f), cpath, sizeof cpath),
-                   stale && stale[f] ? "stale, rebuilt" : info.from_cache ? "valid, loaded"
-                                                                          : "built",
+                   cache_file(ctf_reader_file_index(r, f), ctf_reader_file_path(r, f), cpath,
+                              sizeof cpath),
+                   stale && stale[f] ? "stale, rebuilt"
+                   : info.from_cache ? "valid, loaded"
+                                     : "built",
                    info.sequences, info.chunks);
             sum.sequences += info.sequences;
             sum.samples += info.samples;
@@ -637,8 +674,8 @@ static int cmd_index(ctf_config *cfg, int progress)
             sum.chunks += info.chunks;
         }
         printf("files: %zu\nsequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nlines: %" PRIu64
-               "\nchunks: %" PRIu64 "\n", ctf_reader_num_files(r), sum.sequences, sum.samples,
-               sum.lines, sum.chunks);
+               "\nchunks: %" PRIu64 "\n",
+               ctf_reader_num_files(r), sum.sequences, sum.samples, sum.lines, sum.chunks);
         ctf_reader_free(r);
         free(stale);
         return 0;
@@ -662,8 +699,7 @@ static int cmd_index(ctf_config *cfg, int progress)
         ctf_index_get_info(idx, &info);
         state = "stale, rebuilt";
     }
-    printf("index cache: %s (%s)\n", ctf_index_cache_path(cfg->path, cpath, sizeof cpath),
-           state);
+    printf("index cache: %s (%s)\n", cache_file(idx, cfg->path, cpath, sizeof cpath), state);
     printf("sequences: %" PRIu64 "\nindex samples: %" PRIu64 "\nlines: %" PRIu64
            "\nchunks: %" PRIu64 "\n",
            info.sequences, info.samples, info.lines, info.chunks);
@@ -678,8 +714,10 @@ static int cmd_index(ctf_config *cfg, int progress)
 
 static void state_file_refused(const char *path, const char *why)
 {
-    fprintf(stderr, "ctfio: --restore @%s: %s; a reader state is a JSON object of at most "
-            "64 MiB, as printed by dump --state (is this a data file?)\n", path, why);
+    fprintf(stderr,
+            "ctfio: --restore @%s: %s; a reader state is a JSON object of at most "
+            "64 MiB, as printed by dump --state (is this a data file?)\n",
+            path, why);
     exit(1);
 }
 
@@ -844,17 +882,17 @@ static int convert_cbf(int argc, char **argv)
     ctf_config_init(&written);
     ctf_cbf_write_result res;
     ctf_error err;
-    if (!rc && ((chunk && ctf_param_parse(&written, ctf_param_at(kc), "--chunk-size", chunk,
-                                          &err)) ||
-                (prec && ctf_param_parse(&written, ctf_param_at(kp), "--precision", prec, &err))))
+    if (!rc &&
+        ((chunk && ctf_param_parse(&written, ctf_param_at(kc), "--chunk-size", chunk, &err)) ||
+         (prec && ctf_param_parse(&written, ctf_param_at(kp), "--precision", prec, &err))))
         rc = die_error(&err);
     const uint64_t chunk_bytes = written.chunk_size_bytes;
     const ctf_precision p = written.precision;
     if (!rc && ctf_cbf_write(&cfg, out, chunk_bytes, p, &res, &err)) rc = die_error(&err);
     if (!rc)
-        printf("wrote %s: %" PRIu64 " sequences, %" PRIu64 " samples, %" PRIu64 " chunks, %"
-               PRIu64 " bytes\n", out, res.sequences, res.samples, res.chunks,
-               res.bytes_written);
+        printf("wrote %s: %" PRIu64 " sequences, %" PRIu64 " samples, %" PRIu64 " chunks, %" PRIu64
+               " bytes\n",
+               out, res.sequences, res.samples, res.chunks, res.bytes_written);
     ctf_bsconfig_free(doc);
     for (size_t i = 0; i < o.num_streams; i++) free(o.stream_specs[i]);
     return rc ? 1 : 0;
@@ -889,10 +927,14 @@ int main(int argc, char **argv)
         usage_error("unknown command '%s'", o.command);
     rc = build_config(&o, &cfg, &doc, &lc);
     if (!rc) {
-        if (!strcmp(o.command, "check")) rc = cmd_check(&cfg, o.progress);
-        else if (!strcmp(o.command, "stats")) rc = cmd_stats(&cfg, o.progress);
-        else if (!strcmp(o.command, "index")) rc = cmd_index(&cfg, o.progress);
-        else rc = cmd_dump(&o, &cfg);
+        if (!strcmp(o.command, "check"))
+            rc = cmd_check(&cfg, o.progress);
+        else if (!strcmp(o.command, "stats"))
+            rc = cmd_stats(&cfg, o.progress);
+        else if (!strcmp(o.command, "index"))
+            rc = cmd_index(&cfg, o.progress);
+        else
+            rc = cmd_dump(&o, &cfg);
     }
     ctf_bsconfig_free(doc);
     for (size_t i = 0; i < o.num_streams; i++) free(o.stream_specs[i]);

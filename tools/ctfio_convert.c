@@ -60,10 +60,7 @@ typedef struct progress_line {
  * tells that the command was interrupted. */
 static volatile sig_atomic_t stop_signal;
 
-static void on_stop_signal(int sig)
-{
-    stop_signal = sig;
-}
+static void on_stop_signal(int sig) { stop_signal = sig; }
 
 static int draw_progress(void *user, uint64_t done, uint64_t total)
 {
@@ -73,8 +70,8 @@ static int draw_progress(void *user, uint64_t done, uint64_t total)
     int pm = total ? (int)(done * 1000 / total) : 1000;
     if (pm == p->last_permille) return 0;
     p->last_permille = pm;
-    fprintf(stderr, "\rconverting %s: %5.1f%% (%.1f of %.1f MB)", p->path, pm / 10.0,
-            done / 1e6, total / 1e6);
+    fprintf(stderr, "\rconverting %s: %5.1f%% (%.1f of %.1f MB)", p->path, pm / 10.0, done / 1e6,
+            total / 1e6);
     fflush(stderr);
     p->drawn = true;
     return 0;
@@ -119,31 +116,40 @@ int ctfio_cli_convert(int argc, char **argv)
             if (parse_size("--classes", v, &opt.classes)) return 2;
             have_svm_opt = true;
             i++;
-        } else if (!strcmp(a, "--zero-based")) zero = have_svm_opt = true;
-        else if (!strcmp(a, "--one-based")) one = have_svm_opt = true;
+        } else if (!strcmp(a, "--zero-based"))
+            zero = have_svm_opt = true;
+        else if (!strcmp(a, "--one-based"))
+            one = have_svm_opt = true;
         else if (!strcmp(a, "--label")) {
             opt.label_columns = v;
             have_label = have_csv_opt = true;
             i++;
         } else if (!strcmp(a, "--delimiter")) {
-            if (!strcmp(v, "tab") || !strcmp(v, "\\t")) opt.delimiter = '\t';
-            else if (strlen(v) == 1) opt.delimiter = v[0];
+            if (!strcmp(v, "tab") || !strcmp(v, "\\t"))
+                opt.delimiter = '\t';
+            else if (strlen(v) == 1)
+                opt.delimiter = v[0];
             else
                 return convert_usage_error(
                     "--delimiter: expected one character or 'tab' (got '%s')", v);
             have_csv_opt = true;
             i++;
-        } else if (!strcmp(a, "--header")) opt.header = have_csv_opt = true;
+        } else if (!strcmp(a, "--header"))
+            opt.header = have_csv_opt = true;
         else if (!strcmp(a, "--features")) {
             opt.features_name = v;
             i++;
         } else if (!strcmp(a, "--labels")) {
             opt.labels_name = v;
             i++;
-        } else if (!strcmp(a, "--quiet")) quiet = true;
-        else if (a[0] == '-' && a[1]) return convert_usage_error("unknown option '%s'", a);
-        else if (npos == 3) return convert_usage_error("unexpected argument '%s'", a);
-        else pos[npos++] = a;
+        } else if (!strcmp(a, "--quiet"))
+            quiet = true;
+        else if (a[0] == '-' && a[1])
+            return convert_usage_error("unknown option '%s'", a);
+        else if (npos == 3)
+            return convert_usage_error("unexpected argument '%s'", a);
+        else
+            pos[npos++] = a;
     }
     if (npos < 3)
         return convert_usage_error("expected FORMAT IN OUT (got %s)", npos ? "fewer" : "none");

@@ -32,27 +32,31 @@ void ctfio_cli_print_perf(FILE *out, const ctf_reader *r)
     ctf_verdict v;
     ctf_perf_verdict(&p, sizeof p, &v);
     const uint64_t e = p.elapsed_ns;
-    fprintf(out, "stats: open %.1f ms (indexing %.1f ms, %" PRIu64 " bytes scanned, index cache "
-                 "%" PRIu64 " hits, %" PRIu64 " misses)\n",
-            ms(p.open_ns), ms(p.index_ns), p.index_bytes, p.index_cache_hits,
-            p.index_cache_misses);
-    fprintf(out, "stats: consumer %.1f ms over %" PRIu64 " calls, %" PRIu64 " minibatches: "
-                 "its own work %d%%, waiting for data %d%% (%" PRIu64 " waits), cut %d%%, "
-                 "pack %d%%\n",
+    fprintf(out,
+            "stats: open %.1f ms (indexing %.1f ms, %" PRIu64 " bytes scanned, index cache "
+            "%" PRIu64 " hits, %" PRIu64 " misses)\n",
+            ms(p.open_ns), ms(p.index_ns), p.index_bytes, p.index_cache_hits, p.index_cache_misses);
+    fprintf(out,
+            "stats: consumer %.1f ms over %" PRIu64 " calls, %" PRIu64 " minibatches: "
+            "its own work %d%%, waiting for data %d%% (%" PRIu64 " waits), cut %d%%, "
+            "pack %d%%\n",
             ms(e), p.next_calls, p.minibatches, share(p.consumer_ns, e), share(p.wait_ns, e),
             p.waits, share(p.cut_ns, e), share(p.pack_ns, e));
-    fprintf(out, "stats: cut %" PRIu64 " sequences, %" PRIu64 " samples; packed %" PRIu64
-                 " bytes (%.0f MB/s)\n",
+    fprintf(out,
+            "stats: cut %" PRIu64 " sequences, %" PRIu64 " samples; packed %" PRIu64
+            " bytes (%.0f MB/s)\n",
             p.cut_sequences, p.cut_samples, p.pack_bytes, mbps(p.pack_bytes, p.pack_ns));
-    fprintf(out, "stats: loads on %" PRIu64 " threads: read %" PRIu64 " bytes in %.1f ms "
-                 "(%.0f MB/s, %" PRIu64 " reads), re-scan %.1f ms, parse %" PRIu64
-                 " bytes in %.1f ms (%.0f MB/s), all loads %.1f ms\n",
+    fprintf(out,
+            "stats: loads on %" PRIu64 " threads: read %" PRIu64 " bytes in %.1f ms "
+            "(%.0f MB/s, %" PRIu64 " reads), re-scan %.1f ms, parse %" PRIu64
+            " bytes in %.1f ms (%.0f MB/s), all loads %.1f ms\n",
             p.num_threads, p.read_bytes, ms(p.read_ns), mbps(p.read_bytes, p.read_ns), p.reads,
             ms(p.rescan_ns), p.parse_bytes, ms(p.parse_ns), mbps(p.parse_bytes, p.parse_ns),
             ms(p.load_ns));
-    fprintf(out, "stats: chunks loaded %" PRIu64 ", evicted %" PRIu64 ", resident %" PRIu64
-                 "; chunk cache %" PRIu64 " hits, %" PRIu64 " misses; remote %" PRIu64
-                 " requests, %" PRIu64 " retries, %" PRIu64 " bytes\n",
+    fprintf(out,
+            "stats: chunks loaded %" PRIu64 ", evicted %" PRIu64 ", resident %" PRIu64
+            "; chunk cache %" PRIu64 " hits, %" PRIu64 " misses; remote %" PRIu64
+            " requests, %" PRIu64 " retries, %" PRIu64 " bytes\n",
             p.chunks_loaded, p.chunks_evicted, p.chunks_resident, p.chunk_cache_hits,
             p.chunk_cache_misses, p.remote_requests, p.remote_retries, p.remote_bytes);
     fprintf(out, "stats: verdict (%s): %s\n", v.stage_name, v.text);

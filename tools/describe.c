@@ -33,8 +33,10 @@ static void sb_quoted(sbuf *b, const char *s)
 {
     sb_printf(b, "\"");
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\') sb_printf(b, "\\%c", *s);
-        else sb_printf(b, "%c", *s);
+        if (*s == '"' || *s == '\\')
+            sb_printf(b, "\\%c", *s);
+        else
+            sb_printf(b, "%c", *s);
     }
     sb_printf(b, "\"");
 }
@@ -62,8 +64,7 @@ size_t cli_convert_describe(const ctf_convert_result *r, const ctf_convert_optio
     sb_printf(&b, ", ctfio.StreamDefs(\n    %s=ctfio.StreamDef(field=\"%s\", shape=%zu%s),\n", fn,
               fn, r->features_dim, r->features_sparse ? ", is_sparse=True" : "");
     sb_printf(&b, "    %s=ctfio.StreamDef(field=\"%s\", shape=%zu%s)), precision=\"double\"))\n",
-              ln, ln, r->labels_dim,
-              r->labels_sparse ? ", is_sparse=True" : "");
+              ln, ln, r->labels_dim, r->labels_sparse ? ", is_sparse=True" : "");
     if (cap && b.len >= cap) buf[cap - 1] = 0;
     return b.len;
 }

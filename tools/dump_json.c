@@ -66,8 +66,7 @@ static void put_sequence(const ctf_minibatch *mb, const ctf_stream_view *views, 
     fprintf(out, "{\"key\": %llu, ", (unsigned long long)ctf_minibatch_keys(mb)[i]);
     if (ctf_minibatch_has_files(mb))
         fprintf(out, "\"file\": %lu, ", (unsigned long)ctf_minibatch_files(mb)[i]);
-    if (with_line)
-        fprintf(out, "\"line\": %llu, ", (unsigned long long)ctf_minibatch_lines(mb)[i]);
+    if (with_line) fprintf(out, "\"line\": %llu, ", (unsigned long long)ctf_minibatch_lines(mb)[i]);
     fputs("\"streams\": {", out);
     const size_t ns = ctf_minibatch_num_streams(mb);
     for (size_t k = 0; k < ns; k++) {

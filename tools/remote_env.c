@@ -25,8 +25,7 @@ static char *trim(char *s)
 }
 
 /* KEY's value in [SECTION] of an INI file into out (unchanged when absent). */
-static void ini_get(const char *path, const char *section, const char *key, char *out,
-                    size_t cap)
+static void ini_get(const char *path, const char *section, const char *key, char *out, size_t cap)
 {
     FILE *f = fopen(path, "r");
     if (!f) return;
@@ -58,13 +57,13 @@ void cli_remote_options(ctf_remote_options *o, const char *endpoint, const char 
                         bool unsigned_requests)
 {
     const char *home = env("HOME") ? env("HOME") : ".";
-    o->endpoint = endpoint ? endpoint
-                           : env("AWS_ENDPOINT_URL_S3") ? env("AWS_ENDPOINT_URL_S3")
-                                                        : env("AWS_ENDPOINT_URL");
+    o->endpoint = endpoint                     ? endpoint
+                  : env("AWS_ENDPOINT_URL_S3") ? env("AWS_ENDPOINT_URL_S3")
+                                               : env("AWS_ENDPOINT_URL");
     const char *profile = env("AWS_PROFILE") ? env("AWS_PROFILE") : "default";
     char cred[1024], conf[1024], section[300];
-    snprintf(cred, sizeof cred, "%s", env("AWS_SHARED_CREDENTIALS_FILE")
-                                          ? env("AWS_SHARED_CREDENTIALS_FILE") : "");
+    snprintf(cred, sizeof cred, "%s",
+             env("AWS_SHARED_CREDENTIALS_FILE") ? env("AWS_SHARED_CREDENTIALS_FILE") : "");
     if (!cred[0]) snprintf(cred, sizeof cred, "%s/.aws/credentials", home);
     snprintf(conf, sizeof conf, "%s", env("AWS_CONFIG_FILE") ? env("AWS_CONFIG_FILE") : "");
     if (!conf[0]) snprintf(conf, sizeof conf, "%s/.aws/config", home);
@@ -88,15 +87,21 @@ void cli_remote_options(ctf_remote_options *o, const char *endpoint, const char 
         snprintf(g_region, sizeof g_region, "%s",
                  env("AWS_REGION") ? env("AWS_REGION") : env("AWS_DEFAULT_REGION"));
     } else {
-        if (strcmp(profile, "default")) snprintf(section, sizeof section, "profile %s", profile);
-        else snprintf(section, sizeof section, "default");
+        if (strcmp(profile, "default"))
+            snprintf(section, sizeof section, "profile %s", profile);
+        else
+            snprintf(section, sizeof section, "default");
         ini_get(conf, section, "region", g_region, sizeof g_region);
     }
     o->region = g_region[0] ? g_region : NULL;
     const char *xdg = env("XDG_CACHE_HOME"), *mine = env("CTFIO_CACHE_DIR");
-    if (cache_dir) snprintf(g_cache, sizeof g_cache, "%s", cache_dir);
-    else if (mine) snprintf(g_cache, sizeof g_cache, "%s", mine);
-    else if (xdg) snprintf(g_cache, sizeof g_cache, "%s/ctfio", xdg);
-    else snprintf(g_cache, sizeof g_cache, "%s/.cache/ctfio", home);
+    if (cache_dir)
+        snprintf(g_cache, sizeof g_cache, "%s", cache_dir);
+    else if (mine)
+        snprintf(g_cache, sizeof g_cache, "%s", mine);
+    else if (xdg)
+        snprintf(g_cache, sizeof g_cache, "%s/ctfio", xdg);
+    else
+        snprintf(g_cache, sizeof g_cache, "%s/.cache/ctfio", home);
     o->cache_dir = g_cache;
 }

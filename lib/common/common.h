@@ -145,8 +145,7 @@ void ctf__file_unmap(ctf__map *m);
 
 /* Reads exactly n bytes at offset (retrying short reads); a read past the end is CTF_ECHANGED.
  * @return : 0, CTF_EIO or CTF_ECHANGED with err naming path. */
-int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offset,
-                    ctf_error *err);
+int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offset, ctf_error *err);
 
 #ifdef CTF_TESTING
 /* I/O fault injection, test builds only: when > 0, the pread with that 1-based count fails

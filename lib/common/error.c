@@ -99,12 +99,12 @@ char *ctf_error_format(const ctf_error *err, ctf_severity sev, char *buf, size_t
 {
     if (!buf || cap == 0) return buf;
     size_t n = 0;
-#define APPEND(...)                                                                   \
-    do {                                                                              \
-        if (n < cap) {                                                                \
-            int k_ = snprintf(buf + n, cap - n, __VA_ARGS__);                         \
-            if (k_ > 0) n += (size_t)k_;                                              \
-        }                                                                             \
+#define APPEND(...) \
+    do { \
+        if (n < cap) { \
+            int k_ = snprintf(buf + n, cap - n, __VA_ARGS__); \
+            if (k_ > 0) n += (size_t)k_; \
+        } \
     } while (0)
     buf[0] = 0;
     if (err->path[0]) {

@@ -513,10 +513,21 @@ typedef struct ctf__decimal {
 static inline bool is_digit(char c) { return (unsigned char)(c - '0') < 10; }
 
 static const uint64_t pow10_u64[16] = {
-    UINT64_C(1), UINT64_C(10), UINT64_C(100), UINT64_C(1000), UINT64_C(10000),
-    UINT64_C(100000), UINT64_C(1000000), UINT64_C(10000000), UINT64_C(100000000),
-    UINT64_C(1000000000), UINT64_C(10000000000), UINT64_C(100000000000),
-    UINT64_C(1000000000000), UINT64_C(10000000000000), UINT64_C(100000000000000),
+    UINT64_C(1),
+    UINT64_C(10),
+    UINT64_C(100),
+    UINT64_C(1000),
+    UINT64_C(10000),
+    UINT64_C(100000),
+    UINT64_C(1000000),
+    UINT64_C(10000000),
+    UINT64_C(100000000),
+    UINT64_C(1000000000),
+    UINT64_C(10000000000),
+    UINT64_C(100000000000),
+    UINT64_C(1000000000000),
+    UINT64_C(10000000000000),
+    UINT64_C(100000000000000),
     UINT64_C(1000000000000000),
 };
 
@@ -746,7 +757,7 @@ CTF_COLD float slow_float(const char *digits, const char *stop)
  *====================================================================*/
 
 static const double pow10_dbl[23] = {
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 };
 
@@ -947,7 +958,4 @@ int ctf_format_double(double v, char *buf, size_t cap)
     return format_shortest(v, false, buf, cap);
 }
 
-int ctf_format_float(float v, char *buf, size_t cap)
-{
-    return format_shortest(v, true, buf, cap);
-}
+int ctf_format_float(float v, char *buf, size_t cap) { return format_shortest(v, true, buf, cap); }

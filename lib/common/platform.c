@@ -130,8 +130,7 @@ void ctf__file_close(int fd)
     if (fd >= 0) close(fd);
 }
 
-int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offset,
-                    ctf_error *err)
+int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offset, ctf_error *err)
 {
     char *p = buf;
     uint64_t off = offset;
@@ -172,7 +171,8 @@ int ctf__file_map(int fd, const char *path, uint64_t offset, size_t n, ctf__map 
     if (ok == 0 || (uint64_t)st.st_size < offset || (uint64_t)st.st_size - offset < n)
         return ctf__fail(err, CTF_ECHANGED, (ctf__where){path, 0, 0, (int64_t)offset},
                          "file ended early (expected %zu more bytes): the file changed "
-                         "since it was indexed", n);
+                         "since it was indexed",
+                         n);
     const uint64_t start = offset - offset % page;
     const size_t len = (size_t)(offset - start) + (n ? n : 1);
     int flags = MAP_SHARED;

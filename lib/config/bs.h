@@ -53,8 +53,27 @@ int ctf__bs_read_file(bs_arena *a, const char *path, bs_src **out, ctf_error *er
 /*---- Syntax tree ----*/
 
 typedef enum bs_kind {
-    E_NUM, E_STR, E_BOOL, E_ID, E_SUBST, E_RAW, E_DICT, E_ARRAY, E_UNARY, E_BINARY, E_IF,
-    E_CALL, E_MEMBER, E_INDEX, E_LAMBDA, E_NEW, E_ARRAYFN, E_NAMED, E_DEF, E_BADINC, E_SKIPPED
+    E_NUM,
+    E_STR,
+    E_BOOL,
+    E_ID,
+    E_SUBST,
+    E_RAW,
+    E_DICT,
+    E_ARRAY,
+    E_UNARY,
+    E_BINARY,
+    E_IF,
+    E_CALL,
+    E_MEMBER,
+    E_INDEX,
+    E_LAMBDA,
+    E_NEW,
+    E_ARRAYFN,
+    E_NAMED,
+    E_DEF,
+    E_BADINC,
+    E_SKIPPED
 } bs_kind;
 
 typedef struct bs_expr bs_expr;
@@ -75,10 +94,10 @@ struct bs_expr {
 /* Parses a whole file (its top-level members) into a dictionary, following includes; $X$ in an
  * include path looks in overrides (a dictionary, may be NULL) first. */
 int ctf__bs_parse_file(bs_arena *a, const bs_src *src, const bs_expr *overrides, bs_expr **out,
-                  ctf_error *err);
+                       ctf_error *err);
 /* Parses one value (a command-line override); the source must hold exactly one expression. */
 int ctf__bs_parse_value(bs_arena *a, const bs_src *src, bs_expr *scope, bs_expr **out,
-                   ctf_error *err);
+                        ctf_error *err);
 int ctf__bs_add_kid(bs_arena *a, bs_expr *parent, bs_expr *kid);
 bs_expr *ctf__bs_new(bs_arena *a, bs_kind kind, const bs_src *src, uint32_t line, uint32_t col);
 /* The last member of dictionary d named name (exact case, else any case), or NULL. */
@@ -116,13 +135,13 @@ typedef struct bs_eval_ctx {
     ctf_error *err;
     int depth;
     int eval_depth;
-    bs_memo *memo;                 /* open addressing, keyed by definition */
+    bs_memo *memo; /* open addressing, keyed by definition */
     size_t memo_n, memo_cap;
-    uint64_t work;                 /* steps and copied values, at most BS_MAX_WORK */
-    bool cycle;                    /* a cycle made a name a word: the value depends on the path */
+    uint64_t work; /* steps and copied values, at most BS_MAX_WORK */
+    bool cycle; /* a cycle made a name a word: the value depends on the path */
     const bs_expr *active[BS_MAX_SUBST]; /* definitions being evaluated, outermost first */
     const char *const *block_keys; /* NULL-terminated: members whose bare names mean blocks */
-    bool want_block;               /* evaluating the value of such a member */
+    bool want_block; /* evaluating the value of such a member */
 } bs_eval_ctx;
 
 /* Evaluates a member definition (its value in its own scope) into a value named after it. An
@@ -130,10 +149,10 @@ typedef struct bs_eval_ctx {
 int ctf__bs_eval_def(bs_eval_ctx *cx, const bs_expr *def, cfg_node **out);
 /* Evaluates a free expression in dictionary scope (self: a definition $X$ must skip). */
 int ctf__bs_eval_expr(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
-                 cfg_node **out);
+                      cfg_node **out);
 /* Looks name up in scope and its enclosing dictionaries (skip: a definition to pass over). */
 const bs_expr *ctf__bs_lookup(const bs_expr *scope, const char *name, size_t n, bool any_case,
-                         const bs_expr *skip, const bs_expr **bad_include);
+                              const bs_expr *skip, const bs_expr **bad_include);
 
 BS_PRINTF(5, 6)
 int ctf__bs_fail(ctf_error *err, const bs_src *src, uint32_t line, uint32_t col, const char *fmt,
@@ -143,17 +162,24 @@ int ctf__bs_oom(ctf_error *err);
 /*---- Lexer (bs_lex.c), used by the parser ----*/
 
 typedef enum bs_tok_kind {
-    T_EOF, T_NUM, T_STR, T_ID, T_SUBST, T_RAW, T_PUNCT, T_BADINC
+    T_EOF,
+    T_NUM,
+    T_STR,
+    T_ID,
+    T_SUBST,
+    T_RAW,
+    T_PUNCT,
+    T_BADINC
 } bs_tok_kind;
 
 typedef struct bs_tok {
     bs_tok_kind kind;
-    const char *s;          /* text: identifier, string content, $X$ name, raw word, operator */
+    const char *s; /* text: identifier, string content, $X$ name, raw word, operator */
     size_t n;
-    const char *beg, *end;  /* the token in its source */
+    const char *beg, *end; /* the token in its source */
     const bs_src *src;
     uint32_t line, col;
-    bool line_initial;      /* first token on its line */
+    bool line_initial; /* first token on its line */
     double num;
 } bs_tok;
 
@@ -170,13 +196,13 @@ typedef struct bs_lexer {
     bs_frame stack[BS_MAX_INCLUDE + 1];
     int depth;
     bs_tok cur;
-    bool prev_operand;      /* the previous token ends an operand: '/' and '.' are operators */
+    bool prev_operand; /* the previous token ends an operand: '/' and '.' are operators */
     bs_arena *arena;
     ctf_error *err;
     bs_resolve_fn resolve;
     void *resolve_ctx;
-    size_t includes;        /* include directives followed, all files */
-    uint64_t included;      /* bytes of the files they read */
+    size_t includes; /* include directives followed, all files */
+    uint64_t included; /* bytes of the files they read */
 } bs_lexer;
 
 void ctf__bs_lex_init(bs_lexer *lx, bs_arena *a, const bs_src *src, ctf_error *err);

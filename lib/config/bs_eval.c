@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <strings.h>
 
-#define TRY(x)                          \
-    do {                                \
-        int rc_ = (x);                  \
-        if (rc_) return rc_;            \
+#define TRY(x) \
+    do { \
+        int rc_ = (x); \
+        if (rc_) return rc_; \
     } while (0)
 
 cfg_node *ctf__cfg_new(bs_arena *a, cfg_kind kind)
@@ -75,7 +75,7 @@ BS_PRINTF(3, 4) static int fail_at(bs_eval_ctx *cx, const bs_expr *e, const char
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return ctf__bs_fail(cx->err, e->src, e->line, e->col, "%s%s", msg,
-                   e->line ? "" : " (from a command-line override)");
+                        e->line ? "" : " (from a command-line override)");
 }
 
 static int scalar(bs_eval_ctx *cx, const bs_expr *at, const char *s, size_t n, bool quoted,
@@ -95,8 +95,10 @@ static int number(bs_eval_ctx *cx, const bs_expr *at, double d, cfg_node **out)
 {
     char buf[64];
     if (!isfinite(d)) return fail_at(cx, at, "the result is not a finite number");
-    if (d == floor(d) && fabs(d) < 1e15) snprintf(buf, sizeof buf, "%.0f", d);
-    else snprintf(buf, sizeof buf, "%.15g", d);
+    if (d == floor(d) && fabs(d) < 1e15)
+        snprintf(buf, sizeof buf, "%.0f", d);
+    else
+        snprintf(buf, sizeof buf, "%.15g", d);
     return scalar(cx, at, buf, strlen(buf), false, out);
 }
 
@@ -142,9 +144,12 @@ static bool as_number(const cfg_node *v, double *d)
 static bool as_bool(const cfg_node *v, bool *b)
 {
     if (v->kind != N_SCALAR || v->quoted) return false;
-    if (!strcasecmp(v->text, "true")) *b = true;
-    else if (!strcasecmp(v->text, "false")) *b = false;
-    else return false;
+    if (!strcasecmp(v->text, "true"))
+        *b = true;
+    else if (!strcasecmp(v->text, "false"))
+        *b = false;
+    else
+        return false;
     return true;
 }
 
@@ -182,15 +187,20 @@ static int substitute(bs_eval_ctx *cx, const bs_expr *at, const char *name, size
     const bs_expr *bad = NULL;
     const bs_expr *def = ctf__bs_lookup(scope, name, n, true, self, &bad);
     if (!def && bad)
-        return fail_at(cx, at, "'$%.*s$' is not defined here, and a file that might define it "
-                       "could not be included (line %u: %.*s)", (int)n, name, bad->line,
-                       (int)bad->n, bad->s);
+        return fail_at(cx, at,
+                       "'$%.*s$' is not defined here, and a file that might define it "
+                       "could not be included (line %u: %.*s)",
+                       (int)n, name, bad->line, (int)bad->n, bad->s);
     if (!def)
-        return fail_at(cx, at, "undefined variable '$%.*s$': not defined in an enclosing block "
-                       "or by a command-line override", (int)n, name);
+        return fail_at(cx, at,
+                       "undefined variable '$%.*s$': not defined in an enclosing block "
+                       "or by a command-line override",
+                       (int)n, name);
     if (cx->depth >= BS_MAX_SUBST)
-        return fail_at(cx, at, "'$%.*s$': substitutions nested more than %d deep (is there a "
-                       "cycle?)", (int)n, name, BS_MAX_SUBST);
+        return fail_at(cx, at,
+                       "'$%.*s$': substitutions nested more than %d deep (is there a "
+                       "cycle?)",
+                       (int)n, name, BS_MAX_SUBST);
     cx->active[cx->depth++] = def;
     int rc = ctf__bs_eval_def(cx, def, out);
     cx->depth--;
@@ -204,8 +214,8 @@ static int substitute(bs_eval_ctx *cx, const bs_expr *at, const char *name, size
 }
 
 /* Replaces every $X$ in s by the text of X's value; a '$' that starts no reference stays. */
-static int expand(bs_eval_ctx *cx, const bs_expr *at, const char *s, size_t n,
-                  const bs_expr *scope, const bs_expr *self, sbuf *out)
+static int expand(bs_eval_ctx *cx, const bs_expr *at, const char *s, size_t n, const bs_expr *scope,
+                  const bs_expr *self, sbuf *out)
 {
     const char *p = s, *end = s + n;
     int rc = sbuf_put(cx, out, "", 0);
@@ -225,8 +235,10 @@ static int expand(bs_eval_ctx *cx, const bs_expr *at, const char *s, size_t n,
         if (v->kind != N_SCALAR) {
             const bs_expr *def = ctf__bs_lookup(scope, p + 1, (size_t)(q - p - 1), true, self,
                                                 NULL);
-            return fail_at(cx, at, "'$%.*s$' names a block (line %u); only single values can be "
-                           "substituted into text", (int)(q - p - 1), p + 1, def ? def->line : 0);
+            return fail_at(cx, at,
+                           "'$%.*s$' names a block (line %u); only single values can be "
+                           "substituted into text",
+                           (int)(q - p - 1), p + 1, def ? def->line : 0);
         }
         rc = sbuf_put(cx, out, v->text, strlen(v->text));
         p = q + 1;
@@ -237,8 +249,8 @@ static int expand(bs_eval_ctx *cx, const bs_expr *at, const char *s, size_t n,
 }
 
 /* The older syntax's value: the text as written (one pair of quotes removed), $X$ expanded. */
-static int raw_value(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
-                     const bs_expr *self, cfg_node **out)
+static int raw_value(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
+                     cfg_node **out)
 {
     if (!e->beg || !e->end)
         return fail_at(cx, e, "cannot evaluate this value (it spans an included file)");
@@ -256,11 +268,11 @@ static int raw_value(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
 
 static int eval(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
                 cfg_node **out);
-static int eval_base(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
-                     const bs_expr *self, cfg_node **out);
+static int eval_base(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
+                     cfg_node **out);
 
-static int eval_item(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
-                     const bs_expr *self, cfg_node **out)
+static int eval_item(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
+                     cfg_node **out)
 {
     int rc = eval(cx, e, scope, self, out);
     return rc == BS_UNRESOLVED ? raw_value(cx, e, scope, self, out) : rc;
@@ -271,18 +283,26 @@ static int int_arith(bs_eval_ctx *cx, const bs_expr *e, const char *op, int64_t 
 {
     int64_t v = 0;
     bool over = false;
-    if (!strcmp(op, "+")) over = __builtin_add_overflow(x, y, &v);
-    else if (!strcmp(op, "-")) over = __builtin_sub_overflow(x, y, &v);
-    else if (!strcmp(op, "*") || !strcmp(op, ".*")) over = __builtin_mul_overflow(x, y, &v);
+    if (!strcmp(op, "+"))
+        over = __builtin_add_overflow(x, y, &v);
+    else if (!strcmp(op, "-"))
+        over = __builtin_sub_overflow(x, y, &v);
+    else if (!strcmp(op, "*") || !strcmp(op, ".*"))
+        over = __builtin_mul_overflow(x, y, &v);
     else if (!strcmp(op, "/") || !strcmp(op, "%")) {
         if (y == 0) return fail_at(cx, e, "division by zero");
-        if (x == INT64_MIN && y == -1) over = op[0] == '/';
-        else if (op[0] == '/' && x % y) return 1;
-        else v = op[0] == '/' ? x / y : x % y;
+        if (x == INT64_MIN && y == -1)
+            over = op[0] == '/';
+        else if (op[0] == '/' && x % y)
+            return 1;
+        else
+            v = op[0] == '/' ? x / y : x % y;
     } else if (!strcmp(op, "**")) {
         if (y < 0) return 1;
-        if (x == 0 || x == 1) v = y == 0 ? 1 : x;
-        else if (x == -1) v = y % 2 ? -1 : 1;
+        if (x == 0 || x == 1)
+            v = y == 0 ? 1 : x;
+        else if (x == -1)
+            v = y % 2 ? -1 : 1;
         else /* |x| >= 2: overflow within 64 steps */
             for (v = 1; y-- > 0 && !over;) over = __builtin_mul_overflow(v, x, &v);
     } else {
@@ -314,14 +334,19 @@ static int eval_binary(bs_eval_ctx *cx, const bs_expr *e, const cfg_node *l, con
     bool nums = as_number(l, &x) && as_number(r, &y);
     if (nums) {
         double v;
-        if (!strcmp(op, "+")) v = x + y;
-        else if (!strcmp(op, "-")) v = x - y;
-        else if (!strcmp(op, "*") || !strcmp(op, ".*")) v = x * y;
+        if (!strcmp(op, "+"))
+            v = x + y;
+        else if (!strcmp(op, "-"))
+            v = x - y;
+        else if (!strcmp(op, "*") || !strcmp(op, ".*"))
+            v = x * y;
         else if (!strcmp(op, "/") || !strcmp(op, "%")) {
             if (y == 0) return fail_at(cx, e, "division by zero");
             v = op[0] == '/' ? x / y : fmod(x, y);
-        } else if (!strcmp(op, "**")) v = pow(x, y);
-        else goto compare;
+        } else if (!strcmp(op, "**"))
+            v = pow(x, y);
+        else
+            goto compare;
         return number(cx, e, v, out);
     }
     if (!strcmp(op, "+") && l->kind == N_SCALAR && r->kind == N_SCALAR) {
@@ -347,12 +372,20 @@ compare:
     for (int i = 0; i < 6; i++) {
         if (strcmp(op, cmps[i])) continue;
         int c;
-        if (ints) c = ix < iy ? -1 : ix > iy;
-        else if (nums) c = x < y ? -1 : x > y;
-        else if (l->kind == N_SCALAR && r->kind == N_SCALAR && i < 2) c = strcmp(l->text, r->text);
-        else break;
-        bool v = i == 0 ? c == 0 : i == 1 ? c != 0 : i == 2 ? c < 0 : i == 3 ? c <= 0 :
-                 i == 4 ? c > 0 : c >= 0;
+        if (ints)
+            c = ix < iy ? -1 : ix > iy;
+        else if (nums)
+            c = x < y ? -1 : x > y;
+        else if (l->kind == N_SCALAR && r->kind == N_SCALAR && i < 2)
+            c = strcmp(l->text, r->text);
+        else
+            break;
+        bool v = i == 0   ? c == 0
+                 : i == 1 ? c != 0
+                 : i == 2 ? c < 0
+                 : i == 3 ? c <= 0
+                 : i == 4 ? c > 0
+                          : c >= 0;
         return scalar(cx, e, v ? "true" : "false", v ? 4 : 5, false, out);
     }
     return fail_at(cx, e, "'%s' cannot combine %s and %s", op, describe(l, g1, sizeof g1),
@@ -360,8 +393,8 @@ compare:
 }
 
 /* The left side of a.b or a[i]: there a name may stand for a block (BrainScript's records). */
-static int eval_base(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
-                     const bs_expr *self, cfg_node **out)
+static int eval_base(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
+                     cfg_node **out)
 {
     if (e->kind == E_ID) {
         const bs_expr *def = ctf__bs_lookup(scope, e->s, e->n, false, self, NULL);
@@ -380,13 +413,15 @@ static int eval_base(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
     return eval(cx, e, scope, self, out);
 }
 
-static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
-                     const bs_expr *self, cfg_node **out);
+static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
+                     cfg_node **out);
 
 static int too_much_work(bs_eval_ctx *cx, const bs_expr *e)
 {
-    return fail_at(cx, e, "evaluating the reader takes more than %d steps (do definitions use "
-                   "each other many times over?)", BS_MAX_WORK);
+    return fail_at(cx, e,
+                   "evaluating the reader takes more than %d steps (do definitions use "
+                   "each other many times over?)",
+                   BS_MAX_WORK);
 }
 
 static int eval(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
@@ -402,8 +437,8 @@ static int eval(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const b
     return rc;
 }
 
-static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
-                     const bs_expr *self, cfg_node **out)
+static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
+                     cfg_node **out)
 {
     cfg_node *v = NULL, *w = NULL;
     sbuf b = {0};
@@ -430,8 +465,8 @@ static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
         for (int i = 0; i < cx->depth; i++)
             if (cx->active[i] == def) return cx->cycle = true, BS_UNRESOLVED;
         if (cx->depth >= BS_MAX_SUBST)
-            return fail_at(cx, e, "'%.*s': definitions nested more than %d deep",
-                           (int)e->n, e->s, BS_MAX_SUBST);
+            return fail_at(cx, e, "'%.*s': definitions nested more than %d deep", (int)e->n, e->s,
+                           BS_MAX_SUBST);
         cx->active[cx->depth++] = def;
         int rc = ctf__bs_eval_def(cx, def, out);
         cx->depth--;
@@ -444,8 +479,7 @@ static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
         v->src = e->src ? e->src->name : NULL;
         for (size_t i = 0; i < e->nkids; i++) {
             const bs_expr *m = e->kids[i];
-            if (m->kind == E_BADINC)
-                return fail_at(cx, m, "%.*s", (int)m->n, m->s);
+            if (m->kind == E_BADINC) return fail_at(cx, m, "%.*s", (int)m->n, m->s);
             if (m->kids[0]->kind == E_LAMBDA && m->kids[0]->b) continue; /* not data */
             TRY(ctf__bs_eval_def(cx, m, &w));
             if (ctf__cfg_add(cx->arena, v, w)) return ctf__bs_oom(cx->err);
@@ -527,13 +561,15 @@ static int eval_node(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope,
     }
     case E_BADINC: return fail_at(cx, e, "%.*s", (int)e->n, e->s);
     default:
-        return fail_at(cx, e, "%s cannot be evaluated in a reader section (only values, blocks, "
-                       "arrays, $X$, names and operators can)", ctf__bs_kind_name(e));
+        return fail_at(cx, e,
+                       "%s cannot be evaluated in a reader section (only values, blocks, "
+                       "arrays, $X$, names and operators can)",
+                       ctf__bs_kind_name(e));
     }
 }
 
 int ctf__bs_eval_expr(bs_eval_ctx *cx, const bs_expr *e, const bs_expr *scope, const bs_expr *self,
-                 cfg_node **out)
+                      cfg_node **out)
 {
     return eval_item(cx, e, scope, self, out);
 }

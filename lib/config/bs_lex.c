@@ -87,8 +87,8 @@ int ctf__bs_fail(ctf_error *err, const bs_src *src, uint32_t line, uint32_t col,
 {
     va_list ap;
     va_start(ap, fmt);
-    int rc = ctf__vfail(err, CTF_EINVAL, (ctf__where){src ? src->name : NULL, line, col, -1},
-                        fmt, ap);
+    int rc = ctf__vfail(err, CTF_EINVAL, (ctf__where){src ? src->name : NULL, line, col, -1}, fmt,
+                        ap);
     va_end(ap);
     return rc;
 }
@@ -194,7 +194,10 @@ static bool run_is_expression(const char *p, const char *e)
     bool want_operand = true;
     while (p < e) {
         if (want_operand) {
-            if (*p == '-' || *p == '+') { p++; continue; }
+            if (*p == '-' || *p == '+') {
+                p++;
+                continue;
+            }
             if (id_start((unsigned char)*p)) {
                 while (p < e && id_char((unsigned char)*p)) p++;
                 while (p + 1 < e && p[0] == '.' && id_start((unsigned char)p[1])) {
@@ -208,11 +211,16 @@ static bool run_is_expression(const char *p, const char *e)
             }
             want_operand = false;
         } else {
-            if (p + 1 < e && p[0] == '.' && p[1] == '.') p += 2;
-            else if (p + 1 < e && p[0] == '*' && p[1] == '*') p += 2;
-            else if (*p == '-' || *p == '+' || *p == '*') p++;
-            else if (*p == '/' && !(p + 1 < e && (p[1] == '/' || p[1] == '*'))) p++;
-            else return false;
+            if (p + 1 < e && p[0] == '.' && p[1] == '.')
+                p += 2;
+            else if (p + 1 < e && p[0] == '*' && p[1] == '*')
+                p += 2;
+            else if (*p == '-' || *p == '+' || *p == '*')
+                p++;
+            else if (*p == '/' && !(p + 1 < e && (p[1] == '/' || p[1] == '*')))
+                p++;
+            else
+                return false;
             want_operand = true;
         }
     }
@@ -258,8 +266,8 @@ const char *ctf__bs_tok_desc(const bs_tok *t, char *buf, size_t cap)
     return buf;
 }
 
-static const char *const two_char_ops[] = {"[|", "|]", "**", ".*", "||", "&&", "<<", ">>", "==",
-                                           "!=", "<=", ">=", "=>", ".."};
+static const char *const two_char_ops[] = {"[|", "|]", "**", ".*", "||", "&&", "<<",
+                                           ">>", "==", "!=", "<=", ">=", "=>", ".."};
 static const char one_char_ops[] = "=;,[](){}+-*/%!<>:.";
 
 static int lex_include(bs_lexer *lx, bs_tok *t);
@@ -367,8 +375,9 @@ int ctf__bs_lex_next(bs_lexer *lx)
     /* A run of path characters: an identifier or number, a $X$, or an old-style raw word. */
     bool path_start = (c == '.' && !(q + 1 < end && isdigit((unsigned char)q[1]))) || c == '/' ||
                       c == '\\' || c == '~';
-    if (id_char(c) || c == '$' || (path_start && !after_operand && q + 1 < end &&
-                                   (path_char((unsigned char)q[1]) || c == '~'))) {
+    if (id_char(c) || c == '$' ||
+        (path_start && !after_operand && q + 1 < end &&
+         (path_char((unsigned char)q[1]) || c == '~'))) {
         const char *r = q;
         while (r < end && path_char((unsigned char)*r)) {
             /* '//' ends the word (a comment); '/' '*' glued to a word is a path pattern
@@ -386,8 +395,7 @@ int ctf__bs_lex_next(bs_lexer *lx)
         bool has_dollar = memchr(q, '$', (size_t)(r - q)) != NULL;
         const char *name_end = q + 1;
         while (name_end < r && id_char((unsigned char)*name_end)) name_end++;
-        if (c == '$' && name_end > q + 1 && name_end < r && *name_end == '$' &&
-            name_end + 1 == r) {
+        if (c == '$' && name_end > q + 1 && name_end < r && *name_end == '$' && name_end + 1 == r) {
             t->kind = T_SUBST;
             t->s = q + 1;
             t->n = (size_t)(name_end - q - 1);
@@ -493,8 +501,8 @@ static int include_path(bs_lexer *lx, const bs_tok *name, char *buf, size_t cap)
 /* Reads an included file. A relative path is looked for next to the including file, then
  * (as CNTK did) relative to the current directory. @return : 0 and *out, 1 with why filled
  * (the file cannot be read), or an error. */
-static int open_include(bs_lexer *lx, const bs_tok *kw, const char *rel, bs_src **out,
-                        char *why, size_t cap)
+static int open_include(bs_lexer *lx, const bs_tok *kw, const char *rel, bs_src **out, char *why,
+                        size_t cap)
 {
     char path[2200];
     const char *from = kw->src->name, *slash = strrchr(from, '/');
@@ -503,14 +511,18 @@ static int open_include(bs_lexer *lx, const bs_tok *kw, const char *rel, bs_src 
     else
         snprintf(path, sizeof path, "%.1023s", rel);
     if (lx->depth >= BS_MAX_INCLUDE)
-        return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col, "include \"%s\": includes nested "
-                       "more than %d deep (does a file include itself?)", path, BS_MAX_INCLUDE);
+        return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col,
+                            "include \"%s\": includes nested "
+                            "more than %d deep (does a file include itself?)",
+                            path, BS_MAX_INCLUDE);
     /* Each include puts a whole file in its place: a few files that include each other many
      * times multiply (k files, each including the next n times, are n^k copies). */
     if (lx->includes >= BS_MAX_INCLUDES)
-        return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col, "include \"%s\": more than %d "
-                       "includes in one configuration (do files include each other many "
-                       "times?)", path, BS_MAX_INCLUDES);
+        return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col,
+                            "include \"%s\": more than %d "
+                            "includes in one configuration (do files include each other many "
+                            "times?)",
+                            path, BS_MAX_INCLUDES);
     ctf_error e;
     int rc = ctf__bs_read_file(lx->arena, path, out, &e);
     if (rc == CTF_EIO && strcmp(path, rel) != 0) rc = ctf__bs_read_file(lx->arena, rel, out, &e);
@@ -519,9 +531,11 @@ static int open_include(bs_lexer *lx, const bs_tok *kw, const char *rel, bs_src 
         lx->includes++;
         lx->included += (*out)->len;
         if (lx->included > BS_MAX_INCLUDED)
-            return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col, "include \"%s\": the included "
-                           "files exceed %u bytes in all (do files include each other many "
-                           "times?)", path, BS_MAX_INCLUDED);
+            return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col,
+                                "include \"%s\": the included "
+                                "files exceed %u bytes in all (do files include each other many "
+                                "times?)",
+                                path, BS_MAX_INCLUDED);
         return 0;
     }
     snprintf(why, cap, "include \"%.1000s\": %.400s", path, e.message);
@@ -561,8 +575,10 @@ static int old_include(bs_lexer *lx, const bs_tok *kw, char *why, size_t cap)
         char rel[1024];
         snprintf(rel, sizeof rel, "%.*s", (int)CTF_MIN(e - b, 1023), b);
         if (n == BS_MAX_INCLUDE || lx->depth + (int)n >= BS_MAX_INCLUDE)
-            return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col, "include: more than %d files "
-                           "open at once", BS_MAX_INCLUDE);
+            return ctf__bs_fail(lx->err, kw->src, kw->line, kw->col,
+                                "include: more than %d files "
+                                "open at once",
+                                BS_MAX_INCLUDE);
         int rc = open_include(lx, kw, rel, &srcs[n], why, cap);
         if (rc) return rc;
         n++;

@@ -37,10 +37,10 @@ typedef struct parser {
     bool in_items;              /* inside ( ): a line break separates items */
 } parser;
 
-#define TRY(x)                          \
-    do {                                \
-        int rc_ = (x);                  \
-        if (rc_) return rc_;            \
+#define TRY(x) \
+    do { \
+        int rc_ = (x); \
+        if (rc_) return rc_; \
     } while (0)
 
 bs_expr *ctf__bs_new(bs_arena *a, bs_kind kind, const bs_src *src, uint32_t line, uint32_t col)
@@ -81,7 +81,7 @@ bs_expr *ctf__bs_dict_find(const bs_expr *d, const char *name, size_t n, bool an
 }
 
 const bs_expr *ctf__bs_lookup(const bs_expr *scope, const char *name, size_t n, bool any_case,
-                         const bs_expr *skip, const bs_expr **bad_include)
+                              const bs_expr *skip, const bs_expr **bad_include)
 {
     for (const bs_expr *d = scope; d; d = d->scope) {
         for (size_t i = d->nkids; i-- > 0;) {
@@ -122,7 +122,7 @@ static int expected(parser *P, const char *what)
     char found[80];
     const bs_tok *t = &P->lx.cur;
     return ctf__bs_fail(P->err, t->src, t->line, t->col, "expected %s, found %s", what,
-                   ctf__bs_tok_desc(t, found, sizeof found));
+                        ctf__bs_tok_desc(t, found, sizeof found));
 }
 
 static int expect_op(parser *P, const char *op)
@@ -288,8 +288,13 @@ static int parse_operand(parser *P, bs_expr **out)
     case T_SUBST:
     case T_RAW:
     case T_BADINC:
-        e = node_at(P, t.kind == T_NUM ? E_NUM : t.kind == T_STR ? E_STR : t.kind == T_SUBST ?
-                       E_SUBST : t.kind == T_RAW ? E_RAW : E_BADINC, &t);
+        e = node_at(P,
+                    t.kind == T_NUM     ? E_NUM
+                    : t.kind == T_STR   ? E_STR
+                    : t.kind == T_SUBST ? E_SUBST
+                    : t.kind == T_RAW   ? E_RAW
+                                        : E_BADINC,
+                    &t);
         if (!e) return ctf__bs_oom(P->err);
         e->s = t.s;
         e->n = t.n;
@@ -395,8 +400,7 @@ static int parse_operand(parser *P, bs_expr **out)
             break;
         }
         return expected(P, "a value");
-    default:
-        return expected(P, "a value");
+    default: return expected(P, "a value");
     }
     finish(P, e);
     *out = e;
@@ -409,10 +413,13 @@ static int parse_operand(parser *P, bs_expr **out)
 
 static int infix_prec(const parser *P, const bs_tok *t)
 {
-    static const struct { const char *op; int prec; } ops[] = {
-        {".", 99}, {"[", 99}, {"(", 99}, {"{", 99}, {"*", 10}, {"/", 10}, {".*", 10},
-        {"**", 10}, {"%", 10}, {"+", 9}, {"-", 9}, {"==", 8}, {"!=", 8}, {"<", 8}, {"<=", 8},
-        {">", 8}, {">=", 8}, {"&&", 7}, {"||", 6}, {">>", 5}, {"<<", 5}, {":", 4}, {"=>", 0}};
+    static const struct {
+        const char *op;
+        int prec;
+    } ops[] = {{".", 99},  {"[", 99},  {"(", 99}, {"{", 99}, {"*", 10}, {"/", 10},
+               {".*", 10}, {"**", 10}, {"%", 10}, {"+", 9},  {"-", 9},  {"==", 8},
+               {"!=", 8},  {"<", 8},   {"<=", 8}, {">", 8},  {">=", 8}, {"&&", 7},
+               {"||", 6},  {">>", 5},  {"<<", 5}, {":", 4},  {"=>", 0}};
     if (ctf__bs_is_kw(t, "with")) return 9;
     if (t->kind != T_PUNCT) return -1;
     /* A bracket that starts a line begins something new rather than indexing or calling, except
@@ -440,8 +447,10 @@ static int parse_expr(parser *P, int min_prec, bs_expr **out)
         int prec = infix_prec(P, &op);
         if (prec < 0 || prec < min_prec) break;
         if (!ctf__bs_is_op(&op, ":") && ++chain > BS_MAX_CHAIN)
-            return ctf__bs_fail(P->err, op.src, op.line, op.col, "more than %d operators in one "
-                           "expression", BS_MAX_CHAIN);
+            return ctf__bs_fail(P->err, op.src, op.line, op.col,
+                                "more than %d operators in one "
+                                "expression",
+                                BS_MAX_CHAIN);
         bs_expr *e = node_at(P, E_BINARY, &first);
         if (!e) return ctf__bs_oom(P->err);
         e->beg = left->beg;
@@ -458,8 +467,9 @@ static int parse_expr(parser *P, int min_prec, bs_expr **out)
         } else if (ctf__bs_is_op(&op, "=>")) {
             bs_expr *params = node_at(P, E_ARRAY, &first), *body = NULL;
             if (left->kind != E_ID)
-                return ctf__bs_fail(P->err, op.src, op.line, op.col, "expected a parameter name "
-                               "before '=>'");
+                return ctf__bs_fail(P->err, op.src, op.line, op.col,
+                                    "expected a parameter name "
+                                    "before '=>'");
             TRY(advance(P));
             TRY(parse_expr(P, 0, &body));
             e->kind = E_LAMBDA;
@@ -599,8 +609,8 @@ static bool empty_value(const bs_tok *t, const char *closer)
 static int parse_member(parser *P, bs_expr *dict, const char *closer)
 {
     bs_tok name = P->lx.cur;
-    bs_expr *def = node_at(P, E_DEF, &name), *params = NULL, *idx = NULL, *from = NULL,
-            *to = NULL, *value = NULL;
+    bs_expr *def = node_at(P, E_DEF, &name), *params = NULL, *idx = NULL, *from = NULL, *to = NULL,
+            *value = NULL;
     if (!def) return ctf__bs_oom(P->err);
     def->s = name.s;
     def->n = name.n;
@@ -663,9 +673,10 @@ static int parse_member(parser *P, bs_expr *dict, const char *closer)
     if (ctf__bs_is_op(t, "]") || ctf__bs_is_op(t, "}") || ctf__bs_is_op(t, ")"))
         return 0; /* caller reports */
     if (ctf__bs_is_op(t, "=") && value->kind == E_ID)
-        return ctf__bs_fail(P->err, value->src, value->line, value->col, "expected a value after "
-                       "'%.*s =', found the definition of '%.*s'", (int)CTF_MIN(name.n, 40),
-                       name.s, (int)CTF_MIN(value->n, 40), value->s);
+        return ctf__bs_fail(P->err, value->src, value->line, value->col,
+                            "expected a value after "
+                            "'%.*s =', found the definition of '%.*s'",
+                            (int)CTF_MIN(name.n, 40), name.s, (int)CTF_MIN(value->n, 40), value->s);
     char what[96];
     snprintf(what, sizeof what, "';' or a line break after the value of '%.*s'",
              (int)CTF_MIN(name.n, 40), name.s);
@@ -765,7 +776,7 @@ static void parser_init(parser *P, bs_arena *a, const bs_src *src, ctf_error *er
 }
 
 int ctf__bs_parse_file(bs_arena *a, const bs_src *src, const bs_expr *overrides, bs_expr **out,
-                  ctf_error *err)
+                       ctf_error *err)
 {
     parser P;
     parser_init(&P, a, src, err);
@@ -779,7 +790,7 @@ int ctf__bs_parse_file(bs_arena *a, const bs_src *src, const bs_expr *overrides,
 }
 
 int ctf__bs_parse_value(bs_arena *a, const bs_src *src, bs_expr *scope, bs_expr **out,
-                   ctf_error *err)
+                        ctf_error *err)
 {
     parser P;
     parser_init(&P, a, src, err);

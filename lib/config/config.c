@@ -62,10 +62,10 @@ static const char *stream_alias(const ctf_stream_def *s)
 
 #define BAD(...) ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, __VA_ARGS__)
 
-#define TRY(x)                          \
-    do {                                \
-        int rc_ = (x);                  \
-        if (rc_) return rc_;            \
+#define TRY(x) \
+    do { \
+        int rc_ = (x); \
+        if (rc_) return rc_; \
     } while (0)
 
 /* A mix takes its data from its parts only; their streams are checked when they open. */
@@ -125,23 +125,27 @@ int ctf_config_validate(const ctf_config *cfg, ctf_error *err)
         if (s->dim == 0) return BAD("config.streams[%zu].dim: must be > 0 (got 0)", i);
         if (s->is_sparse && s->dim > CTF_MAX_SPARSE_DIM)
             return BAD("config.streams[%zu].dim: a sparse dimension must be <= %d because "
-                       "indices are int32 (got %zu)", i, INT32_MAX, s->dim);
+                       "indices are int32 (got %zu)",
+                       i, INT32_MAX, s->dim);
         if (!s->is_sparse && s->dim > CTF_MAX_DENSE_DIM)
             return BAD("config.streams[%zu].dim: a dense dimension must be <= %llu (input.%s; "
-                       "got %zu)", i, (unsigned long long)CTF_MAX_DENSE_DIM, s->name, s->dim);
+                       "got %zu)",
+                       i, (unsigned long long)CTF_MAX_DENSE_DIM, s->name, s->dim);
         for (size_t j = 0; j < i; j++) {
             const ctf_stream_def *o = &cfg->streams[j];
             if (strcmp(s->name, o->name) == 0)
                 return BAD("config.streams[%zu].name: duplicate name '%s' (also used by "
-                           "config.streams[%zu])", i, s->name, j);
+                           "config.streams[%zu])",
+                           i, s->name, j);
             if (strcmp(stream_alias(s), stream_alias(o)) == 0)
-                return BAD("input.%s.alias: duplicate alias '%s' (also used by input.%s)",
-                           s->name, stream_alias(s), o->name);
+                return BAD("input.%s.alias: duplicate alias '%s' (also used by input.%s)", s->name,
+                           stream_alias(s), o->name);
         }
         if (s->defines_mb_size) {
             if (mb)
                 return BAD("input.%s.definesMBSize: only one stream may define the minibatch "
-                           "size (also set on input.%s)", s->name, mb->name);
+                           "size (also set on input.%s)",
+                           s->name, mb->name);
             mb = s;
         }
     }
@@ -151,7 +155,8 @@ int ctf_config_validate(const ctf_config *cfg, ctf_error *err)
                    (unsigned long long)cfg->max_samples, (unsigned long long)cfg->max_sweeps);
     if (cfg->frame_mode && cfg->truncation_length > 0)
         return BAD("config.truncation_length: truncation cannot be combined with frame_mode "
-                   "(got %zu)", cfg->truncation_length);
+                   "(got %zu)",
+                   cfg->truncation_length);
     TRY(ctf__params_validate(cfg, "config.", err));
     TRY(ctf__workers_check(cfg->num_workers, cfg->worker_rank, "config.", err));
     return 0;
@@ -190,8 +195,9 @@ struct ctf_bsconfig {
 
 static int oom(ctf_error *err) { return ctf__bs_oom(err); }
 
-BS_PRINTF(5, 6) static int doc_fail(const ctf_bsconfig *doc, const cfg_node *at, bool at_key,
-                                    ctf_error *err, const char *fmt, ...)
+BS_PRINTF(5, 6)
+static int doc_fail(const ctf_bsconfig *doc, const cfg_node *at, bool at_key, ctf_error *err,
+                    const char *fmt, ...)
 {
     char msg[CTF_ERROR_MSG_MAX];
     va_list ap;
@@ -253,17 +259,28 @@ typedef enum key_id {
 #define CTF_PARAM(field, ...) K_##field,
 #include "params.def"
 #undef CTF_PARAM
-    K_FILE, K_INPUT, K_VERBOSITY, K_TRUNCATED, K_MT_DESER, K_CHUNK_CACHE,
+    K_FILE,
+    K_INPUT,
+    K_VERBOSITY,
+    K_TRUNCATED,
+    K_MT_DESER,
+    K_CHUNK_CACHE,
     /* Keys below are structure, not parameters: an undotted override never targets them. */
-    K_READER_TYPE, K_TYPE, K_MODULE, K_DESERIALIZERS, K_MIX, K_COUNT
+    K_READER_TYPE,
+    K_TYPE,
+    K_MODULE,
+    K_DESERIALIZERS,
+    K_MIX,
+    K_COUNT
 } key_id;
 
 static const char *const key_names[K_COUNT] = {
 #define CTF_PARAM(field, kind, bs_key, ...) bs_key,
 #include "params.def"
 #undef CTF_PARAM
-    "file", "input", "verbosity", "truncated", "multiThreadedDeserialization", "chunkCache",
-    "readerType", "type", "module", "deserializers", "mix",
+    "file",       "input",      "verbosity", "truncated", "multiThreadedDeserialization",
+    "chunkCache", "readerType", "type",      "module",    "deserializers",
+    "mix",
 };
 
 static int key_lookup(const char *s, size_t n)
@@ -286,8 +303,8 @@ static size_t edit_distance(const char *a, const char *b)
         row[0] = i;
         for (size_t j = 1; j <= lb; j++) {
             size_t up = row[j];
-            size_t sub = diag + (tolower((unsigned char)a[i - 1]) !=
-                                 tolower((unsigned char)b[j - 1]));
+            size_t sub = diag +
+                         (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
             row[j] = CTF_MIN(CTF_MIN(row[j] + 1, row[j - 1] + 1), sub);
             diag = up;
         }
@@ -360,8 +377,8 @@ static size_t list_blocks(const bs_expr *root, bool need_reader, char *buf, size
     return count;
 }
 
-static int tree_fail(const ctf_bsconfig *doc, const bs_expr *at, ctf_error *err,
-                     const char *fmt, const char *a, const char *b)
+static int tree_fail(const ctf_bsconfig *doc, const bs_expr *at, ctf_error *err, const char *fmt,
+                     const char *a, const char *b)
 {
     char msg[CTF_ERROR_MSG_MAX];
     snprintf(msg, sizeof msg, fmt, a, b);
@@ -398,8 +415,10 @@ static int select_reader(ctf_bsconfig *doc, const bs_expr *root, const char *sec
             if (!sec && d == root && first_bad_include(root))
                 return bad_include(first_bad_include(root), err);
             if (!sec)
-                return tree_fail(doc, NULL, err, "section '%s': no top-level block of that name "
-                                 "(blocks with a reader: %s)", section, count ? list : "none");
+                return tree_fail(doc, NULL, err,
+                                 "section '%s': no top-level block of that name "
+                                 "(blocks with a reader: %s)",
+                                 section, count ? list : "none");
             if (sec->kids[0]->kind != E_DICT)
                 return tree_fail(doc, sec, err, "section '%s' is not a block%s", section, "");
             d = sec->kids[0];
@@ -421,13 +440,16 @@ static int select_reader(ctf_bsconfig *doc, const bs_expr *root, const char *sec
         if (count == 0) {
             if (first_bad_include(root)) return bad_include(first_bad_include(root), err);
             bool any = list_blocks(root, false, list, sizeof list, &only) > 0;
-            return tree_fail(doc, NULL, err, "no reader: expected a top-level 'reader' block or a "
+            return tree_fail(doc, NULL, err,
+                             "no reader: expected a top-level 'reader' block or a "
                              "top-level block that holds one (top-level blocks: %s)%s",
                              any ? list : "none", "");
         }
         if (count > 1)
-            return tree_fail(doc, NULL, err, "several blocks hold a 'reader' (%s): select one by "
-                             "its section name%s", list, "");
+            return tree_fail(doc, NULL, err,
+                             "several blocks hold a 'reader' (%s): select one by "
+                             "its section name%s",
+                             list, "");
         r = ctf__bs_dict_find(only->kids[0], "reader", 6, true);
         if (!(doc->section = ctf__bs_strndup(&doc->arena, only->s, only->n))) return oom(err);
     }
@@ -459,34 +481,45 @@ static int select_deserializers(ctf_bsconfig *doc, cfg_node ***items_out, size_t
         items = ds->kids;
         n = ds->num_kids;
     } else if (ds->kind != N_DICT) {
-        return doc_fail(doc, ds, false, err, "deserializers: must be an array of blocks "
-                        "({ type = ...; ... }) (got %s)", describe(ds, got, sizeof got));
+        return doc_fail(doc, ds, false, err,
+                        "deserializers: must be an array of blocks "
+                        "({ type = ...; ... }) (got %s)",
+                        describe(ds, got, sizeof got));
     } else {
         doc->deser = ds;
     }
     if (n == 0)
-        return doc_fail(doc, ds, false, err, "deserializers: empty; expected at least one "
+        return doc_fail(doc, ds, false, err,
+                        "deserializers: empty; expected at least one "
                         "CNTKTextFormatDeserializer block");
     for (size_t i = 0; i < n; i++) {
         cfg_node *d = items[i], *t;
         if (d->kind != N_DICT)
-            return doc_fail(doc, d, false, err, "deserializers[%zu]: must be a block "
-                            "{ type = ...; ... } (got %s)", i, describe(d, got, sizeof got));
+            return doc_fail(doc, d, false, err,
+                            "deserializers[%zu]: must be a block "
+                            "{ type = ...; ... } (got %s)",
+                            i, describe(d, got, sizeof got));
         if (!(t = dict_find(d, "type")))
-            return doc_fail(doc, d, false, err, "deserializers[%zu].type: missing; ctfio reads "
-                            "type = \"CNTKTextFormatDeserializer\"", i);
+            return doc_fail(doc, d, false, err,
+                            "deserializers[%zu].type: missing; ctfio reads "
+                            "type = \"CNTKTextFormatDeserializer\"",
+                            i);
         if (is_cbf_type(t) && n == 1) {
             doc->binary = true;
             continue;
         }
         if (is_cbf_type(t))
-            return doc_fail(doc, t, false, err, "deserializers[%zu].type: a "
+            return doc_fail(doc, t, false, err,
+                            "deserializers[%zu].type: a "
                             "CNTKBinaryFormatDeserializer is read alone; ctfio joins only "
-                            "CNTKTextFormatDeserializers", i);
+                            "CNTKTextFormatDeserializers",
+                            i);
         if (!is_ctf_type(t))
-            return doc_fail(doc, t, false, err, "deserializers[%zu].type: %s is not supported; "
+            return doc_fail(doc, t, false, err,
+                            "deserializers[%zu].type: %s is not supported; "
                             "ctfio reads CNTKTextFormatDeserializer and "
-                            "CNTKBinaryFormatDeserializer", i, describe(t, got, sizeof got));
+                            "CNTKBinaryFormatDeserializer",
+                            i, describe(t, got, sizeof got));
     }
     doc->deser = items[0];
     *items_out = items;
@@ -523,7 +556,8 @@ static int split_override(const char *ov, ov_parts *o, ctf_error *err)
         const char *dot = memchr(p, '.', (size_t)(e - p));
         const char *stop = dot ? dot : e;
         if (o->n == MAX_OVERRIDE_PARTS || !is_name(p, (size_t)(stop - p)))
-            return ov_fail(err, ov, "KEY must be a name or a dotted path of names such as "
+            return ov_fail(err, ov,
+                           "KEY must be a name or a dotted path of names such as "
                            "input.features.dim");
         o->comp[o->n] = p;
         o->len[o->n++] = (size_t)(stop - p);
@@ -648,14 +682,18 @@ static int override_reader(ctf_bsconfig *doc, bs_expr *root, const char *ov, ctf
     bool param = is_param(key_lookup(o.comp[0], o.len[0]));
     size_t skip = 0;
     if (o.n == 1) return param ? set_path(doc, target, &o, 0, ov, root, err) : 0;
-    if (name_eq("reader", o.comp[0], o.len[0])) skip = 1;
+    if (name_eq("reader", o.comp[0], o.len[0]))
+        skip = 1;
     else if (doc->section && name_eq(doc->section, o.comp[0], o.len[0]) &&
              name_eq("reader", o.comp[1], o.len[1]))
         skip = 2;
-    else if (param) skip = 0;
-    else return 0;
+    else if (param)
+        skip = 0;
+    else
+        return 0;
     if (skip == o.n)
-        return ov_fail(err, ov, "cannot replace the block that holds the selected reader; set "
+        return ov_fail(err, ov,
+                       "cannot replace the block that holds the selected reader; set "
                        "its parameters instead");
     if (skip && doc->deser && !is_param(key_lookup(o.comp[skip], o.len[skip])))
         target = doc->reader; /* reader.deserializers..., reader.verbosity... */
@@ -666,10 +704,7 @@ static int override_reader(ctf_bsconfig *doc, bs_expr *root, const char *ov, ctf
  * ctf_bsconfig_parse / load / free
  *====================================================================*/
 
-static int count_files(const cfg_node *f)
-{
-    return f && f->kind == N_ARRAY ? (int)f->num_kids : 1;
-}
+static int count_files(const cfg_node *f) { return f && f->kind == N_ARRAY ? (int)f->num_kids : 1; }
 
 /* The mix form: reader.mix is an array of part blocks, each with its file (or files), its
  * weight and optionally its own input (the aliases of its files) and skipSequenceIds. */
@@ -680,7 +715,8 @@ static int prepare_mix(ctf_bsconfig *doc, ctf_error *err)
     char got[80];
     if (!m) return 0;
     if (doc->deser)
-        return doc_fail(doc, m, true, err, "mix: cannot be combined with deserializers; a mix "
+        return doc_fail(doc, m, true, err,
+                        "mix: cannot be combined with deserializers; a mix "
                         "interleaves whole data sets, a join adds streams by key");
     /* One block alone is a mix of one part (as ( { ... } ) evaluates to the block). */
     cfg_node **parts = &m;
@@ -690,8 +726,10 @@ static int prepare_mix(ctf_bsconfig *doc, ctf_error *err)
         n = m->num_kids;
     }
     if ((m->kind != N_ARRAY && m->kind != N_DICT) || !n)
-        return doc_fail(doc, m, false, err, "mix: must be an array of part blocks ({ file = ...; "
-                        "weight = ... } : { ... }) (got %s)", describe(m, got, sizeof got));
+        return doc_fail(doc, m, false, err,
+                        "mix: must be an array of part blocks ({ file = ...; "
+                        "weight = ... } : { ... }) (got %s)",
+                        describe(m, got, sizeof got));
     doc->num_mix = n;
     if (!(doc->mix_slots = ctf__bs_alloc(a, doc->num_mix * sizeof *doc->mix_slots)) ||
         !(doc->mix = ctf__bs_alloc(a, doc->num_mix * sizeof *doc->mix)))
@@ -701,8 +739,10 @@ static int prepare_mix(ctf_bsconfig *doc, ctf_error *err)
         memset(s, 0, sizeof *s);
         s->node = parts[i];
         if (s->node->kind != N_DICT)
-            return doc_fail(doc, s->node, false, err, "mix[%zu]: must be a block { file = ...; "
-                            "weight = ... } (got %s)", i, describe(s->node, got, sizeof got));
+            return doc_fail(doc, s->node, false, err,
+                            "mix[%zu]: must be a block { file = ...; "
+                            "weight = ... } (got %s)",
+                            i, describe(s->node, got, sizeof got));
         s->input = dict_find(s->node, "input");
         const cfg_node *f = dict_find(s->node, "file");
         size_t ns = s->input && s->input->kind == N_DICT ? s->input->num_kids : 0;
@@ -784,8 +824,10 @@ int ctf_bsconfig_parse(const char *text, size_t len, const char *name, const cha
     if ((rc = ctf__bs_eval_def(&cx, rdef, &doc->reader))) goto fail;
     if (doc->reader->kind != N_DICT) {
         char got[80];
-        rc = doc_fail(doc, doc->reader, false, err, "reader: must be a block [ ... ] or { ... } "
-                      "(got %s)", describe(doc->reader, got, sizeof got));
+        rc = doc_fail(doc, doc->reader, false, err,
+                      "reader: must be a block [ ... ] or { ... } "
+                      "(got %s)",
+                      describe(doc->reader, got, sizeof got));
         goto fail;
     }
     if ((rc = select_deserializers(doc, &items, &n_items, err))) goto fail;
@@ -813,8 +855,9 @@ int ctf_bsconfig_load(const char *path, const char *section, const char *const *
     bs_arena a = {0};
     bs_src *src = NULL;
     int rc = ctf__bs_read_file(&a, path, &src, err);
-    if (!rc) rc = ctf_bsconfig_parse(src->text, src->len, path, section, overrides,
-                                     num_overrides, out, err);
+    if (!rc)
+        rc = ctf_bsconfig_parse(src->text, src->len, path, section, overrides, num_overrides, out,
+                                err);
     ctf__bs_arena_free(&a);
     return rc;
 }
@@ -841,9 +884,12 @@ static int get_uint(const ctf_bsconfig *doc, const cfg_node *n, const char *name
     bool digits = *p != 0, overflow = false;
     for (; digits && *p; p++) {
         unsigned d = (unsigned)(*p - '0');
-        if (d > 9) digits = false;
-        else if (v > (UINT64_MAX - d) / 10) overflow = true;
-        else v = v * 10 + d;
+        if (d > 9)
+            digits = false;
+        else if (v > (UINT64_MAX - d) / 10)
+            overflow = true;
+        else
+            v = v * 10 + d;
     }
     if (!digits || v < min)
         return doc_fail(doc, n, false, err, "%s: must be a %s integer (got %s)", name,
@@ -861,8 +907,10 @@ static int get_bool(const ctf_bsconfig *doc, const cfg_node *n, const char *name
 {
     char got[80];
     const char *s = n->kind == N_SCALAR ? n->text : "";
-    if (!strcasecmp(s, "true") || !strcmp(s, "1")) *out = true;
-    else if (!strcasecmp(s, "false") || !strcmp(s, "0")) *out = false;
+    if (!strcasecmp(s, "true") || !strcmp(s, "1"))
+        *out = true;
+    else if (!strcasecmp(s, "false") || !strcmp(s, "0"))
+        *out = false;
     else
         return doc_fail(doc, n, false, err, "%s: must be true or false (got %s)", name,
                         describe(n, got, sizeof got));
@@ -876,8 +924,7 @@ static int get_string(const ctf_bsconfig *doc, const cfg_node *n, const char *na
     if (n->kind != N_SCALAR)
         return doc_fail(doc, n, false, err, "%s: must be a string (got %s)", name,
                         describe(n, got, sizeof got));
-    if (nonempty && !n->text[0])
-        return doc_fail(doc, n, false, err, "%s: must not be empty", name);
+    if (nonempty && !n->text[0]) return doc_fail(doc, n, false, err, "%s: must not be empty", name);
     *out = n->text;
     return 0;
 }
@@ -906,15 +953,15 @@ static int get_param(const ctf_bsconfig *doc, const cfg_node *n, int k, ctf_conf
     return doc_fail(doc, n, false, err, "%s", msg);
 }
 
-static int collect(const ctf_bsconfig *doc, const cfg_node *blk, bool is_reader,
-                   const cfg_node **v, ctf_error *err)
+static int collect(const ctf_bsconfig *doc, const cfg_node *blk, bool is_reader, const cfg_node **v,
+                   ctf_error *err)
 {
     for (size_t i = 0; i < blk->num_kids; i++) {
         const cfg_node *e = blk->kids[i];
         int k = key_lookup(e->key, strlen(e->key));
         if (k < 0 || ((k == K_DESERIALIZERS || k == K_MIX) && !is_reader))
-            return unknown_key(doc, e, is_reader ? "reader" : "deserializer", key_names,
-                               K_COUNT, err);
+            return unknown_key(doc, e, is_reader ? "reader" : "deserializer", key_names, K_COUNT,
+                               err);
         v[k] = e;
     }
     return 0;
@@ -935,8 +982,10 @@ static int apply_files(const ctf_bsconfig *doc, const cfg_node *f, const char *w
     for (size_t i = 0; i < count; i++) {
         const cfg_node *p = items[i];
         if (p->kind != N_SCALAR)
-            return doc_fail(doc, p, false, err, "%s: must be a string or a list of strings (got "
-                            "%s)", where, describe(p, got, sizeof got));
+            return doc_fail(doc, p, false, err,
+                            "%s: must be a string or a list of strings (got "
+                            "%s)",
+                            where, describe(p, got, sizeof got));
         if (!p->text[0]) return doc_fail(doc, p, false, err, "%s: must not be empty", where);
         paths[i] = p->text;
     }
@@ -959,15 +1008,19 @@ static int apply_cbf_streams(const ctf_bsconfig *doc, const deser_slot *slot, si
     *count = 0;
     if (!in) return 0;
     if (in->kind != N_DICT)
-        return doc_fail(doc, in, false, err, "input: must be a block of streams "
-                        "[ NAME = [ original = ... ] ] (got %s)", describe(in, got, sizeof got));
+        return doc_fail(doc, in, false, err,
+                        "input: must be a block of streams "
+                        "[ NAME = [ original = ... ] ] (got %s)",
+                        describe(in, got, sizeof got));
     for (size_t i = 0; i < in->num_kids; i++) {
         const cfg_node *s = in->kids[i], *f[3] = {0};
         ctf_stream_def *d = &slot->streams[i];
         uint64_t dim;
         if (s->kind != N_DICT)
-            return doc_fail(doc, s, false, err, "input.%s: must be a block [ original = ... ] "
-                            "(got %s)", s->key, describe(s, got, sizeof got));
+            return doc_fail(doc, s, false, err,
+                            "input.%s: must be a block [ original = ... ] "
+                            "(got %s)",
+                            s->key, describe(s, got, sizeof got));
         for (size_t j = 0; j < s->num_kids; j++) {
             const cfg_node *e = s->kids[j];
             int k = 0;
@@ -989,12 +1042,16 @@ static int apply_cbf_streams(const ctf_bsconfig *doc, const deser_slot *slot, si
         }
         int fmt = f[2] ? get_word(f[2], formats, 2) : 0;
         if (fmt < 0)
-            return doc_fail(doc, f[2], false, err, "input.%s.format: must be \"dense\" or "
-                            "\"sparse\" (got %s)", s->key, describe(f[2], got, sizeof got));
+            return doc_fail(doc, f[2], false, err,
+                            "input.%s.format: must be \"dense\" or "
+                            "\"sparse\" (got %s)",
+                            s->key, describe(f[2], got, sizeof got));
         d->is_sparse = fmt == 1;
         if (!f[1] && f[2])
-            return doc_fail(doc, f[2], false, err, "input.%s.format: give dim with it, or "
-                            "neither (the file's)", s->key);
+            return doc_fail(doc, f[2], false, err,
+                            "input.%s.format: give dim with it, or "
+                            "neither (the file's)",
+                            s->key);
     }
     *count = in->num_kids;
     return 0;
@@ -1011,19 +1068,23 @@ static int apply_streams(const ctf_bsconfig *doc, const deser_slot *slot, const 
         return doc_fail(doc, slot->node, false, err, "%s: missing the required parameter 'input'",
                         where);
     if (in->kind != N_DICT)
-        return doc_fail(doc, in, false, err, "input: must be a block of streams "
+        return doc_fail(doc, in, false, err,
+                        "input: must be a block of streams "
                         "[ NAME = [ dim = ...; format = ... ] ] (got %s)",
                         describe(in, got, sizeof got));
     if (in->num_kids == 0)
-        return doc_fail(doc, in, false, err, "input: at least one stream is required (got an "
+        return doc_fail(doc, in, false, err,
+                        "input: at least one stream is required (got an "
                         "empty block)");
     for (size_t i = 0; i < in->num_kids; i++) {
         const cfg_node *s = in->kids[i], *f[4] = {0};
         ctf_stream_def *d = &slot->streams[i];
         uint64_t dim;
         if (s->kind != N_DICT)
-            return doc_fail(doc, s, false, err, "input.%s: must be a block [ dim = ...; format = "
-                            "... ] (got %s)", s->key, describe(s, got, sizeof got));
+            return doc_fail(doc, s, false, err,
+                            "input.%s: must be a block [ dim = ...; format = "
+                            "... ] (got %s)",
+                            s->key, describe(s, got, sizeof got));
         for (size_t j = 0; j < s->num_kids; j++) {
             const cfg_node *e = s->kids[j];
             int k = 0;
@@ -1038,34 +1099,41 @@ static int apply_streams(const ctf_bsconfig *doc, const deser_slot *slot, const 
         d->name = s->key;
         if (!f[0]) return doc_fail(doc, s, true, err, "input.%s.dim: missing (required)", s->key);
         if (!f[1])
-            return doc_fail(doc, s, true, err, "input.%s.format: missing (required: \"dense\" or "
-                            "\"sparse\")", s->key);
+            return doc_fail(doc, s, true, err,
+                            "input.%s.format: missing (required: \"dense\" or "
+                            "\"sparse\")",
+                            s->key);
         snprintf(name, sizeof name, "input.%.120s.dim", s->key);
         TRY(get_uint(doc, f[0], name, 1, SIZE_MAX, &dim, err));
         d->dim = (size_t)dim;
         int fmt = get_word(f[1], formats, 2);
         if (fmt < 0)
-            return doc_fail(doc, f[1], false, err, "input.%s.format: must be \"dense\" or "
-                            "\"sparse\" (got %s)", s->key, describe(f[1], got, sizeof got));
+            return doc_fail(doc, f[1], false, err,
+                            "input.%s.format: must be \"dense\" or "
+                            "\"sparse\" (got %s)",
+                            s->key, describe(f[1], got, sizeof got));
         d->is_sparse = fmt == 1;
         if (d->is_sparse && dim > INT32_MAX)
-            return doc_fail(doc, f[0], false, err, "input.%s.dim: a sparse dimension must be at "
-                            "most %d because indices are int32 (got %s)", s->key, INT32_MAX,
-                            describe(f[0], got, sizeof got));
+            return doc_fail(doc, f[0], false, err,
+                            "input.%s.dim: a sparse dimension must be at "
+                            "most %d because indices are int32 (got %s)",
+                            s->key, INT32_MAX, describe(f[0], got, sizeof got));
         snprintf(name, sizeof name, "input.%.120s.alias", s->key);
         if (f[2]) TRY(get_string(doc, f[2], name, false, &d->alias, err));
         snprintf(name, sizeof name, "input.%.120s.definesMBSize", s->key);
         if (f[3]) TRY(get_bool(doc, f[3], name, &d->defines_mb_size, err));
         for (size_t j = 0; j < i; j++)
             if (!strcmp(stream_alias(d), stream_alias(&slot->streams[j])))
-                return doc_fail(doc, f[2] ? f[2] : s, !f[2], err, "input.%s.alias: duplicate "
-                                "alias '%s' (also used by input.%s)", s->key, stream_alias(d),
-                                slot->streams[j].name);
+                return doc_fail(doc, f[2] ? f[2] : s, !f[2], err,
+                                "input.%s.alias: duplicate "
+                                "alias '%s' (also used by input.%s)",
+                                s->key, stream_alias(d), slot->streams[j].name);
         if (d->defines_mb_size) {
             if (mb)
-                return doc_fail(doc, f[3], false, err, "input.%s.definesMBSize: only one stream "
-                                "may define the minibatch size (also set on input.%s)", s->key,
-                                mb->key);
+                return doc_fail(doc, f[3], false, err,
+                                "input.%s.definesMBSize: only one stream "
+                                "may define the minibatch size (also set on input.%s)",
+                                s->key, mb->key);
             mb = s;
         }
     }
@@ -1087,10 +1155,11 @@ static int apply_join(const ctf_bsconfig *doc, size_t i, const cfg_node *const *
         if (!v[k] || k == K_FILE || k == K_INPUT || k == K_skip_sequence_ids) continue;
         const cfg_node *p = primary[k];
         if (!p || p->kind != N_SCALAR || v[k]->kind != N_SCALAR || strcasecmp(p->text, v[k]->text))
-            return doc_fail(doc, v[k], true, err, "%s.%s: reader parameters apply to all "
+            return doc_fail(doc, v[k], true, err,
+                            "%s.%s: reader parameters apply to all "
                             "deserializers at once; set it on the reader or the first "
-                            "deserializer (got %s here)", where, key_names[k],
-                            describe(v[k], got, sizeof got));
+                            "deserializer (got %s here)",
+                            where, key_names[k], describe(v[k], got, sizeof got));
     }
     memset(j, 0, sizeof *j);
     if (!v[K_FILE])
@@ -1103,7 +1172,7 @@ static int apply_join(const ctf_bsconfig *doc, size_t i, const cfg_node *const *
     /* As in CNTK, a parameter not given in the deserializer's block is looked for in the
      * reader's (not in another deserializer's). */
     const cfg_node *skip = v[K_skip_sequence_ids] ? v[K_skip_sequence_ids]
-                                         : dict_find(doc->reader, "skipSequenceIds");
+                                                  : dict_find(doc->reader, "skipSequenceIds");
     if (skip) TRY(get_bool(doc, skip, "skipSequenceIds", &j->skip_sequence_ids, err));
     TRY(apply_streams(doc, slot, where, &j->num_streams, err));
     j->streams = slot->streams;
@@ -1114,8 +1183,8 @@ static int apply_join(const ctf_bsconfig *doc, size_t i, const cfg_node *const *
 /* Part i of the mix form: its files, weight, line mode and (optionally) its own streams. */
 static int apply_mix_part(const ctf_bsconfig *doc, size_t i, ctf_mix_part *mp, ctf_error *err)
 {
-    static const char *const keys[] = {"file", "weight", "input", "skipSequenceIds", "type",
-                                       "module"};
+    static const char *const keys[] = {"file", "weight", "input", "skipSequenceIds",
+                                       "type", "module"};
     const deser_slot *slot = &doc->mix_slots[i];
     const cfg_node *f = NULL, *w = NULL, *skip = NULL;
     char where[48], name[64], got[80];
@@ -1130,10 +1199,16 @@ static int apply_mix_part(const ctf_bsconfig *doc, size_t i, ctf_mix_part *mp, c
         if (j == 3) skip = e;
     }
     memset(mp, 0, sizeof *mp);
-    if (!f) return doc_fail(doc, slot->node, false, err, "%s: missing the required parameter "
-                            "'file'", where);
-    if (!w) return doc_fail(doc, slot->node, false, err, "%s: missing the required parameter "
-                            "'weight'", where);
+    if (!f)
+        return doc_fail(doc, slot->node, false, err,
+                        "%s: missing the required parameter "
+                        "'file'",
+                        where);
+    if (!w)
+        return doc_fail(doc, slot->node, false, err,
+                        "%s: missing the required parameter "
+                        "'weight'",
+                        where);
     snprintf(name, sizeof name, "%s.file", where);
     TRY(apply_files(doc, f, name, slot->paths, &mp->num_paths, err));
     mp->paths = slot->paths;
@@ -1175,13 +1250,15 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
                   (!strcasecmp(t->text, "CNTKTextFormatReader") || (cbf && !doc->deser) ||
                    (doc->deser && !strcasecmp(t->text, "CompositeDataReader")));
         if (!ok)
-            return doc_fail(doc, t, false, err, "readerType: %s is not supported; ctfio "
+            return doc_fail(doc, t, false, err,
+                            "readerType: %s is not supported; ctfio "
                             "implements CNTKTextFormatReader and CNTKBinaryReader",
                             describe(t, got, sizeof got));
         binary |= cbf;
     }
     if (doc->num_mix && v[K_FILE])
-        return doc_fail(doc, v[K_FILE], true, err, "file: a mix reads its parts' files; give "
+        return doc_fail(doc, v[K_FILE], true, err,
+                        "file: a mix reads its parts' files; give "
                         "file in each block of mix");
     if (!v[K_FILE] && !doc->num_mix)
         return doc_fail(doc, doc->deser ? doc->deser : doc->reader, false, err,
@@ -1212,9 +1289,10 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
         if (k >= 0) {
             c.randomize = k == 1;
         } else if (v[K_randomize]->kind != N_SCALAR ||
-                   ctf_param_parse(&c, ctf_param_at(K_randomize), "randomize",
-                                   v[K_randomize]->text, NULL)) {
-            return doc_fail(doc, v[K_randomize], false, err, "randomize: must be true, false, "
+                   ctf_param_parse(&c, ctf_param_at(K_randomize), "randomize", v[K_randomize]->text,
+                                   NULL)) {
+            return doc_fail(doc, v[K_randomize], false, err,
+                            "randomize: must be true, false, "
                             "\"auto\" or \"none\" (got %s)",
                             describe(v[K_randomize], got, sizeof got));
         }
@@ -1230,9 +1308,11 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
     /* CNTK's switch for truncated BPTT: false turns truncation off whatever the length says. */
     if (v[K_TRUNCATED]) {
         TRY(get_bool(doc, v[K_TRUNCATED], "truncated", &truncated, err));
-        if (!truncated) c.truncation_length = 0;
+        if (!truncated)
+            c.truncation_length = 0;
         else if (!c.truncation_length)
-            return doc_fail(doc, v[K_TRUNCATED], false, err, "truncated: true needs "
+            return doc_fail(doc, v[K_TRUNCATED], false, err,
+                            "truncated: true needs "
                             "truncationLength (the number of samples per piece)");
     }
     /* CNTK's multiThreadedDeserialization is accepted: ctfio parses in numThreads threads. */
@@ -1248,8 +1328,7 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
     c.streams = doc->slots[0].streams;
     c.joins = NULL;
     c.num_joins = 0;
-    for (size_t i = 1; i < doc->num_slots; i++)
-        TRY(apply_join(doc, i, v, &doc->joins[i - 1], err));
+    for (size_t i = 1; i < doc->num_slots; i++) TRY(apply_join(doc, i, v, &doc->joins[i - 1], err));
     /* Stream names are unique over all deserializers (aliases only within one). */
     for (size_t i = 1; i < doc->num_slots; i++)
         for (size_t s = 0; s < doc->joins[i - 1].num_streams; s++) {
@@ -1262,7 +1341,8 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
                         return doc_fail(doc, doc->slots[i].input->kids[s], true, err,
                                         "deserializers[%zu].input.%s: the stream name is also "
                                         "used by deserializers[%zu]; names must be unique over "
-                                        "all deserializers", i, nm, k);
+                                        "all deserializers",
+                                        i, nm, k);
             }
         }
     if (doc->num_slots > 1) {

@@ -21,10 +21,12 @@ typedef struct param_row {
 #define FIELD_SIGNED(f) _Generic(((ctf_config *)0)->f, int: true, default: false)
 
 static const param_row rows[] = {
-#define CTF_PARAM(field, kind, bs, flag, py, sw, fp, def, min, max, def_text, help)             \
+#define CTF_PARAM(field, kind, bs, flag, py, sw, fp, def, min, max, def_text, help) \
     {{#field, bs, flag, py, CTF_PARAM_##kind, sw, fp, (uint64_t)(def), def_text, (uint64_t)(min), \
-      (uint64_t)(max), help},                                                                  \
-     offsetof(ctf_config, field), FIELD_SIZE(field), FIELD_SIGNED(field)},
+      (uint64_t)(max), help}, \
+     offsetof(ctf_config, field), \
+     FIELD_SIZE(field), \
+     FIELD_SIGNED(field)},
 #include "params.def"
 #undef CTF_PARAM
 };
@@ -64,7 +66,8 @@ static int64_t get_signed(const ctf_config *cfg, const param_row *r)
         return r->is_signed ? (int64_t)v : (int64_t)(unsigned)v;
     }
     uint64_t v = 0;
-    if (r->size == sizeof(uint64_t)) memcpy(&v, at, sizeof v);
+    if (r->size == sizeof(uint64_t))
+        memcpy(&v, at, sizeof v);
     else if (r->size == sizeof(size_t)) {
         size_t s;
         memcpy(&s, at, sizeof s);
@@ -113,8 +116,8 @@ static int range_fail(const ctf_param *p, const char *name, const char *got, boo
     if (p->kind == CTF_PARAM_PRECISION)
         return BAD("%s: must be \"float\" or \"double\" (got %s)", name, got);
     if ((!integer || (below && open_top(p))) && p->min <= 1)
-        return BAD("%s: must be a %s integer (got %s)", name,
-                   p->min ? "positive" : "non-negative", got);
+        return BAD("%s: must be a %s integer (got %s)", name, p->min ? "positive" : "non-negative",
+                   got);
     return BAD("%s: must be between %llu and %llu (got %s)", name, (unsigned long long)p->min,
                (unsigned long long)p->max, got);
 }
@@ -144,8 +147,8 @@ static bool word_is(const char *s, const char *const *words, size_t n)
     return false;
 }
 
-int ctf__param_parse_shown(ctf_config *cfg, const ctf_param *p, const char *name,
-                           const char *text, const char *shown, ctf_error *err)
+int ctf__param_parse_shown(ctf_config *cfg, const ctf_param *p, const char *name, const char *text,
+                           const char *shown, ctf_error *err)
 {
     static const char *const yes[] = {"true", "1"}, *const no[] = {"false", "0"};
     static const char *const f32[] = {"float", "float32"}, *const f64[] = {"double", "float64"};
@@ -156,13 +159,18 @@ int ctf__param_parse_shown(ctf_config *cfg, const ctf_param *p, const char *name
     uint64_t v = 0;
     switch (p->kind) {
     case CTF_PARAM_BOOL:
-        if (word_is(text, yes, 2)) v = 1;
-        else if (!word_is(text, no, 2)) return range_fail(p, name, got, false, false, err);
+        if (word_is(text, yes, 2))
+            v = 1;
+        else if (!word_is(text, no, 2))
+            return range_fail(p, name, got, false, false, err);
         break;
     case CTF_PARAM_PRECISION:
-        if (word_is(text, f32, 2)) v = CTF_FLOAT32;
-        else if (word_is(text, f64, 2)) v = CTF_FLOAT64;
-        else return range_fail(p, name, got, false, false, err);
+        if (word_is(text, f32, 2))
+            v = CTF_FLOAT32;
+        else if (word_is(text, f64, 2))
+            v = CTF_FLOAT64;
+        else
+            return range_fail(p, name, got, false, false, err);
         break;
     case CTF_PARAM_LIMIT:
     case CTF_PARAM_UINT: {
@@ -174,9 +182,12 @@ int ctf__param_parse_shown(ctf_config *cfg, const ctf_param *p, const char *name
         bool digits = *s != 0, overflow = false;
         for (; digits && *s; s++) {
             unsigned d = (unsigned)(*s - '0');
-            if (d > 9) digits = false;
-            else if (v > (UINT64_MAX - d) / 10) overflow = true;
-            else v = v * 10 + d;
+            if (d > 9)
+                digits = false;
+            else if (v > (UINT64_MAX - d) / 10)
+                overflow = true;
+            else
+                v = v * 10 + d;
         }
         if (!digits) return range_fail(p, name, got, false, false, err);
         if (overflow || v < p->min || v > p->max)
@@ -205,8 +216,10 @@ int ctf__params_validate(const ctf_config *cfg, const char *prefix, ctf_error *e
         if (!below && (r->is_signed ? v <= (int64_t)p->max : (uint64_t)v <= p->max)) continue;
         char name[64], got[32];
         snprintf(name, sizeof name, "%s%s", prefix, p->field);
-        if (r->is_signed) snprintf(got, sizeof got, "%lld", (long long)v);
-        else snprintf(got, sizeof got, "%llu", (unsigned long long)(uint64_t)v);
+        if (r->is_signed)
+            snprintf(got, sizeof got, "%lld", (long long)v);
+        else
+            snprintf(got, sizeof got, "%llu", (unsigned long long)(uint64_t)v);
         if (p->kind == CTF_PARAM_PRECISION)
             return BAD("%s: must be CTF_FLOAT32 (4) or CTF_FLOAT64 (8) (got %s)", name, got);
         return range_fail(p, name, got, true, below, err);
@@ -214,11 +227,9 @@ int ctf__params_validate(const ctf_config *cfg, const char *prefix, ctf_error *e
     return 0;
 }
 
-int ctf__workers_check(size_t num_workers, size_t worker_rank, const char *prefix,
-                       ctf_error *err)
+int ctf__workers_check(size_t num_workers, size_t worker_rank, const char *prefix, ctf_error *err)
 {
-    if (num_workers == 0)
-        return BAD("%snum_workers: must be a positive integer (got 0)", prefix);
+    if (num_workers == 0) return BAD("%snum_workers: must be a positive integer (got 0)", prefix);
     if (worker_rank >= num_workers)
         return BAD("%sworker_rank: must be < num_workers (got rank %zu with %zu workers)", prefix,
                    worker_rank, num_workers);

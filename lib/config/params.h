@@ -12,14 +12,13 @@
 void ctf__params_init(ctf_config *cfg);
 
 /* ctf_param_parse, with `shown` (if not NULL) in place of the quoted text in a message. */
-int ctf__param_parse_shown(ctf_config *cfg, const ctf_param *p, const char *name,
-                           const char *text, const char *shown, ctf_error *err);
+int ctf__param_parse_shown(ctf_config *cfg, const ctf_param *p, const char *name, const char *text,
+                           const char *shown, ctf_error *err);
 
 /* Checks every table parameter's range in cfg; messages start with prefix + field. */
 int ctf__params_validate(const ctf_config *cfg, const char *prefix, ctf_error *err);
 
 /* ctf_workers_check with prefix ("config.") before the names in the message. */
-int ctf__workers_check(size_t num_workers, size_t worker_rank, const char *prefix,
-                       ctf_error *err);
+int ctf__workers_check(size_t num_workers, size_t worker_rank, const char *prefix, ctf_error *err);
 
 #endif

@@ -47,14 +47,15 @@ static int flush_chunk(writer *w, ctf_error *err)
     ctf__cbf_build *b = &w->open;
     if (!b->seqs) return 0;
     if (b->samples > UINT32_MAX)
-        return ctf__fail(err, CTF_ELIMIT, CTF__NOWHERE, "a CBF chunk holds at most 2^32 - 1 "
+        return ctf__fail(err, CTF_ELIMIT, CTF__NOWHERE,
+                         "a CBF chunk holds at most 2^32 - 1 "
                          "samples: use a smaller chunk size");
     if (ctf__cbf_put64(&w->table, w->pos) || ctf__cbf_put32(&w->table, b->seqs) ||
         ctf__cbf_put32(&w->table, (uint32_t)b->samples))
         return CTF_ENOMEM;
     int rc = write_out(w, b->lens.p, b->lens.len, err);
-    for (size_t k = 0; !rc && k < b->num_streams; k++) rc = write_out(w, b->st[k].p,
-                                                                       b->st[k].len, err);
+    for (size_t k = 0; !rc && k < b->num_streams; k++)
+        rc = write_out(w, b->st[k].p, b->st[k].len, err);
     ctf__cbf_build_reset(b);
     w->chunks++;
     return rc;
@@ -109,10 +110,14 @@ static int chunk_error(const ctf__chunk_data *cd, ctf_error *err)
 
 static int convert_chunks(writer *w, const ctf_index *idx, ctf_error *err)
 {
-    ctf__parse_cfg pc = {.path = idx->path, .streams = w->cfg->streams,
-                         .num_streams = w->cfg->num_streams, .precision = CTF_FLOAT64,
-                         .line_mode = idx->line_mode, .frame_mode = w->cfg->frame_mode,
-                         .trace_level = 0, .pool = NULL};
+    ctf__parse_cfg pc = {.path = idx->path,
+                         .streams = w->cfg->streams,
+                         .num_streams = w->cfg->num_streams,
+                         .precision = CTF_FLOAT64,
+                         .line_mode = idx->line_mode,
+                         .frame_mode = w->cfg->frame_mode,
+                         .trace_level = 0,
+                         .pool = NULL};
     ctf__seqbuf seqs = {0};
     char *buf = NULL;
     size_t cap = 0;
@@ -164,7 +169,8 @@ int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_si
     if (!cfg || !out_path || !out_path[0])
         return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "ctf_cbf_write: NULL argument");
     if (cfg->num_paths > 1 || cfg->num_joins)
-        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "ctf_cbf_write: one input file, without "
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                         "ctf_cbf_write: one input file, without "
                          "joined deserializers");
     if (precision != CTF_FLOAT32 && precision != CTF_FLOAT64)
         return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "precision: must be float or double");
@@ -178,15 +184,18 @@ int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_si
     }
     int rc;
     /* The streams' own checks (this layer does not call the configuration's validator). */
-    if (!c.path || !c.path[0] || !c.streams || !c.num_streams ||
-        c.num_streams > CTF_MAX_STREAMS)
-        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "ctf_cbf_write: an input file and 1 to "
-                         "%d streams are required", CTF_MAX_STREAMS);
+    if (!c.path || !c.path[0] || !c.streams || !c.num_streams || c.num_streams > CTF_MAX_STREAMS)
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                         "ctf_cbf_write: an input file and 1 to "
+                         "%d streams are required",
+                         CTF_MAX_STREAMS);
     for (size_t k = 0; k < c.num_streams; k++) {
         const ctf_stream_def *d = &c.streams[k];
         if (!d->name || !d->name[0] || strlen(d->name) > 4096)
-            return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "streams[%zu]: a name of 1 to 4096 "
-                             "ctf__cbf_bytes is required", k);
+            return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                             "streams[%zu]: a name of 1 to 4096 "
+                             "ctf__cbf_bytes is required",
+                             k);
         if (d->dim == 0 || d->dim > (d->is_sparse ? CTF_MAX_SPARSE_DIM : CTF_MAX_DENSE_DIM))
             return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "input.%s.dim: %zu is out of range",
                              d->name, d->dim);
@@ -204,8 +213,10 @@ int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_si
                          "the input is a CBF file already");
     }
     writer w = {.cfg = &c, .prec = precision, .chunk_size = chunk_size, .res = result};
-    w.open = (ctf__cbf_build){.streams = c.streams, .num_streams = c.num_streams,
-                              .prec = precision, .sort = true};
+    w.open = (ctf__cbf_build){.streams = c.streams,
+                              .num_streams = c.num_streams,
+                              .prec = precision,
+                              .sort = true};
     /* A temporary file of its own next to the output, the input refused as the output. */
     ctf__out_file of = {0};
     rc = ctf__out_open(&of, c.path, -1, out_path, err);

@@ -266,11 +266,14 @@ static const char *show(char *out, const char *p, const char *end)
         unsigned char ch = (unsigned char)*p;
         nul |= ch == 0;
         cr |= ch == '\r';
-        if (ch == '\r') n += (size_t)snprintf(out + n, SHOW_MAX - n, "\\r");
-        else if (ch == '\t') n += (size_t)snprintf(out + n, SHOW_MAX - n, "\\t");
+        if (ch == '\r')
+            n += (size_t)snprintf(out + n, SHOW_MAX - n, "\\r");
+        else if (ch == '\t')
+            n += (size_t)snprintf(out + n, SHOW_MAX - n, "\\t");
         else if (ch < 0x20 || ch == 0x7f)
             n += (size_t)snprintf(out + n, SHOW_MAX - n, "\\x%02x", ch);
-        else out[n++] = (char)ch;
+        else
+            out[n++] = (char)ch;
     }
     for (const char *q = p; q < end && !(nul && cr); q++) {
         nul |= *q == 0;
@@ -280,8 +283,9 @@ static const char *show(char *out, const char *p, const char *end)
     if (nul)
         snprintf(out + n, SHOW_MAX - n, " (a NUL byte: is the input a text file?)");
     else if (cr)
-        snprintf(out + n, SHOW_MAX - n, " (a carriage return inside a line: lines must end with "
-                                         "LF or CRLF, not CR alone)");
+        snprintf(out + n, SHOW_MAX - n,
+                 " (a carriage return inside a line: lines must end with "
+                 "LF or CRLF, not CR alone)");
     return out;
 }
 
@@ -312,8 +316,10 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
     double label;
     bool label_as_is;
     if (memchr(p, ',', (size_t)(te - p)))
-        return conv_fail(c, p, "multi-label rows (%s) are not supported; convert one label "
-                         "per row", show(sh, p, te));
+        return conv_fail(c, p,
+                         "multi-label rows (%s) are not supported; convert one label "
+                         "per row",
+                         show(sh, p, te));
     if (!parse_number(p, te, &label, &label_as_is))
         return conv_fail(c, p, "expected a number (the label), found %s", show(sh, p, te));
     uint64_t cls = 0;
@@ -331,15 +337,19 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
     if (end - p >= 4 && !memcmp(p, "qid:", 4)) {
         te = token_end(p, end, NO_DELIM);
         if (parse_u64(p + 4, te, &qv))
-            return conv_fail(c, p + 4, "expected a query id (an unsigned integer after 'qid:'), "
-                             "found %s", show(sh, p + 4, te));
+            return conv_fail(c, p + 4,
+                             "expected a query id (an unsigned integer after 'qid:'), "
+                             "found %s",
+                             show(sh, p + 4, te));
         qid = true;
         p = te;
     }
-    if (s->has_qid < 0) s->has_qid = qid;
+    if (s->has_qid < 0)
+        s->has_qid = qid;
     else if (s->has_qid != (int)qid)
-        return conv_fail(c, line, qid ? "this line has a qid but the first data line has none"
-                                      : "this line has no qid but the first data line has one");
+        return conv_fail(c, line,
+                         qid ? "this line has a qid but the first data line has none"
+                             : "this line has no qid but the first data line has one");
     bool new_seq = !qid || c->res->rows == 0 || qv != s->prev_qid;
     if (new_seq) {
         c->res->sequences++;
@@ -375,8 +385,10 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
         const char *colon = memchr(p, ':', (size_t)(te - p));
         uint64_t idx;
         if (!colon || parse_u64(p, colon, &idx))
-            return conv_fail(c, p, "expected index:value (an unsigned integer, ':', a number), "
-                             "found %s", show(sh, p, te));
+            return conv_fail(c, p,
+                             "expected index:value (an unsigned integer, ':', a number), "
+                             "found %s",
+                             show(sh, p, te));
         double v;
         bool as_is;
         if (!parse_number(colon + 1, te, &v, &as_is))
@@ -392,9 +404,11 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
          * index found later makes the second pass check the tighter bound. */
         uint64_t assumed_base = s->emit ? (uint64_t)s->base : 1;
         if (idx >= CTF_MAX_SPARSE_DIM && idx - assumed_base >= CTF_MAX_SPARSE_DIM)
-            return conv_fail(c, p, "feature index %llu is too large: a sparse dimension is at most "
-                             "%zu, so an index at most %zu (%s)", (unsigned long long)idx,
-                             CTF_MAX_SPARSE_DIM, CTF_MAX_SPARSE_DIM - (s->emit && !s->base),
+            return conv_fail(c, p,
+                             "feature index %llu is too large: a sparse dimension is at most "
+                             "%zu, so an index at most %zu (%s)",
+                             (unsigned long long)idx, CTF_MAX_SPARSE_DIM,
+                             CTF_MAX_SPARSE_DIM - (s->emit && !s->base),
                              s->emit ? (s->base ? "one-based" : "zero-based") : "one-based");
         s->any_index = true;
         if (idx == 0) s->zero_index = true;
@@ -410,8 +424,10 @@ static int svm_line(conv *c, svm_pass *s, const char *line, size_t n)
             put(c, " ", 1);
             put_u64(c, out);
             put(c, ":", 1);
-            if (as_is) put(c, colon + 1, (size_t)(te - colon - 1));
-            else put_num(c, v);
+            if (as_is)
+                put(c, colon + 1, (size_t)(te - colon - 1));
+            else
+                put_num(c, v);
         }
         p = te;
     }
@@ -425,7 +441,8 @@ static int check_encoding(conv *c, const char *line, size_t n)
     if (c->in.line_no != 1 || n < 2) return 0;
     const unsigned char *u = (const unsigned char *)line;
     if ((u[0] == 0xFF && u[1] == 0xFE) || (u[0] == 0xFE && u[1] == 0xFF))
-        return conv_fail(c, line, "the file starts with a UTF-16 or UTF-32 byte order mark: "
+        return conv_fail(c, line,
+                         "the file starts with a UTF-16 or UTF-32 byte order mark: "
                          "convert it to UTF-8 (or ASCII) text first");
     return 0;
 }
@@ -471,8 +488,10 @@ static int convert_libsvm(conv *c)
         if ((rc = lines_rewind(&c->in, c->err))) return rc;
     }
     s.base = o->index_base >= 0 ? o->index_base : (s.zero_index || !s.any_index ? 0 : 1);
-    if (o->dim) r->features_dim = o->dim;
-    else r->features_dim = s.any_index ? (size_t)(s.max_index + 1 - (uint64_t)s.base) : 1;
+    if (o->dim)
+        r->features_dim = o->dim;
+    else
+        r->features_dim = s.any_index ? (size_t)(s.max_index + 1 - (uint64_t)s.base) : 1;
     s.emit = true;
     if ((rc = svm_pass_run(c, &s))) return rc;
     if (r->rows == 0)
@@ -534,7 +553,8 @@ static int csv_setup(conv *c, csv_state *st, const char *line, size_t n, bool he
     /* A file with CR-only line ends is one line: say so, rather than that it holds no data. */
     const char *cr = memchr(line, '\r', n);
     if (cr)
-        return conv_fail(c, cr, "a carriage return inside the first line: lines must end with "
+        return conv_fail(c, cr,
+                         "a carriage return inside the first line: lines must end with "
                          "LF or CRLF, not CR alone");
     st->ncols = split_cells(line, n, st->delim, NULL, 0);
     cell *cells = CTF_MALLOC(st->ncols * sizeof *cells);
@@ -583,8 +603,7 @@ static int csv_setup(conv *c, csv_state *st, const char *line, size_t n, bool he
     }
     CTF_FREE(cells);
     if (rc) return rc;
-    if (nlabels == 0)
-        return ctf__fail(c->err, CTF_EINVAL, CTF__NOWHERE, "no label column given");
+    if (nlabels == 0) return ctf__fail(c->err, CTF_EINVAL, CTF__NOWHERE, "no label column given");
     if (nlabels == st->ncols)
         return ctf__fail(c->err, CTF_EINVAL, CTF__NOWHERE,
                          "every column of %s is a label: no feature column is left", c->in.path);
@@ -625,8 +644,10 @@ static int csv_row(conv *c, csv_state *st, const char *line, size_t n)
         for (size_t j = 0; j < k; j++) {
             if (st->is_label[j] != lab) continue;
             put(c, " ", 1);
-            if (st->as_is[j]) put(c, cells[j].p, (size_t)(cells[j].end - cells[j].p));
-            else put_num(c, st->vals[j]);
+            if (st->as_is[j])
+                put(c, cells[j].p, (size_t)(cells[j].end - cells[j].p));
+            else
+                put_num(c, st->vals[j]);
         }
     }
     put(c, "\n", 1);
@@ -739,8 +760,11 @@ int ctf__out_open(ctf__out_file *o, const char *in_path, int in_fd, const char *
         (exists && st.st_dev == in_st.st_dev && st.st_ino == in_st.st_ino))
         return ctf__fail(err, CTF_EINVAL, (ctf__where){out_path, 0, 0, -1},
                          "the output %s is the input file%s: converting would destroy it; name "
-                         "another output", out_path, strcmp(in_path, out_path) ? " (another "
-                         "name of it)" : "");
+                         "another output",
+                         out_path,
+                         strcmp(in_path, out_path) ? " (another "
+                                                     "name of it)"
+                                                   : "");
     if (exists && S_ISDIR(st.st_mode))
         return out_fail(err, out_path, "cannot write %s: %s", out_path, "it is a directory");
     if (exists && !S_ISREG(st.st_mode)) {
@@ -752,8 +776,10 @@ int ctf__out_open(ctf__out_file *o, const char *in_path, int in_fd, const char *
     }
     bool link = lstat(out_path, &lst) == 0 && S_ISLNK(lst.st_mode);
     if (link && !exists)
-        return out_fail(err, out_path, "%s is a symbolic link to a missing file (%s); remove it "
-                        "or name another output", out_path, "nothing was written");
+        return out_fail(err, out_path,
+                        "%s is a symbolic link to a missing file (%s); remove it "
+                        "or name another output",
+                        out_path, "nothing was written");
     /* Through a link, the file it names is replaced and the link kept, as a write would. */
     if (link) {
         char *target = realpath(out_path, NULL);
@@ -790,7 +816,8 @@ int ctf_convert_file(const char *in_path, const char *out_path, const ctf_conver
     if (!strcmp(c.fname, c.lname) || strpbrk(c.fname, " \t|:\n") || strpbrk(c.lname, " \t|:\n"))
         return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
                          "convert: stream names must differ and hold no blank, '|' or ':' "
-                         "('%s', '%s')", c.fname, c.lname);
+                         "('%s', '%s')",
+                         c.fname, c.lname);
     ctf__out_file o = {0};
     ctf__file_id id;
     int rc = ctf__file_stat(in_path, &id, err);

@@ -18,7 +18,7 @@
 typedef struct ctf__out_file {
     FILE *f;
     char *tmp;                 /* the temporary file; NULL when written in place */
-    char *final;               /* what tmp is renamed to: the output, or the file its link names */
+    char *final; /* what tmp is renamed to: the output, or the file its link names */
 } ctf__out_file;
 
 /* ctf__out_open(o, in_path, in_fd, out_path, err): refuses an output that is the input (the

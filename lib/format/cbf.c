@@ -112,8 +112,8 @@ static int read_header(ctf__io *io, const char *path, uint64_t size, ctf__cbf *c
     if (rd64(b) != CBF_MAGIC) return corrupt(err, path, 0, "the magic number is missing");
     if (rd32(b + 8) != CBF_VERSION)
         return ctf__fail(err, CTF_EPARSE, (ctf__where){path, 0, 0, 8},
-                         "CBF version %u is not supported (ctfio reads version %u)",
-                         rd32(b + 8), CBF_VERSION);
+                         "CBF version %u is not supported (ctfio reads version %u)", rd32(b + 8),
+                         CBF_VERSION);
     if ((rc = ctf__io_read(io, b, 8, size - 8, err))) return rc;
     const uint64_t h = rd64(b);
     if (h < 12 || h > size - 8 - 16)
@@ -244,13 +244,18 @@ static int lens_to_seqs(const char *path, const ctf__chunk *ch, const unsigned c
         const uint32_t n = rd32(lens + 4 * i);
         sum += n;
         if (out)
-            out[i] = (ctf__seq){.offset = ch->offset, .key = first_key + i,
-                                .line = first_key + i, .samples = n, .lines = 1};
+            out[i] = (ctf__seq){.offset = ch->offset,
+                                .key = first_key + i,
+                                .line = first_key + i,
+                                .samples = n,
+                                .lines = 1};
     }
     if (sum != ch->samples)
-        return corrupt(err, path, ch->offset, "the chunk at byte %llu holds %llu samples, its "
-                       "table entry says %llu", (unsigned long long)ch->offset,
-                       (unsigned long long)sum, (unsigned long long)ch->samples);
+        return corrupt(err, path, ch->offset,
+                       "the chunk at byte %llu holds %llu samples, its "
+                       "table entry says %llu",
+                       (unsigned long long)ch->offset, (unsigned long long)sum,
+                       (unsigned long long)ch->samples);
     return 0;
 }
 
@@ -282,17 +287,19 @@ static int map_streams(ctf__cbf *cbf, const ctf_config *cfg, const char *path, c
         if (s->sparse != d->is_sparse || s->dim != d->dim)
             return ctf__fail(err, CTF_EINVAL, (ctf__where){path, 0, 0, -1},
                              "input.%s: the CBF file stores '%s' as %s of dimension %u, not %s "
-                             "of dimension %zu", d->name, want, s->sparse ? "sparse" : "dense",
-                             s->dim, d->is_sparse ? "sparse" : "dense", d->dim);
+                             "of dimension %zu",
+                             d->name, want, s->sparse ? "sparse" : "dense", s->dim,
+                             d->is_sparse ? "sparse" : "dense", d->dim);
         if (s->precision != cfg->precision)
             return ctf__fail(err, CTF_EINVAL, (ctf__where){path, 0, 0, -1},
                              "precision: the CBF file stores '%s' as %s; the precision must "
-                             "match it (as in CNTK)", want,
-                             s->precision == CTF_FLOAT64 ? "double" : "float");
+                             "match it (as in CNTK)",
+                             want, s->precision == CTF_FLOAT64 ? "double" : "float");
         if (d->defines_mb_size)
             return ctf__fail(err, CTF_EINVAL, (ctf__where){path, 0, 0, -1},
                              "input.%s.definesMBSize: a CBF file stores each sequence's length; "
-                             "no stream can define it", d->name);
+                             "no stream can define it",
+                             d->name);
         cbf->to_cfg[j] = (int)k;
     }
     return 0;
@@ -328,13 +335,18 @@ int ctf__cbf_index(ctf_index *idx, const ctf_config *cfg, ctf__io *io, ctf_error
         const uint64_t end = c + 1 < nraw ? raw[c + 1].offset : cbf->header_offset;
         if (!r->seqs) continue; /* an empty chunk (ctf2bin writes one for an empty input) */
         if ((uint64_t)r->seqs * 4 > end - r->offset) {
-            rc = corrupt(err, path, r->offset, "chunk %u's %u sequence lengths do not fit in "
-                         "its %llu bytes", c, r->seqs, (unsigned long long)(end - r->offset));
+            rc = corrupt(err, path, r->offset,
+                         "chunk %u's %u sequence lengths do not fit in "
+                         "its %llu bytes",
+                         c, r->seqs, (unsigned long long)(end - r->offset));
             goto done;
         }
         ctf__chunk *ch = &idx->chunks[idx->num_chunks];
-        *ch = (ctf__chunk){.first_seq = idx->num_seqs, .num_seqs = r->seqs, .offset = r->offset,
-                           .size = end - r->offset, .samples = r->samples,
+        *ch = (ctf__chunk){.first_seq = idx->num_seqs,
+                           .num_seqs = r->seqs,
+                           .offset = r->offset,
+                           .size = end - r->offset,
+                           .samples = r->samples,
                            .line = idx->num_seqs};
         /* The lengths, read now: the open checks them and takes the length statistics. */
         const size_t nb = (size_t)r->seqs * 4;
@@ -385,8 +397,8 @@ int ctf__cbf_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__
     const ctf__chunk *ch = &idx->chunks[c];
     if (out->cap < ch->num_seqs &&
         ctf__grow((void **)&out->p, &out->cap, ch->num_seqs, sizeof *out->p))
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         c, idx->path);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s", c,
+                         idx->path);
     if (bytes)
         return lens_to_seqs(idx->path, ch, (const unsigned char *)bytes, ch->first_seq, out->p,
                             err);
@@ -401,8 +413,8 @@ int ctf__cbf_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__
     }
     unsigned char *own = CTF_MALLOC(nb);
     if (!own)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         c, idx->path);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s", c,
+                         idx->path);
     ctf__io *io;
     rc = ctf__io_open(idx->remote, idx->path, &idx->file, &io, err);
     if (!rc) rc = ctf__io_read(io, own, nb, ch->offset, err);
@@ -439,16 +451,19 @@ static int walk(const ctf__cbf *cbf, const ctf_index *idx, const ctf__chunk *ch,
         for (size_t i = 0; i < ch->num_seqs; i++) {
             const uint64_t at = p;
             if (size - p < (s->sparse ? 8u : 4u))
-                return corrupt(err, path, base + at, "stream '%s' of sequence %zu of the chunk "
-                               "at byte %llu is cut short", s->name, i,
-                               (unsigned long long)base);
+                return corrupt(err, path, base + at,
+                               "stream '%s' of sequence %zu of the chunk "
+                               "at byte %llu is cut short",
+                               s->name, i, (unsigned long long)base);
             const uint32_t n = rd32(buf + p);
             p += 4;
             if (!s->sparse) {
                 const uint64_t vals = (uint64_t)n * s->dim;
                 if (vals > (size - p) / elt)
-                    return corrupt(err, path, base + at, "stream '%s': %u samples of dimension "
-                                   "%u do not fit in the chunk", s->name, n, s->dim);
+                    return corrupt(err, path, base + at,
+                                   "stream '%s': %u samples of dimension "
+                                   "%u do not fit in the chunk",
+                                   s->name, n, s->dim);
                 if (sd && sd->view) {
                     /* No copy: the samples' places in the mapping. The first sequence's
                      * values are the base; later ones lie past counts of other sequences. */
@@ -456,14 +471,12 @@ static int walk(const ctf__cbf *cbf, const ctf_index *idx, const ctf__chunk *ch,
                     const size_t o = (size_t)(buf + p - (const unsigned char *)sd->values) / elt;
                     for (uint32_t t = 0; t <= n; t++)
                         sd->dense_off[sd->samples + t] = o + (size_t)t * s->dim;
-                    cd->slices[i * ns_cfg + (size_t)k] =
-                        (ctf__slice){(uint32_t)sd->samples, n};
+                    cd->slices[i * ns_cfg + (size_t)k] = (ctf__slice){(uint32_t)sd->samples, n};
                     sd->samples += n;
                 } else if (sd) {
                     memcpy((char *)sd->values + sd->samples * s->dim * elt, buf + p,
                            (size_t)vals * elt);
-                    cd->slices[i * ns_cfg + (size_t)k] =
-                        (ctf__slice){(uint32_t)sd->samples, n};
+                    cd->slices[i * ns_cfg + (size_t)k] = (ctf__slice){(uint32_t)sd->samples, n};
                     sd->samples += n;
                 } else if (k >= 0) {
                     sum[j].samples += n;
@@ -475,8 +488,10 @@ static int walk(const ctf__cbf *cbf, const ctf_index *idx, const ctf__chunk *ch,
             p += 4;
             if (nnz < 0 || (uint64_t)nnz * (elt + 4) > size - p ||
                 (uint64_t)n * 4 > size - p - (uint64_t)nnz * (elt + 4))
-                return corrupt(err, path, base + at, "stream '%s': %u samples with %d entries "
-                               "do not fit in the chunk", s->name, n, (int)nnz);
+                return corrupt(err, path, base + at,
+                               "stream '%s': %u samples with %d entries "
+                               "do not fit in the chunk",
+                               s->name, n, (int)nnz);
             const unsigned char *vals = buf + p, *ind = vals + (size_t)nnz * elt,
                                 *cnt = ind + (size_t)nnz * 4;
             if (sd) {
@@ -487,8 +502,8 @@ static int walk(const ctf__cbf *cbf, const ctf_index *idx, const ctf__chunk *ch,
                     const int32_t x = (int32_t)rd32(ind + 4 * (size_t)e);
                     if (x < 0 || (uint32_t)x >= s->dim)
                         return corrupt(err, path, base + (uint64_t)(ind - buf) + 4 * (size_t)e,
-                                       "stream '%s': index %d is outside dimension %u",
-                                       s->name, (int)x, s->dim);
+                                       "stream '%s': index %d is outside dimension %u", s->name,
+                                       (int)x, s->dim);
                     di[e] = x;
                 }
                 int64_t at_nnz = (int64_t)sd->nnz;
@@ -497,14 +512,16 @@ static int walk(const ctf__cbf *cbf, const ctf_index *idx, const ctf__chunk *ch,
                     if (c < 0 || c > nnz || at_nnz + c > (int64_t)sd->nnz + nnz)
                         return corrupt(err, path, base + (uint64_t)(cnt - buf) + 4 * (size_t)t,
                                        "stream '%s': the sample entry counts do not add up to "
-                                       "%d", s->name, (int)nnz);
+                                       "%d",
+                                       s->name, (int)nnz);
                     at_nnz += c;
                     sd->indptr[sd->samples + t + 1] = at_nnz;
                 }
                 if (at_nnz != (int64_t)sd->nnz + nnz)
-                    return corrupt(err, path, base + (uint64_t)(cnt - buf), "stream '%s': the "
-                                   "sample entry counts do not add up to %d", s->name,
-                                   (int)nnz);
+                    return corrupt(err, path, base + (uint64_t)(cnt - buf),
+                                   "stream '%s': the "
+                                   "sample entry counts do not add up to %d",
+                                   s->name, (int)nnz);
                 sd->nnz += (size_t)nnz;
                 sd->samples += n;
                 cd->slices[i * ns_cfg + (size_t)k] = (ctf__slice){(uint32_t)first, n};
@@ -516,9 +533,10 @@ static int walk(const ctf__cbf *cbf, const ctf_index *idx, const ctf__chunk *ch,
         }
     }
     if (p != size)
-        return corrupt(err, path, base + p, "%llu bytes of the chunk at byte %llu are left over "
-                       "after its streams", (unsigned long long)(size - p),
-                       (unsigned long long)base);
+        return corrupt(err, path, base + p,
+                       "%llu bytes of the chunk at byte %llu are left over "
+                       "after its streams",
+                       (unsigned long long)(size - p), (unsigned long long)base);
     return 0;
 }
 
@@ -535,9 +553,9 @@ static void *take(ctf__bufpool *pool, size_t n, size_t elt, size_t *cap)
 }
 
 /* Decodes the chunk's bytes; with map (holding them) a dense float stream is a view of it. */
-static int decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
-                  const char *bytes, ctf__map *map, ctf__bufpool *pool, ctf__seqbuf *seqs,
-                  ctf__chunk_data **out, ctf_error *err)
+static int decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk, const char *bytes,
+                  ctf__map *map, ctf__bufpool *pool, ctf__seqbuf *seqs, ctf__chunk_data **out,
+                  ctf_error *err)
 {
     const ctf__cbf *cbf = idx->cbf;
     const ctf__chunk *ch = &idx->chunks[chunk];
@@ -549,8 +567,10 @@ static int decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
     if (seqs) {
         if (seqs->cap < ch->num_seqs &&
             ctf__grow((void **)&seqs->p, &seqs->cap, ch->num_seqs, sizeof *seqs->p))
-            return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of "
-                             "%s", chunk, idx->path);
+            return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE,
+                             "out of memory reading chunk %zu of "
+                             "%s",
+                             chunk, idx->path);
     }
     int rc = lens_to_seqs(idx->path, ch, buf, ch->first_seq, seqs ? seqs->p : NULL, err);
     if (rc) return rc;
@@ -626,13 +646,12 @@ static int decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
     return 0;
 oom:
     ctf__chunk_data_free(cd);
-    return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory decoding chunk %zu of %s",
-                     chunk, idx->path);
+    return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory decoding chunk %zu of %s", chunk,
+                     idx->path);
 }
 
-int ctf__cbf_decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
-                    const char *bytes, ctf__bufpool *pool, ctf__seqbuf *seqs,
-                    ctf__chunk_data **out, ctf_error *err)
+int ctf__cbf_decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk, const char *bytes,
+                    ctf__bufpool *pool, ctf__seqbuf *seqs, ctf__chunk_data **out, ctf_error *err)
 {
     return decode(pc, idx, chunk, bytes, NULL, pool, seqs, out, err);
 }
@@ -649,8 +668,8 @@ int ctf__cbf_decode_mapped(const ctf__parse_cfg *pc, const ctf_index *idx, size_
  *====================================================================*/
 
 int ctf__cbf_file_streams(struct ctf__remote *rem, const char *path, bool *is_cbf,
-                          ctf_stream_def **streams, size_t *num_streams,
-                          ctf_precision *precision, ctf_error *err)
+                          ctf_stream_def **streams, size_t *num_streams, ctf_precision *precision,
+                          ctf_error *err)
 {
     *streams = NULL;
     *num_streams = 0;
@@ -705,9 +724,8 @@ int ctf_cbf_streams(const char *path, ctf_stream_def **streams, size_t *num_stre
     return ctf__cbf_file_streams(NULL, path, NULL, streams, num_streams, precision, err);
 }
 
-int ctf_cbf_streams_at(const char *path, const ctf_remote_options *remote,
-                       ctf_stream_def **streams, size_t *num_streams, ctf_precision *precision,
-                       ctf_error *err)
+int ctf_cbf_streams_at(const char *path, const ctf_remote_options *remote, ctf_stream_def **streams,
+                       size_t *num_streams, ctf_precision *precision, ctf_error *err)
 {
     if (!path || !streams || !num_streams)
         return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "ctf_cbf_streams_at: NULL argument");
@@ -723,8 +741,8 @@ int ctf_cbf_streams_at(const char *path, const ctf_remote_options *remote,
     size_t n = 0;
     if (strpbrk(path + 5, "*?[")) rc = ctf__io_glob(rem, path, &list, &n, err);
     if (!rc)
-        rc = ctf__cbf_file_streams(rem, n ? list[0] : path, NULL, streams, num_streams,
-                                   precision, err);
+        rc = ctf__cbf_file_streams(rem, n ? list[0] : path, NULL, streams, num_streams, precision,
+                                   err);
     for (size_t i = 0; i < n; i++) CTF_FREE(list[i]);
     CTF_FREE(list);
     ctf__remote_unref(rem);

@@ -106,8 +106,8 @@ static int put_sparse(ctf__cbf_build *b, ctf__cbf_bytes *out, const ctf__stream_
     ctf__cbf_pair *pr = b->pairs;
     for (uint32_t t = sl.first; t < sl.first + sl.count; t++) {
         const int64_t a = sd->indptr[t], e = sd->indptr[t + 1];
-        for (int64_t x = a; x < e; x++) pr[x - lo] = (ctf__cbf_pair){sd->indices[x],
-                                                                      (uint32_t)(x - a)};
+        for (int64_t x = a; x < e; x++)
+            pr[x - lo] = (ctf__cbf_pair){sd->indices[x], (uint32_t)(x - a)};
         if (b->sort && e - a > 1) qsort(pr + (a - lo), (size_t)(e - a), sizeof *pr, cmp_pair);
         for (int64_t x = a; x < e; x++)
             if (put_value(b, out, sd->values, elt, (size_t)a + pr[x - lo].at)) return CTF_ENOMEM;
@@ -115,8 +115,7 @@ static int put_sparse(ctf__cbf_build *b, ctf__cbf_bytes *out, const ctf__stream_
     for (int64_t x = lo; x < hi; x++)
         if (ctf__cbf_put32(out, (uint32_t)pr[x - lo].ind)) return CTF_ENOMEM;
     for (uint32_t t = sl.first; t < sl.first + sl.count; t++)
-        if (ctf__cbf_put32(out, (uint32_t)(sd->indptr[t + 1] - sd->indptr[t])))
-            return CTF_ENOMEM;
+        if (ctf__cbf_put32(out, (uint32_t)(sd->indptr[t + 1] - sd->indptr[t]))) return CTF_ENOMEM;
     b->nonzeros += (uint64_t)(hi - lo);
     return 0;
 }
@@ -169,8 +168,8 @@ uint64_t ctf__cbf_build_size(const ctf__cbf_build *b)
 int ctf__cbf_build_take(ctf__cbf_build *b, ctf__cbf_bytes *out)
 {
     int rc = ctf__cbf_put(out, b->lens.p, b->lens.len);
-    for (size_t k = 0; !rc && k < b->num_streams; k++) rc = ctf__cbf_put(out, b->st[k].p,
-                                                                          b->st[k].len);
+    for (size_t k = 0; !rc && k < b->num_streams; k++)
+        rc = ctf__cbf_put(out, b->st[k].p, b->st[k].len);
     ctf__cbf_build_reset(b);
     return rc;
 }

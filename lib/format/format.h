@@ -331,15 +331,14 @@ int ctf__cbf_sniff(struct ctf__io *io, uint64_t size, bool *yes, ctf_error *err)
 /* ctf_cbf_streams for a local path or (rem not NULL) a remote object. is_cbf not NULL: a file
  * that is not CBF is no error but *is_cbf false and no streams. */
 int ctf__cbf_file_streams(struct ctf__remote *rem, const char *path, bool *is_cbf,
-                          ctf_stream_def **streams, size_t *num_streams,
-                          ctf_precision *precision, ctf_error *err);
+                          ctf_stream_def **streams, size_t *num_streams, ctf_precision *precision,
+                          ctf_error *err);
 /* Fills idx (path and file set) from the CBF file's header: its chunks (empty ones left out),
  * sequence counts, length statistics and fingerprint, and idx->cbf; each of cfg's streams is
  * found by its alias (else name) among the file's and must match its kind, dimension and
  * element type. On failure idx->cbf may be set (ctf_index_free frees it). @return : 0, or
  * CTF_EPARSE (not a valid file), CTF_EINVAL (the streams do not fit), CTF_EIO, CTF_ENOMEM. */
-int ctf__cbf_index(ctf_index *idx, const ctf_config *cfg, struct ctf__io *io,
-                   ctf_error *err);
+int ctf__cbf_index(ctf_index *idx, const ctf_config *cfg, struct ctf__io *io, ctf_error *err);
 void ctf__cbf_free(ctf__cbf *cbf);
 const ctf__cbf_stream *ctf__cbf_streams(const ctf__cbf *cbf, size_t *n);
 /* Chunk c's sequence records (key: the sequence's number in the file) from its lengths: bytes
@@ -349,9 +348,8 @@ int ctf__cbf_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__
 /* Decodes chunk `chunk` (bytes: its ch->size bytes) into a parsed chunk of pc's streams, its
  * buffers from pool (may be NULL); its records into seqs when not NULL. @return : 0 and *out,
  * or CTF_EPARSE naming the damaged byte, CTF_ELIMIT, CTF_ENOMEM. */
-int ctf__cbf_decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
-                    const char *bytes, ctf__bufpool *pool, ctf__seqbuf *seqs,
-                    ctf__chunk_data **out, ctf_error *err);
+int ctf__cbf_decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk, const char *bytes,
+                    ctf__bufpool *pool, ctf__seqbuf *seqs, ctf__chunk_data **out, ctf_error *err);
 /* ctf__cbf_decode of a chunk whose bytes are map's: a dense float stream becomes a view of
  * them (no copy) and the chunk takes the mapping over (*map emptied); with no view the mapping
  * stays the caller's. */

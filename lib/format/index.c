@@ -268,7 +268,9 @@ static int emit(scan_state *st, const ctf__seq *s, uint64_t end)
                       sizeof *idx->chunks))
             return ctf__fail(st->err, CTF_ENOMEM, CTF__NOWHERE, "out of memory building chunks");
         c = &idx->chunks[idx->num_chunks++];
-        *c = (ctf__chunk){.first_seq = st->emitted, .offset = s->offset, .line = s->line,
+        *c = (ctf__chunk){.first_seq = st->emitted,
+                          .offset = s->offset,
+                          .line = s->line,
                           .hash = CHUNK_HASH_SEED};
     }
     c->num_seqs++;
@@ -649,8 +651,10 @@ static int scan_parallel(scan_state *st, ctf__io *io, bool *ran, ctf_error *err)
         /* The second half's sequences go through the first half's sink in file order, as
          * the serial scan would have emitted them: the first half's open sequence gets the
          * lines before the second half's first one, then closes when that one opens. */
-        if (st->have_seq) st->cur.lines += (uint32_t)j->st.lines_before;
-        else st->lines_before += j->st.lines_before;
+        if (st->have_seq)
+            st->cur.lines += (uint32_t)j->st.lines_before;
+        else
+            st->lines_before += j->st.lines_before;
         const uint64_t shift = st->line_no;
         for (size_t i = 0; i <= j->st.kept && !rc; i++) {
             if (i == j->st.kept && (!j->st.have_seq || stopped)) break;
@@ -738,8 +742,7 @@ static uint64_t fingerprint_seed(const ctf__file_id *file)
  * sequence spans at least a byte per line and holds at most a sample per line; in line mode a
  * sequence's key is its first line and holds at most one sample. Checked record by record as
  * the table streams in: s, its successor nx (NULL for the last), first: s is the first. */
-static bool seq_consistent(const cache_header *h, const ctf__seq *s, const ctf__seq *nx,
-                           bool first)
+static bool seq_consistent(const cache_header *h, const ctf__seq *s, const ctf__seq *nx, bool first)
 {
     if (first && (s->offset < h->data_start || s->line > s->offset - h->data_start)) return false;
     const uint64_t end = nx ? nx->offset : h->file_size;
@@ -932,8 +935,7 @@ static void cache_abort(scan_state *st, const char *tmp)
 
 /* Completes the cache: the header, the checksum (records, then header), fsync, rename.
  * @return : true when the cache now holds the index's table. */
-static bool cache_end(scan_state *st, const ctf_config *cfg, const index_opts *o,
-                      const char *tmp)
+static bool cache_end(scan_state *st, const ctf_config *cfg, const index_opts *o, const char *tmp)
 {
     const ctf_index *idx = st->idx;
     const char *cpath = idx->cache_path;
@@ -1070,14 +1072,19 @@ int ctf__rescan_begin(const ctf_index *idx, size_t c, ctf__seqbuf *out, ctf__res
     const ctf__chunk *ch = &idx->chunks[c];
     ctf__rescan *x = *r = CTF_CALLOC(1, sizeof *x);
     if (!x)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         c, idx->path);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s", c,
+                         idx->path);
     x->tmp = (ctf_index){.path = idx->path, .file = idx->file, .line_mode = idx->line_mode};
     x->idx = idx;
     x->c = c;
     x->out = out;
-    x->st = (scan_state){.idx = &x->tmp, .opts = idx->opts, .mode = idx->line_mode ? 1 : 0,
-                         .rescan = true, .line_no = ch->line, .keep = out, .err = &x->e};
+    x->st = (scan_state){.idx = &x->tmp,
+                         .opts = idx->opts,
+                         .mode = idx->line_mode ? 1 : 0,
+                         .rescan = true,
+                         .line_no = ch->line,
+                         .keep = out,
+                         .err = &x->e};
     return 0;
 }
 
@@ -1097,10 +1104,7 @@ int ctf__rescan_block(ctf__rescan *r, const char *p, const char *end, uint64_t b
     return r->rc = rc;
 }
 
-size_t ctf__rescan_kept(const ctf__rescan *r)
-{
-    return r->st.kept;
-}
+size_t ctf__rescan_kept(const ctf__rescan *r) { return r->st.kept; }
 
 bool ctf__rescan_open(const ctf__rescan *r, uint64_t *offset)
 {
@@ -1145,7 +1149,8 @@ int ctf__rescan_end(ctf__rescan *r, ctf_error *err)
     CTF_FREE(was);
     ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, line + 1, 1, (int64_t)at},
               "the file changed since it was indexed: chunk %zu no longer matches the "
-              "index (the data file changed on disk); reopen the reader", c);
+              "index (the data file changed on disk); reopen the reader",
+              c);
     ctf__index_stale(idx, err);
     return CTF_ECHANGED;
 }
@@ -1180,15 +1185,15 @@ int ctf__index_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf
     if (idx->cbf) return ctf__cbf_chunk_seqs(idx, c, bytes, out, err);
     if (out->cap < ch->num_seqs &&
         ctf__grow((void **)&out->p, &out->cap, ch->num_seqs, sizeof *out->p))
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         c, idx->path);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s", c,
+                         idx->path);
     /* A cache that fails the chunk's fold (replaced, damaged) is passed over for the data. */
     if (!bytes && ctf__index_chunk_seqs_cached(idx, c, out)) return 0;
     if (bytes) return rescan_chunk(idx, c, bytes, out, err);
     char *own = CTF_MALLOC(ch->size ? (size_t)ch->size : 1);
     if (!own)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         c, idx->path);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s", c,
+                         idx->path);
     ctf__io *io;
     int rc = ctf__io_open(idx->remote, idx->path, &idx->file, &io, err);
     if (!rc) rc = ctf__io_read(io, own, (size_t)ch->size, ch->offset, err);
@@ -1268,7 +1273,8 @@ int ctf__index_build(const ctf_config *cfg, ctf__remote *rem, ctf_index **out, c
      * would read every object whole. */
     if (cfg->cache_index || (rem && ctf__io_is_remote(idx->path))) {
         char cpath[CTF_ERROR_PATH_MAX + 64];
-        if (!ctf__io_is_remote(idx->path)) ctf_index_cache_path(idx->path, cpath, sizeof cpath);
+        if (!ctf__io_is_remote(idx->path))
+            ctf_index_cache_path(idx->path, cpath, sizeof cpath);
         else if (!ctf__io_cache_path(rem, idx->path, &idx->file, cpath, sizeof cpath))
             cpath[0] = '\0';
         if (cpath[0] && !(idx->cache_path = ctf__strdup(cpath))) {
@@ -1361,6 +1367,8 @@ uint64_t ctf__index_bytes(const ctf_index *idx)
     return n;
 }
 
+const char *ctf_index_cache_file(const ctf_index *idx) { return idx->cache_path; }
+
 void ctf_index_get_info(const ctf_index *idx, ctf_index_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -1386,8 +1394,10 @@ uint64_t ctf_index_sequence_samples(const ctf_index *idx, size_t i)
     size_t lo = 0, hi = idx->num_chunks - 1;
     while (lo < hi) {
         size_t mid = lo + (hi - lo + 1) / 2;
-        if (idx->chunks[mid].first_seq <= i) lo = mid;
-        else hi = mid - 1;
+        if (idx->chunks[mid].first_seq <= i)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     struct ctf__index_one *one = idx->one;
     uint64_t n = 0;
@@ -1407,15 +1417,16 @@ int ctf_index_verify(const ctf_index *idx, ctf_error *err)
     ctf__error_clear(err);
     if (idx->cbf) return 0; /* a CBF file's index is its own header, checked when it is read */
     ctf__file_id now;
-    int rc = ctf__file_stat(idx->path, &now, err);
+    /* Through the seam: a remote object is asked its size and ETag, then read by ranges. */
+    int rc = ctf__io_stat(idx->remote, idx->path, &now, err);
     if (rc) return rc;
     if (now.size != idx->file.size || now.mtime_ns != idx->file.mtime_ns ||
         now.inode != idx->file.inode)
         rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0, -1},
                        "the file changed since it was indexed (size, modification time or "
-                       "inode)");
-    int fd = rc ? -1 : ctf__file_open(idx->path, err);
-    if (fd < 0 && !rc) rc = fd;
+                       "inode, or the object's ETag)");
+    ctf__io *io = NULL;
+    if (!rc) rc = ctf__io_open(idx->remote, idx->path, &idx->file, &io, err);
     char *bytes = NULL;
     size_t cap = 0;
     ctf__seqbuf seqs = {0};
@@ -1434,16 +1445,17 @@ int ctf_index_verify(const ctf_index *idx, ctf_error *err)
             bytes = nb;
             cap = n;
         }
-        if ((rc = ctf__file_pread(fd, idx->path, bytes, n, ch->offset, err))) break;
+        if ((rc = ctf__io_read(io, bytes, n, ch->offset, err))) break;
         if (c + 1 < idx->num_chunks && n && bytes[n - 1] != '\n')
-            rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){idx->path, 0, 0,
-                                                           (int64_t)(ch->offset + n - 1)},
+            rc = ctf__fail(err, CTF_ECHANGED,
+                           (ctf__where){idx->path, 0, 0, (int64_t)(ch->offset + n - 1)},
                            "the file changed since it was indexed: chunk %zu no longer ends a "
-                           "line", c);
+                           "line",
+                           c);
         else
             rc = ctf__index_chunk_seqs(idx, c, bytes, &seqs, err);
     }
-    if (fd >= 0) ctf__file_close(fd);
+    ctf__io_close(io);
     CTF_FREE(bytes);
     CTF_FREE(seqs.p);
     if (rc == CTF_ECHANGED) ctf__index_stale(idx, err);

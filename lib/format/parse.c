@@ -45,20 +45,20 @@ typedef struct pstate {
     uint64_t range_end;       /* at this file offset */
     ctf__chunk_data *cd;
     const char *buf;          /* the bytes at hand: the chunk's, or a block of them */
-    const char *limit;        /* end of the bytes at hand: how far the number fast path may read */
-    uint64_t base;            /* file offset of buf[0] */
-    const char *line_start;   /* current line, for columns */
-    uint64_t line_no;         /* 0-based current line */
-    uint64_t max_errors;      /* stop after max_errors + 1 errors */
-    size_t *alias_len;        /* per stream */
-    const char **alias;       /* per stream */
-    uint32_t row_errors;      /* errors in the current row */
-    bool row_unterminated;    /* the current row is the file's last line, without a newline */
-    int oom;                  /* an allocation failed */
+    const char *limit; /* end of the bytes at hand: how far the number fast path may read */
+    uint64_t base; /* file offset of buf[0] */
+    const char *line_start; /* current line, for columns */
+    uint64_t line_no; /* 0-based current line */
+    uint64_t max_errors; /* stop after max_errors + 1 errors */
+    size_t *alias_len; /* per stream */
+    const char **alias; /* per stream */
+    uint32_t row_errors; /* errors in the current row */
+    bool row_unterminated; /* the current row is the file's last line, without a newline */
+    int oom; /* an allocation failed */
 #if CTF_TOKENIZE
     const struct value_fns *fns; /* the hot loops' variant (value_fns_get) */
-    const char *resume;       /* a dense value out of range was stored: go on from here, */
-    size_t resume_n;          /* with this many values (dense_value_refused) */
+    const char *resume; /* a dense value out of range was stored: go on from here, */
+    size_t resume_n; /* with this many values (dense_value_refused) */
 #endif
 } pstate;
 
@@ -68,8 +68,8 @@ static ctf__where where_at(const pstate *ps, const char *p)
                         (int64_t)(ps->base + (uint64_t)(p - ps->buf))};
 }
 
-static void add_problem(pstate *ps, ctf_severity sev, int code, ctf__where w, const char *fmt,
-                        ...) __attribute__((format(printf, 5, 6)));
+static void add_problem(pstate *ps, ctf_severity sev, int code, ctf__where w, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 static void add_problem(pstate *ps, ctf_severity sev, int code, ctf__where w, const char *fmt, ...)
 {
     ctf__chunk_data *cd = ps->cd;
@@ -169,8 +169,8 @@ static void bad_dense_value(pstate *ps, const ctf_stream_def *def, size_t n, con
 static void too_many_values(pstate *ps, const ctf_stream_def *def, const char *p)
 {
     add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, p),
-                "stream '%s': dense sample has more than dim=%zu values; sample dropped",
-                def->name, def->dim);
+                "stream '%s': dense sample has more than dim=%zu values; sample dropped", def->name,
+                def->dim);
 }
 
 /* A number beyond the range of the configured precision (1e39 as float32, 1e309 as float64):
@@ -250,8 +250,8 @@ static const char *finish_dense(pstate *ps, const ctf_stream_def *def, ctf__stre
         }
         for (size_t i = 0; i <= sd->samples; i++) sd->dense_off[i] = i * dim;
     }
-    if (sd->dense_off && ctf__grow((void **)&sd->dense_off, &sd->dense_off_cap,
-                                   sd->samples + 2, sizeof *sd->dense_off)) {
+    if (sd->dense_off && ctf__grow((void **)&sd->dense_off, &sd->dense_off_cap, sd->samples + 2,
+                                   sizeof *sd->dense_off)) {
         ps->oom = 1;
         return NULL;
     }
@@ -306,16 +306,16 @@ static const char *dense_values(pstate *ps, const ctf_stream_def *def, char *dst
 typedef struct sparse_run {
     const ctf_stream_def *def;
     ctf__stream_data *sd;
-    size_t nnz0;     /* the sample's first entry */
-    int64_t last;    /* largest index so far (-1: none) */
+    size_t nnz0; /* the sample's first entry */
+    int64_t last; /* largest index so far (-1: none) */
     bool dup_warned; /* a repeated index was reported */
 } sparse_run;
 
 /* Stores entry (index, value) of the sample; warns once about a repeated index. @return : false
  * when memory ran out (ps->oom is set). */
-static inline __attribute__((always_inline)) bool
-sparse_store(pstate *ps, sparse_run *sr, uint64_t index, float f, double d, size_t elt,
-             const char *entry)
+static inline __attribute__((always_inline)) bool sparse_store(pstate *ps, sparse_run *sr,
+                                                               uint64_t index, float f, double d,
+                                                               size_t elt, const char *entry)
 {
     ctf__stream_data *sd = sr->sd;
     /* The capacity tests are inlined: ctf__grow is out of line, and calling it twice per entry
@@ -386,8 +386,8 @@ static const char *sparse_entry(pstate *ps, sparse_run *sr, const char *p, const
     p++;
     if (index >= def->dim) {
         add_problem(ps, CTF_SEV_ERROR, CTF_EPARSE, where_at(ps, entry),
-                    "stream '%s': sparse index %.*s%s is out of range (dim=%zu)", def->name,
-                    ndig, entry, more, def->dim);
+                    "stream '%s': sparse index %.*s%s is out of range (dim=%zu)", def->name, ndig,
+                    entry, more, def->dim);
         return NULL;
     }
     union {
@@ -446,7 +446,8 @@ struct value_fns {
 #define CTF_V(x) x##_sse2
 #include "parse_values.h"
 #undef CTF_V
-static const struct value_fns fns_sse2 = {"sse2", {dense_f32_sse2, dense_f64_sse2},
+static const struct value_fns fns_sse2 = {"sse2",
+                                          {dense_f32_sse2, dense_f64_sse2},
                                           {sparse_f32_sse2, sparse_f64_sse2}};
 
 #if CTF_SSSE3_VARIANT
@@ -456,7 +457,8 @@ static const struct value_fns fns_sse2 = {"sse2", {dense_f32_sse2, dense_f64_sse
 #include "parse_values.h"
 #undef CTF_V
 #pragma GCC pop_options
-static const struct value_fns fns_ssse3 = {"ssse3", {dense_f32_ssse3, dense_f64_ssse3},
+static const struct value_fns fns_ssse3 = {"ssse3",
+                                           {dense_f32_ssse3, dense_f64_ssse3},
                                            {sparse_f32_ssse3, sparse_f64_ssse3}};
 #endif
 
@@ -681,8 +683,8 @@ static bool line_has_input(const pstate *ps, const char *p, const char *eol)
  * (none more, none less), in id mode every id equal to its key, in line mode no configured
  * input on its trailing lines. p is where the parsed rows ended, r the rows parsed.
  * @return : false after recording CTF_ECHANGED. */
-static bool sequence_matches_index(pstate *ps, const ctf__seq *seq, const char *p,
-                                   const char *end, uint32_t r)
+static bool sequence_matches_index(pstate *ps, const ctf__seq *seq, const char *p, const char *end,
+                                   uint32_t r)
 {
     for (; r < seq->lines && p < end; r++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -706,8 +708,8 @@ static bool sequence_matches_index(pstate *ps, const ctf__seq *seq, const char *
     while (q < end && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
     if (r != seq->lines || q != end) {
         ps->line_start = p;
-        changed_under_index(ps, p < end ? p : end, "the sequence's line count differs; lines",
-                            r, seq->lines);
+        changed_under_index(ps, p < end ? p : end, "the sequence's line count differs; lines", r,
+                            seq->lines);
         return false;
     }
     return true;
@@ -747,8 +749,10 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
         bool big = false;
         while (q < eol && *q >= '0' && *q <= '9') {
             const unsigned d = (unsigned)(*q - '0');
-            if (id > (UINT64_MAX - d) / 10) big = true;
-            else id = id * 10 + d;
+            if (id > (UINT64_MAX - d) / 10)
+                big = true;
+            else
+                id = id * 10 + d;
             q++;
         }
         if (!pc->line_mode && q > p && (big || id != seq->key)) {
@@ -821,8 +825,7 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
                             (unsigned long long)seq->key, sl[k].count, pc->streams[k].name);
                 cd->dropped[local] = 1;
                 cd->dropped_seqs++;
-                for (size_t j = 0; j < pc->num_streams; j++)
-                    cd->dropped_samples[j] += sl[j].count;
+                for (size_t j = 0; j < pc->num_streams; j++) cd->dropped_samples[j] += sl[j].count;
                 break;
             }
         }
@@ -836,10 +839,10 @@ static int parse_sequence(pstate *ps, size_t si, size_t local)
 
 struct ctf__bufpool {
     pthread_mutex_t mu;
-    size_t refs;     /* the creator's, plus one per chunk that may give buffers back */
-    size_t n, max;   /* buffers held, and the most it keeps */
-    void **buf;      /* max entries */
-    size_t *bytes;   /* their capacities */
+    size_t refs; /* the creator's, plus one per chunk that may give buffers back */
+    size_t n, max; /* buffers held, and the most it keeps */
+    void **buf; /* max entries */
+    size_t *bytes; /* their capacities */
 };
 
 ctf__bufpool *ctf__bufpool_create(size_t max_bufs)
@@ -877,10 +880,7 @@ static void pool_ref(ctf__bufpool *p)
     pthread_mutex_unlock(&p->mu);
 }
 
-void ctf__bufpool_ref(ctf__bufpool *p)
-{
-    pool_ref(p);
-}
+void ctf__bufpool_ref(ctf__bufpool *p) { pool_ref(p); }
 
 void ctf__bufpool_unref(ctf__bufpool *p)
 {
@@ -1049,14 +1049,13 @@ static uint64_t count_colons(const char *p, size_t n)
     return c;
 }
 
-static int presize(ctf__bufpool *pool, ctf__stream_data *sd, const ctf_stream_def *d,
-                   uint64_t rows, uint64_t bytes, uint64_t colons, size_t elt)
+static int presize(ctf__bufpool *pool, ctf__stream_data *sd, const ctf_stream_def *d, uint64_t rows,
+                   uint64_t bytes, uint64_t colons, size_t elt)
 {
     if (d->is_sparse) {
         const uint64_t n = CTF_MIN((bytes + 1) / 4, colons);
         return presize_one(pool, &sd->values, &sd->values_cap, n, elt) ||
-               presize_one(pool, (void **)&sd->indices, &sd->indices_cap, n,
-                           sizeof *sd->indices);
+               presize_one(pool, (void **)&sd->indices, &sd->indices_cap, n, sizeof *sd->indices);
     }
     const uint64_t by_bytes = (bytes + 1) / 2;
     const uint64_t n = d->dim && rows > by_bytes / d->dim ? by_bytes : rows * d->dim;
@@ -1104,17 +1103,17 @@ struct ctf__parse_run {
     const char *alias[CTF_MAX_STREAMS];
     size_t alias_len[CTF_MAX_STREAMS];
     const ctf__chunk *ch;
-    size_t next;              /* sequences parsed so far */
-    bool sparse;              /* some stream is sparse */
-    bool colons_known;        /* the chunk's ':' were counted up front, */
-    bool rows_known;          /* and its rows, */
-    uint64_t colons, rows;    /* else those of the sequences parsed so far */
+    size_t next; /* sequences parsed so far */
+    bool sparse; /* some stream is sparse */
+    bool colons_known; /* the chunk's ':' were counted up front, */
+    bool rows_known; /* and its rows, */
+    uint64_t colons, rows; /* else those of the sequences parsed so far */
 };
 
 static int parse_fail(const ctf__parse_cfg *pc, size_t chunk, ctf_error *err)
 {
-    return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory parsing chunk %zu of %s",
-                     chunk, pc->path);
+    return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory parsing chunk %zu of %s", chunk,
+                     pc->path);
 }
 
 void ctf__parse_abort(ctf__parse_run *r)
@@ -1184,8 +1183,12 @@ int ctf__parse_begin(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
         }
         if (presize(pc->pool, sd, d, rows, ch->size, colons, (size_t)pc->precision)) goto oom;
     }
-    r->ps = (pstate){.pc = pc, .idx = idx, .cd = cd, .max_errors = max_errors,
-                     .alias = r->alias, .alias_len = r->alias_len};
+    r->ps = (pstate){.pc = pc,
+                     .idx = idx,
+                     .cd = cd,
+                     .max_errors = max_errors,
+                     .alias = r->alias,
+                     .alias_len = r->alias_len};
 #if CTF_TOKENIZE
     r->ps.fns = value_fns_get();
 #endif
@@ -1281,10 +1284,10 @@ int ctf__parse_seqs(ctf__parse_run *r, const ctf__seq *seqs, size_t hi, uint64_t
         uint64_t rows = 0;
         if (!r->rows_known)
             for (size_t i = lo; i < hi; i++) rows += seqs[i].lines;
-        const uint64_t colons =
-            r->sparse && !r->colons_known
-                ? count_colons(buf + from, (size_t)(range_end - seqs[lo].offset))
-                : 0;
+        const uint64_t colons = r->sparse && !r->colons_known
+                                    ? count_colons(buf + from,
+                                                   (size_t)(range_end - seqs[lo].offset))
+                                    : 0;
         if (reserve(r, rows, colons, range_end - r->ch->offset))
             return parse_fail(ps->pc, ps->cd->chunk, err);
     }
@@ -1296,10 +1299,7 @@ int ctf__parse_seqs(ctf__parse_run *r, const ctf__seq *seqs, size_t hi, uint64_t
     return 0;
 }
 
-bool ctf__parse_stopped(const ctf__parse_run *r)
-{
-    return too_many_errors(&r->ps);
-}
+bool ctf__parse_stopped(const ctf__parse_run *r) { return too_many_errors(&r->ps); }
 
 int ctf__parse_end(ctf__parse_run *r, ctf__chunk_data **out, ctf_error *err)
 {
@@ -1333,8 +1333,9 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
     const ctf__chunk *ch = &idx->chunks[chunk];
     ctf__parse_run *r;
     int rc = ctf__parse_begin(pc, idx, chunk, seqs, buf, max_errors, &r, err);
-    if (!rc) rc = ctf__parse_seqs(r, seqs, ch->num_seqs, ch->offset + ch->size, buf, ch->offset,
-                                  (size_t)ch->size, err);
+    if (!rc)
+        rc = ctf__parse_seqs(r, seqs, ch->num_seqs, ch->offset + ch->size, buf, ch->offset,
+                             (size_t)ch->size, err);
     if (rc) {
         ctf__parse_abort(r);
         return rc;

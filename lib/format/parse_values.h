@@ -47,8 +47,8 @@ CTF_V(dense_value)(pstate *ps, const ctf_stream_def *def, char *dst, size_t *n, 
  * one may be read 33 bytes ahead (w->roomy, a constant after inlining: the loop exists once with
  * the read-ahead tests and once without). @return : false after recording an error. */
 static inline __attribute__((always_inline)) bool
-CTF_V(dense_starts)(pstate *ps, const ctf_stream_def *def, char *dst, size_t *n,
-                    const ctf__walk *w, const char *end, bool roomy, size_t elt, size_t dim)
+CTF_V(dense_starts)(pstate *ps, const ctf_stream_def *def, char *dst, size_t *n, const ctf__walk *w,
+                    const char *end, bool roomy, size_t elt, size_t dim)
 {
     const char *const blk = w->blk;
     const uint64_t tok = w->tok;
@@ -101,8 +101,8 @@ CTF_V(sparse_token)(pstate *ps, sparse_run *sr, sparse_hot *h, const char *s, co
     if (roomy || limit - s >= 17 + 9) {
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
         __m128i t = _mm_sub_epi8(v, _mm_set1_epi8('0'));
-        const unsigned dm =
-            (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t));
+        const unsigned dm = (unsigned)_mm_movemask_epi8(
+            _mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t));
         const unsigned k = (unsigned)__builtin_ctz(~dm); /* index digits */
         const char *vs = s + k + 1;
         if (k - 1 < 8 && s[k] == ':' && vs < e) {
@@ -142,15 +142,15 @@ CTF_V(sparse_token)(pstate *ps, sparse_run *sr, sparse_hot *h, const char *s, co
 
 /* The entries of the current block of a walk that begin and end in it, as dense_starts. */
 static inline __attribute__((always_inline)) bool
-CTF_V(sparse_starts)(pstate *ps, sparse_run *sr, sparse_hot *h, const ctf__walk *w,
-                     const char *end, bool roomy, size_t elt)
+CTF_V(sparse_starts)(pstate *ps, sparse_run *sr, sparse_hot *h, const ctf__walk *w, const char *end,
+                     bool roomy, size_t elt)
 {
     const char *const blk = w->blk;
     const uint64_t tok = w->tok;
     for (uint64_t st = w->starts; st; st &= st - 1) {
         const unsigned i = (unsigned)__builtin_ctzll(st);
-        if (!CTF_V(sparse_token)(ps, sr, h, blk + i, blk + i + ctf__walk_len(tok, i), end,
-                                 w->limit, roomy, elt))
+        if (!CTF_V(sparse_token)(ps, sr, h, blk + i, blk + i + ctf__walk_len(tok, i), end, w->limit,
+                                 roomy, elt))
             return false;
     }
     return true;

@@ -111,8 +111,7 @@ int ctf_record_section_begin(ctf_record_writer *w, size_t k)
     return ctf_record_grow(w, REC_SECTION) == SIZE_MAX ? CTF_ENOMEM : 0;
 }
 
-int ctf_record_section_end(ctf_record_writer *w, const ctf_slot *slot, int64_t steps,
-                           int64_t subs)
+int ctf_record_section_end(ctf_record_writer *w, const ctf_slot *slot, int64_t steps, int64_t subs)
 {
     if (pad8(w)) return CTF_ENOMEM;
     char *h = w->p + w->section;
@@ -139,18 +138,18 @@ size_t ctf_record_sparse_step(ctf_record_writer *w, size_t nnz, bool valued, siz
 }
 
 /* Converts n items of type T at src to float or double at dst. */
-#define CONVERT(T)                                                                      \
-    for (size_t i = 0; i < n; i++) {                                                    \
-        T x;                                                                            \
-        memcpy(&x, src + i * sizeof x, sizeof x);                                       \
-        if (dbl) {                                                                      \
-            const double d = (double)x;                                                 \
-            memcpy(dst + i * sizeof d, &d, sizeof d);                                   \
-        } else {                                                                        \
-            const float f = (float)x;                                                   \
-            memcpy(dst + i * sizeof f, &f, sizeof f);                                   \
-        }                                                                               \
-    }                                                                                   \
+#define CONVERT(T) \
+    for (size_t i = 0; i < n; i++) { \
+        T x; \
+        memcpy(&x, src + i * sizeof x, sizeof x); \
+        if (dbl) { \
+            const double d = (double)x; \
+            memcpy(dst + i * sizeof d, &d, sizeof d); \
+        } else { \
+            const float f = (float)x; \
+            memcpy(dst + i * sizeof f, &f, sizeof f); \
+        } \
+    } \
     break
 
 int ctf_record_dense_items(ctf_record_writer *w, const char *format, const void *items, size_t n)
@@ -198,8 +197,7 @@ int ctf_record_dense_items(ctf_record_writer *w, const char *format, const void 
  *====================================================================*/
 
 /* Bounds of slot k's section in record r: [*at, *end). @return : 0, or -1. */
-static int section_bounds(const ctf_record_ref *r, size_t k, size_t nslots, size_t *at,
-                          size_t *end)
+static int section_bounds(const ctf_record_ref *r, size_t k, size_t nslots, size_t *at, size_t *end)
 {
     const char *p = r->data;
     const size_t head = REC_HEADER + nslots * sizeof(uint64_t);
@@ -268,8 +266,8 @@ static int scan_section(const ctf_record_ref *r, size_t k, size_t nslots, const 
     return 0;
 }
 
-int ctf_records_measure(const ctf_record_ref *recs, size_t n, const ctf_slot *slots,
-                        size_t nslots, bool dbl, ctf_batch_size *sizes, ctf_error *err)
+int ctf_records_measure(const ctf_record_ref *recs, size_t n, const ctf_slot *slots, size_t nslots,
+                        bool dbl, ctf_batch_size *sizes, ctf_error *err)
 {
     const size_t elt = dbl ? sizeof(double) : sizeof(float);
     if (nslots < 1 || nslots > CTF_MAX_SLOTS)
@@ -359,8 +357,8 @@ static void pack_slot(const ctf_record_ref *recs, size_t n, size_t k, size_t nsl
     if (o->indptr) o->indptr[step] = nnz;
 }
 
-void ctf_records_pack(const ctf_record_ref *recs, size_t n, const ctf_slot *slots,
-                      size_t nslots, bool dbl, const ctf_batch_out *outs)
+void ctf_records_pack(const ctf_record_ref *recs, size_t n, const ctf_slot *slots, size_t nslots,
+                      bool dbl, const ctf_batch_out *outs)
 {
     const size_t elt = dbl ? sizeof(double) : sizeof(float);
     for (size_t k = 0; k < nslots; k++) pack_slot(recs, n, k, nslots, &slots[k], elt, &outs[k]);

@@ -95,8 +95,7 @@ typedef struct ctf__walk {
 } ctf__walk;
 
 static inline __attribute__((always_inline)) void ctf__walk_init(ctf__walk *w, const char *p,
-                                                                 const char *end,
-                                                                 const char *limit)
+                                                                 const char *end, const char *limit)
 {
     w->p = p;
     w->end = end;
@@ -195,49 +194,63 @@ static inline __attribute__((always_inline)) unsigned ctf__shape_index(unsigned 
  * the byte of the control at K, past a sign of S bytes. */
 #define CTF__ND(L, I) ((L) - ((I) < (L)))
 #define CTF__J(L, I, K) ((K) - (8 - CTF__ND(L, I)))
-#define CTF__POS(L, I, K, S)                                                                    \
-    ((uint64_t)(CTF__J(L, I, K) < 0 ? 0x80                                                      \
-                : (S) + (CTF__J(L, I, K) < (I) ? CTF__J(L, I, K) : CTF__J(L, I, K) + 1))        \
+#define CTF__POS(L, I, K, S) \
+    ((uint64_t)(CTF__J(L, I, K) < 0 \
+                    ? 0x80 \
+                    : (S) + (CTF__J(L, I, K) < (I) ? CTF__J(L, I, K) : CTF__J(L, I, K) + 1)) \
      << (8 * (K)))
-#define CTF__SHUF(L, I, S)                                                                      \
-    (CTF__POS(L, I, 0, S) | CTF__POS(L, I, 1, S) | CTF__POS(L, I, 2, S) |                       \
-     CTF__POS(L, I, 3, S) | CTF__POS(L, I, 4, S) | CTF__POS(L, I, 5, S) |                       \
-     CTF__POS(L, I, 6, S) | CTF__POS(L, I, 7, S))
+#define CTF__SHUF(L, I, S) \
+    (CTF__POS(L, I, 0, S) | CTF__POS(L, I, 1, S) | CTF__POS(L, I, 2, S) | CTF__POS(L, I, 3, S) | \
+     CTF__POS(L, I, 4, S) | CTF__POS(L, I, 5, S) | CTF__POS(L, I, 6, S) | CTF__POS(L, I, 7, S))
 /* Token (sign N, length L, '.' at D) is a fast shape: an integer digit, at most 8 digits. */
-#define CTF__OK(N, L, D)                                                                        \
+#define CTF__OK(N, L, D) \
     ((L) >= 1 && (L) <= 10 && (D) >= (N) + 1 && (D) <= (L) && CTF__ND((L) - (N), (D) - (N)) <= 8)
 #define CTF__FM(L, D) ((D) < (L) ? (L) - (D) - 1 : 0) /* fraction digits */
-#define CTF__P10(M)                                                                             \
-    ((M) == 0 ? 1e0 : (M) == 1 ? 1e1 : (M) == 2 ? 1e2 : (M) == 3 ? 1e3 : (M) == 4 ? 1e4         \
-     : (M) == 5 ? 1e5 : (M) == 6 ? 1e6 : (M) == 7 ? 1e7 : 1e8)
-#define CTF__P10N(M)                                                                            \
-    ((M) == 0 ? 1e0 : (M) == 1 ? 1e-1 : (M) == 2 ? 1e-2 : (M) == 3 ? 1e-3 : (M) == 4 ? 1e-4     \
-     : (M) == 5 ? 1e-5 : (M) == 6 ? 1e-6 : (M) == 7 ? 1e-7 : 1e-8)
-#define CTF__SHAPE(N, L, D, P)                                                                  \
-    {CTF__OK(N, L, D) ? CTF__SHUF((L) - (N), (D) - (N), N) : 0,                                 \
+#define CTF__P10(M) \
+    ((M) == 0   ? 1e0 \
+     : (M) == 1 ? 1e1 \
+     : (M) == 2 ? 1e2 \
+     : (M) == 3 ? 1e3 \
+     : (M) == 4 ? 1e4 \
+     : (M) == 5 ? 1e5 \
+     : (M) == 6 ? 1e6 \
+     : (M) == 7 ? 1e7 \
+                : 1e8)
+#define CTF__P10N(M) \
+    ((M) == 0   ? 1e0 \
+     : (M) == 1 ? 1e-1 \
+     : (M) == 2 ? 1e-2 \
+     : (M) == 3 ? 1e-3 \
+     : (M) == 4 ? 1e-4 \
+     : (M) == 5 ? 1e-5 \
+     : (M) == 6 ? 1e-6 \
+     : (M) == 7 ? 1e-7 \
+                : 1e-8)
+#define CTF__SHAPE(N, L, D, P) \
+    {CTF__OK(N, L, D) ? CTF__SHUF((L) - (N), (D) - (N), N) : 0, \
      CTF__OK(N, L, D) ? ((N) ? -1.0 : 1.0) * P(CTF__FM(L, D)) : 0.0}
-#define CTF__SHAPE_ROW(N, L, P)                                                                 \
-    CTF__SHAPE(N, L, 0, P), CTF__SHAPE(N, L, 1, P), CTF__SHAPE(N, L, 2, P),                     \
-        CTF__SHAPE(N, L, 3, P), CTF__SHAPE(N, L, 4, P), CTF__SHAPE(N, L, 5, P),                 \
-        CTF__SHAPE(N, L, 6, P), CTF__SHAPE(N, L, 7, P), CTF__SHAPE(N, L, 8, P),                 \
-        CTF__SHAPE(N, L, 9, P), CTF__SHAPE(N, L, 10, P), CTF__SHAPE_NONE, CTF__SHAPE_NONE,      \
+#define CTF__SHAPE_ROW(N, L, P) \
+    CTF__SHAPE(N, L, 0, P), CTF__SHAPE(N, L, 1, P), CTF__SHAPE(N, L, 2, P), \
+        CTF__SHAPE(N, L, 3, P), CTF__SHAPE(N, L, 4, P), CTF__SHAPE(N, L, 5, P), \
+        CTF__SHAPE(N, L, 6, P), CTF__SHAPE(N, L, 7, P), CTF__SHAPE(N, L, 8, P), \
+        CTF__SHAPE(N, L, 9, P), CTF__SHAPE(N, L, 10, P), CTF__SHAPE_NONE, CTF__SHAPE_NONE, \
         CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE
 #define CTF__SHAPE_NONE {0, 0.0}
-#define CTF__SHAPE_NONE16                                                                       \
-    CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE,        \
-        CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE,    \
-        CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE,    \
+#define CTF__SHAPE_NONE16 \
+    CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, \
+        CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, \
+        CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, CTF__SHAPE_NONE, \
         CTF__SHAPE_NONE
-#define CTF__SHAPE_TAB(N, P)                                                                    \
-    CTF__SHAPE_ROW(N, 0, P), CTF__SHAPE_ROW(N, 1, P), CTF__SHAPE_ROW(N, 2, P),                  \
-        CTF__SHAPE_ROW(N, 3, P), CTF__SHAPE_ROW(N, 4, P), CTF__SHAPE_ROW(N, 5, P),              \
-        CTF__SHAPE_ROW(N, 6, P), CTF__SHAPE_ROW(N, 7, P), CTF__SHAPE_ROW(N, 8, P),              \
-        CTF__SHAPE_ROW(N, 9, P), CTF__SHAPE_ROW(N, 10, P), CTF__SHAPE_NONE16,                   \
-        CTF__SHAPE_NONE16, CTF__SHAPE_NONE16, CTF__SHAPE_NONE16, CTF__SHAPE_NONE16
-static const ctf__shape ctf__shape_f[512] __attribute__((aligned(64))) = {
-    CTF__SHAPE_TAB(0, CTF__P10N), CTF__SHAPE_TAB(1, CTF__P10N)};
-static const ctf__shape ctf__shape_d[512] __attribute__((aligned(64))) = {
-    CTF__SHAPE_TAB(0, CTF__P10), CTF__SHAPE_TAB(1, CTF__P10)};
+#define CTF__SHAPE_TAB(N, P) \
+    CTF__SHAPE_ROW(N, 0, P), CTF__SHAPE_ROW(N, 1, P), CTF__SHAPE_ROW(N, 2, P), \
+        CTF__SHAPE_ROW(N, 3, P), CTF__SHAPE_ROW(N, 4, P), CTF__SHAPE_ROW(N, 5, P), \
+        CTF__SHAPE_ROW(N, 6, P), CTF__SHAPE_ROW(N, 7, P), CTF__SHAPE_ROW(N, 8, P), \
+        CTF__SHAPE_ROW(N, 9, P), CTF__SHAPE_ROW(N, 10, P), CTF__SHAPE_NONE16, CTF__SHAPE_NONE16, \
+        CTF__SHAPE_NONE16, CTF__SHAPE_NONE16, CTF__SHAPE_NONE16
+static const ctf__shape ctf__shape_f[512]
+    __attribute__((aligned(64))) = {CTF__SHAPE_TAB(0, CTF__P10N), CTF__SHAPE_TAB(1, CTF__P10N)};
+static const ctf__shape ctf__shape_d[512]
+    __attribute__((aligned(64))) = {CTF__SHAPE_TAB(0, CTF__P10), CTF__SHAPE_TAB(1, CTF__P10)};
 
 /* An SSSE3 build of the value converters next to the SSE2 one, chosen at run time
  * (parse.c): GCC's target pragma, which also defines __SSSE3__ for the code after it. Clang

@@ -26,8 +26,8 @@ CTF_V(ctf__tok_short)(const char *s, size_t len, const char *limit, bool roomy,
     __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
     __m128i t = _mm_sub_epi8(v, _mm_set1_epi8('0'));
     const unsigned lm = (1u << len) - 1;
-    const unsigned dm =
-        (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t));
+    const unsigned dm = (unsigned)_mm_movemask_epi8(
+        _mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8(9)), t));
     if ((dm & lm) == lm) { /* an unsigned integer (all of integer data): no sign, no '.' */
         if (len > 8) return NULL;
         uint64_t a;
@@ -48,8 +48,8 @@ CTF_V(ctf__tok_short)(const char *s, size_t len, const char *limit, bool roomy,
      * convert them (~25 instructions fewer than the loads, masks and SWAR steps below). */
     const __m128i ctl = _mm_loadl_epi64((const __m128i *)(const void *)&sh->ctl);
     const __m128i d2 = _mm_maddubs_epi16(_mm_shuffle_epi8(t, ctl),
-                                         _mm_setr_epi8(10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1,
-                                                       10, 1, 10, 1));
+                                         _mm_setr_epi8(10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10,
+                                                       1, 10, 1));
     const __m128i d4 = _mm_madd_epi16(d2, _mm_setr_epi16(100, 1, 100, 1, 100, 1, 100, 1));
     const uint64_t q = (uint64_t)_mm_cvtsi128_si64(d4);
     *w = (uint32_t)q * 10000u + (uint32_t)(q >> 32);
@@ -57,9 +57,15 @@ CTF_V(ctf__tok_short)(const char *s, size_t len, const char *limit, bool roomy,
     /* The digits made contiguous: those before the '.' from one load, those after it from a load
      * one byte further on. */
     /* keep[i]: the low i bytes of a word (i = 0..8). */
-    static const uint64_t keep_tab[9] = {
-        0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFULL, 0xFFFFFFFFFFFFULL,
-        0xFFFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFFFULL};
+    static const uint64_t keep_tab[9] = {0,
+                                         0xFF,
+                                         0xFFFF,
+                                         0xFFFFFF,
+                                         0xFFFFFFFF,
+                                         0xFFFFFFFFFFULL,
+                                         0xFFFFFFFFFFFFULL,
+                                         0xFFFFFFFFFFFFFFULL,
+                                         0xFFFFFFFFFFFFFFFFULL};
     uint64_t a, b;
     memcpy(&a, s + neg, 8);
     memcpy(&b, s + neg + 1, 8);

@@ -29,6 +29,7 @@ struct ctf__remote {
     char *region;
     char *access_key, *secret_key, *session_token; /* NULL: unsigned requests */
     char *cache_dir;        /* NULL: no index caches for remote objects */
+    atomic_bool cache_dir_made; /* made once per context, not once per object */
     unsigned max_retries;
     unsigned timeout_ms, connect_timeout_ms;
     unsigned backoff_ms;    /* the first retry's delay; doubles up to backoff_max_ms */
@@ -83,6 +84,7 @@ int ctf__remote_new(const ctf_remote_options *opt, ctf__remote **out, ctf_error 
     r->backoff_max_ms = r->backoff_ms * 64 < 5000 ? 5000 : r->backoff_ms * 64;
     r->rng = (uint64_t)(uintptr_t)r ^ (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
     atomic_init(&r->refs, 1);
+    atomic_init(&r->cache_dir_made, false);
     if (oom || (r->access_key && !r->secret_key) || pthread_mutex_init(&r->mu, NULL)) {
         bool bad_keys = !oom && r->access_key && !r->secret_key;
         CTF_FREE(r->endpoint);
@@ -157,10 +159,16 @@ static int make_dirs(const char *dir)
     return 0;
 }
 
-bool ctf__io_cache_path(const ctf__remote *rem, const char *url, const ctf__file_id *id,
-                        char *buf, size_t cap)
+bool ctf__io_cache_path(const ctf__remote *rem, const char *url, const ctf__file_id *id, char *buf,
+                        size_t cap)
 {
-    if (!rem || !rem->cache_dir || make_dirs(rem->cache_dir) != 0) return false;
+    if (!rem || !rem->cache_dir) return false;
+    /* A 10,000-object open would otherwise pay a mkdir per path component per object. */
+    atomic_bool *made = &((ctf__remote *)rem)->cache_dir_made;
+    if (!atomic_load(made)) {
+        if (make_dirs(rem->cache_dir) != 0) return false;
+        atomic_store(made, true);
+    }
     /* The key: the URL, the ETag and the size, so that a replaced object never meets the
      * cache of its predecessor, and two endpoints' objects of one name stay apart. */
     ctf__sha256_ctx s;
@@ -201,8 +209,7 @@ int ctf__http_read(ctf__remote *rem, const char *url, const char *etag, void *bu
     return no_curl(url, err);
 }
 
-int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n,
-                   ctf_error *err)
+int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n, ctf_error *err)
 {
     (void)rem, (void)out, (void)n;
     return no_curl(pattern, err);
@@ -289,8 +296,10 @@ static CURL *handle_get(ctf__remote *rem)
     pthread_mutex_lock(&rem->mu);
     if (rem->num_idle) c = rem->idle[--rem->num_idle];
     pthread_mutex_unlock(&rem->mu);
-    if (c) curl_easy_reset(c); /* keeps the connection */
-    else c = curl_easy_init();
+    if (c)
+        curl_easy_reset(c); /* keeps the connection */
+    else
+        c = curl_easy_init();
     return c;
 }
 
@@ -399,8 +408,7 @@ typedef struct request {
 } request;
 
 /* Sends one request; r receives the status, headers and body. @return : the curl code. */
-static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, resp *r,
-                          char *cerr)
+static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, resp *r, char *cerr)
 {
     CURL *c = handle_get(rem);
     if (!c) return CURLE_OUT_OF_MEMORY;
@@ -428,8 +436,9 @@ static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, r
         sh[ns++] = (ctf__hdr){"x-amz-content-sha256", empty_sha};
         sh[ns++] = (ctf__hdr){"x-amz-date", date};
         if (rem->session_token) sh[ns++] = (ctf__hdr){"x-amz-security-token", rem->session_token};
-        const ctf__sigv4 sg = {q->method, t->canon_uri, q->query, sh, ns, empty_sha, date,
-                               rem->region, "s3", rem->access_key, rem->secret_key};
+        const ctf__sigv4 sg = {q->method, t->canon_uri,    q->query,       sh,
+                               ns,        empty_sha,       date,           rem->region,
+                               "s3",      rem->access_key, rem->secret_key};
         char auth[1024];
         if (ctf__sigv4_authorization(&sg, auth, sizeof auth) == 0)
             snprintf(hbuf[nh++], sizeof hbuf[0], "Authorization: %s", auth);
@@ -460,8 +469,10 @@ static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, r
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
     curl_slist_free_all(hl);
     /* A handle whose transfer broke may hold a dead connection: do not pool it. */
-    if (cc == CURLE_OK) handle_put(rem, c);
-    else curl_easy_cleanup(c);
+    if (cc == CURLE_OK)
+        handle_put(rem, c);
+    else
+        curl_easy_cleanup(c);
     return cc;
 }
 
@@ -497,10 +508,8 @@ static bool transient_curl(CURLcode cc)
     case CURLE_GOT_NOTHING:
     case CURLE_HTTP2:
     case CURLE_HTTP2_STREAM:
-    case CURLE_SSL_CONNECT_ERROR:
-        return true;
-    default:
-        return false;
+    case CURLE_SSL_CONNECT_ERROR: return true;
+    default: return false;
     }
 }
 
@@ -549,8 +558,7 @@ static int final_error(const ctf__remote *rem, const target *t, const char *path
                              "not know the access key id");
         if (!strcmp(code, "ExpiredToken") || !strcmp(code, "InvalidToken"))
             return ctf__fail(err, CTF_EIO, w,
-                             "access refused (HTTP 403 %s): the session token is not valid",
-                             code);
+                             "access refused (HTTP 403 %s): the session token is not valid", code);
         return ctf__fail(err, CTF_EIO, w,
                          "access refused (HTTP 403%s%s): the signature was accepted but these "
                          "credentials may not read it%s",
@@ -567,8 +575,8 @@ static int final_error(const ctf__remote *rem, const target *t, const char *path
 
 /* Sends q with retries. Ends with r holding a 2xx response whose body is complete (checked by
  * expect: -1 any length), or an error. */
-static int perform(ctf__remote *rem, const target *t, const char *path, const request *q,
-                   resp *r, int64_t expect, int64_t offset, ctf_error *err)
+static int perform(ctf__remote *rem, const target *t, const char *path, const request *q, resp *r,
+                   int64_t expect, int64_t offset, ctf_error *err)
 {
     char cerr[CURL_ERROR_SIZE];
     const unsigned tries = rem->max_retries + 1;
@@ -589,9 +597,8 @@ static int perform(ctf__remote *rem, const target *t, const char *path, const re
         if (cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_CONNECT ||
             cc == CURLE_COULDNT_RESOLVE_PROXY || cc == CURLE_UNSUPPORTED_PROTOCOL ||
             cc == CURLE_URL_MALFORMAT)
-            return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, offset},
-                             "cannot reach %s: %s", t->host,
-                             cerr[0] ? cerr : curl_easy_strerror(cc));
+            return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, offset}, "cannot reach %s: %s",
+                             t->host, cerr[0] ? cerr : curl_easy_strerror(cc));
         if (cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CACERT_BADFILE)
             return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, offset},
                              "TLS with %s failed: %s", t->host,
@@ -658,8 +665,9 @@ int ctf__http_stat(ctf__remote *rem, const char *url, ctf__file_id *id, ctf_erro
     memset(id, 0, sizeof *id);
     pthread_mutex_lock(&rem->mu);
     const struct known_id key = {(char *)url, {0}};
-    const struct known_id *k =
-        rem->num_known ? bsearch(&key, rem->known, rem->num_known, sizeof key, cmp_known) : NULL;
+    const struct known_id *k = rem->num_known ? bsearch(&key, rem->known, rem->num_known,
+                                                        sizeof key, cmp_known)
+                                              : NULL;
     if (k) *id = k->id;
     pthread_mutex_unlock(&rem->mu);
     if (k) return 0;
@@ -733,8 +741,14 @@ static void xml_unescape(char *s)
             *w++ = *p++;
             continue;
         }
-        static const struct { const char *e; char c; } ents[] = {
-            {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
+        static const struct {
+            const char *e;
+            char c;
+        } ents[] = {{"&amp;", '&'},
+                    {"&lt;", '<'},
+                    {"&gt;", '>'},
+                    {"&quot;", '"'},
+                    {"&apos;", '\''}};
         bool done = false;
         for (size_t i = 0; i < 5 && !done; i++)
             if (!strncmp(p, ents[i].e, strlen(ents[i].e))) {
@@ -769,8 +783,7 @@ static void remember(ctf__remote *rem, const char *url, const char *etag, const 
     char *u = ctf__strdup(url);
     if (!u) return;
     pthread_mutex_lock(&rem->mu);
-    if (ctf__grow((void **)&rem->known, &rem->cap_known, rem->num_known + 1,
-                  sizeof *rem->known)) {
+    if (ctf__grow((void **)&rem->known, &rem->cap_known, rem->num_known + 1, sizeof *rem->known)) {
         pthread_mutex_unlock(&rem->mu);
         CTF_FREE(u);
         return;
@@ -784,8 +797,7 @@ static void remember(ctf__remote *rem, const char *url, const char *etag, const 
     pthread_mutex_unlock(&rem->mu);
 }
 
-int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *num,
-                   ctf_error *err)
+int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *num, ctf_error *err)
 {
     *out = NULL;
     *num = 0;
@@ -819,8 +831,8 @@ int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n
         /* Sorted by name, as signing wants. */
         if (token[0]) {
             ctf__uri_encode(token, false, etoken, sizeof etoken);
-            snprintf(query, sizeof query, "continuation-token=%s&list-type=2&prefix=%s",
-                     etoken, eprefix);
+            snprintf(query, sizeof query, "continuation-token=%s&list-type=2&prefix=%s", etoken,
+                     eprefix);
         } else {
             snprintf(query, sizeof query, "list-type=2&prefix=%s", eprefix);
         }

@@ -54,7 +54,8 @@ int ctf__io_open(ctf__remote *rem, const char *path, const ctf__file_id *id, ctf
     h->fd = -1;
     if (remote) {
         /* Nothing to open: each read is a request of its own, on a pooled connection. */
-        if (id) h->id = *id;
+        if (id)
+            h->id = *id;
         else {
             int rc = ctf__http_stat(rem, path, &h->id, err);
             if (rc) {
@@ -79,15 +80,11 @@ int ctf__io_open(ctf__remote *rem, const char *path, const ctf__file_id *id, ctf
 
 int ctf__io_read(ctf__io *h, void *buf, size_t n, uint64_t offset, ctf_error *err)
 {
-    if (h->rem)
-        return ctf__http_read(h->rem, h->path, h->id.etag, buf, n, offset, h->id.size, err);
+    if (h->rem) return ctf__http_read(h->rem, h->path, h->id.etag, buf, n, offset, h->id.size, err);
     return ctf__file_pread(h->fd, h->path, buf, n, offset, err);
 }
 
-int ctf__io_fd(const ctf__io *h)
-{
-    return h->rem ? -1 : h->fd;
-}
+int ctf__io_fd(const ctf__io *h) { return h->rem ? -1 : h->fd; }
 
 void ctf__io_close(ctf__io *h)
 {
@@ -98,8 +95,7 @@ void ctf__io_close(ctf__io *h)
     CTF_FREE(h);
 }
 
-int ctf__io_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n,
-                 ctf_error *err)
+int ctf__io_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n, ctf_error *err)
 {
     if (!rem)
         return ctf__fail(err, CTF_EINVAL, (ctf__where){pattern, 0, 0, -1},

@@ -47,13 +47,12 @@ int ctf__io_fd(const ctf__io *h);
 
 /* The objects a remote pattern (glob characters in the key) matches, byte-wise sorted, as
  * full URLs; strings and array are freed with ctf__free_paths. None matching is CTF_EIO. */
-int ctf__io_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n,
-                 ctf_error *err);
+int ctf__io_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n, ctf_error *err);
 
 /* The index cache file of a remote object, in the cache directory and keyed by URL, ETag and
  * size. @return : false when no cache directory was given (no cache is kept). */
-bool ctf__io_cache_path(const ctf__remote *rem, const char *url, const ctf__file_id *id,
-                        char *buf, size_t cap);
+bool ctf__io_cache_path(const ctf__remote *rem, const char *url, const ctf__file_id *id, char *buf,
+                        size_t cap);
 
 /* Preferred block for a sequential scan: larger for a remote path (fewer requests). */
 size_t ctf__io_scan_block(const ctf__io *h, size_t local_block);
@@ -74,8 +73,7 @@ void ctf__remote_counters(const ctf__remote *rem, ctf_io_counters *out);
 int ctf__http_stat(ctf__remote *rem, const char *url, ctf__file_id *id, ctf_error *err);
 int ctf__http_read(ctf__remote *rem, const char *url, const char *etag, void *buf, size_t n,
                    uint64_t offset, uint64_t size, ctf_error *err);
-int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n,
-                   ctf_error *err);
+int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n, ctf_error *err);
 
 /*======================================================================
  * Digests and request signing (sigv4.c)

@@ -171,9 +171,12 @@ static int mix_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     if (rc) goto fail;
     r->cfg.mix = NULL;
     r->cfg.num_mix = 0;
-    r->pc = (ctf__parse_cfg){.path = r->path, .streams = r->streams,
-                             .num_streams = r->cfg.num_streams, .precision = cfg->precision,
-                             .frame_mode = cfg->frame_mode, .trace_level = cfg->trace_level};
+    r->pc = (ctf__parse_cfg){.path = r->path,
+                             .streams = r->streams,
+                             .num_streams = r->cfg.num_streams,
+                             .precision = cfg->precision,
+                             .frame_mode = cfg->frame_mode,
+                             .trace_level = cfg->trace_level};
     ctf__mix *m = r->mix = CTF_CALLOC(1, sizeof *m);
     const size_t np = cfg->num_mix;
     if (m) m->ops = &mix_ops; /* from here on, freeing the reader frees the mix */
@@ -209,8 +212,9 @@ static int mix_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     r->sweep_samples = 0;
     const bool one = cfg->max_samples == CTF_FULL_DATA_SWEEP ||
                      cfg->max_sweeps == CTF_FULL_DATA_SWEEP;
-    m->max_sweeps = one ? 1 : cfg->max_sweeps == CTF_INFINITELY_REPEAT ? UINT64_MAX
-                                                                       : cfg->max_sweeps;
+    m->max_sweeps = one                                        ? 1
+                    : cfg->max_sweeps == CTF_INFINITELY_REPEAT ? UINT64_MAX
+                                                               : cfg->max_sweeps;
     r->limit = cfg->max_samples == CTF_INFINITELY_REPEAT || one ? UINT64_MAX : cfg->max_samples;
     r->num_workers = cfg->num_workers;
     r->rank = cfg->worker_rank;
@@ -261,8 +265,7 @@ static int mix_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         const size_t p = choose(m, taken);
         ctf_reader *q = m->parts[p];
         uint64_t smp;
-        rc = ctf__reader_cut_peek(q, num_samples - CTF_MIN(cut.samples, num_samples), false,
-                                  &smp);
+        rc = ctf__reader_cut_peek(q, num_samples - CTF_MIN(cut.samples, num_samples), false, &smp);
         if (rc < 0) return part_failed(r, p, rc);
         if (rc == 0 || !ctf_cut_offer(&cut, smp)) break;
         if (n == m->order_cap &&
@@ -310,9 +313,14 @@ static int mix_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
 
     /* 3. Pack on the threads of the first weighted part, then let every part move on. */
     ctf_reader *helper = m->parts[choose(m, (uint64_t[CTF_MAX_MIX_PARTS]){0})];
-    ctf__mb_info info = {r->position, first_sweep, r->cur_sweep != first_sweep, m->num_files > 1,
-                         ctf__loader_run_parts, ctf__cache_loader(helper->cache),
-                         helper->cfg.num_threads + 1, &r->mb_pool};
+    ctf__mb_info info = {r->position,
+                         first_sweep,
+                         r->cur_sweep != first_sweep,
+                         m->num_files > 1,
+                         ctf__loader_run_parts,
+                         ctf__cache_loader(helper->cache),
+                         helper->cfg.num_threads + 1,
+                         &r->mb_pool};
     r->pack_t0 = ctf__now_ns(); /* the stage counters: packing runs to the end of the call */
     rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
     if (rc) {
@@ -467,9 +475,8 @@ static void mix_stats(const ctf_reader *r, ctf_stats *st)
     }
 }
 
-static const ctf__mix_ops mix_ops = {mix_free,   mix_next,       mix_seek,      mix_set_worker,
-                                     mix_stats,  mix_file_path,  mix_file_index,
-                                     mix_set_positions};
+static const ctf__mix_ops mix_ops = {mix_free,  mix_next,      mix_seek,       mix_set_worker,
+                                     mix_stats, mix_file_path, mix_file_index, mix_set_positions};
 
 /*======================================================================
  * The public open: a mix, or one source (reader.c)

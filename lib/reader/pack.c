@@ -296,8 +296,8 @@ static void copy_part(void *arg, size_t part)
                 const int64_t b = sd->indptr[sl.first];
                 const size_t at = nzs[i], cnt = nzs[i + 1] - at;
                 if (cnt) { /* samples without entries: sd->values may still be NULL */
-                    memcpy((char *)s->values + at * elt,
-                           (const char *)sd->values + (size_t)b * elt, cnt * elt);
+                    memcpy((char *)s->values + at * elt, (const char *)sd->values + (size_t)b * elt,
+                           cnt * elt);
                     memcpy(s->indices + at, sd->indices + b, cnt * sizeof *s->indices);
                 }
                 for (uint32_t r = 1; r <= sl.count; r++)
@@ -319,8 +319,8 @@ static size_t parts_for(const ctf__mb_info *info, size_t n, size_t wanted)
     return parts ? parts : 1;
 }
 
-int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
-              const ctf__mb_info *info, ctf_minibatch **out, ctf_error *err)
+int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n, const ctf__mb_info *info,
+              ctf_minibatch **out, ctf_error *err)
 {
     const size_t ns = pc->num_streams;
     const size_t elt = (size_t)pc->precision;
@@ -379,8 +379,7 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
     }
     for (size_t k = 0; k < ns; k++) {
         mb_stream *s = &mb->streams[k];
-        if (!(s->lengths = reserve(s->lengths, &s->lengths_cap, n * sizeof *s->lengths)))
-            goto oom;
+        if (!(s->lengths = reserve(s->lengths, &s->lengths_cap, n * sizeof *s->lengths))) goto oom;
     }
     /* Sizes first, so each buffer is allocated once. In a randomized minibatch the sizes pass is
      * a chain of misses per pick (above all for sparse streams), so a minibatch of enough picks
@@ -390,8 +389,10 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
     pack_job job = {pc, picks, n, 1, mb, scratch};
     if (pairs >= CTF__PACK_SPLIT_PICKS)
         job.parts = parts_for(info, n, pairs / CTF__PACK_PART_PICKS);
-    if (job.parts > 1) info->run_parts(info->run_ctx, size_part, &job, job.parts);
-    else size_part(&job, 0);
+    if (job.parts > 1)
+        info->run_parts(info->run_ctx, size_part, &job, job.parts);
+    else
+        size_part(&job, 0);
     size_t total_bytes = 0;
     for (size_t k = 0; k < ns; k++) {
         const ctf_stream_def *def = &pc->streams[k];
@@ -431,8 +432,8 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
             s->nnz = nnz;
             if (!(s->values = reserve(s->values, &s->values_cap, nnz * elt)) ||
                 !(s->indices = reserve(s->indices, &s->indices_cap, nnz * sizeof *s->indices)) ||
-                !(s->indptr =
-                      reserve(s->indptr, &s->indptr_cap, (samples + 1) * sizeof *s->indptr)))
+                !(s->indptr = reserve(s->indptr, &s->indptr_cap,
+                                      (samples + 1) * sizeof *s->indptr)))
                 goto oom;
             s->indptr[0] = 0;
             total_bytes += nnz * (elt + sizeof *s->indices) + samples * sizeof *s->indptr;
@@ -441,8 +442,10 @@ int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
     /* The copies write disjoint ranges, so they can run on several threads with the same
      * result; a small minibatch is copied here (handing it over costs more than it saves). */
     job.parts = parts_for(info, n, total_bytes / CTF__PACK_PART_BYTES);
-    if (job.parts > 1) info->run_parts(info->run_ctx, copy_part, &job, job.parts);
-    else copy_part(&job, 0);
+    if (job.parts > 1)
+        info->run_parts(info->run_ctx, copy_part, &job, job.parts);
+    else
+        copy_part(&job, 0);
     if (!pool) CTF_FREE(scratch);
     *out = mb;
     return 0;

@@ -64,8 +64,8 @@ typedef struct ctf__mb_info {
 /* ctf__pack(pc, picks, n, info, out, err): copies the picked sequences' samples into one owned
  * minibatch, stream by stream, in pick order. Dropped sequences must not be passed.
  * @return : 0 or CTF_ENOMEM. */
-int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n,
-              const ctf__mb_info *info, ctf_minibatch **out, ctf_error *err);
+int ctf__pack(const ctf__parse_cfg *pc, const ctf__pick *picks, size_t n, const ctf__mb_info *info,
+              ctf_minibatch **out, ctf_error *err);
 
 
 /*======================================================================
@@ -153,8 +153,8 @@ typedef struct ctf__sweep {
  * out must be zeroed or previously filled (its arrays are reused/grown).
  * @return : 0 or CTF_ENOMEM. */
 int ctf__randomize_sweep(const ctf__chunk *chunks, size_t num_chunks, uint64_t window,
-                         bool window_in_samples, uint64_t seed, uint64_t sweep_no,
-                         ctf__sweep *out, ctf_error *err);
+                         bool window_in_samples, uint64_t seed, uint64_t sweep_no, ctf__sweep *out,
+                         ctf_error *err);
 /* ctf__sweep_identity: file order (randomize = false). */
 int ctf__sweep_identity(const ctf__chunk *chunks, size_t num_chunks, uint64_t sweep_no,
                         ctf__sweep *out, ctf_error *err);
@@ -175,8 +175,8 @@ typedef struct ctf__sweep_gen ctf__sweep_gen;
  * (it need not outlive the generator). chunk_at/pos_of are available at once.
  * @return : 0 and *out, or CTF_ENOMEM (*out NULL). */
 int ctf__sweepgen_create(const ctf__chunk *chunks, size_t num_chunks, uint64_t window,
-                         bool window_in_samples, uint64_t seed, uint64_t sweep_no,
-                         bool randomized, ctf__sweep_gen **out, ctf_error *err);
+                         bool window_in_samples, uint64_t seed, uint64_t sweep_no, bool randomized,
+                         ctf__sweep_gen **out, ctf_error *err);
 /* ctf__sweepgen_get(g, slot, seq, home, err): the final sequence (file-order index) and home
  * position of slot `slot` (seq or home may be NULL). Slots may be asked in any order at or
  * above the release point; asking one ahead runs the shuffle up to it. File order: O(1) for

@@ -50,8 +50,9 @@ int ctf_pool_open(const ctf_pool_options *opt, ctf_pool **out, ctf_error *err)
     seed_stream(&p->rng, opt->seed, opt->pass, "pool");
     /* Without shuffling min_units buys nothing: the order is the sources' order whatever the
      * pool holds, so it is refilled only when empty. */
-    p->target = !opt->shuffle ? 1 : opt->min_units == -1 ? UINT64_MAX
-                                                         : (uint64_t)CTF_MAX(opt->min_units, 1);
+    p->target = !opt->shuffle          ? 1
+                : opt->min_units == -1 ? UINT64_MAX
+                                       : (uint64_t)CTF_MAX(opt->min_units, 1);
     p->limit = opt->max_units == -1 ? UINT64_MAX : (uint64_t)opt->max_units;
     *out = p;
     return 0;
@@ -212,8 +213,7 @@ int ctf_pool_at_end(ctf_pool *p, ctf_pool_fill_fn fill, void *user)
     return p->n == p->head;
 }
 
-int ctf_pool_skip(ctf_pool *p, uint64_t count, ctf_pool_fill_fn fill, void *user,
-                  uint64_t *skipped)
+int ctf_pool_skip(ctf_pool *p, uint64_t count, ctf_pool_fill_fn fill, void *user, uint64_t *skipped)
 {
     *skipped = 0;
     while (*skipped < count) {

@@ -301,8 +301,10 @@ int ctf__loader_take(ctf__loader *l, size_t c, ctf__chunk_data **out, ctf_error 
         pthread_mutex_unlock(&l->mu);
         if (r.rc) {
             const int rc = r.rc;
-            if (r.err && err) *err = *r.err;
-            else ctf__fail(err, rc, CTF__NOWHERE, "loading chunk %zu failed", c);
+            if (r.err && err)
+                *err = *r.err;
+            else
+                ctf__fail(err, rc, CTF__NOWHERE, "loading chunk %zu failed", c);
             result_free(l, &r);
             return rc;
         }
@@ -525,8 +527,8 @@ int ctf__cache_create(const ctf__parse_cfg *pc, ctf__source *src, const ctf__cac
     k->requested_next = CTF_CALLOC(n, 1);
     k->pins = CTF_CALLOC(n, sizeof *k->pins);
     k->seqs_at = CTF_CALLOC(n, sizeof *k->seqs_at);
-    if (!k->resident || !k->resident_list || !k->consumed || !k->requested ||
-        !k->requested_next || !k->pins || !k->seqs_at) {
+    if (!k->resident || !k->resident_list || !k->consumed || !k->requested || !k->requested_next ||
+        !k->pins || !k->seqs_at) {
         ctf__cache_free(k);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     }

@@ -281,8 +281,8 @@ static void plan_sweep(const ctf__chunk *chunks, size_t n, uint64_t window, bool
 
 #ifdef CTF_TESTING
 int ctf__randomize_sweep(const ctf__chunk *chunks, size_t num_chunks, uint64_t window,
-                         bool window_in_samples, uint64_t seed, uint64_t sweep_no,
-                         ctf__sweep *out, ctf_error *err)
+                         bool window_in_samples, uint64_t seed, uint64_t sweep_no, ctf__sweep *out,
+                         ctf_error *err)
 {
     if (window == 0) return ctf__sweep_identity(chunks, num_chunks, sweep_no, out, err);
 
@@ -517,8 +517,8 @@ static int gen_run_position(ctf__sweep_gen *g, ctf_error *err)
 }
 
 int ctf__sweepgen_create(const ctf__chunk *chunks, size_t num_chunks, uint64_t window,
-                         bool window_in_samples, uint64_t seed, uint64_t sweep_no,
-                         bool randomized, ctf__sweep_gen **out, ctf_error *err)
+                         bool window_in_samples, uint64_t seed, uint64_t sweep_no, bool randomized,
+                         ctf__sweep_gen **out, ctf_error *err)
 {
     *out = NULL;
     const size_t n = num_chunks;

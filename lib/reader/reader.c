@@ -61,8 +61,9 @@ static int copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err)
         r->cfg.prefetch_chunks = 2 * r->cfg.num_threads + 2;
     size_t ns = cfg->num_streams;
     for (size_t j = 0; j < cfg->num_joins; j++) ns += cfg->joins[j].num_streams;
-    r->path = ctf__strdup(cfg->num_mix ? cfg->mix[0].paths[0]
-                          : cfg->num_paths ? cfg->paths[0] : cfg->path);
+    r->path = ctf__strdup(cfg->num_mix     ? cfg->mix[0].paths[0]
+                          : cfg->num_paths ? cfg->paths[0]
+                                           : cfg->path);
     r->streams = CTF_CALLOC(ns, sizeof *r->streams);
     r->strings = CTF_CALLOC(ns * 2, sizeof *r->strings);
     if (!r->path || !r->streams || !r->strings) goto oom;
@@ -187,8 +188,8 @@ static int commit_chunk(ctf_reader *r, const ctf__chunk_data *cd)
             if (r->streams[k].is_sparse) {
                 const ctf__stream_data *sd = &cd->streams[k];
                 if (sl->count)
-                    r->stats.streams[k].nonzeros +=
-                        (uint64_t)(sd->indptr[sl->first + sl->count] - sd->indptr[sl->first]);
+                    r->stats.streams[k].nonzeros += (uint64_t)(sd->indptr[sl->first + sl->count] -
+                                                               sd->indptr[sl->first]);
             } else {
                 r->stats.streams[k].nonzeros += (uint64_t)sl->count * r->streams[k].dim;
             }
@@ -416,9 +417,12 @@ static int reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     }
     rc = copy_config(r, cfg, err);
     if (rc) goto fail;
-    r->pc = (ctf__parse_cfg){.path = r->path, .streams = r->streams,
-                             .num_streams = r->cfg.num_streams, .precision = cfg->precision,
-                             .frame_mode = cfg->frame_mode, .trace_level = cfg->trace_level};
+    r->pc = (ctf__parse_cfg){.path = r->path,
+                             .streams = r->streams,
+                             .num_streams = r->cfg.num_streams,
+                             .precision = cfg->precision,
+                             .frame_mode = cfg->frame_mode,
+                             .trace_level = cfg->trace_level};
     rc = ctf__remote_new(&cfg->remote, &r->remote, err);
     if (rc) goto fail;
     rc = ctf__source_open(cfg, r->remote, &r->pc, &r->src, &r->join_hash, err);
@@ -451,13 +455,18 @@ static int reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     r->stats.dropped_sequences = r->src->dropped_sequences; /* keys a join did not find */
     r->stats.keys_missing = r->src->keys_missing;
     r->stats.keys_unmatched = r->src->keys_unmatched;
-    const ctf__cache_cfg cc = {
-        .num_threads = cfg->num_threads, .prefetch_chunks = r->cfg.prefetch_chunks,
-        .keep_data_in_memory = cfg->keep_data_in_memory, .randomized = r->randomized,
-        .same_sweep_only = cfg->truncation_length != 0, .window = cfg->randomization_window,
-        .window_in_samples = cfg->window_in_samples, .seed = cfg->randomization_seed,
-        .sweep_samples = r->sweep_samples, .limit = r->limit, .stats = &r->stats,
-        .perf = r->perf};
+    const ctf__cache_cfg cc = {.num_threads = cfg->num_threads,
+                               .prefetch_chunks = r->cfg.prefetch_chunks,
+                               .keep_data_in_memory = cfg->keep_data_in_memory,
+                               .randomized = r->randomized,
+                               .same_sweep_only = cfg->truncation_length != 0,
+                               .window = cfg->randomization_window,
+                               .window_in_samples = cfg->window_in_samples,
+                               .seed = cfg->randomization_seed,
+                               .sweep_samples = r->sweep_samples,
+                               .limit = r->limit,
+                               .stats = &r->stats,
+                               .perf = r->perf};
     rc = ctf__cache_create(&r->pc, r->src, &cc, &r->cache, err);
     if (rc) goto fail;
     rc = load_sweep(r, 0);
@@ -491,9 +500,14 @@ static int fail_dead(ctf_reader *r, int rc)
 static int finish_minibatch(ctf_reader *r, size_t np, uint64_t first_sweep, bool end_of_sweep,
                             ctf_minibatch **out)
 {
-    ctf__mb_info info = {r->position, first_sweep, end_of_sweep, r->src->num_files > 1,
-                         ctf__loader_run_parts, ctf__cache_loader(r->cache),
-                         r->cfg.num_threads + 1, &r->mb_pool};
+    ctf__mb_info info = {r->position,
+                         first_sweep,
+                         end_of_sweep,
+                         r->src->num_files > 1,
+                         ctf__loader_run_parts,
+                         ctf__cache_loader(r->cache),
+                         r->cfg.num_threads + 1,
+                         &r->mb_pool};
     /* Packing runs to the end of the request (ctf_reader_next reads the clock there). */
     r->pack_t0 = ctf__now_ns();
     int rc = ctf__pack(&r->pc, r->picks, np, &info, out, &r->err);
@@ -586,8 +600,8 @@ static int cut_peek(ctf_reader *r, uint64_t left, bool walk, uint64_t *samples)
         size_t home, ac;
         const ctf__seq *aq;
         if (!ctf__sweepgen_get(r->gen, r->cur_slot + 8, &ahead, &home, &ignored) &&
-            !ctf__cache_seqs(r->cache, ac = ctf__sweepgen_chunk_at(r->gen)[home],
-                             CTF__SEQS_HELD, &aq, &ignored) &&
+            !ctf__cache_seqs(r->cache, ac = ctf__sweepgen_chunk_at(r->gen)[home], CTF__SEQS_HELD,
+                             &aq, &ignored) &&
             aq)
             CTF_PREFETCH(aq + (ahead - r->src->chunks[ac].first_seq));
     }
@@ -649,8 +663,9 @@ static int cut_pick(ctf_reader *r, size_t *np_out)
         rc = ctf__reader_seq(r, r->cut[i].chunk, r->cut[i].seq, CTF__SEQS_ANY, &s);
         if (rc) return rc;
         r->cut[i].pick = np;
-        rc = add_pick(r, np++, (ctf__pick){cd, local, s->key, s->line, s->samples, 0, UINT32_MAX,
-                                           r->src->chunk_file[r->cut[i].chunk]});
+        rc = add_pick(r, np++,
+                      (ctf__pick){cd, local, s->key, s->line, s->samples, 0, UINT32_MAX,
+                                  r->src->chunk_file[r->cut[i].chunk]});
         if (rc) return rc;
     }
     *np_out = np;
@@ -807,9 +822,9 @@ static int bptt_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
                     const ctf__seq *q;
                     rc = ctf__reader_seq(r, s->chunk, s->seq, CTF__SEQS_ANY, &q);
                     if (rc) return fail_dead(r, rc);
-                    rc = add_pick(r, np++, (ctf__pick){cd, local, q->key, q->line, cnt,
-                                                       s->offset, cnt,
-                                                       r->src->chunk_file[s->chunk]});
+                    rc = add_pick(r, np++,
+                                  (ctf__pick){cd, local, q->key, q->line, cnt, s->offset, cnt,
+                                              r->src->chunk_file[s->chunk]});
                     if (rc) return fail_dead(r, rc);
                 }
             }
@@ -849,8 +864,7 @@ static int reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
         return r->err.code ? r->err.code
                            : ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE, "reader is unusable");
     if (num_samples == 0)
-        return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
-                         "num_samples: must be > 0 (got 0)");
+        return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE, "num_samples: must be > 0 (got 0)");
     if (r->ended) return 0;
     /* A request that spans more sweeps than anyone means (a typo, an unset size) would build a
      * minibatch until memory runs out when no limit ends the data: refused up front instead. */
@@ -861,9 +875,8 @@ static int reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
                          "num_samples: a minibatch of %llu samples%s would span more than %u "
                          "sweeps of %s (%llu samples each); use a smaller minibatch or "
                          "truncation_length",
-                         (unsigned long long)want,
-                         num_samples < want ? " (truncation_length)" : "", CTF_MAX_MB_SWEEPS,
-                         r->path, (unsigned long long)r->sweep_samples);
+                         (unsigned long long)want, num_samples < want ? " (truncation_length)" : "",
+                         CTF_MAX_MB_SWEEPS, r->path, (unsigned long long)r->sweep_samples);
     if (r->cfg.truncation_length) return bptt_next(r, num_samples, out);
     if (r->mix) return r->mix->ops->next(r, num_samples, out);
 

@@ -56,7 +56,10 @@ struct ctf_reader {
 
     ctf__pick *picks;            /* scratch for next() */
     size_t picks_cap;
-    struct cut_item { size_t seq, chunk, pick; bool owned; } *cut;
+    struct cut_item {
+        size_t seq, chunk, pick;
+        bool owned;
+    } *cut;
     size_t cut_cap, cut_n;       /* the cut being made: its sequences so far */
     uint64_t cut_first_sweep;    /* the sweep current when it began */
     bool cut_eos;                /* it crossed a sweep end */
@@ -72,11 +75,11 @@ typedef struct bptt_slot {
     size_t seq, chunk;       /* the sequence and its chunk */
     uint64_t sweep;          /* timeline sweep and slot it was taken from (for checkpoints) */
     size_t tslot;
-    uint64_t owner_pos;      /* chunk position (randomized) or sweep slot that decides its worker */
-    uint32_t offset;         /* samples delivered so far */
-    uint32_t length;         /* its index samples */
-    bool skip;               /* dropped (unequal stream lengths): advance without delivering */
-    bool recheck;            /* restored mid-sequence: redo the length check, quietly */
+    uint64_t owner_pos; /* chunk position (randomized) or sweep slot that decides its worker */
+    uint32_t offset; /* samples delivered so far */
+    uint32_t length; /* its index samples */
+    bool skip; /* dropped (unequal stream lengths): advance without delivering */
+    bool recheck; /* restored mid-sequence: redo the length check, quietly */
 } bptt_slot;
 
 /* A mix: several part readers, one timeline (mix.c). The mix reader itself reads no source:
@@ -87,13 +90,13 @@ typedef struct ctf__mix {
     size_t num_parts;
     ctf_reader **parts;
     double *weights;
-    size_t *file_base;           /* each part's first entry in the mix's file list */
+    size_t *file_base; /* each part's first entry in the mix's file list */
     size_t num_files;
-    uint8_t *order;              /* the part of each sequence of the cut being made */
+    uint8_t *order; /* the part of each sequence of the cut being made */
     size_t order_cap;
-    size_t *next_pick;           /* per part: the next sequence of its cut to merge */
-    uint64_t max_sweeps;         /* end once every weighted part finished this many sweeps */
-    uint64_t hash;               /* the weights and parts, for the configuration fingerprint */
+    size_t *next_pick; /* per part: the next sequence of its cut to merge */
+    uint64_t max_sweeps; /* end once every weighted part finished this many sweeps */
+    uint64_t hash; /* the weights and parts, for the configuration fingerprint */
 } ctf__mix;
 
 /* The cut, one sequence at a time (reader.c), for the mix: begin; peek (1: *samples holds the

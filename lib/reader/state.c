@@ -14,9 +14,9 @@
 static uint64_t config_hash(const ctf_reader *r)
 {
     uint64_t h = 0xcbf29ce484222325ull;
-#define MIX(v)                                                                     \
-    do {                                                                           \
-        uint64_t v_ = (uint64_t)(v);                                               \
+#define MIX(v) \
+    do { \
+        uint64_t v_ = (uint64_t)(v); \
         for (int b_ = 0; b_ < 8; b_++) h = (h ^ ((v_ >> (8 * b_)) & 0xff)) * 0x100000001b3ull; \
     } while (0)
     MIX(r->randomized);
@@ -381,7 +381,8 @@ static int check_files(const ctf_reader *r, const kv *field, char *diff, size_t 
     if (saved != nfp) {
         *dl += (size_t)snprintf(diff + *dl, *dl < cap ? cap - *dl : 0,
                                 "%sfiles: the state was saved for %zu files, the reader reads %zu "
-                                "(a changed file list)", *dl ? "; " : "", saved, nfp);
+                                "(a changed file list)",
+                                *dl ? "; " : "", saved, nfp);
         return 0;
     }
     for (size_t f = 0; f < nfp; f++) {
@@ -432,7 +433,8 @@ static int restore_mix(ctf_reader *r, const kv *kvs, size_t n, uint64_t pos)
     if (!fp || !ps)
         return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
                          "checkpoint state: saved by a reader of one data set, this reader "
-                         "reads a mix of %zu parts", m->num_parts);
+                         "reads a mix of %zu parts",
+                         m->num_parts);
     size_t saved = 1;
     for (size_t i = 0; i < fp->vlen; i++) saved += fp->val[i] == ';';
     if (saved != m->num_parts)
@@ -510,7 +512,8 @@ int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
         pos > CTF_MAX_POSITION)
         return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
                          "checkpoint state: missing or invalid minibatchSourcePosition (a "
-                         "number <= %" PRIu64 ")", (uint64_t)CTF_MAX_POSITION);
+                         "number <= %" PRIu64 ")",
+                         (uint64_t)CTF_MAX_POSITION);
     if (r->mix) return restore_mix(r, kvs, n, pos);
     if (kv_find(kvs, n, "mix_positions"))
         return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
@@ -522,22 +525,22 @@ int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
     size_t dl = 0;
     uint64_t v;
     char hex[32];
-#define CHECK_U64(name, mine)                                                               \
-    do {                                                                                    \
-        const char *s_ = kv_get(kvs, n, name, b1, sizeof b1);                               \
-        if (!parse_u64(s_, &v) || v != (uint64_t)(mine))                                    \
-            dl += (size_t)snprintf(diff + dl, dl < sizeof diff ? sizeof diff - dl : 0,      \
+#define CHECK_U64(name, mine) \
+    do { \
+        const char *s_ = kv_get(kvs, n, name, b1, sizeof b1); \
+        if (!parse_u64(s_, &v) || v != (uint64_t)(mine)) \
+            dl += (size_t)snprintf(diff + dl, dl < sizeof diff ? sizeof diff - dl : 0, \
                                    "%s%s: state has %s, reader has %" PRIu64, dl ? "; " : "", \
-                                   name, s_ ? s_ : "nothing", (uint64_t)(mine));            \
+                                   name, s_ ? s_ : "nothing", (uint64_t)(mine)); \
     } while (0)
-#define CHECK_HEX(name, mine)                                                               \
-    do {                                                                                    \
-        const char *s_ = kv_get(kvs, n, name, b1, sizeof b1);                               \
-        snprintf(hex, sizeof hex, "%016" PRIx64, (uint64_t)(mine));                         \
-        if (!s_ || strcmp(s_, hex))                                                         \
-            dl += (size_t)snprintf(diff + dl, dl < sizeof diff ? sizeof diff - dl : 0,      \
+#define CHECK_HEX(name, mine) \
+    do { \
+        const char *s_ = kv_get(kvs, n, name, b1, sizeof b1); \
+        snprintf(hex, sizeof hex, "%016" PRIx64, (uint64_t)(mine)); \
+        if (!s_ || strcmp(s_, hex)) \
+            dl += (size_t)snprintf(diff + dl, dl < sizeof diff ? sizeof diff - dl : 0, \
                                    "%s%s: state has %s, reader has %s", dl ? "; " : "", name, \
-                                   s_ ? s_ : "nothing", hex);                               \
+                                   s_ ? s_ : "nothing", hex); \
     } while (0)
     /* Several files: name the first one that differs (then the totals below differ too). */
     if (r->src->num_fp_files > 1) {

@@ -100,8 +100,7 @@ size_t ctf_sweep_owned(const uint64_t *starts, size_t num_seqs, uint64_t from, u
         const uint64_t base = from / sweep_samples * sweep_samples;
         const size_t a = first_at(starts, num_seqs, from - base);
         const size_t b = first_at(starts, num_seqs, CTF_MIN(to - base, sweep_samples));
-        for (uint64_t i = ctf_worker_first(a, num_workers, rank); i < b; i += step)
-            out[n++] = i;
+        for (uint64_t i = ctf_worker_first(a, num_workers, rank); i < b; i += step) out[n++] = i;
         from = base + starts[b];
     }
     return n;

@@ -58,8 +58,7 @@ struct ctf__chunkstore {
 
 static void hex_key(char *out, const uint64_t key[2])
 {
-    snprintf(out, 33, "%016llx%016llx", (unsigned long long)key[0],
-             (unsigned long long)key[1]);
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)key[0], (unsigned long long)key[1]);
 }
 
 /* DIR/<key>.chunk into a fresh string, or NULL. */
@@ -156,8 +155,7 @@ static void warn(const ctf_config *cfg, const char *dir, const char *what, int e
     if (!cfg->log) return;
     ctf_error w;
     ctf__fail(&w, CTF_OK, (ctf__where){dir, 0, 0, -1},
-              "chunk cache %s: %s (%s); chunks are parsed and not stored", dir, what,
-              strerror(e));
+              "chunk cache %s: %s (%s); chunks are parsed and not stored", dir, what, strerror(e));
     cfg->log(cfg->log_user, CTF_SEV_WARNING, &w);
 }
 
@@ -307,8 +305,8 @@ static bool get(ctf__chunkstore *s, const char *path, const uint64_t key[2],
         goto done;
     const uint64_t t1 = ctf__now_ns();
     ctf_error e;
-    if (ctf__cbf_decode_bytes(pc, path, buf + sizeof h + rec, h.cbf_size, ch->num_seqs,
-                              h.samples, pool, out, &e))
+    if (ctf__cbf_decode_bytes(pc, path, buf + sizeof h + rec, h.cbf_size, ch->num_seqs, h.samples,
+                              pool, out, &e))
         goto done;
     ctf__perf_since(rb->perf, CTF__PERF_PARSE_NS, t1);
     if (!rb->seqs.p && pool) {
@@ -387,8 +385,10 @@ static int write_all(int fd, const unsigned char *p, size_t n)
 static void put(ctf__chunkstore *s, const char *path, const uint64_t key[2],
                 const ctf__parse_cfg *pc, ctf__chunk_data *cd, const ctf__seq *seqs)
 {
-    ctf__cbf_build b = {.streams = pc->streams, .num_streams = pc->num_streams,
-                        .prec = pc->precision, .sort = false};
+    ctf__cbf_build b = {.streams = pc->streams,
+                        .num_streams = pc->num_streams,
+                        .prec = pc->precision,
+                        .sort = false};
     ctf__cbf_bytes out = {0};
     entry_head h;
     memset(&h, 0, sizeof h);
@@ -488,8 +488,7 @@ int ctf__chunkstore_load(ctf__chunkstore *s, const ctf__parse_cfg *pc, const ctf
     }
     /* The records stay the receiver's at least until this load returns. */
     const ctf__seq *seqs = v.publish ? v.seqs : rb->seqs.p;
-    if (!rc && path && seqs && atomic_load(&s->writable) &&
-        clean(*out, idx->chunks[lc].num_seqs))
+    if (!rc && path && seqs && atomic_load(&s->writable) && clean(*out, idx->chunks[lc].num_seqs))
         put(s, path, key, pc, *out, seqs);
     CTF_FREE(path);
     return rc;

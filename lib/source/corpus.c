@@ -44,13 +44,10 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static bool is_pattern(const char *p)
-{
-    return strpbrk(p, "*?[") != NULL;
-}
+static bool is_pattern(const char *p) { return strpbrk(p, "*?[") != NULL; }
 
-int ctf__expand_paths(struct ctf__remote *rem, const char *const *patterns, size_t n,
-                      char ***out, size_t *num_out, ctf_error *err)
+int ctf__expand_paths(struct ctf__remote *rem, const char *const *patterns, size_t n, char ***out,
+                      size_t *num_out, ctf_error *err)
 {
     char **v = NULL;
     size_t len = 0, cap = 0;
@@ -81,8 +78,10 @@ int ctf__expand_paths(struct ctf__remote *rem, const char *const *patterns, size
             }
             int grown = ctf__grow((void **)&v, &cap, len + nm, sizeof *v);
             for (size_t j = 0; j < nm; j++) {
-                if (grown) CTF_FREE(m[j]);
-                else v[len++] = m[j];
+                if (grown)
+                    CTF_FREE(m[j]);
+                else
+                    v[len++] = m[j];
             }
             CTF_FREE(m);
             if (grown) goto oom;
@@ -215,8 +214,8 @@ static void io_release(corpus *k, size_t slot, ctf__io *io)
  * the file's last ends with '\n' (its last byte: last). Its sequences are then checked by
  * re-making their records from the bytes, which must give the index's. @return : the offset
  * of the first mismatch, or -1. */
-static int64_t check_chunk_bounds(const ctf_index *idx, const ctf__chunk *ch, char pre,
-                                  bool pre_ok, char last)
+static int64_t check_chunk_bounds(const ctf_index *idx, const ctf__chunk *ch, char pre, bool pre_ok,
+                                  char last)
 {
     if (pre_ok && pre != '\n') return (int64_t)ch->offset;
     if (ch->offset + ch->size < idx->file.size && ch->size && last != '\n')
@@ -265,8 +264,8 @@ static int block_slide(ctf__readbuf *rb, size_t *blk, size_t *have, uint64_t *ba
     if (rb->cap < 2 * *blk + 1) {
         char *nb = CTF_REALLOC(rb->p, 2 * *blk + 1);
         if (!nb)
-            return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE,
-                             "out of memory reading chunk %zu of %s", lc, idx->path);
+            return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                             lc, idx->path);
         rb->p = nb;
         rb->cap = 2 * *blk + 1;
     }
@@ -287,8 +286,8 @@ static int rescan_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *out
     if (blk == 0) blk = 1;
     char *buf = ctf__readbuf_get(rb, blk + 1);
     if (!buf)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         lc, idx->path);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s", lc,
+                         idx->path);
     ctf__rescan *scan;
     int rc = ctf__rescan_begin(idx, lc, out, &scan, err);
     if (rc) return rc;
@@ -316,8 +315,7 @@ static int rescan_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *out
 }
 
 /* A CBF chunk's records: its sequence lengths, the chunk's first bytes. */
-static int cbf_chunk_seqs(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *out,
-                          ctf_error *err)
+static int cbf_chunk_seqs(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *out, ctf_error *err)
 {
     const size_t f = k->chunk_file[c], lc = k->chunk_local[c];
     const ctf_index *idx = k->files[f].idx;
@@ -329,20 +327,19 @@ static int cbf_chunk_seqs(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *ou
     if (!idx->file.etag[0]) {
         ctf__file_id now;
         if ((rc = ctf__file_stat(idx->path, &now, err))) return rc;
-        if ((rc = ctf__file_unchanged(idx->path, &idx->file, &now, ch->offset, err)))
-            return rc;
+        if ((rc = ctf__file_unchanged(idx->path, &idx->file, &now, ch->offset, err))) return rc;
     }
     char *buf = ctf__readbuf_get(rb, nb);
     if (!buf)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         lc, idx->path);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s", lc,
+                         idx->path);
     rc = read_at(k, f, buf, nb, ch->offset, ch->offset + ch->size, rb->perf, err);
     return rc ? rc : ctf__index_chunk_seqs(idx, lc, buf, out, err);
 }
 
 /* Maps chunk bytes of a local file (as read_at reads them, counted as a read). */
-static int map_at(corpus *k, size_t f, uint64_t off, size_t n, ctf__map *map,
-                  ctf__perf_slot *perf, ctf_error *err)
+static int map_at(corpus *k, size_t f, uint64_t off, size_t n, ctf__map *map, ctf__perf_slot *perf,
+                  ctf_error *err)
 {
     size_t slot;
     const uint64_t t0 = ctf__now_ns();
@@ -378,10 +375,9 @@ static int cbf_load(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool,
     } else {
         char *buf = ctf__readbuf_get(rb, ch->size ? (size_t)ch->size : 1);
         if (!buf)
-            return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE,
-                             "out of memory reading chunk %zu of %s", lc, idx->path);
-        rc = read_at(k, f, buf, (size_t)ch->size, ch->offset, ch->offset + ch->size, rb->perf,
-                     err);
+            return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
+                             lc, idx->path);
+        rc = read_at(k, f, buf, (size_t)ch->size, ch->offset, ch->offset + ch->size, rb->perf, err);
         if (rc) return rc;
         t = ctf__now_ns();
         rc = ctf__cbf_decode(&file->pc, idx, lc, buf, pool, &rb->seqs, out, err);
@@ -406,8 +402,8 @@ int ctf__corpus_chunk_seqs(ctf__source *src, size_t c, ctf__readbuf *rb, ctf__se
     const ctf__chunk *ch = &idx->chunks[lc];
     if (out->cap < ch->num_seqs &&
         ctf__grow((void **)&out->p, &out->cap, ch->num_seqs, sizeof *out->p))
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         lc, idx->path);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s", lc,
+                         idx->path);
     if (idx->cbf) return cbf_chunk_seqs(k, c, rb, out, err);
     if (ctf__index_chunk_seqs_cached(idx, lc, out)) return 0;
     return rescan_blocks(k, c, rb, out, err);
@@ -446,8 +442,8 @@ static int load_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool
     if (blk == 0) blk = 1;
     char *buf = ctf__readbuf_get(rb, blk + 1);
     if (!buf)
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         lc, idx->path);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s", lc,
+                         idx->path);
     if (!rb->seqs.p && pool) {
         /* The last load's records went with its chunk: a pooled buffer, not a fresh one. */
         size_t got = 0;
@@ -456,8 +452,8 @@ static int load_blocks(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool
     }
     if (rb->seqs.cap < ch->num_seqs &&
         ctf__grow((void **)&rb->seqs.p, &rb->seqs.cap, ch->num_seqs, sizeof *rb->seqs.p))
-        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
-                         lc, idx->path);
+        return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s", lc,
+                         idx->path);
     ctf__rescan *scan = NULL;
     ctf__parse_run *run = NULL;
     ctf__parse_cfg pc = file->pc;
@@ -587,8 +583,7 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
     *out = NULL;
     /* A remote object is not asked again: each range request demands the indexed ETag. */
     if (idx->file.etag[0])
-        return idx->cbf ? cbf_load(k, c, rb, pool, out, err)
-                        : text_load(k, c, rb, pool, out, err);
+        return idx->cbf ? cbf_load(k, c, rb, pool, out, err) : text_load(k, c, rb, pool, out, err);
     int rc = ctf__io_stat(k->remote, idx->path, &now, err);
     if (rc) return rc;
     if ((rc = ctf__file_unchanged(idx->path, &idx->file, &now, ch->offset, err))) return rc;
@@ -598,8 +593,8 @@ static int corpus_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpoo
      * not: the index cache would tell the next open the same lie, so it goes (the next open
      * scans the file again). The chunk's parse may have found it too (a fatal problem kept in
      * the chunk, reported when its turn comes). */
-    bool contradicted = rc == CTF_ECHANGED || (!rc && *out && (*out)->fatal &&
-                                               (*out)->fatal_code == CTF_ECHANGED);
+    bool contradicted = rc == CTF_ECHANGED ||
+                        (!rc && *out && (*out)->fatal && (*out)->fatal_code == CTF_ECHANGED);
     if (contradicted) ctf__index_stale(idx, rc ? err : NULL);
     return rc;
 }
@@ -613,8 +608,7 @@ static void corpus_destroy(ctf__source *src)
             CTF_FREE(k->files[f].path);
         }
     if (k->fds)
-        for (size_t i = 0; i < k->num_fds; i++)
-            ctf__io_close(k->fds[i].io);
+        for (size_t i = 0; i < k->num_fds; i++) ctf__io_close(k->fds[i].io);
     ctf__remote_unref(k->remote);
     ctf__chunkstore_unref(k->store);
     if (k->mu_ok) pthread_mutex_destroy(&k->mu);
@@ -633,8 +627,7 @@ int ctf__corpus_open(const ctf_config *cfg, struct ctf__remote *rem, const char 
                      ctf__source **out, ctf_error *err)
 {
     *out = NULL;
-    if (n == 0)
-        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "config.paths: no data file given");
+    if (n == 0) return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "config.paths: no data file given");
     if (n > UINT32_MAX)
         return ctf__fail(err, CTF_ELIMIT, CTF__NOWHERE,
                          "config.paths: at most %u files in a corpus (got %zu)", UINT32_MAX, n);

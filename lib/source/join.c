@@ -82,8 +82,8 @@ static int join_seqs(ctf__source *src, size_t c, const ctf__seq **out, ctf_error
 
 /* Part j's chunk jc, parsed: from the cache (one reference more) or read and parsed now. Waits
  * for a load of it in progress on another thread (such a load waits for nothing). */
-static int part_acquire(join *J, size_t j, size_t jc, ctf__readbuf *rb,
-                        const ctf__chunk_data **out, ctf_error *err)
+static int part_acquire(join *J, size_t j, size_t jc, ctf__readbuf *rb, const ctf__chunk_data **out,
+                        ctf_error *err)
 {
     jpart *P = &J->parts[j];
     pthread_mutex_lock(&J->mu);
@@ -228,8 +228,10 @@ static int copy_part_stream(const join *J, ctf__chunk_data *cd, size_t j, size_t
                 for (uint32_t t = 0; t < sl.count; t++, dst += dim * elt) {
                     const size_t len = ctf__dense_len(sd, dim, sl.first + t) * elt;
                     if (len)
-                        memcpy(dst, (const char *)sd->values +
-                                        ctf__dense_at(sd, dim, sl.first + t) * elt, len);
+                        memcpy(dst,
+                               (const char *)sd->values +
+                                   ctf__dense_at(sd, dim, sl.first + t) * elt,
+                               len);
                     memset(dst + len, 0, dim * elt - len);
                 }
             }
@@ -265,8 +267,7 @@ static int add_part_problems(ctf__chunk_data *cd, const ctf__chunk_data *pcd, ui
 /* Acquires, in first-need order, each part chunk that one of the n joined sequences (links)
  * needs, once: jcd/jlocal per (sequence, part), the chunks acquired in *held. */
 static int acquire_parts(join *J, size_t c, const char *links, size_t n, ctf__readbuf *rb,
-                         const ctf__chunk_data **jcd, size_t *jlocal, jheld *held,
-                         ctf_error *err)
+                         const ctf__chunk_data **jcd, size_t *jlocal, jheld *held, ctf_error *err)
 {
     const size_t np = J->np, pairs = n * np, lb = J->tab.link_bytes;
     size_t cap = 16;
@@ -359,8 +360,8 @@ static int join_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpool 
     const size_t plast = pcd->fatal ? pcd->num_problems - 1 : pcd->num_problems;
     for (size_t x = 0; x < plast; x++)
         if (add_problem(cd, &pcd->problems[x])) goto oom;
-    cd->num_warnings += pcd->num_warnings - CTF_MIN(pcd->num_warnings,
-                                                    (uint64_t)CTF__MAX_STORED_WARNINGS);
+    cd->num_warnings += pcd->num_warnings -
+                        CTF_MIN(pcd->num_warnings, (uint64_t)CTF__MAX_STORED_WARNINGS);
     const ctf__problem *fatal = pcd->fatal ? &pcd->problems[pcd->num_problems - 1] : NULL;
     int fatal_code = pcd->fatal_code;
     for (size_t i = 0; i < n; i++)
@@ -525,8 +526,13 @@ int ctf__join_open(const ctf_config *cfg, ctf__source *primary, ctf__source **pa
     ctf__source **ps = CTF_MALLOC((num_parts ? num_parts : 1) * sizeof *ps);
     if (!ps) goto oom;
     for (size_t j = 0; j < num_parts; j++) ps[j] = J->parts[j].src;
-    const ctf__jbuild in = {.prim = primary, .parts = ps, .origins = origins, .np = num_parts,
-                            .mb_part = mb_part, .log = cfg->log, .log_user = cfg->log_user,
+    const ctf__jbuild in = {.prim = primary,
+                            .parts = ps,
+                            .origins = origins,
+                            .np = num_parts,
+                            .mb_part = mb_part,
+                            .log = cfg->log,
+                            .log_user = cfg->log_user,
                             .trace_level = cfg->trace_level};
     rc = ctf__jtable_build(&in, &J->tab, err);
     CTF_FREE(ps);

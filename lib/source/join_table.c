@@ -73,8 +73,8 @@ int ctf__jstore_open(ctf__jstore *s, ctf__jspill *sp, ctf_error *err)
             ctf__fail(&w, CTF_OK, (ctf__where){sp->dir, 0, 0, -1},
                       "no temporary file could be created here or in the system's temporary "
                       "directory%s%s%s; the join's tables are kept in memory (about 100 bytes "
-                      "per sequence)", sp->why ? " (" : "", sp->why ? strerror(sp->why) : "",
-                      sp->why ? ")" : "");
+                      "per sequence)",
+                      sp->why ? " (" : "", sp->why ? strerror(sp->why) : "", sp->why ? ")" : "");
             sp->log(sp->log_user, CTF_SEV_WARNING, &w);
         }
     }
@@ -570,8 +570,8 @@ static int sort_source(ctf__source *s, bool part, xsort *x, ctf__readbuf *rb, bo
 }
 
 /* Sequence g of s and its file (for the repeated-key error). */
-static int seq_place(ctf__source *s, uint64_t g, ctf__readbuf *rb, const char **path,
-                     ctf__seq *q, ctf_error *err)
+static int seq_place(ctf__source *s, uint64_t g, ctf__readbuf *rb, const char **path, ctf__seq *q,
+                     ctf_error *err)
 {
     const size_t c = ctf__source_chunk_of(s, (size_t)g);
     int rc = ctf__corpus_chunk_seqs(s, c, rb, &rb->seqs, err);
@@ -670,7 +670,10 @@ static int emit(const ctf__jbuild *in, ctf__jtable *t, wstate *w, const void *r,
         w->shown++;
         return 0;
     }
-    const ctf__seq s = {.offset = o.offset, .key = o.key, .line = o.line, .samples = o.len,
+    const ctf__seq s = {.offset = o.offset,
+                        .key = o.key,
+                        .line = o.line,
+                        .samples = o.len,
                         .lines = o.lines};
     const uint64_t plocal = o.g - p->chunks[w->pc].first_seq;
     memcpy(w->link, &plocal, 8);
@@ -780,8 +783,7 @@ int ctf__jtable_build(const ctf__jbuild *in, ctf__jtable *t, ctf_error *err)
     const size_t dlen = slash ? (size_t)(slash - path0) + (slash == path0) : 1;
     sp.dir = CTF_MALLOC(dlen + 1);
     int rc;
-    if (!qx || !pcs || !orbuf || !w.link || !t->chunks || !t->pchunk || !t->chunk_file ||
-        !sp.dir) {
+    if (!qx || !pcs || !orbuf || !w.link || !t->chunks || !t->pchunk || !t->chunk_file || !sp.dir) {
         rc = oom(err);
         goto done;
     }
@@ -809,11 +811,9 @@ int ctf__jtable_build(const ctf__jbuild *in, ctf__jtable *t, ctf_error *err)
      * straight into the table; else through one more sort, and a repeated key in a part is
      * reported before anything is written or warned. */
     const bool direct = all_sorted && sorted;
-    if ((rc = ctf__jstore_open(&t->seqs, &sp, err)) ||
-        (rc = ctf__jstore_open(&t->links, &sp, err)))
+    if ((rc = ctf__jstore_open(&t->seqs, &sp, err)) || (rc = ctf__jstore_open(&t->links, &sp, err)))
         goto done;
-    if (!direct && (rc = xs_init(&out, sizeof(orec) + np * sizeof(ctf__jref), &sp, err)))
-        goto done;
+    if (!direct && (rc = xs_init(&out, sizeof(orec) + np * sizeof(ctf__jref), &sp, err))) goto done;
     rc = merge_join(in, t, &px, qx, pcs, direct ? NULL : &out, &w, orbuf, err);
     if (rc) goto done;
     xs_free(&px);
@@ -836,7 +836,8 @@ int ctf__jtable_build(const ctf__jbuild *in, ctf__jtable *t, ctf_error *err)
         ctf_error e;
         ctf__fail(&e, CTF_OK, (ctf__where){p->files[0].path, 0, 0, -1},
                   "%" PRIu64 " more sequences without a match in a joined deserializer were "
-                  "dropped", w.shown - 20);
+                  "dropped",
+                  w.shown - 20);
         in->log(in->log_user, CTF_SEV_WARNING, &e);
     }
     for (size_t j = 0; j < np; j++) {
@@ -848,7 +849,8 @@ int ctf__jtable_build(const ctf__jbuild *in, ctf__jtable *t, ctf_error *err)
             ctf_error e;
             ctf__fail(&e, CTF_OK, CTF__NOWHERE,
                       "%" PRIu64 " sequences of %s have keys the primary deserializer lacks; "
-                      "they are not read", unmatched, name);
+                      "they are not read",
+                      unmatched, name);
             in->log(in->log_user, CTF_SEV_INFO, &e);
         }
     }

@@ -9,8 +9,8 @@
 int ctf__joins_validate(const ctf_config *cfg, ctf_error *err)
 {
     if (cfg->num_joins && !cfg->joins)
-        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
-                         "config.joins: NULL with num_joins %zu", cfg->num_joins);
+        return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, "config.joins: NULL with num_joins %zu",
+                         cfg->num_joins);
     size_t total = cfg->num_streams;
     const char *mb = NULL;
     for (size_t i = 0; i < cfg->num_streams; i++)
@@ -21,11 +21,13 @@ int ctf__joins_validate(const ctf_config *cfg, ctf_error *err)
         if (!J->num_paths || !J->paths)
             return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
                              "config.joins[%zu].paths: a joined deserializer needs at least one "
-                             "file%s%s", j, where[0] ? ", at " : "", where);
+                             "file%s%s",
+                             j, where[0] ? ", at " : "", where);
         if (!J->num_streams || !J->streams)
             return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
                              "config.joins[%zu].streams: a joined deserializer needs at least one "
-                             "stream%s%s", j, where[0] ? ", at " : "", where);
+                             "stream%s%s",
+                             j, where[0] ? ", at " : "", where);
         ctf_config jc = *cfg;
         jc.path = J->paths[0];
         jc.paths = NULL;
@@ -42,8 +44,7 @@ int ctf__joins_validate(const ctf_config *cfg, ctf_error *err)
         for (size_t i = 0; i < J->num_streams; i++) {
             const ctf_stream_def *s = &J->streams[i];
             for (size_t o = 0; o < total + i; o++) {
-                const ctf_stream_def *d =
-                    o < cfg->num_streams ? &cfg->streams[o] : NULL;
+                const ctf_stream_def *d = o < cfg->num_streams ? &cfg->streams[o] : NULL;
                 if (!d) {
                     size_t x = o - cfg->num_streams;
                     for (size_t jj = 0; jj <= j; jj++) {
@@ -58,13 +59,15 @@ int ctf__joins_validate(const ctf_config *cfg, ctf_error *err)
                     return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
                                      "config.joins[%zu].streams[%zu].name: '%s' is already a "
                                      "stream of another deserializer (stream names are unique "
-                                     "over all deserializers)", j, i, s->name);
+                                     "over all deserializers)",
+                                     j, i, s->name);
             }
             if (s->defines_mb_size) {
                 if (mb)
                     return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
                                      "input.%s.definesMBSize: only one stream may define the "
-                                     "minibatch size (also set on input.%s)", s->name, mb);
+                                     "minibatch size (also set on input.%s)",
+                                     s->name, mb);
                 mb = s->name;
             }
         }
@@ -79,8 +82,7 @@ int ctf__joins_validate(const ctf_config *cfg, ctf_error *err)
 
 /* Opens one deserializer's corpus: its files (patterns expanded) with its streams. */
 static int open_part(const ctf_config *cfg, ctf__remote *rem, const char *const *paths, size_t n,
-                     bool expand,
-                     const ctf_stream_def *streams, size_t ns, bool skip_ids,
+                     bool expand, const ctf_stream_def *streams, size_t ns, bool skip_ids,
                      const ctf__parse_cfg *pc, ctf__chunkstore *store, ctf__source **out,
                      ctf_error *err)
 {
@@ -98,8 +100,8 @@ static int open_part(const ctf_config *cfg, ctf__remote *rem, const char *const 
     ctf__parse_cfg p = *pc;
     p.streams = streams;
     p.num_streams = ns;
-    rc = ctf__corpus_open(&c, rem, expand ? (const char *const *)list : paths, expand ? len : n,
-                          &p, cfg->max_errors, cfg->num_threads, out, err);
+    rc = ctf__corpus_open(&c, rem, expand ? (const char *const *)list : paths, expand ? len : n, &p,
+                          cfg->max_errors, cfg->num_threads, out, err);
     ctf__free_paths(list, len);
     if (!rc && store) ctf__corpus_set_store(*out, store);
     return rc;

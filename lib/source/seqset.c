@@ -14,7 +14,8 @@ static size_t set_size(const ctf_config *cfg, size_t num_chunks, uint64_t sample
     if (cfg->keep_data_in_memory) return num_chunks ? num_chunks : 1;
     uint64_t w = 0;
     if (cfg->randomize && cfg->randomization_window) {
-        if (!cfg->window_in_samples) w = cfg->randomization_window;
+        if (!cfg->window_in_samples)
+            w = cfg->randomization_window;
         else if (samples)
             w = cfg->randomization_window / (samples / (num_chunks ? num_chunks : 1) + 1) + 1;
     }
@@ -89,8 +90,7 @@ int ctf__seqset_get(ctf__seqset *s, size_t c, size_t need, ctf__seqset_fill_fn f
             if (e->chunk != SIZE_MAX) s->dropped[e->chunk] = s->misses;
         }
         e->chunk = SIZE_MAX;
-        if (e->buf.cap < need &&
-            ctf__grow((void **)&e->buf.p, &e->buf.cap, need, sizeof *e->buf.p))
+        if (e->buf.cap < need && ctf__grow((void **)&e->buf.p, &e->buf.cap, need, sizeof *e->buf.p))
             return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE,
                              "out of memory for the sequence records of chunk %zu", c);
     }

@@ -176,8 +176,8 @@ void ctf__seqset_free(ctf__seqset *s);
  * holding '*', '?' or '[' is replaced by its matches in byte-wise sorted order (none is an
  * error; a remote pattern is listed through rem), other paths are kept. *out (strings and
  * array) is freed with ctf__free_paths. */
-int ctf__expand_paths(struct ctf__remote *rem, const char *const *patterns, size_t n,
-                      char ***out, size_t *num_out, ctf_error *err);
+int ctf__expand_paths(struct ctf__remote *rem, const char *const *patterns, size_t n, char ***out,
+                      size_t *num_out, ctf_error *err);
 void ctf__free_paths(char **paths, size_t n);
 
 /* ctf__join_open(cfg, primary, parts, num_parts, mb_part, origins, streams, prim_ns, ...):

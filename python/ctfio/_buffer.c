@@ -152,8 +152,8 @@ static PyGetSetDef Buffer_getset[] = {
 };
 
 PyDoc_STRVAR(Buffer_doc,
-"Read-only, zero-copy buffer over minibatch memory (numpy.asarray(buf) shares it).\n"
-"Keeps its Minibatch alive.");
+             "Read-only, zero-copy buffer over minibatch memory (numpy.asarray(buf) shares it).\n"
+             "Keeps its Minibatch alive.");
 
 static PyType_Slot Buffer_slots[] = {
     {Py_tp_doc, (void *)Buffer_doc},

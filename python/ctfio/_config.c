@@ -194,8 +194,10 @@ static int parse_joins(PyObject *joins, ctf_config *cfg, ctf_py_reader_args *ra)
     for (Py_ssize_t j = 0; j < n; j++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, j);
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
-            PyErr_Format(PyExc_TypeError, "joins[%zd]: must be a (paths, streams, "
-                         "skip_sequence_ids) tuple (got %R)", j, item);
+            PyErr_Format(PyExc_TypeError,
+                         "joins[%zd]: must be a (paths, streams, "
+                         "skip_sequence_ids) tuple (got %R)",
+                         j, item);
             goto error;
         }
         ctf_py_reader_args *ja = &ra->jargs[j];
@@ -206,8 +208,10 @@ static int parse_joins(PyObject *joins, ctf_config *cfg, ctf_py_reader_args *ra)
             goto error;
         int skip = PyObject_IsTrue(PyTuple_GET_ITEM(item, 2));
         if (skip < 0) goto error;
-        ra->joins[j] = (ctf_join_def){.paths = ja->paths.v, .num_paths = ja->paths.n,
-                                      .streams = jc.streams, .num_streams = jc.num_streams,
+        ra->joins[j] = (ctf_join_def){.paths = ja->paths.v,
+                                      .num_paths = ja->paths.n,
+                                      .streams = jc.streams,
+                                      .num_streams = jc.num_streams,
                                       .skip_sequence_ids = skip};
         /* Every stream's name, the primary's first, for stats(). */
         PyObject *all = PySequence_Concat(ra->names, ja->names);
@@ -241,8 +245,10 @@ static int parse_mix(PyObject *mix, ctf_config *cfg, ctf_py_reader_args *ra)
     for (Py_ssize_t p = 0; p < n; p++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, p);
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 5) {
-            PyErr_Format(PyExc_TypeError, "mix[%zd]: must be a (paths, streams, joins, "
-                         "skip_sequence_ids, weight) tuple (got %R)", p, item);
+            PyErr_Format(PyExc_TypeError,
+                         "mix[%zd]: must be a (paths, streams, joins, "
+                         "skip_sequence_ids, weight) tuple (got %R)",
+                         p, item);
             goto error;
         }
         ctf_py_reader_args *ma = &ra->margs[p];
@@ -255,8 +261,10 @@ static int parse_mix(PyObject *mix, ctf_config *cfg, ctf_py_reader_args *ra)
         if (streams != Py_None && parse_streams(streams, &pc, ma) < 0) goto error;
         if (joins != Py_None) {
             if (streams == Py_None) {
-                PyErr_Format(PyExc_TypeError, "mix[%zd]: a part with joins names its primary's "
-                             "streams (got None)", p);
+                PyErr_Format(PyExc_TypeError,
+                             "mix[%zd]: a part with joins names its primary's "
+                             "streams (got None)",
+                             p);
                 goto error;
             }
             if (parse_joins(joins, &pc, ma) < 0) goto error;
@@ -265,10 +273,14 @@ static int parse_mix(PyObject *mix, ctf_config *cfg, ctf_py_reader_args *ra)
         if (skip < 0) goto error;
         double w = PyFloat_AsDouble(PyTuple_GET_ITEM(item, 4));
         if (w == -1.0 && PyErr_Occurred()) goto error;
-        ra->mix[p] = (ctf_mix_part){.paths = ma->paths.v, .num_paths = ma->paths.n,
-                                    .streams = pc.streams, .num_streams = pc.num_streams,
-                                    .joins = pc.joins, .num_joins = pc.num_joins,
-                                    .skip_sequence_ids = skip, .weight = w};
+        ra->mix[p] = (ctf_mix_part){.paths = ma->paths.v,
+                                    .num_paths = ma->paths.n,
+                                    .streams = pc.streams,
+                                    .num_streams = pc.num_streams,
+                                    .joins = pc.joins,
+                                    .num_joins = pc.num_joins,
+                                    .skip_sequence_ids = skip,
+                                    .weight = w};
     }
     cfg->mix = ra->mix;
     cfg->num_mix = ra->num_mix;
@@ -306,15 +318,19 @@ static int parse_streams(PyObject *streams, ctf_config *cfg, ctf_py_reader_args 
         PyObject *t = PyTuple_Check(item) || PyList_Check(item) ? PySequence_Tuple(item) : NULL;
         if (!t || PyTuple_GET_SIZE(t) != 5) {
             Py_XDECREF(t);
-            PyErr_Format(PyExc_TypeError, "streams[%zd]: must be a (name, alias, dim, "
-                         "is_sparse, defines_mb_size) tuple (got %R)", i, item);
+            PyErr_Format(PyExc_TypeError,
+                         "streams[%zd]: must be a (name, alias, dim, "
+                         "is_sparse, defines_mb_size) tuple (got %R)",
+                         i, item);
             goto error;
         }
         PyTuple_SET_ITEM(ra->keep, i, t); /* steals: the strings below live as long as keep */
         PyObject *nm = PyTuple_GET_ITEM(t, 0), *alias = PyTuple_GET_ITEM(t, 1);
         if (!PyUnicode_Check(nm) || !(alias == Py_None || PyUnicode_Check(alias))) {
-            PyErr_Format(PyExc_TypeError, "streams[%zd]: name must be a str and alias a str or "
-                         "None (got %R)", i, t);
+            PyErr_Format(PyExc_TypeError,
+                         "streams[%zd]: name must be a str and alias a str or "
+                         "None (got %R)",
+                         i, t);
             goto error;
         }
         ctf_stream_def *d = &ra->defs[i];
@@ -379,8 +395,7 @@ static int param_from_py(ctf_config *cfg, const ctf_param *p, PyObject *v)
         return 0;
     }
     if (PyBool_Check(v) || !PyIndex_Check(v)) {
-        PyErr_Format(PyExc_TypeError, "%s: must be an int (got %.100s)", name,
-                     Py_TYPE(v)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s: must be an int (got %.100s)", name, Py_TYPE(v)->tp_name);
         return -1;
     }
     PyObject *i = PyNumber_Index(v);
@@ -418,8 +433,8 @@ static int param_from_py(ctf_config *cfg, const ctf_param *p, PyObject *v)
 int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg,
                              ctf_py_reader_args *ra)
 {
-    static char *kwlist[] = {"path", "streams", "log", "joins", "mix", "remote", "chunk_cache",
-                             NULL};
+    static char *kwlist[] = {"path", "streams", "log",         "joins",
+                             "mix",  "remote",  "chunk_cache", NULL};
     PyObject *path, *streams, *log = Py_None, *joins = NULL, *mix = NULL, *remote = NULL;
     PyObject *chunk_cache = Py_None;
     PyObject *rest = PyDict_New(), *key, *val;
@@ -429,8 +444,8 @@ int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg,
     /* The table's keywords are set below; the rest are the structure of the data set. */
     while (kwargs && PyDict_Next(kwargs, &pos, &key, &val))
         if (!param_of(key) && PyDict_SetItem(rest, key, val) < 0) goto done;
-    if (!PyArg_ParseTupleAndKeywords(args, rest, "OO|$OOOOO:Reader", kwlist, &path, &streams,
-                                     &log, &joins, &mix, &remote, &chunk_cache))
+    if (!PyArg_ParseTupleAndKeywords(args, rest, "OO|$OOOOO:Reader", kwlist, &path, &streams, &log,
+                                     &joins, &mix, &remote, &chunk_cache))
         goto done;
     if (chunk_cache != Py_None) {
         /* A str or a path-like object; kept as bytes for as long as the configuration. */
@@ -490,11 +505,13 @@ static PyObject *streams_list(const ctf_stream_def *defs, size_t n)
     for (size_t i = 0; streams && i < n; i++) {
         const ctf_stream_def *s = &defs[i];
         PyObject *alias = s->alias && s->alias[0] ? text_obj(s->alias) : Py_NewRef(Py_None);
-        PyObject *t = Py_BuildValue("(NNNNN)", text_obj(s->name), alias,
-                                    PyLong_FromSize_t(s->dim), PyBool_FromLong(s->is_sparse),
+        PyObject *t = Py_BuildValue("(NNNNN)", text_obj(s->name), alias, PyLong_FromSize_t(s->dim),
+                                    PyBool_FromLong(s->is_sparse),
                                     PyBool_FromLong(s->defines_mb_size));
-        if (!t) Py_CLEAR(streams);
-        else PyList_SET_ITEM(streams, (Py_ssize_t)i, t);
+        if (!t)
+            Py_CLEAR(streams);
+        else
+            PyList_SET_ITEM(streams, (Py_ssize_t)i, t);
     }
     return streams;
 }
@@ -504,8 +521,10 @@ static PyObject *paths_list(const char *const *paths, size_t n)
     PyObject *l = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; l && i < n; i++) {
         PyObject *p = opt_path(paths[i]);
-        if (!p) Py_CLEAR(l);
-        else PyList_SET_ITEM(l, (Py_ssize_t)i, p);
+        if (!p)
+            Py_CLEAR(l);
+        else
+            PyList_SET_ITEM(l, (Py_ssize_t)i, p);
     }
     return l;
 }
@@ -520,8 +539,10 @@ static PyObject *joins_list(const ctf_config *c)
                                     streams_list(j->streams, j->num_streams),
                                     PyBool_FromLong(j->skip_sequence_ids),
                                     j->origin ? text_obj(j->origin) : Py_NewRef(Py_None));
-        if (!t) Py_CLEAR(l);
-        else PyList_SET_ITEM(l, (Py_ssize_t)i, t);
+        if (!t)
+            Py_CLEAR(l);
+        else
+            PyList_SET_ITEM(l, (Py_ssize_t)i, t);
     }
     return l;
 }
@@ -536,8 +557,10 @@ static PyObject *mix_list(const ctf_config *c)
                                     m->streams ? streams_list(m->streams, m->num_streams)
                                                : Py_NewRef(Py_None),
                                     PyBool_FromLong(m->skip_sequence_ids), m->weight);
-        if (!t) Py_CLEAR(l);
-        else PyList_SET_ITEM(l, (Py_ssize_t)i, t);
+        if (!t)
+            Py_CLEAR(l);
+        else
+            PyList_SET_ITEM(l, (Py_ssize_t)i, t);
     }
     return l;
 }
@@ -558,13 +581,16 @@ PyObject *ctf_py_config_dict(const ctf_config *c)
         const ctf_param *p = ctf_param_at(i);
         const uint64_t v = ctf_param_get(c, p);
         PyObject *o;
-        if (p->kind == CTF_PARAM_BOOL) o = PyBool_FromLong(v != 0);
+        if (p->kind == CTF_PARAM_BOOL)
+            o = PyBool_FromLong(v != 0);
         else if (p->kind == CTF_PARAM_PRECISION)
             o = PyUnicode_FromString(v == CTF_FLOAT64 ? "double" : "float");
         /* A default worked out when the reader opens, encoded as the top of the range
          * (CTF_PREFETCH_AUTO), is None: the keyword left out. */
-        else if (p->def_text && p->def == p->max && v == p->def) o = Py_NewRef(Py_None);
-        else o = PyLong_FromUnsignedLongLong(v);
+        else if (p->def_text && p->def == p->max && v == p->def)
+            o = Py_NewRef(Py_None);
+        else
+            o = PyLong_FromUnsignedLongLong(v);
         PUT(p->field, o);
     }
     PUT("log", Py_NewRef(Py_None));
@@ -597,12 +623,13 @@ PyObject *ctf_py_reader_params(PyObject *module, PyObject *unused)
             p->cli_flag ? PyUnicode_FromString(p->cli_flag) : Py_NewRef(Py_None), "py_keyword",
             p->py_keyword ? PyUnicode_FromString(p->py_keyword) : Py_NewRef(Py_None), "kind",
             kinds[p->kind], "cli_switch", PyBool_FromLong(p->cli_switch), "fingerprint",
-            PyBool_FromLong(p->fingerprint), "default", (unsigned long long)p->def,
-            "default_text", p->def_text ? PyUnicode_FromString(p->def_text) : Py_NewRef(Py_None),
-            "min", (unsigned long long)p->min, "max", (unsigned long long)p->max, "help",
-            p->help);
-        if (!d) Py_CLEAR(t);
-        else PyTuple_SET_ITEM(t, (Py_ssize_t)i, d);
+            PyBool_FromLong(p->fingerprint), "default", (unsigned long long)p->def, "default_text",
+            p->def_text ? PyUnicode_FromString(p->def_text) : Py_NewRef(Py_None), "min",
+            (unsigned long long)p->min, "max", (unsigned long long)p->max, "help", p->help);
+        if (!d)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, (Py_ssize_t)i, d);
     }
     return t;
 }
@@ -630,8 +657,8 @@ PyObject *ctf_py_check_workers(PyObject *module, PyObject *const *args, Py_ssize
         Py_DECREF(n);
         if (x == -1 && !overflow && PyErr_Occurred()) return NULL;
         if (overflow < 0 || (!overflow && x < 0)) {
-            PyErr_Format(PyExc_ValueError, "%s: must be a non-negative integer (got %R)",
-                         names[i], args[i]);
+            PyErr_Format(PyExc_ValueError, "%s: must be a non-negative integer (got %R)", names[i],
+                         args[i]);
             return NULL;
         }
         v[i] = overflow ? UINT64_MAX : (uint64_t)x;
@@ -653,8 +680,10 @@ PyObject *ctf_py_reader_config(PyObject *module, PyObject *args, PyObject *kwarg
     ctf_config_init(&cfg);
     PyObject *d = NULL;
     if (ctf_py_reader_args_parse(args, kwargs, &cfg, &ra) == 0) {
-        if (ctf_config_validate(&cfg, &err)) PyErr_SetString(PyExc_ValueError, err.message);
-        else d = ctf_py_config_dict(&cfg);
+        if (ctf_config_validate(&cfg, &err))
+            PyErr_SetString(PyExc_ValueError, err.message);
+        else
+            d = ctf_py_config_dict(&cfg);
     }
     ctf_py_reader_args_clear(&ra);
     return d;

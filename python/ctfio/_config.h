@@ -69,12 +69,12 @@ PyObject *ctf_py_check_workers(PyObject *module, PyObject *const *args, Py_ssize
  * without opening anything (the configuration as bsconfig_load returns one). */
 PyObject *ctf_py_reader_config(PyObject *module, PyObject *args, PyObject *kwargs);
 
-#define CTF_PY_CONFIG_METHODS                                                              \
-    {"reader_params", (PyCFunction)(void (*)(void))ctf_py_reader_params, METH_NOARGS,     \
-     "reader_params() -> tuple of dict: the reader parameter table"},                       \
-    {"check_workers", (PyCFunction)(void (*)(void))ctf_py_check_workers, METH_FASTCALL,   \
-     "check_workers(number_of_workers, worker_rank): the worker rule (ValueError)"},        \
-    {"reader_config", (PyCFunction)(void (*)(void))ctf_py_reader_config,                  \
-     METH_VARARGS | METH_KEYWORDS, "reader_config(path, streams, **options) -> dict"},
+#define CTF_PY_CONFIG_METHODS \
+    {"reader_params", (PyCFunction)(void (*)(void))ctf_py_reader_params, METH_NOARGS, \
+     "reader_params() -> tuple of dict: the reader parameter table"}, \
+        {"check_workers", (PyCFunction)(void (*)(void))ctf_py_check_workers, METH_FASTCALL, \
+         "check_workers(number_of_workers, worker_rank): the worker rule (ValueError)"}, \
+        {"reader_config", (PyCFunction)(void (*)(void))ctf_py_reader_config, \
+         METH_VARARGS | METH_KEYWORDS, "reader_config(path, streams, **options) -> dict"},
 
 #endif

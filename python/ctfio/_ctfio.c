@@ -58,11 +58,14 @@ PyMODINIT_FUNC PyInit__ctfio(void);
  *====================================================================*/
 
 /* The attributes stream_data sets on each object it makes (interned once, in this order). */
-#define DATA_ATTRS(X) X(view, "_view") X(index, "_i") X(is_sparse, "_is_sparse") \
-    X(dim, "_dim") X(frame_mode, "_frame_mode") X(num_sequences, "num_sequences")      \
+/* clang-format off */
+#define DATA_ATTRS(X) \
+    X(view, "_view") X(index, "_i") X(is_sparse, "_is_sparse") X(dim, "_dim") \
+    X(frame_mode, "_frame_mode") X(num_sequences, "num_sequences") \
     X(num_samples, "num_samples") X(end_of_sweep, "end_of_sweep") X(position, "position") \
-    X(sweep, "sweep") X(global_samples, "global_samples")                               \
+    X(sweep, "sweep") X(global_samples, "global_samples") \
     X(samples_per_sweep, "samples_per_sweep")
+/* clang-format on */
 #define DATA_ENUM(id, text) ATTR_##id,
 enum { DATA_ATTRS(DATA_ENUM) NUM_DATA_ATTRS };
 #undef DATA_ENUM
@@ -96,26 +99,26 @@ typedef struct {
     PyObject *path;              /* str: the data file (repr) */
     PyObject *names;             /* tuple of the stream names, config order (stats) */
     PyObject *log;               /* the log callable, or NULL for Python's logger "ctfio" */
-    log_record *logs;            /* records waiting for delivery (PyMem_Raw*: filled without GIL) */
-    size_t num_logs, logs_cap;   /* records held, capacity */
-    size_t logs_lost;            /* records dropped because the buffer could not grow */
-    size_t num_workers;          /* the current partition (next() keeps it unless given) */
+    log_record *logs; /* records waiting for delivery (PyMem_Raw*: filled without GIL) */
+    size_t num_logs, logs_cap; /* records held, capacity */
+    size_t logs_lost; /* records dropped because the buffer could not grow */
+    size_t num_workers; /* the current partition (next() keeps it unless given) */
     size_t worker_rank;
-    int busy;                    /* a call is in progress (possibly without the GIL) */
-    uint64_t samples_per_sweep;  /* index samples in one sweep (every file, joined) */
-    int bptt;                    /* truncation_length > 0 or a mix: undo restores a state (a
+    int busy; /* a call is in progress (possibly without the GIL) */
+    uint64_t samples_per_sweep; /* index samples in one sweep (every file, joined) */
+    int bptt; /* truncation_length > 0 or a mix: undo restores a state (a
                                   * mix's seek replays its timeline from the start) */
-    int undo_ok;                 /* the fields below can take back the last next() */
-    uint64_t undo_pos;           /* the position before it */
-    char *undo_state;            /* bptt: the state before it (PyMem) */
-    pid_t pid;                   /* the process that opened it: a fork() copy has no threads */
+    int undo_ok; /* the fields below can take back the last next() */
+    uint64_t undo_pos; /* the position before it */
+    char *undo_state; /* bptt: the state before it (PyMem) */
+    pid_t pid; /* the process that opened it: a fork() copy has no threads */
 } ReaderObject;
 
 typedef struct {
     PyObject_HEAD
-    ctf_minibatch *mb;           /* owned */
-    uint64_t global_samples;     /* index samples of the global minibatch (all workers) */
-    uint64_t samples_per_sweep;  /* index samples in one sweep */
+    ctf_minibatch *mb; /* owned */
+    uint64_t global_samples; /* index samples of the global minibatch (all workers) */
+    uint64_t samples_per_sweep; /* index samples in one sweep */
 } MinibatchObject;
 
 
@@ -179,8 +182,7 @@ static int guess_errno(const char *message)
     for (int e = 1; e < 134; e++) {
         const char *s = strerror(e);
         const size_t k = strlen(s);
-        if (k + 2 <= n && memcmp(message + n - k, s, k) == 0 && message[n - k - 2] == ':')
-            return e;
+        if (k + 2 <= n && memcmp(message + n - k, s, k) == 0 && message[n - k - 2] == ':') return e;
     }
     return EIO;
 }
@@ -239,12 +241,13 @@ static PyObject *raise_code(modstate *st, int code, const char *what)
  * 3. Configuration: Reader() arguments and config dicts live in _config.c
  *====================================================================*/
 
-PyDoc_STRVAR(bsconfig_load_doc,
-"bsconfig_load(path, section=None, overrides=()) -> dict\n\n"
-"Reads a BrainScript reader configuration and returns Reader keyword arguments plus 'path'\n"
-"and 'streams'; a corpus adds 'paths' (its files and patterns), a composite reader 'joins'\n"
-"(paths, streams, skip_sequence_ids, origin) per joined deserializer. Raises ValueError\n"
-"naming the file and line on invalid configurations.");
+PyDoc_STRVAR(
+    bsconfig_load_doc,
+    "bsconfig_load(path, section=None, overrides=()) -> dict\n\n"
+    "Reads a BrainScript reader configuration and returns Reader keyword arguments plus 'path'\n"
+    "and 'streams'; a corpus adds 'paths' (its files and patterns), a composite reader 'joins'\n"
+    "(paths, streams, skip_sequence_ids, origin) per joined deserializer. Raises ValueError\n"
+    "naming the file and line on invalid configurations.");
 
 static PyObject *bsconfig_load(PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -278,8 +281,8 @@ static PyObject *bsconfig_load(PyObject *module, PyObject *args, PyObject *kwarg
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
         if (!PyUnicode_Check(item)) {
-            PyErr_Format(PyExc_TypeError, "overrides[%zd]: must be a 'KEY=VALUE' str (got %R)",
-                         i, item);
+            PyErr_Format(PyExc_TypeError, "overrides[%zd]: must be a 'KEY=VALUE' str (got %R)", i,
+                         item);
             goto error;
         }
         if (!(ov[i] = PyUnicode_AsUTF8(item))) goto error;
@@ -317,8 +320,7 @@ static PyObject *buffer_new(modstate *st, PyObject *owner, const void *ptr, cons
 /* Wraps mb (taking ownership: freed here on failure). */
 static PyObject *minibatch_wrap(modstate *st, ctf_minibatch *mb)
 {
-    MinibatchObject *self =
-        (MinibatchObject *)st->MinibatchType->tp_alloc(st->MinibatchType, 0);
+    MinibatchObject *self = (MinibatchObject *)st->MinibatchType->tp_alloc(st->MinibatchType, 0);
     if (!self) {
         ctf_minibatch_free(mb);
         return NULL;
@@ -393,11 +395,12 @@ static PyObject *Minibatch_files(MinibatchObject *self, void *Py_UNUSED(closure)
                       "I", 4, ctf_minibatch_num_sequences(self->mb), -1);
 }
 
-PyDoc_STRVAR(Minibatch_stream_doc,
-"stream(i) -> dict\n\n"
-"Stream i (config order): name, is_sparse, dim, num_samples, num_sequences, nnz, precision,\n"
-"and zero-copy Buffers values ((num_samples, dim) dense, (nnz,) sparse), lengths (uint32),\n"
-"indptr (int64, num_samples + 1) and indices (int32); indptr/indices are None when dense.");
+PyDoc_STRVAR(
+    Minibatch_stream_doc,
+    "stream(i) -> dict\n\n"
+    "Stream i (config order): name, is_sparse, dim, num_samples, num_sequences, nnz, precision,\n"
+    "and zero-copy Buffers values ((num_samples, dim) dense, (nnz,) sparse), lengths (uint32),\n"
+    "indptr (int64, num_samples + 1) and indices (int32); indptr/indices are None when dense.");
 
 static PyObject *Minibatch_stream(MinibatchObject *self, PyObject *arg)
 {
@@ -409,8 +412,10 @@ static PyObject *Minibatch_stream(MinibatchObject *self, PyObject *arg)
     if (i == -1 && PyErr_Occurred()) goto error;
     if (i < 0) i += ns;
     if (i < 0 || i >= ns || ctf_minibatch_stream(self->mb, (size_t)i, &v) != 0) {
-        PyErr_Format(PyExc_IndexError, "stream index out of range (got %R, the minibatch has "
-                     "%zd streams)", arg, ns);
+        PyErr_Format(PyExc_IndexError,
+                     "stream index out of range (got %R, the minibatch has "
+                     "%zd streams)",
+                     arg, ns);
         goto error;
     }
     const bool dbl = v.precision == CTF_FLOAT64;
@@ -425,14 +430,14 @@ static PyObject *Minibatch_stream(MinibatchObject *self, PyObject *arg)
     PUT("num_sequences", PyLong_FromSize_t(v.num_sequences));
     PUT("nnz", PyLong_FromSize_t(v.is_sparse ? v.nnz : v.num_samples * v.dim));
     PUT("precision", PyUnicode_FromString(dbl ? "double" : "float"));
-    PUT("values", v.is_sparse ? buffer_new(st, owner, v.values, fmt, elt, v.nnz, -1)
-                              : buffer_new(st, owner, v.values, fmt, elt, v.num_samples,
-                                           (Py_ssize_t)v.dim));
+    PUT("values",
+        v.is_sparse ? buffer_new(st, owner, v.values, fmt, elt, v.nnz, -1)
+                    : buffer_new(st, owner, v.values, fmt, elt, v.num_samples, (Py_ssize_t)v.dim));
     PUT("lengths", buffer_new(st, owner, v.lengths, "I", 4, v.num_sequences, -1));
     PUT("indptr", v.is_sparse ? buffer_new(st, owner, v.indptr, "q", 8, v.num_samples + 1, -1)
                               : Py_NewRef(Py_None));
-    PUT("indices", v.is_sparse ? buffer_new(st, owner, v.indices, "i", 4, v.nnz, -1)
-                               : Py_NewRef(Py_None));
+    PUT("indices",
+        v.is_sparse ? buffer_new(st, owner, v.indices, "i", 4, v.nnz, -1) : Py_NewRef(Py_None));
 #undef PUT
     if (rc) goto error;
     return d;
@@ -441,10 +446,11 @@ error:
     return NULL;
 }
 
-PyDoc_STRVAR(Minibatch_buffer_doc,
-"buffer(i, part) -> Buffer | None\n\n"
-"One zero-copy Buffer of stream i: part 0 values, 1 lengths, 2 indptr, 3 indices (None for\n"
-"a dense stream's indptr and indices); see stream().");
+PyDoc_STRVAR(
+    Minibatch_buffer_doc,
+    "buffer(i, part) -> Buffer | None\n\n"
+    "One zero-copy Buffer of stream i: part 0 values, 1 lengths, 2 indptr, 3 indices (None for\n"
+    "a dense stream's indptr and indices); see stream().");
 
 /* One Buffer of stream i (see the doc). */
 static PyObject *minibatch_buffer(MinibatchObject *self, size_t i, long part)
@@ -453,8 +459,10 @@ static PyObject *minibatch_buffer(MinibatchObject *self, size_t i, long part)
     PyObject *owner = (PyObject *)self;
     ctf_stream_view v;
     if (ctf_minibatch_stream(self->mb, i, &v) != 0) {
-        PyErr_Format(PyExc_IndexError, "stream index out of range (got %zu, the minibatch has "
-                     "%zu streams)", i, ctf_minibatch_num_streams(self->mb));
+        PyErr_Format(PyExc_IndexError,
+                     "stream index out of range (got %zu, the minibatch has "
+                     "%zu streams)",
+                     i, ctf_minibatch_num_streams(self->mb));
         return NULL;
     }
     const bool dbl = v.precision == CTF_FLOAT64;
@@ -462,9 +470,9 @@ static PyObject *minibatch_buffer(MinibatchObject *self, size_t i, long part)
     const Py_ssize_t elt = dbl ? 8 : 4;
     switch (part) {
     case 0:
-        return v.is_sparse ? buffer_new(st, owner, v.values, fmt, elt, v.nnz, -1)
-                           : buffer_new(st, owner, v.values, fmt, elt, v.num_samples,
-                                        (Py_ssize_t)v.dim);
+        return v.is_sparse
+                   ? buffer_new(st, owner, v.values, fmt, elt, v.nnz, -1)
+                   : buffer_new(st, owner, v.values, fmt, elt, v.num_samples, (Py_ssize_t)v.dim);
     case 1: return buffer_new(st, owner, v.lengths, "I", 4, v.num_sequences, -1);
     case 2:
         return v.is_sparse ? buffer_new(st, owner, v.indptr, "q", 8, v.num_samples + 1, -1)
@@ -473,8 +481,10 @@ static PyObject *minibatch_buffer(MinibatchObject *self, size_t i, long part)
         return v.is_sparse ? buffer_new(st, owner, v.indices, "i", 4, v.nnz, -1)
                            : Py_NewRef(Py_None);
     default:
-        PyErr_Format(PyExc_ValueError, "part: must be 0 (values), 1 (lengths), 2 (indptr) or "
-                     "3 (indices) (got %ld)", part);
+        PyErr_Format(PyExc_ValueError,
+                     "part: must be 0 (values), 1 (lengths), 2 (indptr) or "
+                     "3 (indices) (got %ld)",
+                     part);
         return NULL;
     }
 }
@@ -496,19 +506,19 @@ static PyObject *Minibatch_buffer(MinibatchObject *self, PyObject *const *args, 
     return minibatch_buffer(self, (size_t)i, part);
 }
 
-PyDoc_STRVAR(Minibatch_stream_data_doc,
-"stream_data(cls, keys, frame_mode) -> dict\n\n"
-"{keys[i]: object of cls} for every stream i, made without calling cls (its __new__ only)\n"
-"and given the attributes _view (this Minibatch), _i (i), _is_sparse, _dim, _frame_mode,\n"
-"num_sequences, num_samples (stream i's), end_of_sweep, position, sweep, global_samples and\n"
-"samples_per_sweep. No array is made: buffer(i, part) gives them when asked for.");
+PyDoc_STRVAR(
+    Minibatch_stream_data_doc,
+    "stream_data(cls, keys, frame_mode) -> dict\n\n"
+    "{keys[i]: object of cls} for every stream i, made without calling cls (its __new__ only)\n"
+    "and given the attributes _view (this Minibatch), _i (i), _is_sparse, _dim, _frame_mode,\n"
+    "num_sequences, num_samples (stream i's), end_of_sweep, position, sweep, global_samples and\n"
+    "samples_per_sweep. No array is made: buffer(i, part) gives them when asked for.");
 
 static PyObject *Minibatch_stream_data(MinibatchObject *self, PyObject *const *args,
                                        Py_ssize_t nargs)
 {
     modstate *st = type_state(Py_TYPE(self));
-    PyObject *shared[NUM_DATA_ATTRS] = {NULL}, *out = NULL, *obj = NULL, *base = NULL,
-             *d = NULL;
+    PyObject *shared[NUM_DATA_ATTRS] = {NULL}, *out = NULL, *obj = NULL, *base = NULL, *d = NULL;
     if (nargs != 3) {
         PyErr_Format(PyExc_TypeError, "stream_data() takes 3 arguments (%zd given)", nargs);
         return NULL;
@@ -594,8 +604,8 @@ static PyGetSetDef Minibatch_getset[] = {
     {"sweep", (getter)Minibatch_sweep, NULL, "Sweep of its first sequence.", NULL},
     {"global_samples", (getter)Minibatch_global_samples, NULL,
      "Index samples of the global minibatch: the advance of the position.", NULL},
-    {"samples_per_sweep", (getter)Minibatch_samples_per_sweep, NULL,
-     "Index samples in one sweep.", NULL},
+    {"samples_per_sweep", (getter)Minibatch_samples_per_sweep, NULL, "Index samples in one sweep.",
+     NULL},
     {"keys", (getter)Minibatch_keys, NULL, "Sequence keys: Buffer of uint64.", NULL},
     {"files", (getter)Minibatch_files, NULL,
      "Per sequence, its file: index into Reader.files (Buffer of uint32).", NULL},
@@ -608,20 +618,16 @@ static PyMethodDef Minibatch_methods[] = {
     {"stream", (PyCFunction)(void (*)(void))Minibatch_stream, METH_O, Minibatch_stream_doc},
     {"stream_data", (PyCFunction)(void (*)(void))Minibatch_stream_data, METH_FASTCALL,
      Minibatch_stream_data_doc},
-    {"buffer", (PyCFunction)(void (*)(void))Minibatch_buffer, METH_FASTCALL,
-     Minibatch_buffer_doc},
+    {"buffer", (PyCFunction)(void (*)(void))Minibatch_buffer, METH_FASTCALL, Minibatch_buffer_doc},
     {NULL, NULL, 0, NULL},
 };
 
 PyDoc_STRVAR(Minibatch_doc, "One minibatch (this worker's share), returned by Reader.next().");
 
 static PyType_Slot Minibatch_slots[] = {
-    {Py_tp_doc, (void *)Minibatch_doc},
-    {Py_tp_dealloc, (void *)Minibatch_dealloc},
-    {Py_tp_repr, (void *)Minibatch_repr},
-    {Py_tp_getset, Minibatch_getset},
-    {Py_tp_methods, Minibatch_methods},
-    {0, NULL},
+    {Py_tp_doc, (void *)Minibatch_doc},   {Py_tp_dealloc, (void *)Minibatch_dealloc},
+    {Py_tp_repr, (void *)Minibatch_repr}, {Py_tp_getset, Minibatch_getset},
+    {Py_tp_methods, Minibatch_methods},   {0, NULL},
 };
 
 static PyType_Spec Minibatch_spec = {
@@ -693,9 +699,10 @@ static int reader_flush_logs(ReaderObject *self)
         ctf_error_format(&rec->err, rec->sev, text, sizeof text);
         int ok;
         if (self->log) {
-            PyObject *res = PyObject_CallFunction(
-                self->log, "iNNNNN", (int)rec->sev, text_obj(text), opt_path(rec->err.path),
-                opt_u64(rec->err.line), opt_u64(rec->err.column), opt_offset(rec->err.offset));
+            PyObject *res = PyObject_CallFunction(self->log, "iNNNNN", (int)rec->sev,
+                                                  text_obj(text), opt_path(rec->err.path),
+                                                  opt_u64(rec->err.line), opt_u64(rec->err.column),
+                                                  opt_offset(rec->err.offset));
             ok = res != NULL;
             Py_XDECREF(res);
         } else {
@@ -715,8 +722,10 @@ static int reader_flush_logs(ReaderObject *self)
         self->logs_cap = 0;
     }
     if (self->logs_lost && !first &&
-        PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "ctfio: %zu log records were lost (out of "
-                         "memory)", self->logs_lost) < 0)
+        PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "ctfio: %zu log records were lost (out of "
+                         "memory)",
+                         self->logs_lost) < 0)
         first = exc_take();
     self->logs_lost = 0;
     if (!first) return 0;
@@ -753,12 +762,14 @@ static int reader_enter(ReaderObject *self)
         return -1;
     }
     if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "Reader is already in use (a Reader must not be "
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Reader is already in use (a Reader must not be "
                         "used from two threads at once, nor from its own log callback)");
         return -1;
     }
     if (self->pid != getpid()) {
-        PyErr_Format(PyExc_RuntimeError, "Reader was opened in process %ld and this is a "
+        PyErr_Format(PyExc_RuntimeError,
+                     "Reader was opened in process %ld and this is a "
                      "fork() of it, where its prefetch threads do not run; open a new one here",
                      (long)self->pid);
         return -1;
@@ -775,8 +786,7 @@ static void reader_free(ReaderObject *self)
     /* In a fork() child the prefetch threads do not exist (and may have held the reader's
        locks at the fork): joining them would wait forever, so the copy is leaked instead. */
     if (self->pid != getpid()) return;
-    Py_BEGIN_ALLOW_THREADS
-    ctf_reader_free(r);
+    Py_BEGIN_ALLOW_THREADS ctf_reader_free(r);
     Py_END_ALLOW_THREADS
 }
 
@@ -805,10 +815,8 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->worker_rank = cfg.worker_rank;
     self->busy = 1;
     self->pid = getpid();
-    Py_BEGIN_ALLOW_THREADS
-    rc = ctf_reader_open(&cfg, &reader, &err);
-    Py_END_ALLOW_THREADS
-    self->reader = reader;
+    Py_BEGIN_ALLOW_THREADS rc = ctf_reader_open(&cfg, &reader, &err);
+    Py_END_ALLOW_THREADS self->reader = reader;
     if (reader_finish(self, rc, &err) < 0) goto error;
     self->samples_per_sweep = ctf_reader_samples_per_sweep(reader);
     self->bptt = cfg.truncation_length > 0 || cfg.num_mix > 0;
@@ -891,25 +899,24 @@ static int undo_apply(ReaderObject *self)
     const char *state = self->bptt ? self->undo_state : NULL;
     const uint64_t pos = self->undo_pos;
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    rc = state ? ctf_reader_restore_state(r, state, strlen(state)) : ctf_reader_seek(r, pos);
-    Py_END_ALLOW_THREADS
-    rc = reader_finish(self, rc, ctf_reader_error(r));
+    Py_BEGIN_ALLOW_THREADS rc = state ? ctf_reader_restore_state(r, state, strlen(state))
+                                      : ctf_reader_seek(r, pos);
+    Py_END_ALLOW_THREADS rc = reader_finish(self, rc, ctf_reader_error(r));
     self->busy = 0;
     return rc;
 }
 
-PyDoc_STRVAR(Reader_next_doc,
-"next(num_samples, num_workers=None, worker_rank=None) -> Minibatch | None\n\n"
-"Cuts the next global minibatch of num_samples index samples and returns this worker's share;\n"
-"None at the end of the data. Giving num_workers / worker_rank changes the partition first.\n"
-"A signal that arrives during the call (Ctrl-C) is handled when it returns: if its handler\n"
-"raises, the position is taken back to where it was and the exception propagates.");
+PyDoc_STRVAR(
+    Reader_next_doc,
+    "next(num_samples, num_workers=None, worker_rank=None) -> Minibatch | None\n\n"
+    "Cuts the next global minibatch of num_samples index samples and returns this worker's share;\n"
+    "None at the end of the data. Giving num_workers / worker_rank changes the partition first.\n"
+    "A signal that arrives during the call (Ctrl-C) is handled when it returns: if its handler\n"
+    "raises, the position is taken back to where it was and the exception propagates.");
 
 /* next()'s arguments (vectorcall: this is the per-minibatch path, PyArg_ParseTupleAndKeywords
  * cost more than the rest of the binding). @return : 0, or -1 with an exception set. */
-static int next_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                     PyObject *slot[3])
+static int next_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject *slot[3])
 {
     static const char *const names[3] = {"num_samples", "num_workers", "worker_rank"};
     if (nargs > 3) {
@@ -927,8 +934,7 @@ static int next_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
             return -1;
         }
         if (slot[j]) {
-            PyErr_Format(PyExc_TypeError, "next() got multiple values for argument '%s'",
-                         names[j]);
+            PyErr_Format(PyExc_TypeError, "next() got multiple values for argument '%s'", names[j]);
             return -1;
         }
         slot[j] = args[nargs + k];
@@ -965,12 +971,11 @@ static PyObject *Reader_next(ReaderObject *self, PyObject *const *args, Py_ssize
     if (undo_capture(self) < 0) return NULL;
     ctf_reader *r = self->reader;
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    if (set) wrc = ctf_reader_set_worker(r, (size_t)nw, (size_t)rank);
+    Py_BEGIN_ALLOW_THREADS if (set) wrc = ctf_reader_set_worker(r, (size_t)nw, (size_t)rank);
     before = ctf_reader_position(r);
     rc = wrc ? wrc : ctf_reader_next(r, num_samples, &mb);
-    Py_END_ALLOW_THREADS
-    if (set && !wrc) {
+    Py_END_ALLOW_THREADS if (set && !wrc)
+    {
         self->num_workers = (size_t)nw;
         self->worker_rank = (size_t)rank;
     }
@@ -1050,7 +1055,7 @@ static PyObject *Reader_stats(ReaderObject *self, PyObject *Py_UNUSED(ignored))
 }
 
 PyDoc_STRVAR(Reader_io_counters_doc, "io_counters() -> dict\n\nRemote requests, retries and "
-             "bytes so far (zero for local files).");
+                                     "bytes so far (zero for local files).");
 
 static PyObject *Reader_io_counters(ReaderObject *self, PyObject *Py_UNUSED(ignored))
 {
@@ -1143,8 +1148,7 @@ static PyObject *Reader_repr(ReaderObject *self)
     if (!self->reader) return PyUnicode_FromFormat("<ctfio._ctfio.Reader %R closed>", self->path);
     if (self->busy) return PyUnicode_FromFormat("<ctfio._ctfio.Reader %R busy>", self->path);
     return PyUnicode_FromFormat("<ctfio._ctfio.Reader %R streams=%R position=%llu>", self->path,
-                                self->names,
-                                (unsigned long long)ctf_reader_position(self->reader));
+                                self->names, (unsigned long long)ctf_reader_position(self->reader));
 }
 
 static PyMethodDef Reader_methods[] = {
@@ -1182,22 +1186,23 @@ static PyGetSetDef Reader_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyDoc_STRVAR(Reader_doc,
-"Reader(path, streams, *, precision='float', randomize=True, randomization_seed=0,\n"
-"       randomization_window=128, window_in_samples=False, skip_sequence_ids=False,\n"
-"       max_errors=0, trace_level=1, chunk_size_bytes=33554432, keep_data_in_memory=False,\n"
-"       frame_mode=False, cache_index=False, max_samples=None, max_sweeps=None,\n"
-"       truncation_length=0, num_workers=1, worker_rank=0, num_threads=None,\n"
-"       prefetch_chunks=None, log=None, joins=None, chunk_cache=None,\n"
-"       chunk_cache_limit=None)\n\n"
-"A CTF reader. path: a file, or a list of files and glob patterns read as one corpus.\n"
-"streams: (name, alias, dim, is_sparse, defines_mb_size) tuples. joins: (paths, streams,\n"
-"skip_sequence_ids) tuples, deserializers joined by sequence key to the primary one.\n"
-"max_samples / max_sweeps: None, -1 or 2**64-1 no limit; -2 or 2**64-2 one sweep.\n"
-"num_threads / prefetch_chunks: left out, the library's defaults (one thread per core,\n"
-"2 * threads + 2 chunks). log: None (Python's logging, logger 'ctfio') or\n"
-"log(severity, text, path, line, column, offset). chunk_cache: a directory where parsed\n"
-"chunks are kept for later sweeps and runs; chunk_cache_limit: the bytes it may hold.");
+PyDoc_STRVAR(
+    Reader_doc,
+    "Reader(path, streams, *, precision='float', randomize=True, randomization_seed=0,\n"
+    "       randomization_window=128, window_in_samples=False, skip_sequence_ids=False,\n"
+    "       max_errors=0, trace_level=1, chunk_size_bytes=33554432, keep_data_in_memory=False,\n"
+    "       frame_mode=False, cache_index=False, max_samples=None, max_sweeps=None,\n"
+    "       truncation_length=0, num_workers=1, worker_rank=0, num_threads=None,\n"
+    "       prefetch_chunks=None, log=None, joins=None, chunk_cache=None,\n"
+    "       chunk_cache_limit=None)\n\n"
+    "A CTF reader. path: a file, or a list of files and glob patterns read as one corpus.\n"
+    "streams: (name, alias, dim, is_sparse, defines_mb_size) tuples. joins: (paths, streams,\n"
+    "skip_sequence_ids) tuples, deserializers joined by sequence key to the primary one.\n"
+    "max_samples / max_sweeps: None, -1 or 2**64-1 no limit; -2 or 2**64-2 one sweep.\n"
+    "num_threads / prefetch_chunks: left out, the library's defaults (one thread per core,\n"
+    "2 * threads + 2 chunks). log: None (Python's logging, logger 'ctfio') or\n"
+    "log(severity, text, path, line, column, offset). chunk_cache: a directory where parsed\n"
+    "chunks are kept for later sweeps and runs; chunk_cache_limit: the bytes it may hold.");
 
 static PyType_Slot Reader_slots[] = {
     {Py_tp_doc, (void *)Reader_doc},
@@ -1261,17 +1266,17 @@ static int state_restore(ReaderObject *self, PyObject *state)
         text = PyBytes_AS_STRING(state);
         len = PyBytes_GET_SIZE(state);
     } else {
-        PyErr_Format(PyExc_TypeError, "state: must be the str get_state() returned (got "
-                     "%.100s)", Py_TYPE(state)->tp_name);
+        PyErr_Format(PyExc_TypeError,
+                     "state: must be the str get_state() returned (got "
+                     "%.100s)",
+                     Py_TYPE(state)->tp_name);
         return -1;
     }
     ctf_reader *r = self->reader;
     self->undo_ok = 0;
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    rc = ctf_reader_restore_state(r, text, (size_t)len);
-    Py_END_ALLOW_THREADS
-    rc = reader_finish(self, rc, ctf_reader_error(r));
+    Py_BEGIN_ALLOW_THREADS rc = ctf_reader_restore_state(r, text, (size_t)len);
+    Py_END_ALLOW_THREADS rc = reader_finish(self, rc, ctf_reader_error(r));
     self->busy = 0;
     return rc;
 }
@@ -1285,10 +1290,8 @@ static int reader_seek(ReaderObject *self, PyObject *value)
     ctf_reader *r = self->reader;
     self->undo_ok = 0;
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    rc = ctf_reader_seek(r, pos);
-    Py_END_ALLOW_THREADS
-    rc = reader_finish(self, rc, ctf_reader_error(r));
+    Py_BEGIN_ALLOW_THREADS rc = ctf_reader_seek(r, pos);
+    Py_END_ALLOW_THREADS rc = reader_finish(self, rc, ctf_reader_error(r));
     self->busy = 0;
     return rc;
 }
@@ -1347,20 +1350,25 @@ static int module_exec(PyObject *m)
     attrs = Py_BuildValue("{sOsOsOsOsOsO}", "code", Py_None, "path", Py_None, "line", Py_None,
                           "column", Py_None, "offset", Py_None, "message", Py_None);
     if (!attrs) goto error;
-    st->CTFError = PyErr_NewExceptionWithDoc(
-        "ctfio._ctfio.CTFError", "Base class of ctfio's errors; carries code, path, line, "
-        "column, offset and message (None where unknown).", PyExc_Exception, attrs);
+    st->CTFError =
+        PyErr_NewExceptionWithDoc("ctfio._ctfio.CTFError",
+                                  "Base class of ctfio's errors; carries code, path, line, "
+                                  "column, offset and message (None where unknown).",
+                                  PyExc_Exception, attrs);
     if (!st->CTFError || !(bases = PyTuple_Pack(2, st->CTFError, PyExc_ValueError))) goto error;
     st->ParseError = PyErr_NewExceptionWithDoc(
-        "ctfio._ctfio.ParseError", "Malformed input data (or a limit, a changed file, a bad "
-        "index); str() is 'FILE:LINE:COLUMN: (byte OFFSET) error: MESSAGE'.", bases, NULL);
+        "ctfio._ctfio.ParseError",
+        "Malformed input data (or a limit, a changed file, a bad "
+        "index); str() is 'FILE:LINE:COLUMN: (byte OFFSET) error: MESSAGE'.",
+        bases, NULL);
     if (!st->ParseError) goto error;
-    st->StateError = PyErr_NewExceptionWithDoc(
-        "ctfio._ctfio.StateError", "A checkpoint state that does not fit this reader.", bases,
-        NULL);
+    st->StateError = PyErr_NewExceptionWithDoc("ctfio._ctfio.StateError",
+                                               "A checkpoint state that does not fit this reader.",
+                                               bases, NULL);
     if (!st->StateError) goto error;
     st->DataChangedError = PyErr_NewExceptionWithDoc(
-        "ctfio._ctfio.DataChangedError", "The data file changed after it was indexed (size, "
+        "ctfio._ctfio.DataChangedError",
+        "The data file changed after it was indexed (size, "
         "modification time or content no longer match the index); a ParseError.",
         st->ParseError, NULL);
     if (!st->DataChangedError) goto error;
@@ -1368,8 +1376,7 @@ static int module_exec(PyObject *m)
     if (!(st->MinibatchType = internal_type(m, &Minibatch_spec))) goto error;
     st->ReaderType = (PyTypeObject *)PyType_FromModuleAndSpec(m, &Reader_spec, NULL);
     if (!st->ReaderType) goto error;
-    if (add_ref(m, "CTFError", st->CTFError) < 0 ||
-        add_ref(m, "ParseError", st->ParseError) < 0 ||
+    if (add_ref(m, "CTFError", st->CTFError) < 0 || add_ref(m, "ParseError", st->ParseError) < 0 ||
         add_ref(m, "StateError", st->StateError) < 0 ||
         add_ref(m, "DataChangedError", st->DataChangedError) < 0 ||
         PyModule_AddType(m, st->ReaderType) < 0 || PyModule_AddType(m, st->MinibatchType) < 0 ||
@@ -1425,7 +1432,7 @@ static PyMethodDef module_methods[] = {
      ctf_py_provider_encode_doc},
     {"provider_pack", (PyCFunction)(void (*)(void))ctf_py_provider_pack, METH_VARARGS,
      ctf_py_provider_pack_doc},
-    CTF_PY_TOOLS_METHODS CTF_PY_CONFIG_METHODS {NULL, NULL, 0, NULL},
+    CTF_PY_TOOLS_METHODS CTF_PY_CONFIG_METHODS{NULL, NULL, 0, NULL},
 };
 
 static PyModuleDef_Slot module_slots[] = {

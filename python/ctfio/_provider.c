@@ -49,8 +49,8 @@ typedef struct {
     Py_ssize_t step;             /* element number within the (sub-)sequence, or -1 */
 } pv_ctx;
 
-static const char *const pv_kind_names[] = {"dense_vector", "sparse_binary_vector",
-                                            "sparse_vector", "integer_value"};
+static const char *const pv_kind_names[] = {"dense_vector", "sparse_binary_vector", "sparse_vector",
+                                            "integer_value"};
 static const char *const pv_seq_suffix[] = {"", "_sequence", "_sub_sequence"};
 
 /* Raises type("input I 'NAME' (KIND), sub-sequence S, element T: MESSAGE"). @return : -1. */
@@ -69,8 +69,8 @@ static int pv_fail(PyObject *type, const pv_ctx *c, const char *fmt, ...)
     else if (c->step >= 0)
         snprintf(pos, sizeof pos, ", element %zd", c->step);
     PyErr_Format(type, "input %d %R (%s%s(%lld))%s: %U", c->index, c->name,
-                 pv_kind_names[c->slot->kind], pv_seq_suffix[c->slot->seq],
-                 (long long)c->slot->dim, pos, msg);
+                 pv_kind_names[c->slot->kind], pv_seq_suffix[c->slot->seq], (long long)c->slot->dim,
+                 pos, msg);
     Py_DECREF(msg);
     return -1;
 }
@@ -173,8 +173,7 @@ static int pv_dense_buffer(ctf_record_writer *b, PyObject *obj, int64_t dim, int
         return 0;
     }
     const int ndim = want_rows < 0 ? 1 : 2;
-    if (view.ndim != ndim || !view.format || view.shape[ndim - 1] != (Py_ssize_t)dim)
-        goto done;
+    if (view.ndim != ndim || !view.format || view.shape[ndim - 1] != (Py_ssize_t)dim) goto done;
     const Py_ssize_t n_rows = ndim == 2 ? view.shape[0] : 1;
     const size_t items = (size_t)n_rows * (size_t)dim;
     if (items && (size_t)view.itemsize * items != (size_t)view.len) goto done;
@@ -240,8 +239,8 @@ static int pv_integer_step(ctf_record_writer *b, PyObject *obj, const pv_ctx *c,
 static int pv_sparse_step(ctf_record_writer *b, PyObject *obj, const pv_ctx *c, int dbl)
 {
     const int valued = c->slot->kind == PV_SPARSE;
-    PyObject *fast = pv_fast(obj, c, valued ? "a list of (index, value) pairs"
-                                            : "a list of indices");
+    PyObject *fast = pv_fast(obj, c,
+                             valued ? "a list of (index, value) pairs" : "a list of indices");
     if (!fast) return -1;
     const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
     const size_t elt = dbl ? sizeof(double) : sizeof(float);
@@ -258,8 +257,10 @@ static int pv_sparse_step(ctf_record_writer *b, PyObject *obj, const pv_ctx *c, 
         if (valued) {
             if (!(PyTuple_Check(item) || PyList_Check(item)) ||
                 PySequence_Fast_GET_SIZE(item) != 2) {
-                pv_fail(PyExc_TypeError, c, "non-zero %zd: expected an (index, value) pair "
-                        "(got %R)", i, item);
+                pv_fail(PyExc_TypeError, c,
+                        "non-zero %zd: expected an (index, value) pair "
+                        "(got %R)",
+                        i, item);
                 goto error;
             }
             index = Py_NewRef(PySequence_Fast_GET_ITEM(item, 0));
@@ -328,8 +329,7 @@ static Py_ssize_t pv_steps(ctf_record_writer *b, PyObject *obj, pv_ctx *c, int c
 }
 
 /* One slot's section. */
-static int pv_section(ctf_record_writer *b, size_t k, PyObject *obj, pv_ctx *c, int check,
-                      int dbl)
+static int pv_section(ctf_record_writer *b, size_t k, PyObject *obj, pv_ctx *c, int check, int dbl)
 {
     PyObject *outer = NULL;
     int64_t steps = 0, subs = 0;
@@ -390,8 +390,10 @@ static Py_ssize_t pv_parse_slots(PyObject *slots, pv_slots *out)
 {
     if (!PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) < 1 ||
         PyTuple_GET_SIZE(slots) > CTF_MAX_SLOTS) {
-        PyErr_Format(PyExc_TypeError, "slots: must be a tuple of 1 to %d (name, kind, "
-                     "seq_type, dim) tuples", CTF_MAX_SLOTS);
+        PyErr_Format(PyExc_TypeError,
+                     "slots: must be a tuple of 1 to %d (name, kind, "
+                     "seq_type, dim) tuples",
+                     CTF_MAX_SLOTS);
         return -1;
     }
     const Py_ssize_t n = PyTuple_GET_SIZE(slots);
@@ -410,8 +412,10 @@ static Py_ssize_t pv_parse_slots(PyObject *slots, pv_slots *out)
         if (kind < CTF_SLOT_DENSE || kind > CTF_SLOT_INTEGER || seq < CTF_SLOT_NO_SEQUENCE ||
             seq > CTF_SLOT_SUB_SEQUENCE || dim < 1 || dim > INT32_MAX) {
             PyErr_Clear();
-            PyErr_Format(PyExc_ValueError, "slots[%zd]: must be (name, kind 0-3, seq_type 0-2, "
-                         "1 <= dim < 2**31) (got %R)", i, t);
+            PyErr_Format(PyExc_ValueError,
+                         "slots[%zd]: must be (name, kind 0-3, seq_type 0-2, "
+                         "1 <= dim < 2**31) (got %R)",
+                         i, t);
             return -1;
         }
         out->s[i] = (ctf_slot){.kind = (int)kind, .seq = (int)seq, .dim = (int64_t)dim};
@@ -420,10 +424,11 @@ static Py_ssize_t pv_parse_slots(PyObject *slots, pv_slots *out)
 }
 
 const char ctf_py_provider_encode_doc[] =
-"provider_encode(sample, slots, check=False, double=False) -> bytes\n\n"
-"One provider sample (a list in slot order, or a dict keyed by slot name) as a record for\n"
-"provider_pack. slots: tuple of (name, kind, seq_type, dim). Layout errors always raise\n"
-"TypeError/ValueError naming the input and element; check adds the range checks. Holds the GIL.";
+    "provider_encode(sample, slots, check=False, double=False) -> bytes\n\n"
+    "One provider sample (a list in slot order, or a dict keyed by slot name) as a record for\n"
+    "provider_pack. slots: tuple of (name, kind, seq_type, dim). Layout errors always raise\n"
+    "TypeError/ValueError naming the input and element; check adds the range checks. Holds the "
+    "GIL.";
 
 PyObject *ctf_py_provider_encode(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -439,8 +444,10 @@ PyObject *ctf_py_provider_encode(PyObject *Py_UNUSED(module), PyObject *args)
     if (n < 0) goto error;
     if (PyDict_Check(sample)) {
         if (check && PyDict_GET_SIZE(sample) != n) {
-            PyErr_Format(PyExc_ValueError, "the sample has %zd inputs, input_types %zd (keys: "
-                         "%R)", PyDict_GET_SIZE(sample), n, sample);
+            PyErr_Format(PyExc_ValueError,
+                         "the sample has %zd inputs, input_types %zd (keys: "
+                         "%R)",
+                         PyDict_GET_SIZE(sample), n, sample);
             goto error;
         }
     } else if (PyList_Check(sample) || PyTuple_Check(sample)) {
@@ -451,8 +458,10 @@ PyObject *ctf_py_provider_encode(PyObject *Py_UNUSED(module), PyObject *args)
             goto error;
         }
     } else {
-        PyErr_Format(PyExc_TypeError, "a sample must be a list or tuple in input_types order, "
-                     "or a dict keyed by input name (got %.100s)", Py_TYPE(sample)->tp_name);
+        PyErr_Format(PyExc_TypeError,
+                     "a sample must be a list or tuple in input_types order, "
+                     "or a dict keyed by input name (got %.100s)",
+                     Py_TYPE(sample)->tp_name);
         goto error;
     }
     if (ctf_record_begin(&b, (size_t)n, dbl) < 0) {
@@ -469,7 +478,10 @@ PyObject *ctf_py_provider_encode(PyObject *Py_UNUSED(module), PyObject *args)
                              spec.names[i], sample);
             goto error;
         }
-        pv_ctx c = {.index = (int)i, .name = spec.names[i], .slot = &spec.s[i], .sub = -1,
+        pv_ctx c = {.index = (int)i,
+                    .name = spec.names[i],
+                    .slot = &spec.s[i],
+                    .sub = -1,
                     .step = -1};
         Py_INCREF(obj); /* a dict value must survive callbacks into __float__/__index__ */
         const int rc = pv_section(&b, (size_t)i, obj, &c, check, dbl);
@@ -546,8 +558,8 @@ error:
 /* The batch arrays of n records: per slot the tuple of pv_arrays. The GIL is released while
  * the library checks and copies the records, which the caller keeps alive and unchanged.
  * @return : a new list, or NULL with an exception. */
-static PyObject *pv_pack(const ctf_record_ref *recs, size_t n, const pv_slots *spec,
-                         size_t nslots, int dbl)
+static PyObject *pv_pack(const ctf_record_ref *recs, size_t n, const pv_slots *spec, size_t nslots,
+                         int dbl)
 {
     PyObject *result = NULL;
     ctf_batch_size *tot = PyMem_Calloc(nslots, sizeof *tot);
@@ -558,10 +570,9 @@ static PyObject *pv_pack(const ctf_record_ref *recs, size_t n, const pv_slots *s
         PyErr_NoMemory();
         goto done;
     }
-    Py_BEGIN_ALLOW_THREADS
-    rc = ctf_records_measure(recs, n, spec->s, nslots, dbl, tot, &err);
-    Py_END_ALLOW_THREADS
-    if (rc < 0) {
+    Py_BEGIN_ALLOW_THREADS rc = ctf_records_measure(recs, n, spec->s, nslots, dbl, tot, &err);
+    Py_END_ALLOW_THREADS if (rc < 0)
+    {
         PyErr_SetString(PyExc_ValueError, err.message);
         goto done;
     }
@@ -576,22 +587,21 @@ static PyObject *pv_pack(const ctf_record_ref *recs, size_t n, const pv_slots *s
     }
     /* Only this function holds the new bytearrays: nothing can resize or free them while the
      * copy runs unlocked. */
-    Py_BEGIN_ALLOW_THREADS
-    ctf_records_pack(recs, n, spec->s, nslots, dbl, outs);
-    Py_END_ALLOW_THREADS
-done:
-    PyMem_Free(tot);
+    Py_BEGIN_ALLOW_THREADS ctf_records_pack(recs, n, spec->s, nslots, dbl, outs);
+    Py_END_ALLOW_THREADS done : PyMem_Free(tot);
     PyMem_Free(outs);
     return result;
 }
 
 const char ctf_py_provider_pack_doc[] =
-"provider_pack(records, slots, double=False) -> list\n\n"
-"Assembles a batch from provider_encode records: per slot a tuple (steps, data, indptr,\n"
-"indices, seq_starts, sub_seq_starts) of bytearrays (None where the slot has none): data holds\n"
-"dense values (steps x dim), integer ids (int64) or sparse values; indptr is int64 (steps + 1),\n"
-"indices int32, the start positions int64 in samples. The GIL is released while the records\n"
-"are validated and copied; it is held only to list the records and allocate the outputs.";
+    "provider_pack(records, slots, double=False) -> list\n\n"
+    "Assembles a batch from provider_encode records: per slot a tuple (steps, data, indptr,\n"
+    "indices, seq_starts, sub_seq_starts) of bytearrays (None where the slot has none): data "
+    "holds\n"
+    "dense values (steps x dim), integer ids (int64) or sparse values; indptr is int64 (steps + "
+    "1),\n"
+    "indices int32, the start positions int64 in samples. The GIL is released while the records\n"
+    "are validated and copied; it is held only to list the records and allocate the outputs.";
 
 PyObject *ctf_py_provider_pack(PyObject *Py_UNUSED(module), PyObject *args)
 {
@@ -611,8 +621,10 @@ PyObject *ctf_py_provider_pack(PyObject *Py_UNUSED(module), PyObject *args)
     for (size_t i = 0; i < n; i++) {
         PyObject *r = PyTuple_GET_ITEM(keep, (Py_ssize_t)i);
         if (!PyBytes_Check(r)) {
-            PyErr_Format(PyExc_TypeError, "records[%zu]: must be bytes from provider_encode "
-                         "(got %.100s)", i, Py_TYPE(r)->tp_name);
+            PyErr_Format(PyExc_TypeError,
+                         "records[%zu]: must be bytes from provider_encode "
+                         "(got %.100s)",
+                         i, Py_TYPE(r)->tp_name);
             goto done;
         }
         recs[i] = (ctf_record_ref){PyBytes_AS_STRING(r), (size_t)PyBytes_GET_SIZE(r)};
@@ -669,7 +681,7 @@ static int pool_ready(PoolObject *self)
 
 static PyObject *Pool_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"slots", "double", "seed", "pass_index", "shuffle",
+    static char *kwlist[] = {"slots",         "double",    "seed",     "pass_index", "shuffle",
                              "min_pool_size", "pool_size", "can_over", NULL};
     PyObject *slots, *seed_obj;
     int dbl, shuffle, over;
@@ -746,8 +758,7 @@ static PyObject *Pool_push(PoolObject *self, PyObject *items)
         const unsigned long long u = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(it, 1));
         if (PyErr_Occurred()) goto error;
         PyObject *rec = PyTuple_GET_ITEM(it, 0);
-        if (ctf_pool_push(self->pool, PyBytes_AS_STRING(rec), (size_t)PyBytes_GET_SIZE(rec),
-                          u)) {
+        if (ctf_pool_push(self->pool, PyBytes_AS_STRING(rec), (size_t)PyBytes_GET_SIZE(rec), u)) {
             PyErr_NoMemory();
             goto error;
         }
@@ -763,9 +774,8 @@ static PyObject *Pool_info(PoolObject *self, PyObject *Py_UNUSED(ignored))
 {
     ctf_pool_info in;
     ctf_pool_get_info(self->pool, &in);
-    return Py_BuildValue("KKNKKKKKK", in.units, in.samples, PyBool_FromLong(in.empty),
-                         in.goal, in.room, in.peak_units, in.peak_samples, in.delivered,
-                         in.batches);
+    return Py_BuildValue("KKNKKKKKK", in.units, in.samples, PyBool_FromLong(in.empty), in.goal,
+                         in.room, in.peak_units, in.peak_samples, in.delivered, in.batches);
 }
 
 /* next(size, fill) -> (arrays per slot, records, units), or None at the end of the pass. */

@@ -63,15 +63,18 @@ PyObject *ctf_py_sweep_cut(PyObject *module, PyObject *args)
     ctf_error err;
     PyObject *idx = NULL;
     if (workers < 1 || rank < 0 || rank >= workers)
-        PyErr_Format(PyExc_ValueError, "next_minibatch: need number_of_workers >= 1 and 0 <= "
-                     "worker_rank < number_of_workers (got %zd, %zd)", workers, rank);
+        PyErr_Format(PyExc_ValueError,
+                     "next_minibatch: need number_of_workers >= 1 and 0 <= "
+                     "worker_rank < number_of_workers (got %zd, %zd)",
+                     workers, rank);
     else if (ctf_sweep_cut(b.buf, (size_t)n, &cut, &eos, &err))
         PyErr_SetString(PyExc_ValueError, err.message);
     else if ((idx = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(cut.sequences * 8))))
-        _PyBytes_Resize(&idx, (Py_ssize_t)(8 * ctf_sweep_owned(
-                                                   b.buf, (size_t)n, pos, cut.position,
-                                                   (size_t)workers, (size_t)rank,
-                                                   (uint64_t *)(void *)PyBytes_AS_STRING(idx))));
+        _PyBytes_Resize(&idx,
+                        (Py_ssize_t)(8 *
+                                     ctf_sweep_owned(b.buf, (size_t)n, pos, cut.position,
+                                                     (size_t)workers, (size_t)rank,
+                                                     (uint64_t *)(void *)PyBytes_AS_STRING(idx))));
     PyBuffer_Release(&b);
     return idx ? Py_BuildValue("NKO", idx, (unsigned long long)cut.position,
                                eos ? Py_True : Py_False)
@@ -88,8 +91,7 @@ PyObject *ctf_py_sweep_boundary(PyObject *module, PyObject *args)
     Py_buffer b;
     uint64_t pos;
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "y*O&", &b, u64_arg, &pos) || (n = num_seqs(&b)) < 0)
-        return NULL;
+    if (!PyArg_ParseTuple(args, "y*O&", &b, u64_arg, &pos) || (n = num_seqs(&b)) < 0) return NULL;
     const uint64_t at = pos <= CTF_MAX_POSITION ? ctf_sweep_boundary(b.buf, (size_t)n, pos) : 0;
     PyBuffer_Release(&b);
     if (pos > CTF_MAX_POSITION)

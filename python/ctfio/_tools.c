@@ -80,7 +80,8 @@ static int call_progress(void *user, uint64_t done, uint64_t total)
     int stop = 0;
     /* Python's own signal handlers run here (a pending Ctrl-C becomes KeyboardInterrupt), with
      * or without a callable: otherwise they would wait for the end of the conversion. */
-    if (PyErr_CheckSignals() < 0) stop = 1;
+    if (PyErr_CheckSignals() < 0)
+        stop = 1;
     else if (p->fn != Py_None) {
         PyObject *r = PyObject_CallFunction(p->fn, "KK", (unsigned long long)done,
                                             (unsigned long long)total);
@@ -101,8 +102,9 @@ const char ctf_py_convert_file_doc[] =
 PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     (void)module;
-    static char *kw[] = {"src", "dst", "format", "dim", "index_base", "classes", "label_columns",
-                         "delimiter", "header", "features", "labels", "progress", NULL};
+    static char *kw[] = {"src",     "dst",           "format",    "dim",    "index_base",
+                         "classes", "label_columns", "delimiter", "header", "features",
+                         "labels",  "progress",      NULL};
     PyObject *src_o = NULL, *dst_o = NULL, *progress = Py_None, *result = NULL;
     const char *format, *labels_cols = NULL, *delim = ",", *fname = NULL, *lname = NULL;
     Py_ssize_t dim = 0, classes = 0;
@@ -113,8 +115,10 @@ PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs
                                      &fname, &lname, &progress))
         goto done;
     ctf_convert_options opt = {0};
-    if (!strcmp(format, "libsvm")) opt.format = CTF_CONVERT_LIBSVM;
-    else if (!strcmp(format, "csv")) opt.format = CTF_CONVERT_CSV;
+    if (!strcmp(format, "libsvm"))
+        opt.format = CTF_CONVERT_LIBSVM;
+    else if (!strcmp(format, "csv"))
+        opt.format = CTF_CONVERT_CSV;
     else {
         PyErr_Format(PyExc_ValueError, "convert: unknown text format '%s' (libsvm or csv)", format);
         goto done;
@@ -212,10 +216,8 @@ PyObject *ctf_py_cbf_streams(PyObject *module, PyObject *args)
     int rc;
     const char *path = PyBytes_AS_STRING(path_o);
     const ctf_remote_options *ro = remote != Py_None ? &cfg.remote : NULL;
-    Py_BEGIN_ALLOW_THREADS
-    rc = ctf_cbf_streams_at(path, ro, &st, &n, &prec, &err);
-    Py_END_ALLOW_THREADS
-    Py_DECREF(path_o);
+    Py_BEGIN_ALLOW_THREADS rc = ctf_cbf_streams_at(path, ro, &st, &n, &prec, &err);
+    Py_END_ALLOW_THREADS Py_DECREF(path_o);
     ctf_py_reader_args_clear(&ra);
     if (rc) return error_tuple(&err);
     if (!(list = PyList_New((Py_ssize_t)n))) goto done;
@@ -245,8 +247,8 @@ const char ctf_py_cbf_write_doc[] =
 PyObject *ctf_py_cbf_write(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     (void)module;
-    static char *kw[] = {"path", "streams", "dst", "chunk_size", "precision",
-                         "skip_sequence_ids", NULL};
+    static char *kw[] = {"path",      "streams",           "dst", "chunk_size",
+                         "precision", "skip_sequence_ids", NULL};
     PyObject *path, *streams, *dst_o = NULL, *result = NULL, *rargs = NULL, *rkw = NULL;
     unsigned long long chunk;
     const char *prec;
@@ -259,8 +261,10 @@ PyObject *ctf_py_cbf_write(PyObject *module, PyObject *args, PyObject *kwargs)
     ctf_py_reader_args ra;
     memset(&ra, 0, sizeof ra);
     if (strcmp(prec, "float") && strcmp(prec, "double")) {
-        PyErr_Format(PyExc_ValueError, "convert: precision must be 'float' or 'double' (got "
-                                       "'%s')", prec);
+        PyErr_Format(PyExc_ValueError,
+                     "convert: precision must be 'float' or 'double' (got "
+                     "'%s')",
+                     prec);
         goto done;
     }
     if (!(rargs = Py_BuildValue("(OO)", path, streams)) ||
@@ -272,16 +276,14 @@ PyObject *ctf_py_cbf_write(PyObject *module, PyObject *args, PyObject *kwargs)
     const char *dst = PyBytes_AS_STRING(dst_o);
     const ctf_precision p = strcmp(prec, "double") ? CTF_FLOAT32 : CTF_FLOAT64;
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = ctf_cbf_write(&cfg, dst, (uint64_t)chunk, p, &r, &err);
-    Py_END_ALLOW_THREADS
-    if (rc) {
+    Py_BEGIN_ALLOW_THREADS rc = ctf_cbf_write(&cfg, dst, (uint64_t)chunk, p, &r, &err);
+    Py_END_ALLOW_THREADS if (rc)
+    {
         result = error_tuple(&err);
         goto done;
     }
-    result = Py_BuildValue("(O{sKsKsKsKsK})", Py_True, "sequences",
-                           (unsigned long long)r.sequences, "samples",
-                           (unsigned long long)r.samples, "nonzeros",
+    result = Py_BuildValue("(O{sKsKsKsKsK})", Py_True, "sequences", (unsigned long long)r.sequences,
+                           "samples", (unsigned long long)r.samples, "nonzeros",
                            (unsigned long long)r.nonzeros, "chunks", (unsigned long long)r.chunks,
                            "bytes_written", (unsigned long long)r.bytes_written);
 done:

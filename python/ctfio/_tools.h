@@ -21,17 +21,17 @@ PyObject *ctf_py_sweep_boundary(PyObject *module, PyObject *args);
 extern const char ctf_py_sweep_cut_doc[];
 extern const char ctf_py_sweep_boundary_doc[];
 
-#define CTF_PY_TOOLS_METHODS                                                                  \
+#define CTF_PY_TOOLS_METHODS \
     {"cli_main", (PyCFunction)(void (*)(void))ctf_py_cli_main, METH_VARARGS, ctf_py_cli_main_doc}, \
-    {"convert_file", (PyCFunction)(void (*)(void))ctf_py_convert_file,                         \
-     METH_VARARGS | METH_KEYWORDS, ctf_py_convert_file_doc},                                \
-    {"cbf_streams", (PyCFunction)(void (*)(void))ctf_py_cbf_streams, METH_VARARGS,                 \
-     ctf_py_cbf_streams_doc},                                                                 \
-    {"cbf_write", (PyCFunction)(void (*)(void))ctf_py_cbf_write, METH_VARARGS | METH_KEYWORDS, \
-     ctf_py_cbf_write_doc},                                                                   \
-    {"sweep_cut", (PyCFunction)(void (*)(void))ctf_py_sweep_cut, METH_VARARGS,                \
-     ctf_py_sweep_cut_doc},                                                                   \
-    {"sweep_boundary", (PyCFunction)(void (*)(void))ctf_py_sweep_boundary, METH_VARARGS,      \
-     ctf_py_sweep_boundary_doc},
+        {"convert_file", (PyCFunction)(void (*)(void))ctf_py_convert_file, \
+         METH_VARARGS | METH_KEYWORDS, ctf_py_convert_file_doc}, \
+        {"cbf_streams", (PyCFunction)(void (*)(void))ctf_py_cbf_streams, METH_VARARGS, \
+         ctf_py_cbf_streams_doc}, \
+        {"cbf_write", (PyCFunction)(void (*)(void))ctf_py_cbf_write, METH_VARARGS | METH_KEYWORDS, \
+         ctf_py_cbf_write_doc}, \
+        {"sweep_cut", (PyCFunction)(void (*)(void))ctf_py_sweep_cut, METH_VARARGS, \
+         ctf_py_sweep_cut_doc}, \
+        {"sweep_boundary", (PyCFunction)(void (*)(void))ctf_py_sweep_boundary, METH_VARARGS, \
+         ctf_py_sweep_boundary_doc},
 
 #endif

@@ -5,7 +5,10 @@ The C library never reads the environment: this module resolves what the AWS too
 already have (``AWS_ENDPOINT_URL_S3``/``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``/``AWS_DEFAULT_REGION``,
 ``AWS_PROFILE`` with the shared credentials and config files) and ``CTFIO_CACHE_DIR``, with
-explicit ``storage_options`` first, into the options record the reader takes.
+explicit ``storage_options`` first, into the options record the reader takes. When botocore is
+installed and none of those gave keys for an ``s3://`` path, botocore's own credential chain
+(credential_process, SSO, assumed roles, the container and instance metadata services) is asked
+last.
 """
 
 import configparser
@@ -68,11 +71,48 @@ def _profile(env, profile):
     return creds, conf
 
 
-def resolve(storage_options=None, cache_dir=None, env=None):
+def any_s3(paths):
+    """True when a path (or one of a list) is an ``s3://`` path."""
+    if isinstance(paths, (list, tuple)):
+        return any(any_s3(p) for p in paths)
+    return isinstance(paths, str) and paths.startswith("s3://")
+
+
+def _botocore_keys(env, profile):
+    """(key, secret, token) from botocore's credential chain for the profile, or None when
+    botocore is not installed or finds none. The shared files are the ones this module read;
+    a profile botocore cannot use is no credentials, not an error (the request then goes
+    unsigned and the server says what it thinks of that)."""
+    try:
+        import botocore.exceptions
+        import botocore.session
+    except ImportError:
+        return None
+    home = env.get("HOME") or os.path.expanduser("~")
+    try:
+        s = botocore.session.Session(profile=None if profile == "default" else profile)
+        s.set_config_variable("credentials_file", env.get("AWS_SHARED_CREDENTIALS_FILE")
+                              or os.path.join(home, ".aws", "credentials"))
+        s.set_config_variable("config_file", env.get("AWS_CONFIG_FILE")
+                              or os.path.join(home, ".aws", "config"))
+        # One short try at the instance metadata service, not botocore's retries.
+        s.set_config_variable("metadata_service_timeout", 1)
+        s.set_config_variable("metadata_service_num_attempts", 1)
+        creds = s.get_credentials()
+        frozen = creds.get_frozen_credentials() if creds is not None else None
+    except botocore.exceptions.BotoCoreError:
+        return None
+    if frozen is None or not frozen.access_key or not frozen.secret_key:
+        return None
+    return frozen.access_key, frozen.secret_key, frozen.token
+
+
+def resolve(storage_options=None, cache_dir=None, env=None, s3=False, botocore=True):
     """The reader's ``remote`` record: explicit ``storage_options`` (endpoint, key, secret,
     token, region, max_retries, timeout_ms, connect_timeout_ms, backoff_ms, anon, profile),
-    then the environment, then the shared files. ``cache_dir``: None for the default
-    (:func:`default_cache_dir`), False for no index caches."""
+    then the environment, then the shared files, then (``s3`` true: an ``s3://`` path is read;
+    ``botocore`` true and botocore installed) botocore's credential chain. ``cache_dir``: None
+    for the default (:func:`default_cache_dir`), False for no index caches."""
     env = os.environ if env is None else env
     so = dict(storage_options or {})
     out = {}
@@ -102,6 +142,12 @@ def resolve(storage_options=None, cache_dir=None, env=None):
             out["secret_access_key"] = creds.get("aws_secret_access_key")
             if creds.get("aws_session_token"):
                 out["session_token"] = creds["aws_session_token"]
+        elif s3 and botocore:
+            keys = _botocore_keys(env, profile)
+            if keys:
+                out["access_key_id"], out["secret_access_key"] = keys[0], keys[1]
+                if keys[2]:
+                    out["session_token"] = keys[2]
     if "region" not in out:
         region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or conf.get("region")
         if region:

@@ -100,11 +100,22 @@ class CTFDeserializer(_Record):
     """``CTFDeserializer(filename, streams, **reader_options)``: CTF data and its streams.
 
     ``filename`` is a file, a glob pattern (``"data/part-*.ctf"``, matches in byte-wise sorted
-    order) or a list of files and patterns: several files are read as one corpus, one timeline
-    over all of them in the order given. Several deserializers given to ``MinibatchSource``
-    are joined by sequence key: the first drives the order, the others add their streams."""
+    order) or a list of files and patterns, local or remote (``s3://``, ``http(s)://``):
+    several files are read as one corpus, one timeline over all of them in the order given.
+    ``file=`` is the same argument by keyword (``CTFDeserializer(file="s3://b/part-*.ctf",
+    streams=...)``); ``filename`` is CNTK's name for it. Several deserializers given to
+    ``MinibatchSource`` are joined by sequence key: the first drives the order, the others add
+    their streams."""
 
-    def __init__(self, filename, streams, **options):
+    def __init__(self, filename=None, streams=None, file=None, **options):
+        if file is not None:
+            if filename is not None:
+                raise TypeError("CTFDeserializer: the data is given twice (filename=%r and "
+                                "file=%r); give one" % (filename, file))
+            filename = file
+        if filename is None:
+            raise TypeError("CTFDeserializer: the data's path is required (filename, or the "
+                            "keyword file=)")
         if isinstance(filename, (list, tuple)):
             filename = [os.fspath(f) for f in filename]
             if not filename or not all(isinstance(f, str) and f for f in filename):
@@ -765,7 +776,8 @@ class MinibatchSource:
         every = [x for part in (mixed["parts"] if mixed is not None else [deserializers])
                  for x in part]
         if any(_remote.any_remote(x["file"]) for x in every):
-            self._params["remote"] = _remote.resolve(storage_options, cache_dir)
+            self._params["remote"] = _remote.resolve(storage_options, cache_dir, s3=any(
+                _remote.any_s3(x["file"]) for x in every))
         self._mixed = mixed is not None
         if self._mixed:
             # The mix's streams are every stream of its first part (primary, then joins); each

@@ -118,7 +118,7 @@ static inline void run_cfg(ctf_config *cfg, run *r) { run_mb(cfg, r, 1); }
 
 /* Writes text to `name` and runs it with default settings and max_errors. */
 static inline const char *run_text(const char *name, const char *text, const ctf_stream_def *s,
-                            size_t ns, uint64_t max_errors)
+                                   size_t ns, uint64_t max_errors)
 {
     static char path[512];
     snprintf(path, sizeof path, "%s", test_write_str(name, text));
@@ -149,16 +149,14 @@ static inline ctf_stream_view view_of(const run *r, size_t mb, size_t k)
 
 static inline uint64_t key_of(const run *r, size_t mb)
 {
-    return mb < r->nmb && ctf_minibatch_num_sequences(r->mb[mb])
-               ? ctf_minibatch_keys(r->mb[mb])[0]
-               : UINT64_MAX;
+    return mb < r->nmb && ctf_minibatch_num_sequences(r->mb[mb]) ? ctf_minibatch_keys(r->mb[mb])[0]
+                                                                 : UINT64_MAX;
 }
 
 static inline uint64_t line_of(const run *r, size_t mb)
 {
-    return mb < r->nmb && ctf_minibatch_num_sequences(r->mb[mb])
-               ? ctf_minibatch_lines(r->mb[mb])[0]
-               : UINT64_MAX;
+    return mb < r->nmb && ctf_minibatch_num_sequences(r->mb[mb]) ? ctf_minibatch_lines(r->mb[mb])[0]
+                                                                 : UINT64_MAX;
 }
 
 /* Float value i of a dense float view. */
@@ -194,16 +192,16 @@ static inline bool sparse_is(const ctf_stream_view *v, size_t s, const int32_t *
     if (!v->is_sparse || s >= v->num_samples) return false;
     int64_t b = v->indptr[s], e = v->indptr[s + 1];
     if ((size_t)(e - b) != n) {
-        fprintf(stderr, "  sparse sample %zu has %lld entries, want %zu\n", s,
-                (long long)(e - b), n);
+        fprintf(stderr, "  sparse sample %zu has %lld entries, want %zu\n", s, (long long)(e - b),
+                n);
         return false;
     }
     for (size_t i = 0; i < n; i++)
         if (v->indices[b + (int64_t)i] != idx[i] ||
             ((const float *)v->values)[b + (int64_t)i] != val[i]) {
             fprintf(stderr, "  sparse entry %zu is %d:%g, want %d:%g\n", i,
-                    v->indices[b + (int64_t)i], ((const float *)v->values)[b + (int64_t)i],
-                    idx[i], val[i]);
+                    v->indices[b + (int64_t)i], ((const float *)v->values)[b + (int64_t)i], idx[i],
+                    val[i]);
             return false;
         }
     return true;

@@ -24,37 +24,35 @@
 
 /* Ten sequences; a short dense sample (warning), a bad number and a sparse index out of range
  * (errors, tolerated by maxErrors), a comment, a multi-line sequence. */
-static const char alloc_data[] =
-    "1 |a 1 2 |b 0:1\n"
-    "1 |a 3 4\n"
-    "2 |a 5 6 |b 1:2 3:4\n"
-    "3 |a 7 8 |# note |b 2:1\n"
-    "3 |a 9\n"
-    "4 |a 13 14 |b 3:3\n"
-    "5 |a x 16 |b 1:1\n"
-    "5 |a 17 18 |b 1:1\n"
-    "6 |a 19 20 |b 0:5\n"
-    "7 |a 1 2 |b 3:1\n"
-    "7 |a 3 4 |b 9:1\n"
-    "8 |a 5 6 |b 2:2\n"
-    "9 |a 7 8 |b 1:1 2:2 3:3\n"
-    "10 |a 9 10 |b 0:1\n";
+static const char alloc_data[] = "1 |a 1 2 |b 0:1\n"
+                                 "1 |a 3 4\n"
+                                 "2 |a 5 6 |b 1:2 3:4\n"
+                                 "3 |a 7 8 |# note |b 2:1\n"
+                                 "3 |a 9\n"
+                                 "4 |a 13 14 |b 3:3\n"
+                                 "5 |a x 16 |b 1:1\n"
+                                 "5 |a 17 18 |b 1:1\n"
+                                 "6 |a 19 20 |b 0:5\n"
+                                 "7 |a 1 2 |b 3:1\n"
+                                 "7 |a 3 4 |b 9:1\n"
+                                 "8 |a 5 6 |b 2:2\n"
+                                 "9 |a 7 8 |b 1:1 2:2 3:3\n"
+                                 "10 |a 9 10 |b 0:1\n";
 
-static const char alloc_config[] =
-    "precision = \"double\"\n"
-    "reader = [\n"
-    "  readerType = \"CNTKTextFormatReader\"\n"
-    "  file = \"$dataFile$\"\n"
-    "  randomize = true\n"
-    "  randomizationSeed = 5\n"
-    "  randomizationWindow = 2\n"
-    "  chunkSizeInBytes = 40\n"
-    "  maxErrors = 10\n"
-    "  input = [\n"
-    "    s0 = [ alias = \"a\" ; dim = 2 ; format = \"dense\" ]\n"
-    "    s1 = [ alias = \"b\" ; dim = 4 ; format = \"sparse\" ]\n"
-    "  ]\n"
-    "]\n";
+static const char alloc_config[] = "precision = \"double\"\n"
+                                   "reader = [\n"
+                                   "  readerType = \"CNTKTextFormatReader\"\n"
+                                   "  file = \"$dataFile$\"\n"
+                                   "  randomize = true\n"
+                                   "  randomizationSeed = 5\n"
+                                   "  randomizationWindow = 2\n"
+                                   "  chunkSizeInBytes = 40\n"
+                                   "  maxErrors = 10\n"
+                                   "  input = [\n"
+                                   "    s0 = [ alias = \"a\" ; dim = 2 ; format = \"dense\" ]\n"
+                                   "    s1 = [ alias = \"b\" ; dim = 4 ; format = \"sparse\" ]\n"
+                                   "  ]\n"
+                                   "]\n";
 
 static void quiet(void *user, ctf_severity sev, const ctf_error *what)
 {
@@ -78,15 +76,15 @@ typedef struct outcome {
     uint64_t digest;     /* of everything delivered */
 } outcome;
 
-#define STEP(name, call, errp)                                                            \
-    do {                                                                                  \
-        int rc_ = (call);                                                                 \
-        if (rc_) {                                                                        \
-            o->rc = rc_;                                                                  \
-            o->step = name;                                                               \
-            if ((errp) != &o->err) o->err = *(errp);                                      \
-            goto out;                                                                     \
-        }                                                                                 \
+#define STEP(name, call, errp) \
+    do { \
+        int rc_ = (call); \
+        if (rc_) { \
+            o->rc = rc_; \
+            o->step = name; \
+            if ((errp) != &o->err) o->err = *(errp); \
+            goto out; \
+        } \
     } while (0)
 
 /* Reads n minibatches of 3 samples from r into the digest. */
@@ -119,8 +117,8 @@ static void scenario(const char *data_path, size_t threads, bool cache, outcome 
     }
 
     STEP("ctf_bsconfig_parse",
-         ctf_bsconfig_parse(alloc_config, sizeof alloc_config - 1, "alloc.cntk", NULL, ov, 2,
-                            &doc, &o->err),
+         ctf_bsconfig_parse(alloc_config, sizeof alloc_config - 1, "alloc.cntk", NULL, ov, 2, &doc,
+                            &o->err),
          &o->err);
     ctf_config cfg;
     ctf_config_init(&cfg);
@@ -142,8 +140,7 @@ static void scenario(const char *data_path, size_t threads, bool cache, outcome 
     ctf_error save_err;
     ctf__error_clear(&save_err);
     int save_rc = ctf_reader_save_state(r1, state, sizeof state, &len);
-    if (save_rc)
-        ctf__fail(&save_err, save_rc, CTF__NOWHERE, "ctf_reader_save_state failed");
+    if (save_rc) ctf__fail(&save_err, save_rc, CTF__NOWHERE, "ctf_reader_save_state failed");
     STEP("ctf_reader_save_state", save_rc, &save_err);
     STEP("ctf_reader_next(1b)", read_n(r1, 4, &o->digest), ctf_reader_error(r1));
 
@@ -172,9 +169,9 @@ static bool check_run(const outcome *o, const outcome *base, long k, bool sticky
         fprintf(stderr,
                 "  fail_at=%ld%s: %s returned %d (%s) [error record code %d: %s]; digest %s; "
                 "%ld blocks leaked\n",
-                k, sticky ? " sticky" : "", o->step ? o->step : "-", o->rc,
-                ctf_error_name(o->rc), o->err.code, o->err.message,
-                o->digest == base->digest ? "same" : "DIFFERENT", live - live0);
+                k, sticky ? " sticky" : "", o->step ? o->step : "-", o->rc, ctf_error_name(o->rc),
+                o->err.code, o->err.message, o->digest == base->digest ? "same" : "DIFFERENT",
+                live - live0);
     return ok;
 }
 
@@ -193,8 +190,8 @@ static bool fail_each(size_t threads, bool cache, long step_sticky, long *count_
     long count = atomic_load(&ctf__alloc.count);
     *count_out = count;
     if (base.rc || atomic_load(&ctf__alloc.live) != live0) {
-        fprintf(stderr, "  baseline: %s returned %d (%s), %ld blocks leaked\n", base.step,
-                base.rc, base.err.message, atomic_load(&ctf__alloc.live) - live0);
+        fprintf(stderr, "  baseline: %s returned %d (%s), %ld blocks leaked\n", base.step, base.rc,
+                base.err.message, atomic_load(&ctf__alloc.live) - live0);
         return false;
     }
     bool all_ok = true;
@@ -256,8 +253,8 @@ TEST(alloc_sticky_failures_with_threads)
     scenario(data_path, 2, false, &base);
     long count = atomic_load(&ctf__alloc.count);
     bool ok = base.rc == 0 && atomic_load(&ctf__alloc.live) == live0;
-    if (!ok) fprintf(stderr, "  baseline: %s returned %d (%s)\n", base.step, base.rc,
-                     base.err.message);
+    if (!ok)
+        fprintf(stderr, "  baseline: %s returned %d (%s)\n", base.step, base.rc, base.err.message);
     int failed = 0, bad = 0;
     for (long k = 1; ok && k <= count + 10 && bad < 5; k += 3) {
         outcome o;
@@ -349,9 +346,10 @@ static bool io_fail_each(size_t threads, long *count_out, int *eio_runs)
                                    : rc == 0 && threads > 0);
         if (rc == CTF_EIO) (*eio_runs)++;
         if (!fine) {
-            fprintf(stderr, "  io_fail_at=%ld threads=%zu: rc %d (%s), error %d %s: %s; %ld blocks "
-                    "leaked\n", k, threads, rc, ctf_error_name(rc), err.code, err.path,
-                    err.message, leaked);
+            fprintf(stderr,
+                    "  io_fail_at=%ld threads=%zu: rc %d (%s), error %d %s: %s; %ld blocks "
+                    "leaked\n",
+                    k, threads, rc, ctf_error_name(rc), err.code, err.path, err.message, leaked);
             ok = false;
             atomic_store(&ctf__alloc.live, live0);
         }

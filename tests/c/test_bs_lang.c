@@ -86,18 +86,18 @@ TEST(bs_parses_every_construct)
 TEST(bs_syntax_errors_in_skipped_parts)
 {
     /* The network is never evaluated, yet its errors are found, with line and column. */
-    ASSERT(fails_at("net = [\n  f(x) = x +\n]\n" READER_X, NULL, "expected a value, found ']'",
-                    3, 1));
+    ASSERT(
+        fails_at("net = [\n  f(x) = x +\n]\n" READER_X, NULL, "expected a value, found ']'", 3, 1));
     ASSERT(fails_at("net = [\n  a = Input (3\n  b = 2\n]\n" READER_X, NULL,
                     "expected ',' or ')' to close the '(' on line 2", 3, 3));
     ASSERT(fails_at("net = { a = if x then 1 }\n" READER_X, NULL, "expected 'else'", 1, 25));
-    ASSERT(fails_at("net = { a = new 3 }\n" READER_X, NULL, "expected a class name after 'new'",
-                    1, 17));
+    ASSERT(fails_at("net = { a = new 3 }\n" READER_X, NULL, "expected a class name after 'new'", 1,
+                    17));
     ASSERT(fails_at("net = { f(1) = 2 }\n" READER_X, NULL, "expected a parameter name", 1, 11));
     ASSERT(fails_at("net = { a = 1 @ 2 }\n" READER_X, NULL, "unexpected character '@'", 1, 15));
     ASSERT(fails_at("/* open\n" READER_X, NULL, "comment without closing */", 1, 1));
-    ASSERT(fails_at("net = { a = (x). }\n" READER_X, NULL, "expected a member name after '.'", 1,
-                    18));
+    ASSERT(
+        fails_at("net = { a = (x). }\n" READER_X, NULL, "expected a member name after '.'", 1, 18));
     ASSERT(fails_at("net = { a = 1 b = 2 }\n" READER_X, NULL,
                     "expected ';' or a line break after the value of 'a', found 'b'", 1, 15));
     /* Limits that keep the parser's and the evaluator's recursion bounded. */
@@ -162,10 +162,11 @@ TEST(bs_strings_and_substitution)
     ASSERT(fails_at("reader = { file = 1 / 0; input = { x = { dim = 1; format = dense } } }\n",
                     NULL, "division by zero", 1, 19));
     ASSERT(fails_at("f(x) = x\nreader = { file = f(2); input = { x = { dim = 1; format = dense }"
-                    " } }\n", NULL, "a function call cannot be evaluated in a reader section",
-                    2, 19));
+                    " } }\n",
+                    NULL, "a function call cannot be evaluated in a reader section", 2, 19));
     ASSERT(fails_at("reader = { file = \"a\" && true; input = { x = { dim = 1; format = dense } }"
-                    " }\n", NULL, "'&&' needs true or false on both sides", 1, 19));
+                    " }\n",
+                    NULL, "'&&' needs true or false on both sides", 1, 19));
 }
 
 TEST(bs_operators_evaluated)
@@ -189,13 +190,17 @@ TEST(bs_operators_evaluated)
     ASSERT_EQ(c.streams[0].dim, 30);
     ctf_bsconfig_free(doc);
     ASSERT(fails_at("reader = [ file = d; maxErrors = 1 + [ a = 1 ]; input = [ x = [ dim = 1; "
-                    "format = dense ] ] ]\n", NULL, "'+' cannot combine \"1\" and a block", 1,
-                    34));
+                    "format = dense ] ] ]\n",
+                    NULL, "'+' cannot combine \"1\" and a block", 1, 34));
     ASSERT(fails_at("reader = [ file = d; maxErrors = -\"a\"; input = [ x = [ dim = 1; "
-                    "format = dense ] ] ]\n", NULL, "'-' needs a number", 1, 34));
+                    "format = dense ] ] ]\n",
+                    NULL, "'-' needs a number", 1, 34));
     ASSERT(fails_at("reader = [ file = d; maxErrors = if 1 then 2 else 3; input = [ x = [ dim = "
-                    "1; format = dense ] ] ]\n", NULL, "the condition of 'if' must be true or "
-                    "false", 1, 37));
+                    "1; format = dense ] ] ]\n",
+                    NULL,
+                    "the condition of 'if' must be true or "
+                    "false",
+                    1, 37));
 }
 
 TEST(bs_member_access_and_indexing)
@@ -211,11 +216,15 @@ TEST(bs_member_access_and_indexing)
     ASSERT_STR_EQ(c.path, "t.ctf");
     ASSERT_EQ(c.streams[0].dim, 7);
     ctf_bsconfig_free(doc);
-    ASSERT(fails_at("p = { a = { c = 1 } }\nreader = [ file = p.a.b; input = [ x = [ dim = 1; format = "
-                    "dense ] ] ]\n", NULL, "no member 'b'", 2, 19));
+    ASSERT(fails_at(
+        "p = { a = { c = 1 } }\nreader = [ file = p.a.b; input = [ x = [ dim = 1; format = "
+        "dense ] ] ]\n",
+        NULL, "no member 'b'", 2, 19));
     /* A member a block lacks leaves the older meaning: the word as written. */
     ASSERT_OK(parse_apply("p = { a = 1 }\nreader = [ file = p.ctf; input = [ x = [ dim = p.a; "
-                          "format = dense ] ] ]\n", NULL, NULL, 0, &doc, &c, &err), &err);
+                          "format = dense ] ] ]\n",
+                          NULL, NULL, 0, &doc, &c, &err),
+              &err);
     ASSERT_STR_EQ(c.path, "p.ctf");
     ASSERT_EQ(c.streams[0].dim, 1);
     ctf_bsconfig_free(doc);
@@ -243,7 +252,8 @@ TEST(bs_include_relative_to_the_including_file)
     f = fopen(p, "w");
     ASSERT(f);
     fputs("include \"$Sub$/common.cntk\"\n"
-          "reader = [ file = d.ctf; input = [ x = [ dim = $Dim$; format = dense ] ] ]\n", f);
+          "reader = [ file = d.ctf; input = [ x = [ dim = $Dim$; format = dense ] ] ]\n",
+          f);
     fclose(f);
     ctf_bsconfig *doc = NULL;
     ctf_config c;
@@ -269,7 +279,8 @@ TEST(bs_include_relative_to_the_including_file)
     f = fopen(p, "w");
     ASSERT(f);
     fputs("include=a.cntk+ b.cntk  # two files\n"
-          "reader = [ file = $Name$.ctf; input = [ x = [ dim = $Dim$; format = dense ] ] ]\n", f);
+          "reader = [ file = $Name$.ctf; input = [ x = [ dim = $Dim$; format = dense ] ] ]\n",
+          f);
     fclose(f);
     ctf_config_init(&c);
     ASSERT_OK(ctf_bsconfig_load(p, NULL, NULL, 0, &doc, &err), &err);
@@ -278,16 +289,17 @@ TEST(bs_include_relative_to_the_including_file)
     ASSERT_STR_EQ(c.path, "b.ctf");
     ctf_bsconfig_free(doc);
     ASSERT(fails_at("include=/nonexistent/a.cntk\nreader = [ file = $Q$; input = [ x = [ dim = 1;"
-                    " format = dense ] ] ]\n", NULL, "could not be included", 2, 19));
+                    " format = dense ] ] ]\n",
+                    NULL, "could not be included", 2, 19));
     /* A missing include matters only where its content is needed. */
     ASSERT_OK(parse_apply("include \"/nonexistent/x.cntk\"\n" READER_X, NULL, NULL, 0, &doc, &c,
-                          &err), &err);
+                          &err),
+              &err);
     ctf_bsconfig_free(doc);
     ASSERT(fails_at("include \"/nonexistent/x.cntk\"\nreader = [ file = $Dir$/d; input = [ x = "
-                    "[ dim = 1; format = dense ] ] ]\n", NULL,
-                    "could not be included (line 1: include \"/nonexistent/x.cntk\"", 2, 19));
-    ASSERT(fails_at("include 3\n", NULL, "'include' must be followed by a quoted file name",
-                    1, 9));
+                    "[ dim = 1; format = dense ] ] ]\n",
+                    NULL, "could not be included (line 1: include \"/nonexistent/x.cntk\"", 2, 19));
+    ASSERT(fails_at("include 3\n", NULL, "'include' must be followed by a quoted file name", 1, 9));
 }
 
 TEST(bs_sections)
@@ -309,7 +321,7 @@ TEST(bs_sections)
     ASSERT_STR_EQ(c.path, "cv.ctf");
     ctf_bsconfig_free(doc);
     const char *ovr[] = {"Dir=/d", "reader=[ file = \"$Dir$/r.ctf\"; input = [ x = [ dim = 1; "
-                         "format = dense ] ] ]"};
+                                   "format = dense ] ] ]"};
     ASSERT_OK(parse_apply(text, NULL, ovr, 2, &doc, &c, &err), &err);
     ASSERT_STR_EQ(c.path, "/d/r.ctf");
     ctf_bsconfig_free(doc);
@@ -377,35 +389,42 @@ TEST(bs_composite_joins_and_corpora)
     ctf_bsconfig_free(doc);
     /* Unquoted patterns are words too. */
     ASSERT_OK(parse_apply("reader = [ file = data/*.ctf /* a comment */; input = [ x = [ dim = 1;"
-                          " format = dense ] ] ]\n", NULL, NULL, 0, &doc, &c, &err), &err);
+                          " format = dense ] ] ]\n",
+                          NULL, NULL, 0, &doc, &c, &err),
+              &err);
     ASSERT_STR_EQ(c.path, "data/*.ctf");
     ASSERT_EQ(c.num_paths, 1);
     ctf_bsconfig_free(doc);
     /* A glob alone is a one-entry corpus; an unsupported deserializer is named with its place. */
     ASSERT_OK(parse_apply("reader = [ file = \"part-*.ctf\"; input = [ x = [ dim = 1; format = "
-                          "dense ] ] ]\n", NULL, NULL, 0, &doc, &c, &err), &err);
+                          "dense ] ] ]\n",
+                          NULL, NULL, 0, &doc, &c, &err),
+              &err);
     ASSERT_EQ(c.num_paths, 1);
     ASSERT_STR_EQ(c.paths[0], "part-*.ctf");
     ctf_bsconfig_free(doc);
     ASSERT(fails_at("reader = { deserializers = (\n"
                     "  { type = \"CNTKTextFormatDeserializer\"; file = a; input = { x = { dim = 1;"
                     " format = dense } } } :\n"
-                    "  { type = \"HTKFeatureDeserializer\"; file = b } ) }\n", NULL,
-                    "deserializers[1].type: \"HTKFeatureDeserializer\" is not supported", 3, 12));
+                    "  { type = \"HTKFeatureDeserializer\"; file = b } ) }\n",
+                    NULL, "deserializers[1].type: \"HTKFeatureDeserializer\" is not supported", 3,
+                    12));
     ASSERT(fails_at("reader = { deserializers = (\n"
                     "  { type = \"CNTKTextFormatDeserializer\"; file = a; input = { x = { dim = 1;"
                     " format = dense } } } :\n"
                     "  { type = \"CNTKTextFormatDeserializer\"; file = b; maxErrors = 3\n"
-                    "    input = { x = { dim = 1; format = dense } } } ) }\n", NULL,
-                    "deserializers[1].maxErrors: reader parameters apply to all deserializers",
-                    3, 52));
+                    "    input = { x = { dim = 1; format = dense } } } ) }\n",
+                    NULL,
+                    "deserializers[1].maxErrors: reader parameters apply to all deserializers", 3,
+                    52));
     ASSERT(fails_at("reader = { deserializers = (\n"
                     "  { type = \"CNTKTextFormatDeserializer\"; file = a; input = { x = { dim = 1;"
                     " format = dense } } } :\n"
                     "  { type = \"CNTKTextFormatDeserializer\"; file = b\n"
-                    "    input = { x = { dim = 1; format = dense } } } ) }\n", NULL,
-                    "deserializers[1].input.x: the stream name is also used by deserializers[0]",
-                    4, 15));
+                    "    input = { x = { dim = 1; format = dense } } } ) }\n",
+                    NULL,
+                    "deserializers[1].input.x: the stream name is also used by deserializers[0]", 4,
+                    15));
 }
 
 /* The real CNTK configuration files, with small data files in a temporary DataDir. */
@@ -427,9 +446,9 @@ static void check_config(const char *file, const char *section, const char *want
     ctf_config_init(&c);
     int rc = ctf_bsconfig_load(path, section, ov, 1, &doc, &err);
     if (!rc) rc = ctf_bsconfig_apply(doc, &c, &err);
-    if (rc) fprintf(stderr, "  %s [%s]: %s:%llu:%llu: %s\n", file, section ? section : "",
-                    err.path, (unsigned long long)err.line, (unsigned long long)err.column,
-                    err.message);
+    if (rc)
+        fprintf(stderr, "  %s [%s]: %s:%llu:%llu: %s\n", file, section ? section : "", err.path,
+                (unsigned long long)err.line, (unsigned long long)err.column, err.message);
     ASSERT_OK(rc, &err);
     const char *base = strrchr(c.path, '/');
     if (strcmp(base ? base + 1 : c.path, want_file) || c.num_streams != streams ||
@@ -495,8 +514,7 @@ TEST(bs_real_cntk_configs)
     /* Without a section, the candidates are listed. */
     ctf_bsconfig *doc = NULL;
     ctf_error err;
-    ASSERT_EQ(ctf_bsconfig_load("tests/configs/ATIS.cntk", NULL, NULL, 0, &doc, &err),
-              CTF_EINVAL);
+    ASSERT_EQ(ctf_bsconfig_load("tests/configs/ATIS.cntk", NULL, NULL, 0, &doc, &err), CTF_EINVAL);
     ASSERT_STR_CONTAINS(err.message, "several blocks hold a 'reader' ('Train' (line 22), "
                                      "'Output' (line 138), 'Test' (line 185))");
 }
@@ -556,11 +574,15 @@ TEST(bs_own_cntk_style_configs)
     const char *cli = getenv("CTFIO_CLI");
     if (cli) {
         char cmd[1200];
-        snprintf(cmd, sizeof cmd, "%s stats --config tests/configs/ATIS.cntk DataDir=/nonexistent "
-                 "2>&1 | grep -q \"select one by its section name\"", cli);
+        snprintf(cmd, sizeof cmd,
+                 "%s stats --config tests/configs/ATIS.cntk DataDir=/nonexistent "
+                 "2>&1 | grep -q \"select one by its section name\"",
+                 cli);
         ASSERT_EQ(system(cmd), 0);
-        snprintf(cmd, sizeof cmd, "%s stats --config tests/configs/ATIS.cntk --section Test "
-                 "DataDir=/nonexistent 2>&1 | grep -q \"/nonexistent/ATIS.test.cntk.sparse\"", cli);
+        snprintf(cmd, sizeof cmd,
+                 "%s stats --config tests/configs/ATIS.cntk --section Test "
+                 "DataDir=/nonexistent 2>&1 | grep -q \"/nonexistent/ATIS.test.cntk.sparse\"",
+                 cli);
         ASSERT_EQ(system(cmd), 0);
     }
 }
@@ -651,7 +673,9 @@ TEST(bs_cntk_file_forms)
     ctf_bsconfig_free(doc);
     /* Inside parentheses a line break still separates items: '(' there starts the next. */
     ASSERT_OK(parse_apply("reader = [ file = (a.ctf\n  (b.ctf)); input = [ x = [ dim = 1; "
-                          "format = dense ] ] ]\n", NULL, NULL, 0, &doc, &c, &err), &err);
+                          "format = dense ] ] ]\n",
+                          NULL, NULL, 0, &doc, &c, &err),
+              &err);
     ASSERT_EQ(c.num_paths, 2);
     ctf_bsconfig_free(doc);
     ASSERT(fails_at("a = 1\n12ab\n" READER_X, NULL, "expected a name", 2, 1));
@@ -749,18 +773,21 @@ TEST(bs_values_exact)
     ctf_config c;
     ASSERT(fails_at("reader = [ randomizationSeed = 9223372036854775807 + 1 - "
                     "9223372036854775805\n  file = d.ctf; input = [ x = [ dim = 1; format = "
-                    "dense ] ] ]\n", NULL, "integer overflow", 1, 0));
+                    "dense ] ] ]\n",
+                    NULL, "integer overflow", 1, 0));
     ASSERT(fails_at("reader = [ maxErrors = -9223372036854775807 - 2\n  file = d.ctf; "
-                    "input = [ x = [ dim = 1; format = dense ] ] ]\n", NULL, "integer overflow",
-                    1, 0));
+                    "input = [ x = [ dim = 1; format = dense ] ] ]\n",
+                    NULL, "integer overflow", 1, 0));
     ASSERT(fails_at("reader = [ maxErrors = 3 ** 40\n  file = d.ctf; input = [ x = [ dim = 1; "
-                    "format = dense ] ] ]\n", NULL, "integer overflow", 1, 0));
+                    "format = dense ] ] ]\n",
+                    NULL, "integer overflow", 1, 0));
     ASSERT_OK(parse_apply("n = 9007199254740993\n"
                           "reader = [ randomizationSeed = 9223372036854775807 - "
                           "9223372036854775805 + 1\n  maxErrors = n - 0; chunkSizeInBytes = "
                           "(n + 1) / 2 * 2 - 1\n  traceLevel = 7 % 4 - 2 ** 0\n"
                           "  file = d.ctf; input = [ x = [ dim = 1; format = dense ] ] ]\n",
-                          NULL, NULL, 0, &doc, &c, &err), &err);
+                          NULL, NULL, 0, &doc, &c, &err),
+              &err);
     ASSERT_U64_EQ(c.randomization_seed, 3);
     ASSERT_U64_EQ(c.max_errors, UINT64_C(9007199254740993));
     ASSERT_U64_EQ(c.chunk_size_bytes, UINT64_C(9007199254740993));
@@ -768,8 +795,9 @@ TEST(bs_values_exact)
     ctf_bsconfig_free(doc);
     /* A quotient with a remainder is still a real number, as in BrainScript. */
     ASSERT_OK(parse_apply("reader = [ randomizationWindow = 7 / 2 * 2\n  file = d.ctf; "
-                          "input = [ x = [ dim = 1; format = dense ] ] ]\n", NULL, NULL, 0,
-                          &doc, &c, &err), &err);
+                          "input = [ x = [ dim = 1; format = dense ] ] ]\n",
+                          NULL, NULL, 0, &doc, &c, &err),
+              &err);
     ASSERT_U64_EQ(c.randomization_window, 7);
     ctf_bsconfig_free(doc);
 }

@@ -130,8 +130,8 @@ static void base_cfg(ctf_config *c, const char *path, const ctf_stream_def *s, s
 }
 
 /* Writes the text and its CBF twin (chunks of chunk bytes); paths into ctf/cbf (64 bytes). */
-static int make_pair(size_t n, uint64_t seed, uint64_t chunk, ctf_precision p, char *ctf,
-                     char *cbf, const char *tag)
+static int make_pair(size_t n, uint64_t seed, uint64_t chunk, ctf_precision p, char *ctf, char *cbf,
+                     const char *tag)
 {
     char *t = make_ctf(n, seed);
     char name[64];
@@ -284,8 +284,8 @@ TEST(cbf_stream_checks)
     ctf_config c;
     ctf_reader *r;
     ctf_error e;
-    const ctf_stream_def renamed[1] = {{.name = "labels", .alias = "b", .dim = 50,
-                                        .is_sparse = true}};
+    const ctf_stream_def renamed[1] = {
+        {.name = "labels", .alias = "b", .dim = 50, .is_sparse = true}};
     base_cfg(&c, cbf, renamed, 1, CTF_FLOAT32);
     ASSERT_EQ(ctf_reader_open(&c, &r, &e), 0);
     ctf_minibatch *mb;
@@ -333,8 +333,10 @@ TEST(cbf_damaged_files)
     for (size_t len = 0; len <= n; len += len < 40 || n - len < 40 ? 1 : 13) {
         for (size_t at = 0; at <= len; at += at < 16 || len - at < 40 ? 1 : 11) {
             memcpy(bad, good, len);
-            if (at < len) bad[at] ^= (unsigned char)(0x41 + at % 7);
-            else if (len == n) continue;
+            if (at < len)
+                bad[at] ^= (unsigned char)(0x41 + at % 7);
+            else if (len == n)
+                continue;
             const char *p = test_write_file("cbf_dmg_case.bin", bad, len);
             ctf_config c;
             base_cfg(&c, p, fs, nfs, CTF_FLOAT32);
@@ -389,7 +391,8 @@ TEST(cbf_configuration_files)
     char text[1024];
     snprintf(text, sizeof text,
              "train = [ reader = [ readerType = \"CNTKBinaryReader\"; file = \"%s\"; "
-             "randomize = false; input = [ labels = [ original = \"b\" ]; a = [] ] ] ]\n", cbf);
+             "randomize = false; input = [ labels = [ original = \"b\" ]; a = [] ] ] ]\n",
+             cbf);
     ctf_bsconfig *doc;
     ctf_error e;
     ASSERT_EQ(ctf_bsconfig_parse(text, strlen(text), "t.cntk", NULL, NULL, 0, &doc, &e), 0);
@@ -411,7 +414,8 @@ TEST(cbf_configuration_files)
     ASSERT(b_eq(&v1, &v2));
     snprintf(text, sizeof text,
              "r = [ reader = [ deserializers = ( [ type = \"CNTKBinaryFormatDeserializer\"; "
-             "file = \"%s\" ] ); randomize = false ] ]\n", cbf);
+             "file = \"%s\" ] ); randomize = false ] ]\n",
+             cbf);
     ASSERT_EQ(ctf_bsconfig_parse(text, strlen(text), "t.cntk", NULL, NULL, 0, &doc, &e), 0);
     ctf_config_init(&c);
     ASSERT_EQ(ctf_bsconfig_apply(doc, &c, &e), 0);
@@ -499,8 +503,7 @@ TEST(cbf_mapped_chunks_are_views)
         ctf_index *idx;
         ASSERT_EQ(ctf_index_build(&c, &idx, &e), 0);
         ASSERT(idx->num_chunks > 3);
-        const ctf__parse_cfg pc = {.path = cbf, .streams = fs, .num_streams = nfs,
-                                   .precision = p};
+        const ctf__parse_cfg pc = {.path = cbf, .streams = fs, .num_streams = nfs, .precision = p};
         int fd = ctf__file_open(cbf, &e);
         ASSERT(fd >= 0);
         for (size_t ch = 0; ch < idx->num_chunks; ch++) {

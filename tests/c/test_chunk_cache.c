@@ -51,8 +51,8 @@ static char *gen_text(uint64_t seed, size_t n, const char *bad_at)
                     len += (size_t)snprintf(t + len, cap - len, " %d:%.6g", (base + 13 * x) % 50,
                                             (double)(next_rand(&s) % 1000) / 7.0);
             }
-            if (bad_at && q % 40 == 7 && l == 0) len += (size_t)snprintf(t + len, cap - len,
-                                                                         " %s", bad_at);
+            if (bad_at && q % 40 == 7 && l == 0)
+                len += (size_t)snprintf(t + len, cap - len, " %s", bad_at);
             t[len++] = '\n';
         }
     }

@@ -35,17 +35,19 @@ static bool fails_with(const char *text, const char *const *ov, size_t nov, cons
     bool ok = rc == CTF_EINVAL && strstr(err.message, needle) && err.line == line &&
               strcmp(err.path, "t.cntk") == 0;
     if (!ok)
-        fprintf(stderr, "  want EINVAL line %llu \"%s\"\n  got  %d t.cntk?%s line %llu col %llu "
-                "\"%s\"\n", (unsigned long long)line, needle, rc, err.path,
-                (unsigned long long)err.line, (unsigned long long)err.column, err.message);
+        fprintf(stderr,
+                "  want EINVAL line %llu \"%s\"\n  got  %d t.cntk?%s line %llu col %llu "
+                "\"%s\"\n",
+                (unsigned long long)line, needle, rc, err.path, (unsigned long long)err.line,
+                (unsigned long long)err.column, err.message);
     return ok;
 }
 
 #define EXPECT_FAIL(text, needle, line) ASSERT(fails_with(text, NULL, 0, needle, line))
 
 /* A valid one-stream reader, with room for one extra line of parameters. */
-#define READER(extra)                                                                      \
-    "reader = [\n readerType = \"CNTKTextFormatReader\"\n file = \"d.ctf\"\n" extra "\n"     \
+#define READER(extra) \
+    "reader = [\n readerType = \"CNTKTextFormatReader\"\n file = \"d.ctf\"\n" extra "\n" \
     " input = [ x = [ dim = 3; format = \"dense\" ] ]\n]\n"
 
 /*======================================================================
@@ -356,12 +358,11 @@ TEST(config_seed_composite)
 TEST(config_composite_levels)
 {
     /* verbosity alone sets the trace level; the deserializer's value wins over the reader's. */
-    static const char text[] =
-        "reader = { verbosity = 7; randomize = false; maxErrors = 5\n"
-        "  deserializers = ({ type = \"CNTKTextFormatDeserializer\"\n"
-        "    module = \"CNTKTextFormatReader\"\n"
-        "    file = d.ctf; maxErrors = 9\n"
-        "    input = { x = { dim = 2; format = dense } } }) }\n";
+    static const char text[] = "reader = { verbosity = 7; randomize = false; maxErrors = 5\n"
+                               "  deserializers = ({ type = \"CNTKTextFormatDeserializer\"\n"
+                               "    module = \"CNTKTextFormatReader\"\n"
+                               "    file = d.ctf; maxErrors = 9\n"
+                               "    input = { x = { dim = 2; format = dense } } }) }\n";
     ctf_bsconfig *doc = NULL;
     ctf_config c;
     ctf_error err;
@@ -455,8 +456,10 @@ TEST(config_conformance_cases)
         }
         globfree(&g);
     }
-    if (!found) fprintf(stderr, "  (config_conformance_cases: corpus not found, skipped)\n");
-    else ASSERT_EQ(found, 60);
+    if (!found)
+        fprintf(stderr, "  (config_conformance_cases: corpus not found, skipped)\n");
+    else
+        ASSERT_EQ(found, 60);
 }
 
 TEST(config_load_file)
@@ -531,8 +534,9 @@ TEST(config_syntax_forms)
     ASSERT_STR_EQ(c.path, "c:\\data\\train.ctf");
     ctf_bsconfig_free(doc);
     /* Keys are matched without regard to case, as in CNTK. */
-    ASSERT_OK(load_apply(READER("RANDOMIZE = False; RandomizationWindow = 5"), NULL, NULL, 0,
-                         &doc, &c, &err), &err);
+    ASSERT_OK(load_apply(READER("RANDOMIZE = False; RandomizationWindow = 5"), NULL, NULL, 0, &doc,
+                         &c, &err),
+              &err);
     ASSERT(!c.randomize);
     ASSERT_U64_EQ(c.randomization_window, 5);
     ctf_bsconfig_free(doc);
@@ -555,8 +559,10 @@ TEST(config_parse_errors)
     EXPECT_FAIL("reader = [\n  file =\n  input = [ ]\n]\n", "file: must not be empty", 2);
     EXPECT_FAIL("reader = [\n  file = x\n  b = c d = 3\n]\n",
                 "expected ';' or a line break after the value of 'b', found 'd'", 3);
-    EXPECT_FAIL("reader = [\n  \"file\" = x\n]\n", "expected a name (letters, digits, '_'), "
-                "found a string", 2);
+    EXPECT_FAIL("reader = [\n  \"file\" = x\n]\n",
+                "expected a name (letters, digits, '_'), "
+                "found a string",
+                2);
     EXPECT_FAIL("reader = [\n  file = ]\n", "expected a value, found ']'", 2);
     EXPECT_FAIL("a = 1\nb = \x01\n", "unexpected character (byte 0x01)", 2);
     EXPECT_FAIL("a = (1 2)\n", "expected ')' to close the '(' opened on line 1, found '2'", 1);
@@ -675,14 +681,16 @@ TEST(config_substitution)
     ASSERT_STR_EQ(c.streams[0].alias, "xx");
     ctf_bsconfig_free(doc);
     /* Without the overrides, the file's own values apply; a literal '$' stays. */
-    ASSERT_EQ(load_apply("P = double\n" READER("precision = $P$; maxErrors = 1$"), NULL, NULL,
-                         0, &doc, &c, &err), CTF_EINVAL);
+    ASSERT_EQ(load_apply("P = double\n" READER("precision = $P$; maxErrors = 1$"), NULL, NULL, 0,
+                         &doc, &c, &err),
+              CTF_EINVAL);
     ASSERT_STR_CONTAINS(err.message, "maxErrors: must be a non-negative integer (got \"1$\")");
     ctf_bsconfig_free(doc);
 
     EXPECT_FAIL(READER("maxErrors = $Missing$"),
                 "undefined variable '$Missing$': not defined in an enclosing block or by a "
-                "command-line override", 4);
+                "command-line override",
+                4);
     EXPECT_FAIL("blk = [ a = 1 ]\n" READER("maxErrors = $blk$"),
                 "maxErrors: must be a non-negative integer (got a block)", 1);
     EXPECT_FAIL("blk = [ a = 1 ]\n" READER("file = \"$blk$/x\""),
@@ -691,8 +699,8 @@ TEST(config_substitution)
                 "substitutions nested more than 16 deep (is there a cycle?)", 2);
     EXPECT_FAIL("a = $b$\n" READER("maxErrors = $a$"), "undefined variable '$b$'", 1);
     /* Variables are only expanded in the reader: an undefined one elsewhere does not matter. */
-    ASSERT_OK(load_apply("net = $UndefinedElsewhere$\n" READER(""), NULL, NULL, 0, &doc, &c,
-                         &err), &err);
+    ASSERT_OK(load_apply("net = $UndefinedElsewhere$\n" READER(""), NULL, NULL, 0, &doc, &c, &err),
+              &err);
     ctf_bsconfig_free(doc);
 }
 
@@ -701,8 +709,8 @@ TEST(config_overrides)
     ctf_bsconfig *doc = NULL;
     ctf_config c;
     ctf_error err;
-    const char *ov1[] = {"randomize=false", "input.x.dim=10", "reader.maxErrors=4",
-                         "input.y.dim=2", "input.y.format=sparse", "traceLevel = 0",
+    const char *ov1[] = {"randomize=false",        "input.x.dim=10",        "reader.maxErrors=4",
+                         "input.y.dim=2",          "input.y.format=sparse", "traceLevel = 0",
                          "file=\"/my data/x.ctf\""};
     ASSERT_OK(load_apply(READER("randomize = true"), NULL, ov1, 7, &doc, &c, &err), &err);
     ASSERT(!c.randomize);
@@ -739,10 +747,13 @@ TEST(config_overrides)
     const char *bad_value[] = {"input.x.dim=abc"};
     ASSERT(fails_with(READER(""), bad_value, 1,
                       "input.x.dim: must be a positive integer (got \"abc\") (from a "
-                      "command-line override)", 0));
+                      "command-line override)",
+                      0));
     const char *bad_key[] = {"reader.randomise=false"};
-    ASSERT(fails_with(READER(""), bad_key, 1, "reader: unknown parameter 'randomise' (did you "
-                      "mean 'randomize'?) (from a command-line override)", 0));
+    ASSERT(fails_with(READER(""), bad_key, 1,
+                      "reader: unknown parameter 'randomise' (did you "
+                      "mean 'randomize'?) (from a command-line override)",
+                      0));
     const char *cases[][2] = {
         {"randomize", "override 'randomize': expected KEY=VALUE"},
         {"a..b=1", "override 'a..b=1': KEY must be a name or a dotted path"},
@@ -801,7 +812,8 @@ TEST(config_all_parameters)
     ASSERT_EQ(c.prefetch_chunks, 9);
     ctf_bsconfig_free(doc);
     ASSERT_OK(load_apply(READER("randomize = auto; maxSweeps = 3; truncationLength = 20"), NULL,
-                         NULL, 0, &doc, &c, &err), &err);
+                         NULL, 0, &doc, &c, &err),
+              &err);
     ASSERT(c.randomize);
     ASSERT_U64_EQ(c.max_sweeps, 3);
     ASSERT_EQ(c.truncation_length, 20);
@@ -817,7 +829,8 @@ TEST(config_value_errors)
     EXPECT_FAIL("reader = [ file = d\n input = [ x = [ dim = 0; format = dense ] ] ]\n",
                 "input.x.dim: must be a positive integer (got \"0\")", 2);
     EXPECT_FAIL("reader = [ file = d\n input = [ x = [ dim = 99999999999999999999; format = "
-                "dense ] ] ]\n", "input.x.dim: must be between 1 and", 2);
+                "dense ] ] ]\n",
+                "input.x.dim: must be between 1 and", 2);
     EXPECT_FAIL("reader = [ file = d\n input = [ x = [ dim = [ a = 1 ]; format = dense ] ] ]\n",
                 "input.x.dim: must be a positive integer (got a block)", 2);
     EXPECT_FAIL("reader = [ file = d\n input = [ x = [ dim = 2; format = csv ] ] ]\n",
@@ -842,7 +855,8 @@ TEST(config_value_errors)
     EXPECT_FAIL("reader = [ file = d\n input = [ x = [ dim = 1; format = dense; definesMBSize = "
                 "true ]\n y = [ dim = 1; format = dense; definesMBSize = true ] ] ]\n",
                 "input.y.definesMBSize: only one stream may define the minibatch size (also set "
-                "on input.x)", 3);
+                "on input.x)",
+                3);
     EXPECT_FAIL("reader = [ file = d\n input = [ ] ]\n", "input: at least one stream is required",
                 2);
     EXPECT_FAIL("reader = [ file = d\n input = 1 ]\n", "input: must be a block of streams", 2);
@@ -864,7 +878,8 @@ TEST(config_value_errors)
                 "file: must be a string or a list of strings (got a block)", 4);
     EXPECT_FAIL(READER("readerType = HTKMLFReader"),
                 "readerType: \"HTKMLFReader\" is not supported; ctfio implements "
-                "CNTKTextFormatReader", 4);
+                "CNTKTextFormatReader",
+                4);
     /* Combinations are checked by ctf_config_validate; the path still names the file. */
     EXPECT_FAIL(READER("maxSamples = 10; maxSweeps = 2"),
                 "config.max_samples: cannot be combined with config.max_sweeps", 0);
@@ -887,9 +902,10 @@ TEST(config_unknown_keys)
     ctf_bsconfig *doc = NULL;
     ctf_config c;
     ctf_error err;
-    ASSERT_OK(load_apply("command = x\nSGD = [ epochSize = 0 ]\n"
-                         READER("type = foo; module = bar; verbosity = 1"),
-                         NULL, NULL, 0, &doc, &c, &err), &err);
+    ASSERT_OK(load_apply("command = x\nSGD = [ epochSize = 0 ]\n" READER(
+                             "type = foo; module = bar; verbosity = 1"),
+                         NULL, NULL, 0, &doc, &c, &err),
+              &err);
     ctf_bsconfig_free(doc);
 }
 

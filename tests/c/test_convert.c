@@ -29,7 +29,8 @@ static int run(ctf_convert_format fmt, const char *text, ctf_convert_options *o,
                ctf_convert_result *r, ctf_error *e, char *out, size_t cap)
 {
     char in[600];
-    snprintf(in, sizeof in, "%s", test_write_str(fmt == CTF_CONVERT_CSV ? "in.csv" : "in.svm", text));
+    snprintf(in, sizeof in, "%s",
+             test_write_str(fmt == CTF_CONVERT_CSV ? "in.csv" : "in.svm", text));
     snprintf(out, cap, "%s/out.ctf", test_tmpdir());
     unlink(out);
     o->format = fmt;
@@ -43,8 +44,9 @@ TEST(convert_libsvm_auto_base_and_dim)
     ctf_error e;
     char out[600];
     ASSERT_OK(run(CTF_CONVERT_LIBSVM,
-                  "1 1:0.5 3:2e3  # a comment\n\n-1 2:.25 4:1.0000000000000002\r\n0\n",
-                  &o, &r, &e, out, sizeof out), &e);
+                  "1 1:0.5 3:2e3  # a comment\n\n-1 2:.25 4:1.0000000000000002\r\n0\n", &o, &r, &e,
+                  out, sizeof out),
+              &e);
     ASSERT_STR_EQ(slurp(out), "|labels 1 |features 0:0.5 2:2e3\n" /* CTF numbers as written */
                               "|labels -1 |features 1:0.25 3:1.0000000000000002\n"
                               "|labels 0 |features\n");
@@ -62,7 +64,8 @@ TEST(convert_libsvm_zero_based_qid_classes)
     ctf_error e;
     char out[600];
     ASSERT_OK(run(CTF_CONVERT_LIBSVM, "2 qid:7 0:1\n0 qid:7 5:3\n1 qid:9 9:-4\n", &o, &r, &e, out,
-                  sizeof out), &e);
+                  sizeof out),
+              &e);
     ASSERT_STR_EQ(slurp(out), "7\t|labels 2:1 |features 0:1\n7\t|labels 0:1 |features 5:3\n"
                               "9\t|labels 1:1 |features 9:-4\n");
     ASSERT_EQ(r.index_base, 0);
@@ -125,7 +128,8 @@ TEST(convert_csv_header_names_and_errors)
     ctf_error e;
     char out[600];
     ASSERT_OK(run(CTF_CONVERT_CSV, "a, y ,b,c\n1,2,3,4\n\n\"5\",6e-1,-0,8.5\n", &o, &r, &e, out,
-                  sizeof out), &e);
+                  sizeof out),
+              &e);
     ASSERT_STR_EQ(slurp(out), "|labels 2 3 |features 1 4\n|labels 6e-1 -0 |features 5 8.5\n");
     ASSERT(r.features_dim == 2 && r.labels_dim == 2 && r.rows == 2 && !r.features_sparse);
     o = (ctf_convert_options){.label_columns = "0", .delimiter = ';'};
@@ -134,7 +138,8 @@ TEST(convert_csv_header_names_and_errors)
 
     int failed = 0;
     o = (ctf_convert_options){.label_columns = "0"};
-    expect_error(CTF_CONVERT_CSV, &o, "1,2,3\n4,x5,6\n", 2, 3, "field 2: expected a number, found 'x5'", &failed);
+    expect_error(CTF_CONVERT_CSV, &o, "1,2,3\n4,x5,6\n", 2, 3,
+                 "field 2: expected a number, found 'x5'", &failed);
     expect_error(CTF_CONVERT_CSV, &o, "1,2,3\n4,,6\n", 2, 3, "field 2 is empty", &failed);
     expect_error(CTF_CONVERT_CSV, &o, "1,2,3\n4,5\n", 2, 0, "2 fields, expected 3", &failed);
     ASSERT(!failed);
@@ -199,8 +204,9 @@ TEST(convert_bad_options)
     ASSERT_EQ(run(CTF_CONVERT_LIBSVM, "1 1:1\n", &o, &r, &e, out, sizeof out), CTF_EINVAL);
     o = (ctf_convert_options){.format = CTF_CONVERT_LIBSVM, .index_base = -1};
     ASSERT_EQ(ctf_convert_file("/nonexistent/in.svm", out, &o, &r, &e), CTF_EIO);
-    ASSERT_EQ(ctf_convert_file(test_write_str("x.svm", "1 1:1\n"), "/nonexistent/dir/o.ctf", &o,
-                               &r, &e), CTF_EIO);
+    ASSERT_EQ(ctf_convert_file(test_write_str("x.svm", "1 1:1\n"), "/nonexistent/dir/o.ctf", &o, &r,
+                               &e),
+              CTF_EIO);
 }
 
 TEST(convert_into_a_device_writes_in_place)

@@ -246,20 +246,28 @@ TEST(convert_strips_a_utf8_bom)
     path_in_tmp(out, sizeof out, "bom.ctf");
     ctf_convert_options csv = {.format = CTF_CONVERT_CSV, .label_columns = "a", .header = true};
     ctf_error e;
-    ASSERT_OK(ctf_convert_file(test_write_str("bom.csv", "\xEF\xBB\xBF" "a,b\n1,2\n"), out, &csv,
-                               NULL, &e), &e);
+    ASSERT_OK(ctf_convert_file(test_write_str("bom.csv", "\xEF\xBB\xBF"
+                                                         "a,b\n1,2\n"),
+                               out, &csv, NULL, &e),
+              &e);
     ASSERT(file_is(out, "|labels 1 |features 2\n"));
     csv.header = false;
     csv.label_columns = "0";
-    ASSERT_OK(ctf_convert_file(test_write_str("bom2.csv", "\xEF\xBB\xBF" "3,4\n"), out, &csv,
-                               NULL, &e), &e);
+    ASSERT_OK(ctf_convert_file(test_write_str("bom2.csv", "\xEF\xBB\xBF"
+                                                          "3,4\n"),
+                               out, &csv, NULL, &e),
+              &e);
     ASSERT(file_is(out, "|labels 3 |features 4\n"));
-    ASSERT_OK(ctf_convert_file(test_write_str("bom.svm", "\xEF\xBB\xBF" "1 2:3\n"), out, &svm,
-                               NULL, &e), &e);
+    ASSERT_OK(ctf_convert_file(test_write_str("bom.svm", "\xEF\xBB\xBF"
+                                                         "1 2:3\n"),
+                               out, &svm, NULL, &e),
+              &e);
     ASSERT(file_is(out, "|labels 1 |features 1:3\n"));
     /* An error on the first line still gives the byte offset in the file. */
-    ASSERT_EQ(ctf_convert_file(test_write_str("bom3.svm", "\xEF\xBB\xBF" "x 2:3\n"), out, &svm,
-                               NULL, &e), CTF_EPARSE);
+    ASSERT_EQ(ctf_convert_file(test_write_str("bom3.svm", "\xEF\xBB\xBF"
+                                                          "x 2:3\n"),
+                               out, &svm, NULL, &e),
+              CTF_EPARSE);
     ASSERT_EQ(e.line, 1);
     ASSERT_EQ(e.column, 1);
     ASSERT_EQ(e.offset, 3);
@@ -276,21 +284,29 @@ TEST(convert_shows_nul_bytes_and_cr_only_line_ends)
     ASSERT_STR_CONTAINS(e.message, "not CR alone");
     static const char nul[] = "1 1:2\n0 1:3\0\n";
     ASSERT_EQ(ctf_convert_file(test_write_file("nul.svm", nul, sizeof nul - 1), out, &svm, NULL,
-                               &e), CTF_EPARSE);
+                               &e),
+              CTF_EPARSE);
     ASSERT_EQ(e.line, 2);
     ASSERT_STR_CONTAINS(e.message, "found '3\\x00'");
     ASSERT_STR_CONTAINS(e.message, "NUL byte");
     ctf_convert_options csv = {.format = CTF_CONVERT_CSV, .label_columns = "0"};
-    static const char cnul[] = "1,2\n3,\0" "4\n";
+    static const char cnul[] = "1,2\n3,\0"
+                               "4\n";
     ASSERT_EQ(ctf_convert_file(test_write_file("nul.csv", cnul, sizeof cnul - 1), out, &csv, NULL,
-                               &e), CTF_EPARSE);
+                               &e),
+              CTF_EPARSE);
     ASSERT_STR_CONTAINS(e.message, "'\\x004'");
-    static const char u16[] = "\xFF\xFE" "1\0 \0" "1\0:\0" "1\0\n\0";
+    static const char u16[] = "\xFF\xFE"
+                              "1\0 \0"
+                              "1\0:\0"
+                              "1\0\n\0";
     ASSERT_EQ(ctf_convert_file(test_write_file("u16.svm", u16, sizeof u16 - 1), out, &svm, NULL,
-                               &e), CTF_EPARSE);
+                               &e),
+              CTF_EPARSE);
     ASSERT_STR_CONTAINS(e.message, "convert it to UTF-8");
     ASSERT_EQ(ctf_convert_file(test_write_file("u16.csv", u16, sizeof u16 - 1), out, &csv, NULL,
-                               &e), CTF_EPARSE);
+                               &e),
+              CTF_EPARSE);
     ASSERT_STR_CONTAINS(e.message, "convert it to UTF-8");
     csv.header = true;
     ASSERT_EQ(ctf_convert_file(test_write_str("cr.csv", "a,b\r1,2\r3,4\r"), out, &csv, NULL, &e),
@@ -306,14 +322,16 @@ TEST(convert_refuses_indices_and_dims_past_int32)
     unlink(out);
     ctf_error e;
     ctf_convert_result r;
-    ASSERT_EQ(ctf_convert_file(test_write_str("i32a.svm", "1 1:1\n1 2147483648:1\n"), out, &svm,
-                               &r, &e), CTF_EPARSE);
+    ASSERT_EQ(ctf_convert_file(test_write_str("i32a.svm", "1 1:1\n1 2147483648:1\n"), out, &svm, &r,
+                               &e),
+              CTF_EPARSE);
     ASSERT_EQ(e.line, 2);
     ASSERT_EQ(e.column, 3);
     ASSERT_STR_CONTAINS(e.message, "feature index 2147483648 is too large");
     /* Zero-based, the largest index is one less. */
-    ASSERT_EQ(ctf_convert_file(test_write_str("i32b.svm", "1 0:1\n1 2147483647:1\n"), out, &svm,
-                               &r, &e), CTF_EPARSE);
+    ASSERT_EQ(ctf_convert_file(test_write_str("i32b.svm", "1 0:1\n1 2147483647:1\n"), out, &svm, &r,
+                               &e),
+              CTF_EPARSE);
     ASSERT_EQ(e.line, 2);
     ASSERT_STR_CONTAINS(e.message, "at most 2147483646 (zero-based)");
     ASSERT(access(out, F_OK) != 0);

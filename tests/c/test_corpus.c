@@ -662,7 +662,10 @@ TEST(join_missing_keys_dropped_and_counted)
     yg[ny++].key = 101;
     char *ys = strdup(write_render("m-y.ctf", yg, NULL, 0, ny, false, true));
     const char *ypaths[] = {ys};
-    ctf_join_def jd = {.paths = ypaths, .num_paths = 1, .streams = SY, .num_streams = 1,
+    ctf_join_def jd = {.paths = ypaths,
+                       .num_paths = 1,
+                       .streams = SY,
+                       .num_streams = 1,
                        .origin = "train.cntk:12:5"};
     ctf_config c;
     cfg_init(&c, SX, 1);
@@ -694,7 +697,8 @@ TEST(join_missing_keys_dropped_and_counted)
     ASSERT_EQ(st.dropped_sequences, 3);
     ASSERT(st.warnings >= 3);
     ASSERT_EQ(lb.warnings, 3);
-    ASSERT_STR_CONTAINS(lb.text, "sequence key 17 has no match in deserializer 1 (train.cntk:12:5)");
+    ASSERT_STR_CONTAINS(lb.text,
+                        "sequence key 17 has no match in deserializer 1 (train.cntk:12:5)");
     ASSERT_STR_CONTAINS(lb.text, xs);
     ctf_reader_free(r);
     free(xs);
@@ -865,14 +869,14 @@ static void join_scenario(const char *const *xs, const char *const *ys, jrun *o)
     char state[2048];
     size_t len = 0;
     ctf_minibatch *mb = NULL;
-#define JSTEP(call, errp)                                                                 \
-    do {                                                                                  \
-        int rc_ = (call);                                                                 \
-        if (rc_) {                                                                        \
-            o->rc = rc_;                                                                  \
-            o->err = *(errp);                                                             \
-            goto out;                                                                     \
-        }                                                                                 \
+#define JSTEP(call, errp) \
+    do { \
+        int rc_ = (call); \
+        if (rc_) { \
+            o->rc = rc_; \
+            o->err = *(errp); \
+            goto out; \
+        } \
     } while (0)
     JSTEP(ctf_reader_open(&c, &r1, &o->err), &o->err);
     for (int i = 0; i < 5; i++) {

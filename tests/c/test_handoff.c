@@ -27,8 +27,7 @@ static const char *handoff_file(void)
         for (int l = 0; l < lines; l++) {
             n += (size_t)snprintf(text + n, cap - n, "%d |a %d %d.5", id, id % 97, l);
             if (l == 0)
-                n += (size_t)snprintf(text + n, cap - n, " |b %d:1 %d:2", id % 50,
-                                      (id * 7) % 50);
+                n += (size_t)snprintf(text + n, cap - n, " |b %d:1 %d:2", id % 50, (id * 7) % 50);
             text[n++] = '\n';
         }
     }

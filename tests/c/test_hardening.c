@@ -29,9 +29,12 @@ typedef struct logbook {
 static void keep_log(void *user, ctf_severity sev, const ctf_error *e)
 {
     logbook *lb = user;
-    if (sev == CTF_SEV_INFO) lb->infos++;
-    else if (sev == CTF_SEV_WARNING) lb->warnings++;
-    else lb->errors++;
+    if (sev == CTF_SEV_INFO)
+        lb->infos++;
+    else if (sev == CTF_SEV_WARNING)
+        lb->warnings++;
+    else
+        lb->errors++;
     lb->last = *e;
 }
 
@@ -176,9 +179,10 @@ TEST(huge_dense_dim_is_refused_before_parsing)
     c.log = NULL;
     ASSERT_EQ(read_all(&c, 10, NULL, &err), CTF_EINVAL);
     ASSERT_STR_CONTAINS(err.message, "dim");
-    static const char text[] = "reader = [ readerType = CNTKTextFormatReader\n"
-                               "  file = \"hugedim.ctf\"\n"
-                               "  input = [ x = [ dim = 18446744073709551615; format = dense ] ]\n]\n";
+    static const char text[] =
+        "reader = [ readerType = CNTKTextFormatReader\n"
+        "  file = \"hugedim.ctf\"\n"
+        "  input = [ x = [ dim = 18446744073709551615; format = dense ] ]\n]\n";
     const char *cpath = test_write_str("hugedim.cntk", text);
     ctf_bsconfig *doc = NULL;
     int rc = ctf_bsconfig_load(cpath, NULL, NULL, 0, &doc, &err);
@@ -357,8 +361,7 @@ static int forge_cache(const char *cpath, size_t at, const void *val, size_t n)
 
 /* Builds the index with the cache, applies one forgery, and checks that the next build ignores
  * the cache, rebuilds it and equals the honest index. @return : NULL, or what went wrong. */
-static const char *cache_forgery_is_ignored(const char *path, size_t at, uint64_t val,
-                                            size_t n)
+static const char *cache_forgery_is_ignored(const char *path, size_t at, uint64_t val, size_t n)
 {
     static char msg[600];
     char cpath[1100];
@@ -640,9 +643,7 @@ TEST(short_dense_rows_of_a_large_dim_stay_small)
         const float *x = v.values;
         for (size_t i = 0; i < v.num_samples; i++, row++)
             for (size_t j = 0; j < DIM; j++) {
-                float want = j == 0 ? (float)row
-                             : row % FULL_EVERY == 0 ? (float)(j % 7)
-                                                     : 0.0f;
+                float want = j == 0 ? (float)row : row % FULL_EVERY == 0 ? (float)(j % 7) : 0.0f;
                 if (x[i * DIM + j] != want) ok = false;
             }
         ctf_minibatch_free(mb);

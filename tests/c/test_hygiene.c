@@ -14,14 +14,13 @@
 /* Undefined symbols of the release objects that would mean printing or reading the
  * environment. fprintf/fputs/fputc/fwrite are allowed only where the library writes a file it
  * opened itself (writers[]: the index cache, converted output, a join's spill files). */
-static const char *const forbidden[] = {"stdout", "stderr", "stdin", "getenv", "secure_getenv",
-                                        "printf", "vprintf", "puts", "putchar", "perror",
-                                        "dprintf", "vdprintf", "__printf_chk", "__vprintf_chk",
-                                        "psignal", "syslog"};
+static const char *const forbidden[] = {"stdout",        "stderr",        "stdin",   "getenv",
+                                        "secure_getenv", "printf",        "vprintf", "puts",
+                                        "putchar",       "perror",        "dprintf", "vdprintf",
+                                        "__printf_chk",  "__vprintf_chk", "psignal", "syslog"};
 static const char *const stream_writers[] = {"fprintf", "__fprintf_chk", "vfprintf", "fputs",
-                                             "fputc", "putc", "fwrite"};
-static const char *const writers[] = {"format/index.o", "convert/convert.o",
-                                      "convert/cbf_write.o"};
+                                             "fputc",   "putc",          "fwrite"};
+static const char *const writers[] = {"format/index.o", "convert/convert.o", "convert/cbf_write.o"};
 
 static bool is_writer(const char *path)
 {
@@ -77,12 +76,12 @@ TEST(release_library_never_prints_nor_reads_the_environment)
     /* The release objects define no test hook, and none of the functions that only the tests
      * call (the whole-sweep reference of the randomizer, the cache's counters). */
     /* (The I/O fault hooks by name: the I/O seam's own ctf__io_* functions are not hooks.) */
-    static const char *const test_only[] = {" ctf__alloc\n", "ctf__io_fail_at", "ctf__io_count",
-                                            "ctf__io_short_at", "ctf__io_eof_at",
-                                            "ctf__parse_set_variant",
+    static const char *const test_only[] = {" ctf__alloc\n",        "ctf__io_fail_at",
+                                            "ctf__io_count",        "ctf__io_short_at",
+                                            "ctf__io_eof_at",       "ctf__parse_set_variant",
                                             "ctf__randomize_sweep", "ctf__sweep_identity",
-                                            "ctf__sweep_free", "ctf__sweepgen_peak_slots",
-                                            "ctf__cache_held", "ctf__cache_outstanding"};
+                                            "ctf__sweep_free",      "ctf__sweepgen_peak_slots",
+                                            "ctf__cache_held",      "ctf__cache_outstanding"};
     FILE *p = popen("nm build/lib/*/*.o", "r");
     ASSERT(p != NULL);
     char line[512];

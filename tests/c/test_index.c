@@ -137,8 +137,8 @@ static bool chunks_follow_rule(const ctf_index *idx, uint64_t limit)
         }
         if (ch->offset != table_of(idx)[ch->first_seq].offset || ch->size != span ||
             ch->samples != samples) {
-            fprintf(stderr, "  chunk %zu: offset %llu size %llu samples %llu, want span %llu\n",
-                    c, (unsigned long long)ch->offset, (unsigned long long)ch->size,
+            fprintf(stderr, "  chunk %zu: offset %llu size %llu samples %llu, want span %llu\n", c,
+                    (unsigned long long)ch->offset, (unsigned long long)ch->size,
                     (unsigned long long)ch->samples, (unsigned long long)span);
             return false;
         }
@@ -149,7 +149,8 @@ static bool chunks_follow_rule(const ctf_index *idx, uint64_t limit)
         }
         next = ch->first_seq + ch->num_seqs;
         if (next < idx->num_seqs) {
-            uint64_t end = next + 1 < idx->num_seqs ? table_of(idx)[next + 1].offset : idx->file.size;
+            uint64_t end = next + 1 < idx->num_seqs ? table_of(idx)[next + 1].offset
+                                                    : idx->file.size;
             if (ch->size + (end - table_of(idx)[next].offset) <= limit) {
                 fprintf(stderr, "  chunk %zu ended although sequence %zu fits\n", c, next);
                 return false;
@@ -356,8 +357,7 @@ TEST(index_long_lines_and_block_boundaries)
     if (rc) free(offs);
     ASSERT_OK(rc, &err);
     bool ok = idx->num_seqs == n + 2;
-    for (size_t i = 0; ok && i < n + 2; i++)
-        ok = seq_is(idx, i, i, offs[i], i, 1, 1);
+    for (size_t i = 0; ok && i < n + 2; i++) ok = seq_is(idx, i, i, offs[i], i, 1, 1);
     free(offs);
     ASSERT(ok);
     ASSERT(chunks_follow_rule(idx, 1u << 20));
@@ -559,7 +559,8 @@ static void flip_byte(const char *path, long at)
     fclose(f);
 }
 
-static const char *const cache_text = "\xef\xbb\xbf" "1 |a 1 |b 1:1\n1 |a 2\n2 |a 3 |b 0:1\n3 |a 4 |b 2:1\n";
+static const char *const cache_text = "\xef\xbb\xbf"
+                                      "1 |a 1 |b 1:1\n1 |a 2\n2 |a 3 |b 0:1\n3 |a 4 |b 2:1\n";
 
 /* A fresh data file (and no cache) with mtime set to a fixed time. */
 static const char *cache_data(const char *name, char *path, size_t cap)
@@ -579,7 +580,7 @@ TEST(index_cache_keeps_the_repeated_id_warning)
 {
     static const ctf_stream_def A1[] = {{"a", NULL, 1, false, false}};
     const char *path = test_write_str("ixc_rep.ctf", "1 |a 1\n2 |a 2\n2 |a 3\n1 |a 4\n3 |a 5\n"
-                                      "2 |a 6\n1 |a 7\n");
+                                                     "2 |a 6\n1 |a 7\n");
     char cpath[600];
     remove(ctf_index_cache_path(path, cpath, sizeof cpath));
     ctf_config cfg;
@@ -767,8 +768,16 @@ TEST(index_cache_rebuilt_when_cache_corrupt_or_truncated)
     const long table = size - 8 - 3 * (long)sizeof(ctf__seq);
     ASSERT(table > 0);
     /* Bytes in the table (each field of the last sequence), the checksum, the header. */
-    const long spots[] = {table + 1,           size - 8 - 1,  size - 8 - 12, size - 8 - 20,
-                          table + (long)sizeof(ctf__seq), size - 1, size - 8, 0, 9, table - 1,
+    const long spots[] = {table + 1,
+                          size - 8 - 1,
+                          size - 8 - 12,
+                          size - 8 - 20,
+                          table + (long)sizeof(ctf__seq),
+                          size - 1,
+                          size - 8,
+                          0,
+                          9,
+                          table - 1,
                           table - 9};
     for (size_t i = 0; i < sizeof spots / sizeof *spots; i++) {
         ASSERT_EQ(cached_build(&cfg, &l, NULL), 1);
@@ -1012,9 +1021,11 @@ TEST(index_two_threads_equal_one)
         ASSERT_OK(rc2, &e);
         if (!same_index(a, b)) {
             char msg[160];
-            snprintf(msg, sizeof msg, "file %d (flavor %d, %zu bytes): %zu vs %zu sequences, "
-                     "lines %llu vs %llu", it, flavor, n, a->num_seqs, b->num_seqs,
-                     (unsigned long long)a->total_lines, (unsigned long long)b->total_lines);
+            snprintf(msg, sizeof msg,
+                     "file %d (flavor %d, %zu bytes): %zu vs %zu sequences, "
+                     "lines %llu vs %llu",
+                     it, flavor, n, a->num_seqs, b->num_seqs, (unsigned long long)a->total_lines,
+                     (unsigned long long)b->total_lines);
             ctf_index_free(a);
             ctf_index_free(b);
             free(text);

@@ -66,8 +66,16 @@ TEST(io_sigv4_s3_get_object_example)
                           {"range", "bytes=0-9"},
                           {"x-amz-content-sha256", EMPTY_SHA},
                           {"x-amz-date", "20130524T000000Z"}};
-    const ctf__sigv4 req = {"GET", "/test.txt", "", h, 4, EMPTY_SHA, "20130524T000000Z",
-                            "us-east-1", "s3", "AKIAIOSFODNN7EXAMPLE",
+    const ctf__sigv4 req = {"GET",
+                            "/test.txt",
+                            "",
+                            h,
+                            4,
+                            EMPTY_SHA,
+                            "20130524T000000Z",
+                            "us-east-1",
+                            "s3",
+                            "AKIAIOSFODNN7EXAMPLE",
                             "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"};
     char auth[512];
     ASSERT_EQ(ctf__sigv4_authorization(&req, auth, sizeof auth), 0);
@@ -83,21 +91,38 @@ TEST(io_sigv4_s3_list_example)
     const ctf__hdr h[] = {{"host", "examplebucket.s3.amazonaws.com"},
                           {"x-amz-content-sha256", EMPTY_SHA},
                           {"x-amz-date", "20130524T000000Z"}};
-    const ctf__sigv4 req = {"GET", "/", "max-keys=2&prefix=J", h, 3, EMPTY_SHA,
-                            "20130524T000000Z", "us-east-1", "s3", "AKIAIOSFODNN7EXAMPLE",
+    const ctf__sigv4 req = {"GET",
+                            "/",
+                            "max-keys=2&prefix=J",
+                            h,
+                            3,
+                            EMPTY_SHA,
+                            "20130524T000000Z",
+                            "us-east-1",
+                            "s3",
+                            "AKIAIOSFODNN7EXAMPLE",
                             "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"};
     char auth[512];
     ASSERT_EQ(ctf__sigv4_authorization(&req, auth, sizeof auth), 0);
-    ASSERT(strstr(auth,
-                  "Signature=34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"));
+    ASSERT(
+        strstr(auth, "Signature=34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7"));
 }
 
 TEST(io_sigv4_test_suite_get_vanilla)
 {
     /* The Signature V4 test suite's get-vanilla request (service "service"). */
     const ctf__hdr h[] = {{"host", "example.amazonaws.com"}, {"x-amz-date", "20150830T123600Z"}};
-    const ctf__sigv4 req = {"GET", "/", "", h, 2, EMPTY_SHA, "20150830T123600Z", "us-east-1",
-                            "service", "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"};
+    const ctf__sigv4 req = {"GET",
+                            "/",
+                            "",
+                            h,
+                            2,
+                            EMPTY_SHA,
+                            "20150830T123600Z",
+                            "us-east-1",
+                            "service",
+                            "AKIDEXAMPLE",
+                            "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"};
     char auth[512];
     ASSERT_EQ(ctf__sigv4_authorization(&req, auth, sizeof auth), 0);
     ASSERT_STR_EQ(auth, "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/"

@@ -119,8 +119,7 @@ static int spill_files_in(const char *dir)
     DIR *d = opendir(dir);
     int n = 0;
     struct dirent *de;
-    while (d && (de = readdir(d)))
-        n += strncmp(de->d_name, ".ctfjoin-", 9) == 0;
+    while (d && (de = readdir(d))) n += strncmp(de->d_name, ".ctfjoin-", 9) == 0;
     if (d) closedir(d);
     return n;
 }
@@ -218,8 +217,7 @@ TEST(join_disk_runs_merge_and_spills_give_the_same_minibatches)
             ASSERT_EQ(atomic_load(&ctf__join_spill_used), level);
             ASSERT(b_eq(&ref, &o));
             ASSERT_EQ(lo.warnings, 21 + (level == 2));
-            if (level == 2)
-                ASSERT_STR_CONTAINS(lo.text, "the join's tables are kept in memory");
+            if (level == 2) ASSERT_STR_CONTAINS(lo.text, "the join's tables are kept in memory");
             b_free(&o);
         }
         ASSERT_EQ(spill_files_in(test_tmpdir()), 0);
@@ -295,8 +293,8 @@ TEST(join_disk_repeated_keys_in_order_and_sorted_on_disk)
     char *yb = strdup(test_write_str("jr-yb.ctf", "4 |y 2\n5 |y 1\n"));
     /* Out of order, two keys repeated: 2 (lines 2 and 6) and 5 (lines 1 and 4); the first
      * repeat in file order is 5's, on line 4. */
-    char *yc = strdup(test_write_str("jr-yc.ctf",
-                                     "5 |y 1\n2 |y 1\n1 |y 1\n5 |y 2\n3 |y 1\n2 |y 2\n4 |y 1\n"));
+    char *yc = strdup(
+        test_write_str("jr-yc.ctf", "5 |y 1\n2 |y 1\n1 |y 1\n5 |y 2\n3 |y 1\n2 |y 2\n4 |y 1\n"));
     for (int tiny = 0; tiny < 2; tiny++)
         for (int which = 0; which < 2; which++) {
             const char *yp[] = {which ? yc : ya, yb};
@@ -314,9 +312,11 @@ TEST(join_disk_repeated_keys_in_order_and_sorted_on_disk)
             ASSERT_STR_EQ(e.path, which ? yc : yb);
             ASSERT_EQ(e.line, which ? 4 : 1);
             char want[2100];
-            snprintf(want, sizeof want, "sequence key %d appears twice in deserializer 1 (%s%s): "
-                     "here and at %s:%d;", which ? 5 : 4, which ? yc : ya, which ? "" : " ...",
-                     which ? yc : ya, which ? 1 : 3);
+            snprintf(want, sizeof want,
+                     "sequence key %d appears twice in deserializer 1 (%s%s): "
+                     "here and at %s:%d;",
+                     which ? 5 : 4, which ? yc : ya, which ? "" : " ...", which ? yc : ya,
+                     which ? 1 : 3);
             ASSERT_STR_CONTAINS(e.message, want);
         }
     free(ya);
@@ -513,8 +513,8 @@ TEST(join_disk_fails_each_allocation_cleanly)
             bool ok = (rc == 0 && d == base) || (rc == CTF_ENOMEM && e.message[0]);
             failed += rc != 0;
             if (!ok || live != live0) {
-                fprintf(stderr, "  fail_at=%ld: rc %d (%s), %ld blocks leaked\n", k, rc,
-                        e.message, live - live0);
+                fprintf(stderr, "  fail_at=%ld: rc %d (%s), %ld blocks leaked\n", k, rc, e.message,
+                        live - live0);
                 atomic_store(&ctf__alloc.live, live0);
                 bad++;
             }

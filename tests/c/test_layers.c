@@ -131,7 +131,10 @@ static bool load_graph(graph *g)
         char cmd[512], line[512];
         snprintf(cmd, sizeof cmd, "nm %s", gl.gl_pathv[i]);
         FILE *p = popen(cmd, "r");
-        if (!p) { ok = false; break; }
+        if (!p) {
+            ok = false;
+            break;
+        }
         while (fgets(line, sizeof line, p)) {
             char a[128], b[128], c[128];
             int k = sscanf(line, "%127s %127s %127s", a, b, c);
@@ -177,7 +180,9 @@ TEST(lib_layers_checker_reports_upward_calls_and_cycles)
 {
     static graph g;
     memset(&g, 0, sizeof g);
-    const char *objs[][2] = {{"common", "error.o"}, {"format", "parse.o"}, {"reader", "pack.o"},
+    const char *objs[][2] = {{"common", "error.o"},
+                             {"format", "parse.o"},
+                             {"reader", "pack.o"},
                              {"source", "open.o"}};
     g.n = 4;
     for (size_t i = 0; i < g.n; i++) {

@@ -18,8 +18,7 @@
 #include <unistd.h>
 
 static const ctf_stream_def LB[] = {{"a", NULL, 3, false, false}, {"b", NULL, 40, true, false}};
-static const ctf_stream_def LB_MB[] = {{"a", NULL, 3, false, false},
-                                       {"b", NULL, 40, true, true}};
+static const ctf_stream_def LB_MB[] = {{"a", NULL, 3, false, false}, {"b", NULL, 40, true, true}};
 
 /* Sequences of 1-6 lines (one of 300 lines: longer than the small blocks), dense and sparse
  * values, sparse only on some lines; in line mode no ids. A few bad values when `bad`. */
@@ -76,8 +75,8 @@ static size_t sweep_workers = 1;
 /* Called between the reader's open and its first read (the changed-file test), or NULL. */
 static void (*between_open_and_read)(const char *path);
 
-static void run_sweep(const char *path, const ctf_stream_def *streams, size_t block,
-                      size_t threads, bool randomize, uint64_t max_errors, sweep *w)
+static void run_sweep(const char *path, const ctf_stream_def *streams, size_t block, size_t threads,
+                      bool randomize, uint64_t max_errors, sweep *w)
 {
     memset(w, 0, sizeof *w);
     w->digest = w->log_hash = 0xcbf29ce484222325ull;
@@ -254,8 +253,10 @@ TEST(load_blocks_changed_file_same_error)
         char path[600];
         snprintf(path, sizeof path, "%s", test_write_file("blocks_changed.ctf", orig_text, n));
         run_sweep(path, LB, CTF__LOAD_BLOCK, 0, false, 0, &whole);
-        if (where < 2) ASSERT(whole.rc == CTF_ECHANGED);
-        else ASSERT(whole.rc == 0);
+        if (where < 2)
+            ASSERT(whole.rc == CTF_ECHANGED);
+        else
+            ASSERT(whole.rc == 0);
         for (size_t i = 0; i < sizeof BLOCKS / sizeof *BLOCKS; i++) {
             snprintf(path, sizeof path, "%s", test_write_file("blocks_changed.ctf", orig_text, n));
             run_sweep(path, LB, BLOCKS[i], 0, false, 0, &w);

@@ -91,8 +91,7 @@ TEST(mb_reuse_steady_state_allocates_nothing)
 }
 
 /* The digests of `count` minibatches of k samples, read and freed one by one. */
-static void plain_digests(const char *path, bool randomize, uint64_t k, size_t count,
-                          uint64_t *out)
+static void plain_digests(const char *path, bool randomize, uint64_t k, size_t count, uint64_t *out)
 {
     ctf_reader *r = open_xy(path, randomize, 1);
     for (size_t i = 0; r && i < count; i++) {
@@ -130,7 +129,9 @@ TEST(mb_reuse_held_minibatch_keeps_its_data)
         for (size_t h = 0; h < 3; h++)
             if (held[h])
                 ASSERT(test_digest_minibatch(0xcbf29ce484222325ull, held[h]) ==
-                       want[h == 0 ? 5 : h == 1 ? 6 : 40]);
+                       want[h == 0   ? 5
+                            : h == 1 ? 6
+                                     : 40]);
     }
     ctf_reader_free(r);
     ASSERT(test_digest_minibatch(0xcbf29ce484222325ull, held[2]) == want[40]);

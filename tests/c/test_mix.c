@@ -644,8 +644,10 @@ TEST(mix_configuration_form)
         "  mix = ( { file = \"a.ctf\" } ) }\n",
         "reader = { input = { x = { dim = 2 ; format = \"dense\" } }\n"
         "  mix = ( { file = \"a.ctf\" ; weight = 1 ; wieght = 2 } ) }\n"};
-    const char *want[] = {"file: a mix reads its parts' files", "mix[0]: missing the required "
-                          "parameter 'weight'", "unknown parameter 'wieght'"};
+    const char *want[] = {"file: a mix reads its parts' files",
+                          "mix[0]: missing the required "
+                          "parameter 'weight'",
+                          "unknown parameter 'wieght'"};
     for (size_t i = 0; i < 3; i++) {
         ASSERT_OK(ctf_bsconfig_parse(bad[i], strlen(bad[i]), "bad.cntk", NULL, NULL, 0, &doc, &e),
                   &e);

@@ -51,8 +51,12 @@ static void fixture_init(fixture *f)
     memcpy(f->yi, yi, sizeof yi);
     memcpy(f->yp, yp, sizeof yp);
     f->sd[0] = (ctf__stream_data){.values = f->xv, .samples = 6, .short_sample = -1};
-    f->sd[1] = (ctf__stream_data){.values = f->yv, .indices = f->yi, .indptr = f->yp,
-                                  .samples = 3, .nnz = 3, .short_sample = -1};
+    f->sd[1] = (ctf__stream_data){.values = f->yv,
+                                  .indices = f->yi,
+                                  .indptr = f->yp,
+                                  .samples = 3,
+                                  .nnz = 3,
+                                  .short_sample = -1};
     const ctf__slice sl[6] = {{0, 2}, {0, 1}, {2, 1}, {1, 2}, {3, 3}, {3, 0}};
     memcpy(f->slices, sl, sizeof sl);
     f->cd.num_seqs = 3;
@@ -60,14 +64,22 @@ static void fixture_init(fixture *f)
     f->cd.streams = f->sd;
     f->cd.slices = f->slices;
     f->cd.elt = sizeof(float);
-    f->pc = (ctf__parse_cfg){.path = "t.ctf", .streams = DEFS, .num_streams = 2,
+    f->pc = (ctf__parse_cfg){.path = "t.ctf",
+                             .streams = DEFS,
+                             .num_streams = 2,
                              .precision = CTF_FLOAT32};
 }
 
 static ctf__pick pick_of(const fixture *f, size_t local, uint64_t samples)
 {
-    return (ctf__pick){.cd = &f->cd, .local = local, .key = 100 + local, .line = 10 * local,
-                       .samples = samples, .from = 0, .count = UINT32_MAX, .file = 0};
+    return (ctf__pick){.cd = &f->cd,
+                       .local = local,
+                       .key = 100 + local,
+                       .line = 10 * local,
+                       .samples = samples,
+                       .from = 0,
+                       .count = UINT32_MAX,
+                       .file = 0};
 }
 
 /* The minibatch's JSON lines (dump_json_sequences), in a static buffer. */
@@ -227,12 +239,20 @@ TEST(pack_short_dense_samples_zero_filled)
     static const ctf_stream_def def = {.name = "d", .dim = 3};
     double v[4] = {1, 2, 3, 4};
     size_t off[4] = {0, 3, 4, 4};
-    ctf__stream_data sd = {.values = v, .samples = 3, .short_sample = 1, .short_count = 1,
+    ctf__stream_data sd = {.values = v,
+                           .samples = 3,
+                           .short_sample = 1,
+                           .short_count = 1,
                            .dense_off = off};
     ctf__slice sl[1] = {{0, 3}};
-    ctf__chunk_data cd = {.num_seqs = 1, .num_streams = 1, .streams = &sd, .slices = sl,
+    ctf__chunk_data cd = {.num_seqs = 1,
+                          .num_streams = 1,
+                          .streams = &sd,
+                          .slices = sl,
                           .elt = sizeof(double)};
-    ctf__parse_cfg pc = {.path = "t.ctf", .streams = &def, .num_streams = 1,
+    ctf__parse_cfg pc = {.path = "t.ctf",
+                         .streams = &def,
+                         .num_streams = 1,
                          .precision = CTF_FLOAT64};
     ctf__pick pick = {.cd = &cd, .local = 0, .key = 5, .samples = 3, .count = UINT32_MAX};
     ctf__mb_info info = {0};

@@ -54,8 +54,8 @@ static const char *big_file(size_t nseq)
             for (int d = 0; d < DIM; d++)
                 n += (size_t)snprintf(t + n, cap - n, " %d", (int)(splitmix(&s) % 100));
             if (l == 0 || splitmix(&s) % 3)
-                n += (size_t)snprintf(t + n, cap - n, " |y %d:1 %d:2",
-                                      (int)(splitmix(&s) % 50), 50 + (int)(splitmix(&s) % 50));
+                n += (size_t)snprintf(t + n, cap - n, " |y %d:1 %d:2", (int)(splitmix(&s) % 50),
+                                      50 + (int)(splitmix(&s) % 50));
             n += (size_t)snprintf(t + n, cap - n, "\n");
         }
     }

@@ -14,33 +14,44 @@
 static uint64_t other_value(const ctf_param *p, char *text, size_t cap)
 {
     uint64_t v;
-    if (p->kind == CTF_PARAM_BOOL) v = !p->def;
-    else if (p->kind == CTF_PARAM_PRECISION) v = p->def == CTF_FLOAT32 ? CTF_FLOAT64 : CTF_FLOAT32;
-    else v = p->def == p->max || p->def >= 1000 ? p->min + 1 : p->def + 1;
-    if (p->kind == CTF_PARAM_BOOL) snprintf(text, cap, "%s", v ? "true" : "false");
+    if (p->kind == CTF_PARAM_BOOL)
+        v = !p->def;
+    else if (p->kind == CTF_PARAM_PRECISION)
+        v = p->def == CTF_FLOAT32 ? CTF_FLOAT64 : CTF_FLOAT32;
+    else
+        v = p->def == p->max || p->def >= 1000 ? p->min + 1 : p->def + 1;
+    if (p->kind == CTF_PARAM_BOOL)
+        snprintf(text, cap, "%s", v ? "true" : "false");
     else if (p->kind == CTF_PARAM_PRECISION)
         snprintf(text, cap, "%s", v == CTF_FLOAT64 ? "double" : "float");
-    else snprintf(text, cap, "%llu", (unsigned long long)v);
+    else
+        snprintf(text, cap, "%llu", (unsigned long long)v);
     return v;
 }
 
 /* A value just outside row p's range as text, or false when the range has no outside. */
 static bool bad_value(const ctf_param *p, char *text, size_t cap)
 {
-    if (p->kind == CTF_PARAM_BOOL) snprintf(text, cap, "maybe");
-    else if (p->kind == CTF_PARAM_PRECISION) snprintf(text, cap, "half");
+    if (p->kind == CTF_PARAM_BOOL)
+        snprintf(text, cap, "maybe");
+    else if (p->kind == CTF_PARAM_PRECISION)
+        snprintf(text, cap, "half");
     else if (p->max < UINT64_MAX && p->max < SIZE_MAX)
         snprintf(text, cap, "%llu", (unsigned long long)p->max + 1);
-    else if (p->min > 0) snprintf(text, cap, "%llu", (unsigned long long)p->min - 1);
-    else return false;
+    else if (p->min > 0)
+        snprintf(text, cap, "%llu", (unsigned long long)p->min - 1);
+    else
+        return false;
     return true;
 }
 
 static int from_bs(const ctf_param *p, const char *text, ctf_config *cfg, ctf_error *err)
 {
     char src[512];
-    snprintf(src, sizeof src, "reader = [\n file = \"d.ctf\"\n %s = %s\n input = [ x = [ dim = 3; "
-             "format = \"dense\" ] ]\n]\n", p->bs_key, text);
+    snprintf(src, sizeof src,
+             "reader = [\n file = \"d.ctf\"\n %s = %s\n input = [ x = [ dim = 3; "
+             "format = \"dense\" ] ]\n]\n",
+             p->bs_key, text);
     ctf_bsconfig *doc = NULL;
     ctf_config_init(cfg);
     int rc = ctf_bsconfig_parse(src, strlen(src), "t.cntk", NULL, NULL, 0, &doc, err);

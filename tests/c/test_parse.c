@@ -41,8 +41,7 @@ static bool expect_error(const char *name, const char *text, uint64_t line, uint
         ok = false;
     }
     if (R.stats.errors != 1) {
-        fprintf(stderr, "  maxErrors 0: %llu errors counted\n",
-                (unsigned long long)R.stats.errors);
+        fprintf(stderr, "  maxErrors 0: %llu errors counted\n", (unsigned long long)R.stats.errors);
         ok = false;
     }
     run_clear(&R);
@@ -50,7 +49,8 @@ static bool expect_error(const char *name, const char *text, uint64_t line, uint
     run_text(name, text, AB, 2, 1);
     if (R.open_rc != 0 || R.next_rc != 0 || R.nmb != nseq || R.log.count[CTF_SEV_ERROR] != 1 ||
         R.log.count[CTF_SEV_WARNING] != 0) {
-        fprintf(stderr, "  maxErrors 1: open %d next %d (%s), %zu minibatches, %zu errors %zu "
+        fprintf(stderr,
+                "  maxErrors 1: open %d next %d (%s), %zu minibatches, %zu errors %zu "
                 "warnings logged\n",
                 R.open_rc, R.next_rc, R.next_err.message, R.nmb, R.log.count[CTF_SEV_ERROR],
                 R.log.count[CTF_SEV_WARNING]);
@@ -132,8 +132,9 @@ TEST(parse_error_value_decimal_comma)
 /* The other malformed numbers of rules 1.6 fail the same way; the valid odd ones parse. */
 TEST(parse_error_value_other_malformed_numbers)
 {
-    static const char *bad[] = {"1e", "1e+", "inf", "nan", "-inf", "0x10", "+", "-", "1.5.2",
-                                "1e5.5", "--1", "1..2", "e5", "1.5e", "1f", "NaN", "Infinity"};
+    static const char *bad[] = {"1e", "1e+",  "inf",   "nan",   "-inf",    "0x10",
+                                "+",  "-",    "1.5.2", "1e5.5", "--1",     "1..2",
+                                "e5", "1.5e", "1f",    "NaN",   "Infinity"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char text[128], needle[128];
         snprintf(text, sizeof text, GOOD1 "1 |b 1:1 |a %s 2 3\n", bad[i]);
@@ -165,8 +166,8 @@ TEST(parse_error_dense_oversize)
 {
     /* The error points at the first value beyond dim. */
     ASSERT(expect_error("e_over.ctf", GOOD1 "1 |b 1:1 |a 1 2 3 4 5\n", 2, 19, 36,
-                        "stream 'feat': dense sample has more than dim=3 values; sample dropped",
-                        0, false, 1));
+                        "stream 'feat': dense sample has more than dim=3 values; sample dropped", 0,
+                        false, 1));
     ASSERT_EQ(view_of(&R, 0, 0).num_samples, 1);
     run_clear(&R);
 }
@@ -207,8 +208,8 @@ TEST(parse_error_sparse_missing_value)
     run_clear(&R);
     /* ...and before a blank: what was found is named, not "end of line". */
     ASSERT(expect_error("e_spval2.ctf", GOOD1 "1 |b 3: 4:1 |a 4 5 6\n", 2, 8, 25,
-                        "stream 'lab': expected a number directly after '3:', found ' 4:1'",
-                        1, false, 1));
+                        "stream 'lab': expected a number directly after '3:', found ' 4:1'", 1,
+                        false, 1));
     run_clear(&R);
 }
 
@@ -377,14 +378,14 @@ static bool expect_open_fatal(const char *name, const void *data, size_t len, ui
     }
     return ok;
 }
-#define OPEN_FATAL(name, lit, line, col, off, needle)                                      \
+#define OPEN_FATAL(name, lit, line, col, off, needle) \
     ASSERT(expect_open_fatal(name, lit, sizeof(lit) - 1, line, col, off, needle))
 
 TEST(parse_fatal_id_overflow)
 {
     /* UINT64_MAX itself is a valid id; one more is fatal, located at the line start. */
-    OPEN_FATAL("f_ovf.ctf", "18446744073709551615 |a 1 2 3 |b 0:1\n18446744073709551616 |a 1\n",
-               2, 1, 37, "sequence id '18446744073709551616' does not fit in 64 bits");
+    OPEN_FATAL("f_ovf.ctf", "18446744073709551615 |a 1 2 3 |b 0:1\n18446744073709551616 |a 1\n", 2,
+               1, 37, "sequence id '18446744073709551616' does not fit in 64 bits");
     OPEN_FATAL("f_ovf2.ctf", "99999999999999999999999 |a 1 2 3 |b 0:1\n", 1, 1, 0,
                "sequence id '99999999999999999999999' does not fit in 64 bits");
     static const ctf_stream_def A1[] = {{"a", NULL, 1, false, false}};
@@ -476,7 +477,8 @@ static bool truncations_clean(const char *name, const char *text, const ctf_stre
                         good = false;
                 }
                 if (!good) {
-                    fprintf(stderr, "  prefix %zu of '%s' (maxErrors %llu): rc %d, %zu mbs, "
+                    fprintf(stderr,
+                            "  prefix %zu of '%s' (maxErrors %llu): rc %d, %zu mbs, "
                             "%llu:%llu (byte %lld) %s\n",
                             cut, name, (unsigned long long)me, rc, R.nmb,
                             (unsigned long long)e->line, (unsigned long long)e->column,
@@ -492,15 +494,18 @@ static bool truncations_clean(const char *name, const char *text, const ctf_stre
 
 TEST(parse_every_truncation_of_a_valid_line)
 {
-    static const ctf_stream_def S[] = {
-        {"A", "a", 3, false, false}, {"B", "bb", 8, true, false}, {"C", "c", 2, false, false}};
-    ASSERT(truncations_clean(
-        "trunc1.ctf", "12 |a 1.5 -2e-3 45. |# c |# |bb 0:1 7:2.5e+1 |zz 9\t|c 3 +4\r\n", S, 3, 1));
+    static const ctf_stream_def S[] = {{"A", "a", 3, false, false},
+                                       {"B", "bb", 8, true, false},
+                                       {"C", "c", 2, false, false}};
+    ASSERT(truncations_clean("trunc1.ctf",
+                             "12 |a 1.5 -2e-3 45. |# c |# |bb 0:1 7:2.5e+1 |zz 9\t|c 3 +4\r\n", S,
+                             3, 1));
     ASSERT(truncations_clean("trunc2.ctf",
                              "|bb 3:1e-7 |a 0.5 1 2\t|c -1 -2 |#x\n|c 1 2 |a 3 4 5 |bb\n", S, 3,
                              2));
     ASSERT(truncations_clean("trunc3.ctf",
-                             "\xef\xbb\xbf" "7 |a 1 2 3 |bb 1:1 |c 1 2\n7 |a 4 5 6\n8 |a 1 2 3 |bb "
+                             "\xef\xbb\xbf"
+                             "7 |a 1 2 3 |bb 1:1 |c 1 2\n7 |a 4 5 6\n8 |a 1 2 3 |bb "
                              "2:2 |c 3 4\n",
                              S, 3, 3));
 }
@@ -512,7 +517,14 @@ TEST(parse_every_truncation_of_a_valid_line)
 /* Any control byte other than '\n' separates values and ends names, like a blank. */
 TEST(parse_control_bytes_are_delimiters)
 {
-    run_text("ctl.ctf", "|a\x01" "1\x02" "2\x1f" "3\x7f|b\x0b" "0:1\x0c" "4:2\n", AB, 2, 0);
+    run_text("ctl.ctf",
+             "|a\x01"
+             "1\x02"
+             "2\x1f"
+             "3\x7f|b\x0b"
+             "0:1\x0c"
+             "4:2\n",
+             AB, 2, 0);
     ASSERT_EQ(R.next_rc, 0);
     ASSERT_EQ(R.nmb, 1);
     ASSERT_EQ(R.log.n, 0);

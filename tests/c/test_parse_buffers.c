@@ -39,8 +39,13 @@ static int parse_all(const char *name, const char *text, const ctf_stream_def *s
         fprintf(stderr, "  index: %s\n", err.message);
         return rc;
     }
-    ctf__parse_cfg pc = {.path = path, .streams = s, .num_streams = ns, .precision = prec,
-                         .line_mode = out->idx->line_mode, .frame_mode = false, .trace_level = 0};
+    ctf__parse_cfg pc = {.path = path,
+                         .streams = s,
+                         .num_streams = ns,
+                         .precision = prec,
+                         .line_mode = out->idx->line_mode,
+                         .frame_mode = false,
+                         .trace_level = 0};
     FILE *f = fopen(path, "rb");
     if (!f) return CTF_EIO;
     for (size_t c = 0; c < out->idx->num_chunks && c < 512; c++) {
@@ -82,8 +87,7 @@ static bool caps_honest(const ctf__chunk_data *cd, const ctf_stream_def *s, size
         const ctf__stream_data *sd = &cd->streams[k];
         size_t used = s[k].is_sparse ? sd->nnz : ctf__dense_at(sd, s[k].dim, sd->samples);
         if (sd->values_cap > 2 * used + 16 || (used && sd->values_cap < used)) {
-            fprintf(stderr, "  stream %zu: values cap %zu for %zu used\n", k, sd->values_cap,
-                    used);
+            fprintf(stderr, "  stream %zu: values cap %zu for %zu used\n", k, sd->values_cap, used);
             return false;
         }
         if (used == 0 && sd->values) return false;
@@ -219,8 +223,8 @@ TEST(parse_buffers_pool_reuses_and_outlives)
     ASSERT(text);
     size_t n = 0;
     for (int i = 0; i < 2000; i++)
-        n += (size_t)snprintf(text + n, 200000 - n, "|x %d.5 %d -%d.25 |y %d:1 %d:%d.5\n", i,
-                              i % 7, i % 13, i % 50, 50 + i % 40, i % 9);
+        n += (size_t)snprintf(text + n, 200000 - n, "|x %d.5 %d -%d.25 |y %d:1 %d:%d.5\n", i, i % 7,
+                              i % 13, i % 50, 50 + i % 40, i % 9);
     static const ctf_stream_def s[2] = {{"x", "x", 3, false, false}, {"y", "y", 100, true, false}};
     const char *path = test_write_str("pool.ctf", text);
     free(text);
@@ -236,8 +240,11 @@ TEST(parse_buffers_pool_reuses_and_outlives)
     ASSERT(idx->num_chunks > 8);
     ctf__bufpool *pool = ctf__bufpool_create(8);
     ASSERT(pool);
-    ctf__parse_cfg plain = {.path = path, .streams = s, .num_streams = 2,
-                            .precision = CTF_FLOAT32, .line_mode = idx->line_mode};
+    ctf__parse_cfg plain = {.path = path,
+                            .streams = s,
+                            .num_streams = 2,
+                            .precision = CTF_FLOAT32,
+                            .line_mode = idx->line_mode};
     ctf__parse_cfg pooled = plain;
     pooled.pool = pool;
     FILE *f = fopen(path, "rb");

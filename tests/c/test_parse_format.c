@@ -31,7 +31,10 @@ TEST(parse_utf8_bom_skipped_offsets_absolute)
     ASSERT_EQ(key_of(&R, 0), 0);
     ASSERT_EQ(key_of(&R, 1), 1);
     run_clear(&R);
-    run_text("bom3.ctf", "\xef\xbb\xbf" "7 |a 1 2 3 |b 0:1\n", AB, 2, 0);
+    run_text("bom3.ctf",
+             "\xef\xbb\xbf"
+             "7 |a 1 2 3 |b 0:1\n",
+             AB, 2, 0);
     ASSERT_EQ(R.nmb, 1);
     ASSERT(!R.info.line_mode);
     ASSERT_EQ(key_of(&R, 0), 7);
@@ -174,8 +177,9 @@ TEST(parse_comments)
  * comment starts another comment, which ends at the next '|'. */
 TEST(parse_seed_simple_example_escaped_pipe)
 {
-    static const ctf_stream_def S[] = {
-        {"A", NULL, 5, false, false}, {"B", NULL, 1000000, true, false}, {"C", NULL, 1, false, false}};
+    static const ctf_stream_def S[] = {{"A", NULL, 5, false, false},
+                                       {"B", NULL, 1000000, true, false},
+                                       {"C", NULL, 1, false, false}};
     run_text("seed_simple.ctf",
              "|B 100:3 123:4 |C 8 |A 0 1 2 3 4 |# a CTF comment\n"
              "|# another comment |A 0 1.1 22 0.3 54 |C 123917 |B 1134:1.911 13331:0.014\n"
@@ -199,14 +203,13 @@ TEST(parse_seed_simple_example_escaped_pipe)
 
 TEST(parse_aliases)
 {
-    static const ctf_stream_def S[] = {
-        {"Some_very_long_input_name", "a", 3, false, false},
-        {"Some_other_also_very_long_input_name", "b", 2, false, false}};
+    static const ctf_stream_def S[] = {{"Some_very_long_input_name", "a", 3, false, false},
+                                       {"Some_other_also_very_long_input_name", "b", 2, false,
+                                        false}};
     /* The file uses the aliases; a name is then an unknown input, skipped. */
     ctf_config cfg;
-    cfg_for(&cfg,
-            test_write_str("alias.ctf", "|a 1 2 3 |b 4 5 |Some_very_long_input_name 9 9 9\n"), S,
-            2);
+    cfg_for(&cfg, test_write_str("alias.ctf", "|a 1 2 3 |b 4 5 |Some_very_long_input_name 9 9 9\n"),
+            S, 2);
     cfg.trace_level = 2;
     run_cfg(&cfg, &R);
     ASSERT_EQ(R.next_rc, 0);
@@ -465,7 +468,8 @@ TEST(parse_dense_short_at_end_of_file)
     ASSERT_STR_EQ(buf, "{\"key\": 1, \"line\": 2, \"streams\": {\"a\": [[4]]}}\n");
     run_clear(&R);
     /* Not the last sample of the line: padded with a warning as usual. */
-    static const ctf_stream_def AB1[] = {{"a", NULL, 3, false, false}, {"b", NULL, 1, false, false}};
+    static const ctf_stream_def AB1[] = {{"a", NULL, 3, false, false},
+                                         {"b", NULL, 1, false, false}};
     run_text("short_eof2.ctf", "|a 4 |b 1", AB1, 2, 0);
     ASSERT_EQ(R.next_rc, 0);
     ASSERT_EQ(R.log.count[CTF_SEV_WARNING], 1);
@@ -499,13 +503,36 @@ TEST(parse_sparse_duplicate_indices_kept_with_warning)
 }
 
 static const char *const number_texts[] = {
-    "0.1", "0.2", "0.3", "1", "-1", "3.14159265358979323846", "2.718281828459045",
-    "1.00000005960464477539062500000001", "1.000000059604644775390625",
-    "9007199254740993", "9007199254740992.5", "123456789.123456789", "1e-40", "1.4e-45",
-    "3.4028234663852886e38", "1.17549435e-38", "2.2250738585072011e-308",
-    "4.9406564584124654e-324", "1.7976931348623157e308", "0.000001", "1234567890123456789012",
-    "45.", "-0", "+0.5", "6.02214076e23", "1.5e-3", "7E-10", "0.30000000000000004",
-    "100000000000000000000000000000000000000", "0.9999999999999999999999999999",
+    "0.1",
+    "0.2",
+    "0.3",
+    "1",
+    "-1",
+    "3.14159265358979323846",
+    "2.718281828459045",
+    "1.00000005960464477539062500000001",
+    "1.000000059604644775390625",
+    "9007199254740993",
+    "9007199254740992.5",
+    "123456789.123456789",
+    "1e-40",
+    "1.4e-45",
+    "3.4028234663852886e38",
+    "1.17549435e-38",
+    "2.2250738585072011e-308",
+    "4.9406564584124654e-324",
+    "1.7976931348623157e308",
+    "0.000001",
+    "1234567890123456789012",
+    "45.",
+    "-0",
+    "+0.5",
+    "6.02214076e23",
+    "1.5e-3",
+    "7E-10",
+    "0.30000000000000004",
+    "100000000000000000000000000000000000000",
+    "0.9999999999999999999999999999",
 };
 #define NUM_TEXTS (sizeof number_texts / sizeof *number_texts)
 
@@ -863,4 +890,3 @@ TEST(parse_log_order_independent_of_threads)
         run_clear(&R);
     }
 }
-

@@ -42,8 +42,10 @@ static size_t pn_number(char *o)
 {
     size_t n = 0;
     unsigned kind = pn_below(100);
-    if (pn_below(3) == 0) o[n++] = '-';
-    else if (pn_below(30) == 0) o[n++] = '+';
+    if (pn_below(3) == 0)
+        o[n++] = '-';
+    else if (pn_below(30) == 0)
+        o[n++] = '+';
     if (kind < 55) { /* the fast path's shape: int digits [. frac digits], up to 8 in all */
         unsigned id = 1 + pn_below(8);
         n += pn_digits(o + n, id);

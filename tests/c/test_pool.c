@@ -40,8 +40,8 @@ TEST(pyrandom_matches_cpython)
 
 TEST(pool_files)
 {
-    ctf_pool_options o = {.seed = 7, .pass = 3, .shuffle = true, .min_units = -1,
-                          .max_units = -1, .can_over = true};
+    ctf_pool_options o =
+        {.seed = 7, .pass = 3, .shuffle = true, .min_units = -1, .max_units = -1, .can_over = true};
     ctf_pool *p;
     ctf_error err;
     ASSERT_EQ(ctf_pool_open(&o, &p, &err), 0);
@@ -98,8 +98,12 @@ static int batch_of(ctf_pool *p, uint64_t size, src *s, int *out, size_t *n)
 
 TEST(pool_fifo_batches)
 {
-    ctf_pool_options o = {.seed = 0, .pass = 0, .shuffle = false, .min_units = 100,
-                          .max_units = 5, .can_over = true};
+    ctf_pool_options o = {.seed = 0,
+                          .pass = 0,
+                          .shuffle = false,
+                          .min_units = 100,
+                          .max_units = 5,
+                          .can_over = true};
     ctf_pool *p;
     ASSERT_EQ(ctf_pool_open(&o, &p, NULL), 0);
     src s = {.end = 12, .fail_at = -1};
@@ -155,8 +159,8 @@ TEST(pool_units_and_carry)
 
 TEST(pool_shuffle_deterministic)
 {
-    ctf_pool_options o = {.seed = 5, .pass = 1, .shuffle = true, .min_units = 10,
-                          .max_units = 20, .can_over = true};
+    ctf_pool_options o =
+        {.seed = 5, .pass = 1, .shuffle = true, .min_units = 10, .max_units = 20, .can_over = true};
     int first[64], second[64];
     for (int run = 0; run < 2; run++) {
         ctf_pool *p;
@@ -215,7 +219,10 @@ TEST(pool_allocation_failures)
         atomic_store(&ctf__alloc.count, 0);
         ctf__alloc.fail_at = k;
         ctf__alloc.fail_sticky = false;
-        ctf_pool_options o = {.seed = 1, .shuffle = true, .min_units = 4, .max_units = 16,
+        ctf_pool_options o = {.seed = 1,
+                              .shuffle = true,
+                              .min_units = 4,
+                              .max_units = 16,
                               .can_over = true};
         ctf_pool *p = NULL;
         int rc = ctf_pool_open(&o, &p, NULL);

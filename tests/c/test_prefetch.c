@@ -112,10 +112,15 @@ static void fake_init(fake_source *f)
 
 static ctf__cache_cfg fake_cfg(size_t threads, size_t prefetch, bool keep, ctf_stats *st)
 {
-    return (ctf__cache_cfg){.num_threads = threads, .prefetch_chunks = prefetch,
-                            .keep_data_in_memory = keep, .randomized = false,
-                            .window = 4, .seed = 1, .sweep_samples = NC * SEQS,
-                            .limit = UINT64_MAX, .stats = st};
+    return (ctf__cache_cfg){.num_threads = threads,
+                            .prefetch_chunks = prefetch,
+                            .keep_data_in_memory = keep,
+                            .randomized = false,
+                            .window = 4,
+                            .seed = 1,
+                            .sweep_samples = NC * SEQS,
+                            .limit = UINT64_MAX,
+                            .stats = st};
 }
 
 TEST(cache_get_consume_evict)

@@ -68,8 +68,10 @@ static void spec_windows(const ctf__chunk *ch, size_t n, const size_t *chunk_at,
             uint64_t sp = 0, sb = 0;
             for (size_t q = 0; q < p; q++) sp += ch[chunk_at[q]].samples;
             for (size_t q = 0; q < b; q++) sb += ch[chunk_at[q]].samples;
-            if (sp - sb > half) b++;
-            else break;
+            if (sp - sb > half)
+                b++;
+            else
+                break;
         }
         if (b > p) b = p;
         if (e < p + 1) e = p + 1;
@@ -78,8 +80,10 @@ static void spec_windows(const ctf__chunk *ch, size_t n, const size_t *chunk_at,
             uint64_t sp = 0, se = 0;
             for (size_t q = 0; q < p; q++) sp += ch[chunk_at[q]].samples;
             for (size_t q = 0; q <= e; q++) se += ch[chunk_at[q]].samples;
-            if (se - sp < half) e++;
-            else break;
+            if (se - sp < half)
+                e++;
+            else
+                break;
         }
         win[2 * p] = b;
         win[2 * p + 1] = e;
@@ -128,14 +132,15 @@ static const char *check_sweep(const ctf__chunk *ch, size_t n, uint64_t w, bool 
                 goto done;
             }
             if (s->chunk_at[s->home[t]] != chunk_of[q]) {
-                snprintf(why, sizeof why, "slot %zu: home %zu is not the position of chunk %zu",
-                         t, s->home[t], chunk_of[q]);
+                snprintf(why, sizeof why, "slot %zu: home %zu is not the position of chunk %zu", t,
+                         s->home[t], chunk_of[q]);
                 bad = why;
                 goto done;
             }
             if (s->home[t] < win[2 * p] || s->home[t] >= win[2 * p + 1]) {
-                snprintf(why, sizeof why, "slot %zu (position %zu, window [%zu,%zu)) holds home %zu",
-                         t, p, win[2 * p], win[2 * p + 1], s->home[t]);
+                snprintf(why, sizeof why,
+                         "slot %zu (position %zu, window [%zu,%zu)) holds home %zu", t, p,
+                         win[2 * p], win[2 * p + 1], s->home[t]);
                 bad = why;
                 goto done;
             }
@@ -225,52 +230,50 @@ TEST(spec_5_6_vector)
  * sweep 0). */
 /* case004: case004.ctf, chunkSizeInBytes 400, randomizationWindow 55 (samples), seed 3. */
 static const ctf__chunk case004_chunks[] = {
-    {0, 6, 0, 0, 8}, {6, 3, 0, 0, 10}, {9, 2, 0, 0, 9}, {11, 2, 0, 0, 9}, {13, 2, 0, 0, 8},
+    {0, 6, 0, 0, 8},   {6, 3, 0, 0, 10}, {9, 2, 0, 0, 9},   {11, 2, 0, 0, 9}, {13, 2, 0, 0, 8},
     {15, 4, 0, 0, 12}, {19, 3, 0, 0, 6}, {22, 3, 0, 0, 10}, {25, 3, 0, 0, 8}, {28, 1, 0, 0, 4},
 };
 static const size_t case004_order[] = {
-    23, 14, 24, 28, 15, 22, 13, 3, 0, 17, 2, 27, 1, 18, 4, 12, 5, 26, 16, 11, 7, 10, 20, 8, 6,
-    9, 25, 21, 19,
-    7, 8, 27, 26, 17, 15, 6, 13, 16, 25, 14, 23, 19, 18, 10, 2, 0, 24, 4, 21, 3, 1, 12, 22, 5,
-    20, 28, 11, 9,
+    23, 14, 24, 28, 15, 22, 13, 3,  0,  17, 2, 27, 1,  18, 4,  12, 5,  26, 16, 11,
+    7,  10, 20, 8,  6,  9,  25, 21, 19, 7,  8, 27, 26, 17, 15, 6,  13, 16, 25, 14,
+    23, 19, 18, 10, 2,  0,  24, 4,  21, 3,  1, 12, 22, 5,  20, 28, 11, 9,
 };
 /* case031: case031.ctf, chunkSizeInBytes 40, randomizationWindow 9 (samples), seed 3, definesMBSize c0. */
 static const ctf__chunk case031_chunks[] = {
-    {0, 1, 0, 0, 4}, {1, 1, 0, 0, 1}, {2, 1, 0, 0, 5}, {3, 1, 0, 0, 3}, {4, 1, 0, 0, 4},
-    {5, 1, 0, 0, 4}, {6, 1, 0, 0, 3}, {7, 1, 0, 0, 1}, {8, 1, 0, 0, 2}, {9, 1, 0, 0, 5},
-    {10, 1, 0, 0, 4}, {11, 1, 0, 0, 5}, {12, 1, 0, 0, 4}, {13, 1, 0, 0, 5}, {14, 1, 0, 0, 3},
-    {15, 1, 0, 0, 4},
+    {0, 1, 0, 0, 4},  {1, 1, 0, 0, 1},  {2, 1, 0, 0, 5},  {3, 1, 0, 0, 3},
+    {4, 1, 0, 0, 4},  {5, 1, 0, 0, 4},  {6, 1, 0, 0, 3},  {7, 1, 0, 0, 1},
+    {8, 1, 0, 0, 2},  {9, 1, 0, 0, 5},  {10, 1, 0, 0, 4}, {11, 1, 0, 0, 5},
+    {12, 1, 0, 0, 4}, {13, 1, 0, 0, 5}, {14, 1, 0, 0, 3}, {15, 1, 0, 0, 4},
 };
 static const size_t case031_order[] = {
-    13, 7, 0, 9, 4, 2, 1, 15, 10, 5, 14, 3, 11, 6, 12, 8,
-    9, 6, 11, 4, 5, 14, 2, 0, 7, 8, 12, 3, 1, 13, 10, 15,
+    13, 7, 0,  9, 4, 2,  1, 15, 10, 5, 14, 3, 11, 6,  12, 8,
+    9,  6, 11, 4, 5, 14, 2, 0,  7,  8, 12, 3, 1,  13, 10, 15,
 };
 /* case034: case034.ctf, chunkSizeInBytes 128, randomizationWindow 4 (chunks), seed 1. */
 static const ctf__chunk case034_chunks[] = {
-    {0, 1, 0, 0, 5}, {1, 1, 0, 0, 1}, {2, 1, 0, 0, 5}, {3, 1, 0, 0, 3}, {4, 1, 0, 0, 3},
-    {5, 1, 0, 0, 1}, {6, 1, 0, 0, 3}, {7, 1, 0, 0, 2}, {8, 1, 0, 0, 5}, {9, 1, 0, 0, 3},
+    {0, 1, 0, 0, 5},  {1, 1, 0, 0, 1},  {2, 1, 0, 0, 5},  {3, 1, 0, 0, 3},  {4, 1, 0, 0, 3},
+    {5, 1, 0, 0, 1},  {6, 1, 0, 0, 3},  {7, 1, 0, 0, 2},  {8, 1, 0, 0, 5},  {9, 1, 0, 0, 3},
     {10, 1, 0, 0, 5}, {11, 1, 0, 0, 3}, {12, 1, 0, 0, 4}, {13, 1, 0, 0, 4}, {14, 1, 0, 0, 4},
     {15, 1, 0, 0, 5}, {16, 1, 0, 0, 4}, {17, 1, 0, 0, 5}, {18, 1, 0, 0, 5}, {19, 1, 0, 0, 5},
 };
 static const size_t case034_order[] = {
-    19, 10, 2, 5, 7, 18, 0, 3, 1, 13, 6, 17, 12, 15, 9, 8, 16, 11, 4, 14,
-    12, 17, 5, 11, 1, 14, 6, 10, 7, 9, 3, 4, 8, 18, 16, 19, 15, 0, 13, 2,
+    19, 10, 2, 5,  7, 18, 0, 3,  1, 13, 6, 17, 12, 15, 9,  8,  16, 11, 4,  14,
+    12, 17, 5, 11, 1, 14, 6, 10, 7, 9,  3, 4,  8,  18, 16, 19, 15, 0,  13, 2,
 };
 /* case036: case036.ctf, chunkSizeInBytes 128, randomizationWindow 27 (samples), seed 9. */
 static const ctf__chunk case036_chunks[] = {
-    {0, 1, 0, 0, 3}, {1, 1, 0, 0, 4}, {2, 2, 0, 0, 3}, {4, 1, 0, 0, 4}, {5, 1, 0, 0, 2},
+    {0, 1, 0, 0, 3}, {1, 1, 0, 0, 4}, {2, 2, 0, 0, 3}, {4, 1, 0, 0, 4},  {5, 1, 0, 0, 2},
     {6, 2, 0, 0, 4}, {8, 1, 0, 0, 5}, {9, 1, 0, 0, 3}, {10, 1, 0, 0, 2}, {11, 1, 0, 0, 4},
 };
 static const size_t case036_order[] = {
-    8, 9, 10, 1, 11, 3, 0, 6, 2, 4, 7, 5,
-    5, 8, 1, 10, 9, 11, 0, 6, 7, 3, 4, 2,
+    8, 9, 10, 1, 11, 3, 0, 6, 2, 4, 7, 5, 5, 8, 1, 10, 9, 11, 0, 6, 7, 3, 4, 2,
 };
 /* case008: case008.ctf, chunkSizeInBytes 400, randomizationWindow 2 (chunks), seed 0, definesMBSize feat0. */
 static const ctf__chunk case008_chunks[] = {
-    {0, 3, 0, 0, 4}, {3, 2, 0, 0, 6}, {5, 2, 0, 0, 10}, {7, 2, 0, 0, 7}, {9, 1, 0, 0, 4},
-    {10, 1, 0, 0, 5}, {11, 2, 0, 0, 9}, {13, 2, 0, 0, 8}, {15, 2, 0, 0, 9}, {17, 2, 0, 0, 6},
-    {19, 3, 0, 0, 9}, {22, 3, 0, 0, 7}, {25, 3, 0, 0, 7}, {28, 2, 0, 0, 9}, {30, 3, 0, 0, 9},
-    {33, 2, 0, 0, 7},
+    {0, 3, 0, 0, 4},  {3, 2, 0, 0, 6},  {5, 2, 0, 0, 10}, {7, 2, 0, 0, 7},
+    {9, 1, 0, 0, 4},  {10, 1, 0, 0, 5}, {11, 2, 0, 0, 9}, {13, 2, 0, 0, 8},
+    {15, 2, 0, 0, 9}, {17, 2, 0, 0, 6}, {19, 3, 0, 0, 9}, {22, 3, 0, 0, 7},
+    {25, 3, 0, 0, 7}, {28, 2, 0, 0, 9}, {30, 3, 0, 0, 9}, {33, 2, 0, 0, 7},
 };
 static const size_t case008_order[] = {
     12, 30, 11, 31, 32, 17, 18, 21, 19, 20, 27, 25, 26, 7, 8, 28, 29, 15,
@@ -289,15 +292,12 @@ typedef struct conformance_case {
 } conformance_case;
 
 #define CASE(c, w, smp, seed) \
-    {#c, c##_chunks, sizeof c##_chunks / sizeof c##_chunks[0], w, smp, seed, c##_order, \
-     sizeof c##_order / sizeof c##_order[0]}
+    {#c,   c##_chunks, sizeof c##_chunks / sizeof c##_chunks[0], w, smp, \
+     seed, c##_order,  sizeof c##_order / sizeof c##_order[0]}
 
 static const conformance_case conformance_cases[] = {
-    CASE(case004, 55, true, 3),
-    CASE(case031, 9, true, 3),
-    CASE(case034, 4, false, 1),
-    CASE(case036, 27, true, 9),
-    CASE(case008, 2, false, 0),
+    CASE(case004, 55, true, 3), CASE(case031, 9, true, 3),  CASE(case034, 4, false, 1),
+    CASE(case036, 27, true, 9), CASE(case008, 2, false, 0),
 };
 
 TEST(conformance_orders)
@@ -381,8 +381,8 @@ TEST(random_chunkings_properties)
             if (why) {
                 char m[300];
                 snprintf(m, sizeof m, "trial %d n %zu window %llu%s sweep %llu: %s", trial, n,
-                         (unsigned long long)w, in_samples ? " samples" : "",
-                         (unsigned long long)k, why);
+                         (unsigned long long)w, in_samples ? " samples" : "", (unsigned long long)k,
+                         why);
                 test_fail(__FILE__, __LINE__, "check_sweep", m);
                 goto out;
             }
@@ -405,8 +405,8 @@ TEST(random_chunkings_properties)
          * order varies; it still must vary over 8 sweeps once there are 3 chunks. */
         if (!trivial && distinct == 0) {
             char m[160];
-            snprintf(m, sizeof m, "trial %d: n %zu slots %zu window %llu: 8 identical sweeps", trial,
-                     n, slots, (unsigned long long)w);
+            snprintf(m, sizeof m, "trial %d: n %zu slots %zu window %llu: 8 identical sweeps",
+                     trial, n, slots, (unsigned long long)w);
             test_fail(__FILE__, __LINE__, "sweeps differ", m);
             goto out;
         }
@@ -745,7 +745,8 @@ static const char *gen_vs_full(const ctf__chunk *ch, size_t n, uint64_t w, bool 
         } else if (mode == GEN_LOOKAHEAD) {
             /* Mostly one slot on; now and then a jump over slots never asked. */
             release += rnd_range(r, 0, 3) ? 1 : rnd_range(r, 1, ahead);
-            if (rnd_range(r, 0, 9) == 0) ctf__sweepgen_release(g, release - 1); /* backwards: ignored */
+            if (rnd_range(r, 0, 9) == 0)
+                ctf__sweepgen_release(g, release - 1); /* backwards: ignored */
             ctf__sweepgen_release(g, release);
             if (release > T) release = T;
         }
@@ -764,7 +765,8 @@ static const char *gen_vs_full(const ctf__chunk *ch, size_t n, uint64_t w, bool 
         goto done;
     }
     /* Once released, a slot is gone: asking it is a clean error. */
-    if (mode != GEN_NO_RELEASE && T > 0 && ctf__sweepgen_get(g, T - 1, NULL, NULL, &err) != CTF_EINVAL)
+    if (mode != GEN_NO_RELEASE && T > 0 &&
+        ctf__sweepgen_get(g, T - 1, NULL, NULL, &err) != CTF_EINVAL)
         bad = "asking a released slot did not fail with CTF_EINVAL";
 done:
     ctf__sweepgen_free(g);
@@ -773,16 +775,16 @@ done:
     return bad;
 }
 
-#define ASSERT_GEN_SAME(call, ctx_fmt, ...)                                               \
-    do {                                                                                  \
-        const char *why_ = (call);                                                        \
-        if (why_) {                                                                       \
-            char m_[600];                                                                 \
-            int o_ = snprintf(m_, sizeof m_, ctx_fmt, __VA_ARGS__);                       \
-            snprintf(m_ + o_, sizeof m_ - (size_t)o_, ": %s", why_);                      \
-            test_fail(__FILE__, __LINE__, #call, m_);                                     \
-            return;                                                                       \
-        }                                                                                 \
+#define ASSERT_GEN_SAME(call, ctx_fmt, ...) \
+    do { \
+        const char *why_ = (call); \
+        if (why_) { \
+            char m_[600]; \
+            int o_ = snprintf(m_, sizeof m_, ctx_fmt, __VA_ARGS__); \
+            snprintf(m_ + o_, sizeof m_ - (size_t)o_, ": %s", why_); \
+            test_fail(__FILE__, __LINE__, #call, m_); \
+            return; \
+        } \
     } while (0)
 
 TEST(sweepgen_random_chunkings_equal_full_pass)
@@ -799,14 +801,14 @@ TEST(sweepgen_random_chunkings_equal_full_pass)
         if (trial % 7 == 0) seed = UINT64_MAX - 2;
         for (uint64_t k = 0; k < 4; k++) {
             for (int mode = GEN_SEQUENTIAL; mode <= GEN_NO_RELEASE; mode++) {
-                ASSERT_GEN_SAME(gen_vs_full(ch, n, w, in_samples, seed, k, true, (gen_mode)mode,
-                                            0, &walk, NULL),
+                ASSERT_GEN_SAME(gen_vs_full(ch, n, w, in_samples, seed, k, true, (gen_mode)mode, 0,
+                                            &walk, NULL),
                                 "trial %d n %zu window %llu%s seed %llu sweep %llu", trial, n,
                                 (unsigned long long)w, in_samples ? " samples" : "",
                                 (unsigned long long)seed, (unsigned long long)k);
             }
-            ASSERT_GEN_SAME(gen_vs_full(ch, n, w, in_samples, seed, k, false,
-                                        (gen_mode)(trial % 3), 0, &walk, NULL),
+            ASSERT_GEN_SAME(gen_vs_full(ch, n, w, in_samples, seed, k, false, (gen_mode)(trial % 3),
+                                        0, &walk, NULL),
                             "file order: trial %d n %zu sweep %llu", trial, n,
                             (unsigned long long)k);
         }
@@ -925,12 +927,10 @@ TEST(sweepgen_peak_slots_bound)
                                   &peak_seq);
     if (!why)
         why = gen_vs_full(ch, n, 16, false, 11, 0, true, GEN_LOOKAHEAD, 320, &walk, &peak_ahead);
-    if (!why)
-        why = gen_vs_full(ch, n, 16, false, 11, 1, true, GEN_NO_RELEASE, 0, &walk, &peak_all);
+    if (!why) why = gen_vs_full(ch, n, 16, false, 11, 1, true, GEN_NO_RELEASE, 0, &walk, &peak_all);
     /* The same table with a window of 480 samples = 16 chunks of 30 (the window in samples
      * reaches half a window each way from a chunk's start: up to 17 chunks). */
-    if (!why)
-        why = gen_vs_full(ch, n, 480, true, 11, 2, true, GEN_SEQUENTIAL, 0, &walk, &peak_smp);
+    if (!why) why = gen_vs_full(ch, n, 480, true, 11, 2, true, GEN_SEQUENTIAL, 0, &walk, &peak_smp);
     free(ch);
     ASSERT(why == NULL);
     ASSERT(peak_seq <= 160);

@@ -415,7 +415,10 @@ TEST(reader_first_sequence_always_no_lookahead)
     c.randomize = false;
     ctf_reader *r = open_or_null(&c);
     ASSERT(r);
-    const struct { size_t n; uint64_t k0, k1, samples; } want[] = {
+    const struct {
+        size_t n;
+        uint64_t k0, k1, samples;
+    } want[] = {
         {1, 1, 0, 2}, /* 2 + 5 > 4: the 5 ends it, the 1 behind it is not pulled forward */
         {1, 2, 0, 5}, /* 5 > 4 but the first sequence is always taken */
         {2, 3, 1, 3}, /* 1 + 2 (next sweep), then 5 does not fit */
@@ -440,9 +443,9 @@ TEST(reader_defines_mb_size_counts_labels)
     const char *path = test_write_str("labels.ctf", "1 |x 1 |l 0:1\n1 |x 2\n1 |x 3\n"
                                                     "2 |x 4 |l 1:1\n2 |x 5\n2 |x 6\n"
                                                     "3 |x 7 |l 0:1\n3 |x 8\n3 |x 9\n");
-    const ctf_stream_def defs[] = {{.name = "x", .dim = 1},
-                                   {.name = "l", .dim = 2, .is_sparse = true,
-                                    .defines_mb_size = true}};
+    const ctf_stream_def defs[] = {
+        {.name = "x", .dim = 1},
+        {.name = "l", .dim = 2, .is_sparse = true, .defines_mb_size = true}};
     ctf_config c;
     cfg_base(&c, path, defs, 2);
     c.randomize = false;
@@ -731,8 +734,9 @@ TEST(reader_changing_k_n_r_keeps_global_order)
             good = good && subseq_ok(mr, ma, NULL); /* a's share of the global minibatch */
             b_free(&ba);
             b_free(&bp);
-            if (!good) fprintf(stderr, "call %d (K=%llu N=%zu r=%zu) differs\n", calls,
-                               (unsigned long long)k, n, rank);
+            if (!good)
+                fprintf(stderr, "call %d (K=%llu N=%zu r=%zu) differs\n", calls,
+                        (unsigned long long)k, n, rank);
         }
         ctf_minibatch_free(ma);
         ctf_minibatch_free(mr);
@@ -914,8 +918,8 @@ TEST(reader_workers_randomized_ownership_rule)
                        ctf_minibatch_keys(m[owner])[at[owner]++] == key;
                 if (!good)
                     fprintf(stderr, "key %llu at position %llu: expected worker %zu\n",
-                            (unsigned long long)key,
-                            (unsigned long long)ctf_minibatch_position(gm), owner);
+                            (unsigned long long)key, (unsigned long long)ctf_minibatch_position(gm),
+                            owner);
             }
             for (size_t i = 0; good && i < nw; i++)
                 good = at[i] == ctf_minibatch_num_sequences(m[i]);
@@ -1053,8 +1057,15 @@ TEST(reader_state_garbage_is_refused)
     char *good = save_state(r);
     ASSERT(good);
     size_t n = strlen(good);
-    const char *bad[] = {"", "   ", "{", "}", "[]", "null", "{\"version\": 1}",
-                         "{\"minibatchSourcePosition\": 3}", "\x01\x02\xff garbage",
+    const char *bad[] = {"",
+                         "   ",
+                         "{",
+                         "}",
+                         "[]",
+                         "null",
+                         "{\"version\": 1}",
+                         "{\"minibatchSourcePosition\": 3}",
+                         "\x01\x02\xff garbage",
                          "{\"version\": 1, \"minibatchSourcePosition\": -3}",
                          "{\"version\": 2, \"minibatchSourcePosition\": 3}"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

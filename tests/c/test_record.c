@@ -93,8 +93,8 @@ static void free_records(ctf_record_ref *r, int n)
 }
 
 /* Packs with fresh arrays sized by measure; frees them. @return : the measure status. */
-static int pack_all(const ctf_record_ref *r, size_t n, bool dbl, ctf_batch_size *sz,
-                    ctf_error *err, void (*check)(const ctf_batch_out *, const ctf_batch_size *))
+static int pack_all(const ctf_record_ref *r, size_t n, bool dbl, ctf_batch_size *sz, ctf_error *err,
+                    void (*check)(const ctf_batch_out *, const ctf_batch_size *))
 {
     int rc = ctf_records_measure(r, n, slots, 4, dbl, sz, err);
     if (rc) return rc;

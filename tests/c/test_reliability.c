@@ -153,9 +153,12 @@ static char *change_text(int shift_at, int key_swap, bool line_mode, size_t *len
             int key = s == key_swap ? s + 50 : s;
             int v0 = 10 + (line * 7) % 90;
             char v0s[8];
-            if (line == shift_at) snprintf(v0s, sizeof v0s, "5");
-            else if (line == shift_at + 1) snprintf(v0s, sizeof v0s, "100");
-            else snprintf(v0s, sizeof v0s, "%d", v0);
+            if (line == shift_at)
+                snprintf(v0s, sizeof v0s, "5");
+            else if (line == shift_at + 1)
+                snprintf(v0s, sizeof v0s, "100");
+            else
+                snprintf(v0s, sizeof v0s, "%d", v0);
             char keys[16] = "";
             if (!line_mode) snprintf(keys, sizeof keys, "%02d ", key);
             n += (size_t)snprintf(t + n, cap - n, "%s|a %s %d |b %d:1\n", keys, v0s,
@@ -198,12 +201,12 @@ static int set_mtime(const char *path, const struct timespec *ts)
 
 typedef enum change_kind {
     CH_SHIFT_SAME_SIZE_OLD_MTIME,  /* in place, same size, line boundary moved, mtime restored */
-    CH_KEY_SAME_SIZE_OLD_MTIME,    /* in place, same size, a sequence key changed, mtime restored */
-    CH_VALUES_NEW_MTIME,           /* in place, same size, new mtime */
-    CH_TRUNCATE,                   /* truncated to half (mtime restored: the size tells) */
-    CH_EXTEND,                     /* a line appended */
-    CH_RENAME_OTHER,               /* another file renamed over it (new size) */
-    CH_DELETE,                     /* unlinked */
+    CH_KEY_SAME_SIZE_OLD_MTIME, /* in place, same size, a sequence key changed, mtime restored */
+    CH_VALUES_NEW_MTIME, /* in place, same size, new mtime */
+    CH_TRUNCATE, /* truncated to half (mtime restored: the size tells) */
+    CH_EXTEND, /* a line appended */
+    CH_RENAME_OTHER, /* another file renamed over it (new size) */
+    CH_DELETE, /* unlinked */
 } change_kind;
 
 /* Applies a change to path (written by change_text with no variant); the same-size kinds change
@@ -258,9 +261,7 @@ static int apply_change(change_kind kind, const char *path, bool line_mode)
         if (!rc) rc = rename(tmp, path);
         break;
     }
-    case CH_DELETE:
-        rc = unlink(path);
-        break;
+    case CH_DELETE: rc = unlink(path); break;
     }
     free(t);
     return rc;
@@ -440,11 +441,13 @@ TEST(changed_file_unchanged_reads_normally)
     /* The content check accepts every chunk of an unchanged file, with a BOM, CRLF and blank
      * lines before the first id, in both modes and with chunks of one sequence. */
     static const char *texts[] = {
-        "\xEF\xBB\xBF" "1 |a 1 2 |b 0:1\r\n1 |a 3 4\r\n22 |a 5 6 |b 1:1\r\n"
+        "\xEF\xBB\xBF"
+        "1 |a 1 2 |b 0:1\r\n1 |a 3 4\r\n22 |a 5 6 |b 1:1\r\n"
         "333 |a 7 8 |b 2:1\r\n4444 |a 9 9 |b 3:1",
         "\n  \n7 |a 1 2 |b 0:1\n7 |a 3 4\n\n8 |a 5 6 |b 1:1\n"
         "18446744073709551615 |a 7 8 |b 2:1\n0 |a 1 1 |b 3:1\n",
-        "\xEF\xBB\xBF" "|a 1 2 |b 0:1\r\n\r\n|# c\r\n|a 3 4 |b 1:1\r\n|b 1:1 |a 5 6\r\n"
+        "\xEF\xBB\xBF"
+        "|a 1 2 |b 0:1\r\n\r\n|# c\r\n|a 3 4 |b 1:1\r\n|b 1:1 |a 5 6\r\n"
         "|a 7 8 |b 2:2",
         "\n\n|a 1 2 |b 0:1\n3 |a 3 4 |b 1:1\n|# only a comment\n|a 5 6 |b 2:1\n",
     };
@@ -503,7 +506,7 @@ static bool io_fault_each(io_fault fault, size_t threads, long *count_out)
     for (long k = 1; k <= count; k++) {
         ctf__error_clear(&err);
         atomic_store(&ctf__io_count, 0);
-        atomic_store(fault == IO_EIO ? &ctf__io_fail_at
+        atomic_store(fault == IO_EIO     ? &ctf__io_fail_at
                      : fault == IO_SHORT ? &ctf__io_short_at
                                          : &ctf__io_eof_at,
                      k);
@@ -522,9 +525,11 @@ static bool io_fault_each(io_fault fault, size_t threads, long *count_out)
         long leaked = atomic_load(&ctf__alloc.live) - live0;
         int fds = count_fds() - fds0;
         if (!fine || leaked || fds) {
-            fprintf(stderr, "  fault %d at pread %ld, %zu threads: rc %d (%s) %s: %s; %ld blocks, "
-                    "%d fds leaked\n", (int)fault, k, threads, rc, ctf_error_name(rc), err.path,
-                    err.message, leaked, fds);
+            fprintf(stderr,
+                    "  fault %d at pread %ld, %zu threads: rc %d (%s) %s: %s; %ld blocks, "
+                    "%d fds leaked\n",
+                    (int)fault, k, threads, rc, ctf_error_name(rc), err.path, err.message, leaked,
+                    fds);
             ok = false;
             atomic_store(&ctf__alloc.live, live0);
         }
@@ -600,16 +605,13 @@ static char *slurp(const char *path, size_t *n)
     return b;
 }
 
-static int make_dir(const char *p)
-{
-    return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
-}
+static int make_dir(const char *p) { return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1; }
 
 typedef enum cache_fault {
-    CF_TMP_IS_DIR,       /* the temporary file's name is taken by a directory: create fails */
-    CF_TMP_NO_SPACE,     /* the temporary file is /dev/full: write fails with ENOSPC */
-    CF_TMP_UNWRITABLE,   /* the temporary file cannot be created (a read-only place) */
-    CF_READ_ONLY_DIR,    /* the directory is read-only (only when not running as root) */
+    CF_TMP_IS_DIR, /* the temporary file's name is taken by a directory: create fails */
+    CF_TMP_NO_SPACE, /* the temporary file is /dev/full: write fails with ENOSPC */
+    CF_TMP_UNWRITABLE, /* the temporary file cannot be created (a read-only place) */
+    CF_READ_ONLY_DIR, /* the directory is read-only (only when not running as root) */
 } cache_fault;
 
 /* Sets up the fault; @return : 0, 1 to skip, -1 on failure. */
@@ -624,9 +626,7 @@ static int cache_fault_setup(cache_fault f, const char *dir, const char *tmp)
     case CF_TMP_NO_SPACE:
         if (access("/dev/full", W_OK) != 0) return 1;
         return symlink("/dev/full", tmp);
-    case CF_TMP_UNWRITABLE:
-        snprintf(p, sizeof p, "%s/no/such/dir/x", dir);
-        return symlink(p, tmp);
+    case CF_TMP_UNWRITABLE: snprintf(p, sizeof p, "%s/no/such/dir/x", dir); return symlink(p, tmp);
     case CF_READ_ONLY_DIR:
         if (geteuid() == 0) return 1; /* root writes anyway */
         return chmod(dir, 0555);
@@ -644,12 +644,8 @@ static void cache_fault_cleanup(cache_fault f, const char *dir, const char *tmp)
         rmdir(tmp);
         break;
     case CF_TMP_NO_SPACE:
-    case CF_TMP_UNWRITABLE:
-        unlink(tmp);
-        break;
-    case CF_READ_ONLY_DIR:
-        chmod(dir, 0755);
-        break;
+    case CF_TMP_UNWRITABLE: unlink(tmp); break;
+    case CF_READ_ONLY_DIR: chmod(dir, 0755); break;
     }
 }
 
@@ -710,13 +706,13 @@ TEST(cache_write_failures_warn_and_keep_the_existing_cache)
         free(cache0);
         free(cache1);
         ASSERT_OK(rc, &err);
-        ASSERT_U64_EQ(d, base_b);          /* reading works */
-        ASSERT_EQ(lb.warnings, 1);          /* one warning naming the cache */
+        ASSERT_U64_EQ(d, base_b); /* reading works */
+        ASSERT_EQ(lb.warnings, 1); /* one warning naming the cache */
         ASSERT_EQ(lb.errors, 0);
         ASSERT_STR_EQ(lb.last_warning.path, cpath);
         ASSERT_STR_CONTAINS(lb.last_warning.message, what[f]);
-        ASSERT(same);                       /* the existing cache is untouched */
-        ASSERT(access(tmp, F_OK) != 0);     /* no temporary file left behind */
+        ASSERT(same); /* the existing cache is untouched */
+        ASSERT(access(tmp, F_OK) != 0); /* no temporary file left behind */
         ASSERT_EQ(atomic_load(&ctf__alloc.live), live0);
         ASSERT_EQ(count_fds(), fds0);
 
@@ -797,10 +793,10 @@ static const char *long_run_file(void)
 typedef struct long_run_result {
     bool ok;
     uint64_t sweeps;
-    ctf_stats st[2];        /* at the end */
-    ctf_stats st_early[2];  /* after `early` sweeps */
-    long live_early_max;    /* ctf__alloc.live at sweep ends, highest over the first `early` */
-    long live_max;          /* ... and over the whole run */
+    ctf_stats st[2]; /* at the end */
+    ctf_stats st_early[2]; /* after `early` sweeps */
+    long live_early_max; /* ctf__alloc.live at sweep ends, highest over the first `early` */
+    long live_max; /* ... and over the whole run */
 } long_run_result;
 
 /* Runs `sweeps` sweeps with minibatches of 8 (5 per sweep) through two readers, ranks 0 and 1.

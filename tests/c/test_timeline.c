@@ -63,8 +63,8 @@ TEST(worker_split_deals_indices_mod_n)
 
 /* The model: sequence i of the sweep has lengths[i]; walk the timeline one sequence at a time
  * (rules 6.1, 6.2, 6.4), written without the library. */
-static uint64_t model_cut(const uint64_t *len, size_t n, uint64_t pos, size_t *slot,
-                          uint64_t k, uint64_t limit, bool *eos, size_t *count)
+static uint64_t model_cut(const uint64_t *len, size_t n, uint64_t pos, size_t *slot, uint64_t k,
+                          uint64_t limit, bool *eos, size_t *count)
 {
     uint64_t total = 0;
     *eos = false;
@@ -182,10 +182,7 @@ TEST(sweep_boundary_and_elastic_restore)
     ASSERT(!seen[0] && !seen[1] && !seen[2]);
 }
 
-static void quiet(void *u, ctf_severity s, const ctf_error *e)
-{
-    (void)u, (void)s, (void)e;
-}
+static void quiet(void *u, ctf_severity s, const ctf_error *e) { (void)u, (void)s, (void)e; }
 
 /* The reader over a file of known sequence lengths, without randomization, cuts and splits
  * exactly as ctf_sweep_cut and ctf_sweep_owned say, for every worker. */

@@ -60,9 +60,10 @@ static const struct {
     const char *name;
     tok_f_fn f;
     tok_d_fn d;
-} variants[] = {{"sse2", tok_f_sse2, tok_d_sse2},
+} variants[] = {
+    {"sse2", tok_f_sse2, tok_d_sse2},
 #if CTF_SSSE3_VARIANT
-                {"ssse3", tok_f_ssse3, tok_d_ssse3},
+    {"ssse3", tok_f_ssse3, tok_d_ssse3},
 #endif
 };
 
@@ -129,10 +130,14 @@ TEST(tokenize_walk_matches_bytes)
         size_t n = 0, cap = 900 + tk_below(100);
         while (n < cap) {
             const unsigned r = tk_below(100);
-            size_t len = r < 80 ? 1 + tk_below(12) : r < 95 ? 60 + tk_below(10) : 64 + tk_below(140);
-            for (size_t k = 0; k < len && n < cap; k++) buf[n++] = vbytes[tk_below(sizeof vbytes - 1)];
+            size_t len = r < 80   ? 1 + tk_below(12)
+                         : r < 95 ? 60 + tk_below(10)
+                                  : 64 + tk_below(140);
+            for (size_t k = 0; k < len && n < cap; k++)
+                buf[n++] = vbytes[tk_below(sizeof vbytes - 1)];
             size_t gap = 1 + tk_below(3);
-            for (size_t k = 0; k < gap && n < cap; k++) buf[n++] = dbytes[tk_below(sizeof dbytes - 1)];
+            for (size_t k = 0; k < gap && n < cap; k++)
+                buf[n++] = dbytes[tk_below(sizeof dbytes - 1)];
             if (tk_below(200) == 0 && n < cap) buf[n++] = '|';
         }
         const size_t start = tk_below(70), end = start + tk_below((unsigned)(n - start) + 1);
@@ -161,10 +166,10 @@ TEST(tokenize_walk_matches_bytes)
         size_t k = 0;
         ctf__walk_init(&w, buf + start, buf + end, buf + room);
         bool same = true;
-#define TK_SAME(s, e)                                           \
-    do {                                                        \
+#define TK_SAME(s, e) \
+    do { \
         if (k >= nr || (s) != rs[k] || (e) != re[k]) same = false; \
-        k++;                                                    \
+        k++; \
     } while (0)
         while (same && ctf__walk_block(&w)) {
             if (w.roomy && buf + room - w.blk < 64 + 32) same = false; /* may not read ahead */
@@ -178,8 +183,9 @@ TEST(tokenize_walk_matches_bytes)
         if (!same) k--;
         if (!same || k != nr || w.stop != rstop) {
             char msg[160];
-            snprintf(msg, sizeof msg, "iteration %d: value %zu of %zu (start %zu, end %zu), stop %td vs %td",
-                     it, k, nr, start, end, w.stop - buf, rstop - buf);
+            snprintf(msg, sizeof msg,
+                     "iteration %d: value %zu of %zu (start %zu, end %zu), stop %td vs %td", it, k,
+                     nr, start, end, w.stop - buf, rstop - buf);
             test_fail(__FILE__, __LINE__, "walk matches the byte loop", msg);
             return;
         }
@@ -245,10 +251,13 @@ TEST(tokenize_values_match_the_converter)
     const size_t nv = num_variants();
     /* Fixed cases first: the edges of the fast shape. */
     static const char *const fixed[] = {
-        "0", "-0", "+0", "5.", "-5.", ".5", "-.5", "+.5", ".", "-", "+", "-.", "1..2",
-        "12345678", "123456789", "1234567.8", "1.2345678", "0.00000001", "16777216",
-        "16777217", "99999999", "9999999.9", "-0.0000001", "00000000", "1e5", "1.5e-3", "--1",
-        "+-1", "1-", "1.-2", "1e39", "-1e39", "3.4028235e38", "1e309", "-1e309"};
+        "0",         "-0",        "+0",           "5.",       "-5.",
+        ".5",        "-.5",       "+.5",          ".",        "-",
+        "+",         "-.",        "1..2",         "12345678", "123456789",
+        "1234567.8", "1.2345678", "0.00000001",   "16777216", "16777217",
+        "99999999",  "9999999.9", "-0.0000001",   "00000000", "1e5",
+        "1.5e-3",    "--1",       "+-1",          "1-",       "1.-2",
+        "1e39",      "-1e39",     "3.4028235e38", "1e309",    "-1e309"};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
         size_t len = strlen(fixed[i]);
         memset(buf, ' ', sizeof buf);

@@ -85,6 +85,7 @@ class FaultProxy:
         self.target_port = target_port
         self.plan = []           # faults still to inject, in order
         self.injected = []       # faults injected so far
+        self.seen = []           # (method, path with query) of every request, in order
         self.lock = threading.Lock()
         proxy = self
 
@@ -94,8 +95,17 @@ class FaultProxy:
             def log_message(self, *args):
                 pass
 
+            def do_HEAD(self):
+                with proxy.lock:
+                    proxy.seen.append(("HEAD", self.path))
+                self.send_response(405)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
             def do_GET(self):
                 fault = None
+                with proxy.lock:
+                    proxy.seen.append(("GET", self.path))
                 if "Range" in self.headers:
                     with proxy.lock:
                         if proxy.plan:

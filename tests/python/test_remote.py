@@ -131,6 +131,19 @@ def test_remote_equals_local_randomized_over_sweeps(s3, corpus, tmp_path):
             assert read(src, k) == ref
             c = src._reader.io_counters()
             assert c["requests"] > 0 and c["bytes"] > 0
+    # file= names the same argument by keyword; filename stays CNTK's positional name.
+    src = ctfio.MinibatchSource(ctfio.CTFDeserializer(file=pattern, streams=XY), max_sweeps=1,
+                                randomization_window_in_chunks=4, randomization_seed=7,
+                                chunk_size_in_bytes=200, storage_options=s3.options(),
+                                cache_dir=str(tmp_path / "cache"))
+    assert src.files == urls
+    assert read(src, 3) == read(source(local, max_sweeps=1), 3)
+    with pytest.raises(TypeError) as e:
+        ctfio.CTFDeserializer(local[0], XY, file=pattern)
+    assert "given twice" in str(e.value)
+    with pytest.raises(TypeError) as e:
+        ctfio.CTFDeserializer(streams=XY)
+    assert "file=" in str(e.value)
 
 
 def test_remote_workers_and_elastic_restore(s3, corpus, tmp_path):
@@ -206,6 +219,18 @@ def test_remote_index_cache_keyed_by_url_etag_size(s3, corpus, tmp_path):
     assert src._reader.io_counters()["requests"] == 1
     assert src._reader.index_info()["from_cache"]
     assert read(src, 13) == first
+    # Counted at the server's side too (a proxy of ours in front of it): a warm open of the
+    # pattern sends the listing and no GET or HEAD of any object.
+    proxy = FaultProxy(s3.port)
+    try:
+        kw["storage_options"] = s3.options(proxy.endpoint)
+        source(pattern, **kw)  # the proxy's endpoint is part of the cache key: cold once
+        proxy.seen.clear()
+        src = source(pattern, **kw)
+        assert proxy.seen and all(m == "GET" and "list-type=2" in p for m, p in proxy.seen)
+        assert read(src, 13) == first
+    finally:
+        proxy.stop()
 
 
 def test_remote_changed_object_is_refused(s3, corpus, tmp_path):
@@ -345,6 +370,16 @@ def test_remote_cli_and_configuration_file(s3, corpus, tmp_path):
                        timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.count("\n") == 5 and '"key": 0' in p.stdout
+    # `ctfio index` on remote objects says where their caches went: the cache directory.
+    for files in (["--file", pattern], ["--file", pattern.replace("*", "00000")]):
+        p = subprocess.run([sys.executable, "-m", "ctfio", "index"] + files + [
+            "--input", "x:2:dense", "--input", "y:6:sparse"], env=env, capture_output=True,
+            text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        lines = [x for x in p.stdout.splitlines() if x.startswith("index cache: ")]
+        assert lines and all(x.startswith("index cache: %s/" % (tmp_path / "cache"))
+                             for x in lines), p.stdout
+        assert all(os.path.exists(x.split(" ")[2]) for x in lines)
 
 
 def test_remote_torchrun_two_ranks_over_one_bucket(s3, corpus, tmp_path):
@@ -395,3 +430,39 @@ def test_plain_https_url_unsigned(corpus, tmp_path):
         assert "404" in str(e.value)
     finally:
         srv.stop()
+
+
+def test_remote_botocore_credential_chain(s3, corpus, tmp_path):
+    """With botocore installed, a profile whose keys only botocore's chain can give (here a
+    credential_process) signs the requests; explicit storage_options and the AWS variables
+    still come first, and an http(s):// read never asks botocore."""
+    pytest.importorskip("botocore")
+    from ctfio import remote
+    local, _, pattern = corpus
+    helper = tmp_path / "creds.py"
+    helper.write_text("import json\nprint(json.dumps({'Version': 1, 'AccessKeyId': %r, "
+                      "'SecretAccessKey': %r}))\n" % (s3.key, s3.secret))
+    conf = tmp_path / "config"
+    conf.write_text("[profile proc]\ncredential_process = %s %s\n" % (sys.executable, helper))
+    env = {"AWS_CONFIG_FILE": str(conf), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no"),
+           "HOME": str(tmp_path), "AWS_PROFILE": "proc"}
+    r = remote.resolve(env=dict(env), s3=True)
+    assert (r["access_key_id"], r["secret_access_key"]) == (s3.key, s3.secret)
+    assert "access_key_id" not in remote.resolve(env=dict(env), s3=False)
+    assert "access_key_id" not in remote.resolve(env=dict(env), s3=True, botocore=False)
+    r = remote.resolve({"key": "K", "secret": "S"}, env=dict(env), s3=True)
+    assert (r["access_key_id"], r["secret_access_key"]) == ("K", "S")
+    r = remote.resolve(env=dict(env, AWS_ACCESS_KEY_ID="E", AWS_SECRET_ACCESS_KEY="ES"), s3=True)
+    assert r["access_key_id"] == "E"
+    # End to end: a reader in a new process whose only credentials are the profile's process.
+    penv = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    penv.update(env, AWS_ENDPOINT_URL_S3=s3.endpoint, AWS_REGION="us-east-1",
+                CTFIO_CACHE_DIR=str(tmp_path / "cache"))
+    code = ("import ctfio, sys\nsrc = ctfio.MinibatchSource(ctfio.CTFDeserializer(sys.argv[1], "
+            "dict(x=ctfio.StreamDef(shape=2), y=ctfio.StreamDef(shape=6, is_sparse=True))), "
+            "randomize=False, max_sweeps=1)\n"
+            "print(sum(src.next_minibatch(1000)[src.streams.x].num_sequences for _ in [0]))\n")
+    p = subprocess.run([sys.executable, "-c", code, pattern], env=penv, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert int(p.stdout) == N
