@@ -491,7 +491,7 @@ struct ctf__cache {
     size_t scan_slot;            /* next slot of the current sweep to inspect */
     size_t scan_limit;           /* how far the look-ahead may run past the cursor, in slots */
     ctf__sweep_gen *gen_next;    /* the next sweep, opened early near the end of this one */
-    uint8_t *requested_next;     /* asked for the next sweep (1), then taken (2) */
+    uint8_t *requested_next;     /* asked for the next sweep (1) */
     size_t scan_next;            /* next slot of gen_next to inspect */
     size_t outstanding;          /* requested, not yet taken */
 };
@@ -576,7 +576,9 @@ int ctf__cache_open_sweep(ctf__cache *k, uint64_t sweep, ctf__sweep_gen **gen, c
         uint8_t *t = k->requested;
         k->requested = k->requested_next;
         k->requested_next = t;
-        k->scan_slot = k->scan_next;
+        /* From the sweep's start again: the look-ahead passed the slots whose chunks the old
+         * sweep still held or had asked for, and those are this sweep's to ask for now. */
+        k->scan_slot = 0;
     } else {
         ctf__sweep_gen *g;
         int rc = ctf__sweepgen_create(k->src->chunks, nc, k->cfg.window, k->cfg.window_in_samples,
@@ -662,7 +664,8 @@ int ctf__cache_get(ctf__cache *k, size_t c, const ctf__chunk_data **out, ctf_err
             k->requested[c] = 2; /* taken: no longer outstanding */
             k->outstanding--;
         } else if (k->requested_next[c] == 1) {
-            k->requested_next[c] = 2; /* asked for the next sweep, needed already */
+            /* Asked for the next sweep, needed already: that sweep must ask for it again. */
+            k->requested_next[c] = 0;
             k->outstanding--;
         }
         int rc = ctf__loader_take(k->loader, c, &cd, err);
@@ -738,7 +741,8 @@ void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, siz
         if (ctf__sweepgen_get(k->gen_next, k->scan_next, &seq, &home, &ignored)) return;
         size_t c = ctf__sweepgen_chunk_at(k->gen_next)[home];
         bool owned = !randomized || ctf_worker_owns(pos_next[c], workers, rank);
-        if (owned && !k->requested_next[c] && !k->requested[c] && !k->resident[c]) {
+        /* A chunk this sweep took and let go of is free to load again for the next one. */
+        if (owned && !k->requested_next[c] && k->requested[c] != 1 && !k->resident[c]) {
             k->requested_next[c] = 1;
             ctf__loader_request(k->loader, c);
             k->outstanding++;

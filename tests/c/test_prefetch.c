@@ -318,3 +318,85 @@ TEST(cache_untaken_request_is_cancelled)
     ASSERT_EQ(f.frees, f.loads);
     pthread_mutex_destroy(&f.mu);
 }
+
+/* Walks `sweeps` sweeps as the reader does (cut a sequence, take its chunk, evict, schedule)
+ * and counts, per sweep, the chunks taken (each a load) and the takes that found the chunk
+ * neither held nor asked for: a load the caller does alone while the threads sit idle. *most:
+ * the most chunks in memory at once after a step, held or loaded ahead. */
+static int walk_sweeps(ctf__cache *k, ctf__sweep_gen **gen, ctf_stats *st, size_t sweeps,
+                       uint64_t *loaded, unsigned *unasked, uint64_t *most)
+{
+    ctf_error e;
+    size_t slot = 0;
+    uint64_t sweep = 0, loaded0 = 0;
+    *most = 0;
+    ctf__cache_schedule(k, *gen, sweep, slot, 1, 0);
+    for (;;) {
+        size_t seq, home;
+        int rc = ctf__sweepgen_get(*gen, slot, &seq, &home, &e);
+        if (rc) return rc;
+        const size_t c = ctf__sweepgen_chunk_at(*gen)[home];
+        const uint64_t of = sweep; /* the sweep this sequence belongs to */
+        ctf__cache_consumed(k, c);
+        if (++slot == ctf__sweepgen_num_slots(*gen)) {
+            loaded[sweep] = st->chunks_loaded - loaded0;
+            loaded0 = st->chunks_loaded;
+            if (++sweep == sweeps) return 0;
+            slot = 0;
+            rc = ctf__cache_open_sweep(k, sweep, gen, &e);
+            if (rc) return rc;
+        }
+        if (!ctf__cache_asked(k, c)) unasked[of]++;
+        const ctf__chunk_data *cd;
+        rc = ctf__cache_get(k, c, &cd, &e);
+        if (rc) return rc;
+        if (cd->chunk != c) return -1;
+        ctf__cache_evict_passed(k);
+        ctf__cache_schedule(k, *gen, sweep, slot, 1, 0);
+        ctf__cache_update_stats(k);
+        if (st->chunks_resident > *most) *most = st->chunks_resident;
+    }
+}
+
+TEST(cache_every_sweep_is_loaded_ahead)
+{
+    /* Every sweep, not only the first, finds its chunks asked for ahead: the look-ahead into
+     * the next sweep must not use up the slots whose chunks the old sweep still held (or had
+     * taken), and a chunk taken from a request for the next sweep is asked for again there.
+     * Each chunk is loaded once a sweep; held plus asked-for chunks stay within the window's
+     * chunks and prefetch_chunks. File order and randomized, a short and a whole-file
+     * look-ahead. */
+    enum { SWEEPS = 4 };
+    const size_t prefetches[] = {3, NC};
+    for (int randomized = 0; randomized < 2; randomized++)
+        for (size_t pi = 0; pi < 2; pi++) {
+            fake_source f;
+            fake_init(&f);
+            ctf__parse_cfg pc;
+            memset(&pc, 0, sizeof pc);
+            ctf_stats st;
+            memset(&st, 0, sizeof st);
+            const size_t prefetch = prefetches[pi];
+            ctf__cache_cfg cfg = fake_cfg(2, prefetch, false, &st);
+            cfg.randomized = randomized;
+            cfg.window = 2;
+            ctf__cache *k = NULL;
+            ctf__sweep_gen *gen = NULL;
+            ctf_error e;
+            ASSERT_EQ(ctf__cache_create(&pc, &f.src, &cfg, &k, &e), 0);
+            ASSERT_EQ(ctf__cache_open_sweep(k, 0, &gen, &e), 0);
+            uint64_t loaded[SWEEPS] = {0}, most;
+            unsigned unasked[SWEEPS] = {0};
+            ASSERT_EQ(walk_sweeps(k, &gen, &st, SWEEPS, loaded, unasked, &most), 0);
+            for (size_t s = 0; s < SWEEPS; s++) {
+                ASSERT_U64_EQ(loaded[s], NC);
+                ASSERT_EQ(unasked[s], 0);
+            }
+            ASSERT(most <= cfg.window + 1 + prefetch);
+            ASSERT(ctf__cache_outstanding(k) <= prefetch);
+            ctf__cache_free(k);
+            ctf__sweepgen_free(gen);
+            ASSERT_EQ(f.frees, f.loads);
+            pthread_mutex_destroy(&f.mu);
+        }
+}
