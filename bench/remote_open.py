@@ -115,8 +115,8 @@ def main():
             del src
             if r:
                 local = secs if local is None else min(local, secs)
-        res = {"server": a.server, "objects": a.objects, "cold_s": round(cold, 2), "cold_requests": cold_req,
-               "warm_s": round(warm, 3), "warm_requests": warm_req,
+        res = {"server": a.server, "objects": a.objects, "cold_s": round(cold, 2),
+               "cold_requests": cold_req, "warm_s": round(warm, 3), "warm_requests": warm_req,
                "listing_s": round(listing, 3), "local_warm_s": round(local, 3)}
         print(json.dumps(res))
         print("| open of %d objects | seconds | requests |\n|---|---|---|" % a.objects)
