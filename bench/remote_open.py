@@ -1,10 +1,11 @@
-"""Opening a corpus of many small objects on S3 (moto's server mode on 127.0.0.1, in a process
-of its own, signed requests) through one pattern: the cold open (every object indexed over the
+"""Opening a corpus of many small objects on S3 (signed requests to a server on 127.0.0.1: moto's
+server mode in a process of its own, or with --server rgw Ceph's radosgw on a one-OSD cluster
+that bench/rgw.sh starts) through one pattern: the cold open (every object indexed over the
 network, index caches written) and the warm open (valid index caches: the listing, then one
 cache file per object), with the requests each one sent. Prints one JSON line and a Markdown
 table.
 
-  .venv/bin/python bench/remote_open.py [--objects 10000] [--repeat 3]
+  .venv/bin/python bench/remote_open.py [--objects 10000] [--repeat 3] [--server moto|rgw]
 """
 
 import argparse
@@ -12,6 +13,8 @@ import concurrent.futures
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +26,32 @@ import ctfio  # noqa: E402
 from remote import Remote  # noqa: E402
 
 STREAMS = dict(x=ctfio.StreamDef(shape=2))
+
+
+class Rgw:
+    """radosgw on a throwaway cluster (bench/rgw.sh); options() and client as Remote's."""
+
+    def __init__(self, tmp, mon_port=16789, port=17480):
+        import boto3
+        self.dir = os.path.join(tmp, "ceph")
+        self.key, self.secret = "BENCHKEY", "BENCHSECRET"
+        subprocess.run([os.path.join(HERE, "rgw.sh"), self.dir, str(mon_port), str(port),
+                        self.key, self.secret], check=True)
+        self.endpoint = "http://127.0.0.1:%d" % port
+        self.client = boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                                   aws_access_key_id=self.key, aws_secret_access_key=self.secret)
+
+    def options(self):
+        return dict(endpoint=self.endpoint, key=self.key, secret=self.secret)
+
+    def stop(self):
+        run = os.path.join(self.dir, "run")
+        for name in ("client.rgw.pid", "osd.0.pid", "mon.a.pid"):
+            try:
+                with open(os.path.join(run, name)) as f:
+                    os.kill(int(f.read()), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
 
 
 def open_corpus(url, s3, cache):
@@ -37,9 +66,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--objects", type=int, default=10000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--server", choices=("moto", "rgw"), default="moto")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
-    s3 = Remote()
+    s3 = Rgw(tmp) if a.server == "rgw" else Remote()
     try:
         s3.client.create_bucket(Bucket="many")
 
@@ -85,8 +115,8 @@ def main():
             del src
             if r:
                 local = secs if local is None else min(local, secs)
-        res = {"objects": a.objects, "cold_s": round(cold, 2), "cold_requests": cold_req,
-               "warm_s": round(warm, 3), "warm_requests": warm_req,
+        res = {"server": a.server, "objects": a.objects, "cold_s": round(cold, 2),
+               "cold_requests": cold_req, "warm_s": round(warm, 3), "warm_requests": warm_req,
                "listing_s": round(listing, 3), "local_warm_s": round(local, 3)}
         print(json.dumps(res))
         print("| open of %d objects | seconds | requests |\n|---|---|---|" % a.objects)
