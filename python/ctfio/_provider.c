@@ -512,7 +512,7 @@ static PyObject *pv_arrays(const ctf_slot *s, const ctf_batch_size *t, size_t n,
     const size_t elt = dbl ? sizeof(double) : sizeof(float);
     const size_t steps = (size_t)t->steps, nnz = (size_t)t->nnz;
     PyObject *arrays = PyTuple_New(6);
-    char *p;
+    char *p = NULL;
     if (!arrays) return NULL;
     for (int j = 2; j < 6; j++) PyTuple_SET_ITEM(arrays, j, Py_NewRef(Py_None));
     PyObject *data;
