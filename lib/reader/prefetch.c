@@ -690,15 +690,16 @@ void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, siz
     const size_t prefetch = k->cfg.prefetch_chunks;
     const bool randomized = k->cfg.randomized;
     const size_t *pos = ctf__sweepgen_pos_of(gen);
-    size_t held_chunks, held_bytes;
-    ctf__loader_held(k->loader, &held_chunks, &held_bytes);
+    /* The budget counts requests, not the loader's held chunks as well: a loaded, untaken
+     * chunk is both, and counting it twice would make the look-ahead depend on how fast the
+     * threads happen to run. */
     if (k->scan_slot < slot) k->scan_slot = slot;
     const size_t n = ctf__sweepgen_num_slots(gen);
     /* The look-ahead must be able to pass a whole minibatch and reach the next chunks, but the
      * slots between the cursor and it stay materialized in the generator: cap the distance at a
      * few chunks' worth of sequences. scan_slot persists, so each slot is inspected once. */
     const size_t end = CTF_MIN(n, slot + k->scan_limit);
-    while (prefetch && k->scan_slot < end && held_chunks + k->outstanding < prefetch) {
+    while (prefetch && k->scan_slot < end && k->outstanding < prefetch) {
         size_t seq;
         ctf_error ignored;
         size_t home;
@@ -735,7 +736,7 @@ void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, siz
     const size_t *pos_next = ctf__sweepgen_pos_of(k->gen_next);
     const size_t budget = k->scan_limit > n - slot ? k->scan_limit - (n - slot) : 0;
     const size_t end_next = CTF_MIN(n, budget);
-    while (k->scan_next < end_next && held_chunks + k->outstanding < prefetch) {
+    while (k->scan_next < end_next && k->outstanding < prefetch) {
         size_t seq, home;
         ctf_error ignored;
         if (ctf__sweepgen_get(k->gen_next, k->scan_next, &seq, &home, &ignored)) return;
