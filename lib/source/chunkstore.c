@@ -15,7 +15,7 @@
  * sample short is parsed again each time, so that its errors, warnings and their order and
  * budget are exactly the parse's. An entry is written to a temporary file of its own and
  * renamed into place, so readers (threads or processes sharing the directory) see a whole entry
- * or none; a header checksum over the rest catches a torn or damaged one, which is then parsed
+ * or none (an open removes the temporary files of writers that died); a header checksum over the rest catches a torn or damaged one, which is then parsed
  * again and overwritten. Writing never fails a load: a directory that cannot be written is one
  * warning at open, a write that fails later (a full disk) one warning carried by the chunk, and
  * from then on chunks are only read. A limit in bytes keeps the directory small: a hit touches
@@ -24,15 +24,21 @@
  */
 #include "source/source.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ENTRY_MAGIC "ctfchk01"
 #define ENTRY_SUFFIX ".chunk"
+#define TEMP_SUFFIX ".tmp"
+/* A writer keeps its temporary file for one chunk's write: one older than this was left by a
+ * writer that died (killed, crashed, a machine that went down with DIR on shared storage). */
+#define STALE_TEMP_SECONDS 3600
 
 /* The entry's header (native byte order: the key covers the layout, so another machine's entry
  * is another key). */
@@ -123,6 +129,34 @@ static size_t list_entries(const ctf__chunkstore *s, aged **out, uint64_t *total
     return n;
 }
 
+/* .<key>-<pid>-<n>.tmp, as store() names its temporary files. */
+static bool is_temp(const char *name)
+{
+    size_t n = strlen(name), k = strlen(TEMP_SUFFIX);
+    if (name[0] != '.' || n < 1 + 32 + k || strcmp(name + n - k, TEMP_SUFFIX)) return false;
+    for (size_t i = 1; i <= 32; i++)
+        if (!isxdigit((unsigned char)name[i])) return false;
+    return name[33] == '-';
+}
+
+/* Removes the temporary files that writers which died left behind: nothing else would, and
+ * each can be as large as a chunk. */
+static void sweep_temps(const ctf__chunkstore *s)
+{
+    DIR *d = opendir(s->dir);
+    if (!d) return;
+    const time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        if (!is_temp(e->d_name) || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+            !S_ISREG(st.st_mode))
+            continue;
+        if (now - st.st_mtim.tv_sec > STALE_TEMP_SECONDS) unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 /* Removes the least recently used entries until the directory holds at most 7/8 of the limit
  * (so that the next few stores do not each scan it again). */
 static void evict(ctf__chunkstore *s)
@@ -199,8 +233,9 @@ int ctf__chunkstore_open(const ctf_config *cfg, ctf__chunkstore **out, ctf_error
     if (e) {
         atomic_store(&s->warned, true);
         warn(cfg, s->dir, "cannot be written", e);
-    } else if (s->limit) {
-        evict(s); /* a smaller limit than the last run's applies at once */
+    } else {
+        sweep_temps(s);
+        if (s->limit) evict(s); /* a smaller limit than the last run's applies at once */
     }
     *out = s;
     return 0;

@@ -1,7 +1,8 @@
 /*
  * test_chunk_cache.c -- the chunk cache (ctf_config.chunk_cache): minibatches identical with and
  * without it over sweeps, thread counts, precisions, corpora and joins; later opens served from
- * it without parsing; a changed file, a damaged entry, an unwritable directory and a limit.
+ * it without parsing; a changed file, a damaged entry, an unwritable directory, a limit and the
+ * temporary files of writers that died.
  */
 #include "ctfio.h"
 #include "test.h"
@@ -10,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const ctf_stream_def S2[] = {{.name = "x", .alias = "a", .dim = 5},
@@ -364,6 +367,47 @@ TEST(chunk_cache_limit_keeps_the_directory_small)
         ASSERT(now <= c.chunk_cache_limit);
         ASSERT(n > 0 && n < n_all);
         ASSERT(p.chunk_cache_misses > 0);
+    }
+    free(dir);
+    free(text);
+}
+
+TEST(chunk_cache_stale_temporary_files_are_removed)
+{
+    /* A writer that died leaves its temporary file; the next open removes it once it is old
+     * enough that no live writer can still own it, and leaves a fresh one (another process
+     * may be writing it) and files that are not the cache's alone. */
+    char *text = gen_text(9, 100, NULL);
+    const char *path = test_write_file("cc_temps.ctf", text, strlen(text));
+    char *dir = fresh_dir("cc_temps");
+    ctf_config c;
+    int failed;
+    cfg_for(&c, path, CTF_FLOAT32, 2);
+    const uint64_t want = digest_run(&c, NULL, NULL, &failed);
+    c.chunk_cache = dir;
+    ASSERT_U64_EQ(digest_run(&c, NULL, NULL, &failed), want);
+    const char *names[] = {".0123456789abcdef0123456789abcdef-4242-0.tmp", /* old: removed */
+                           ".0123456789abcdef0123456789abcdef-4242-1.tmp", /* fresh: kept */
+                           "notes.tmp", ".other-4242-0.tmp"};          /* not ours: kept */
+    const bool old[] = {true, false, true, true};
+    char p[900];
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        FILE *f = fopen(p, "w");
+        ASSERT(f != NULL);
+        fputs("half a chunk", f);
+        fclose(f);
+        if (old[i]) {
+            const struct timespec t[2] = {{.tv_sec = time(NULL) - 2 * 3600},
+                                          {.tv_sec = time(NULL) - 2 * 3600}};
+            ASSERT_EQ(utimensat(AT_FDCWD, p, t, 0), 0);
+        }
+    }
+    ASSERT_U64_EQ(digest_run(&c, NULL, NULL, &failed), want);
+    ASSERT(!failed);
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        ASSERT_EQ(access(p, F_OK) == 0, i != 0);
     }
     free(dir);
     free(text);
