@@ -879,19 +879,10 @@ static int get_uint(const ctf_bsconfig *doc, const cfg_node *n, const char *name
 {
     char got[80];
     const char *p = n->kind == N_SCALAR ? n->text : "";
-    uint64_t v = 0;
-    if (*p == '+') p++;
-    bool digits = *p != 0, overflow = false;
-    for (; digits && *p; p++) {
-        unsigned d = (unsigned)(*p - '0');
-        if (d > 9)
-            digits = false;
-        else if (v > (UINT64_MAX - d) / 10)
-            overflow = true;
-        else
-            v = v * 10 + d;
-    }
-    if (!digits || v < min)
+    uint64_t v;
+    const int bad = ctf__parse_decimal(p, &v);
+    const bool overflow = bad == CTF__DECIMAL_OVERFLOW;
+    if (bad == CTF__DECIMAL_BAD || (!overflow && v < min))
         return doc_fail(doc, n, false, err, "%s: must be a %s integer (got %s)", name,
                         min ? "positive" : "non-negative", describe(n, got, sizeof got));
     if (overflow || v > max)

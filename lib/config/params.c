@@ -147,6 +147,23 @@ static bool word_is(const char *s, const char *const *words, size_t n)
     return false;
 }
 
+int ctf__parse_decimal(const char *text, uint64_t *v)
+{
+    const char *s = text + (*text == '+');
+    bool overflow = false;
+    *v = 0;
+    if (!*s) return CTF__DECIMAL_BAD;
+    for (; *s; s++) {
+        const unsigned d = (unsigned)(*s - '0');
+        if (d > 9) return CTF__DECIMAL_BAD;
+        if (*v > (UINT64_MAX - d) / 10)
+            overflow = true;
+        else if (!overflow)
+            *v = *v * 10 + d;
+    }
+    return overflow ? CTF__DECIMAL_OVERFLOW : 0;
+}
+
 int ctf__param_parse_shown(ctf_config *cfg, const ctf_param *p, const char *name, const char *text,
                            const char *shown, ctf_error *err)
 {
@@ -178,18 +195,9 @@ int ctf__param_parse_shown(ctf_config *cfg, const ctf_param *p, const char *name
             v = CTF_INFINITELY_REPEAT;
             break;
         }
-        const char *s = text + (*text == '+');
-        bool digits = *s != 0, overflow = false;
-        for (; digits && *s; s++) {
-            unsigned d = (unsigned)(*s - '0');
-            if (d > 9)
-                digits = false;
-            else if (v > (UINT64_MAX - d) / 10)
-                overflow = true;
-            else
-                v = v * 10 + d;
-        }
-        if (!digits) return range_fail(p, name, got, false, false, err);
+        const int bad = ctf__parse_decimal(text, &v);
+        const bool overflow = bad == CTF__DECIMAL_OVERFLOW;
+        if (bad == CTF__DECIMAL_BAD) return range_fail(p, name, got, false, false, err);
         if (overflow || v < p->min || v > p->max)
             return range_fail(p, name, got, true, !overflow && v < p->min, err);
         break;
