@@ -58,6 +58,7 @@ typedef struct jheld {
     size_t n;
     struct jheld_ref {
         size_t j, jc;
+        bool fresh; /* loaded for this joined chunk: its chunk-wide problems go with it */
     } r[];
 } jheld;
 
@@ -80,11 +81,13 @@ static int join_seqs(ctf__source *src, size_t c, const ctf__seq **out, ctf_error
  * The part chunk cache
  *====================================================================*/
 
-/* Part j's chunk jc, parsed: from the cache (one reference more) or read and parsed now. Waits
- * for a load of it in progress on another thread (such a load waits for nothing). */
+/* Part j's chunk jc, parsed: from the cache (one reference more) or read and parsed now
+ * (*fresh). Waits for a load of it in progress on another thread (such a load waits for
+ * nothing). */
 static int part_acquire(join *J, size_t j, size_t jc, ctf__readbuf *rb, const ctf__chunk_data **out,
-                        ctf_error *err)
+                        bool *fresh, ctf_error *err)
 {
+    *fresh = false;
     jpart *P = &J->parts[j];
     pthread_mutex_lock(&J->mu);
     for (;;) {
@@ -107,6 +110,7 @@ static int part_acquire(join *J, size_t j, size_t jc, ctf__readbuf *rb, const ct
         P->cd[jc] = cd;
         P->refs[jc] = 1;
         *out = cd;
+        *fresh = true;
         J->held_chunks++;
         J->held_bytes += cd->bytes;
     }
@@ -250,14 +254,17 @@ static int copy_part_stream(const join *J, ctf__chunk_data *cd, size_t j, size_t
 }
 
 /* Part j's problems that concern one of its sequences (by byte offset, within the sequence's
- * bytes [b, e)), added to cd; a fatal one is added last by the caller. */
+ * bytes [b, e)), or with b == UINT64_MAX those of the chunk as a whole (no offset: a chunk
+ * cache that could not store it), added to cd; a fatal one is added last by the caller. */
 static int add_part_problems(ctf__chunk_data *cd, const ctf__chunk_data *pcd, uint64_t b,
                              uint64_t e)
 {
     const size_t last = pcd->fatal ? pcd->num_problems - 1 : pcd->num_problems;
     for (size_t x = 0; x < last; x++) {
         const ctf__problem *pr = &pcd->problems[x];
-        if (pr->err.offset < 0 || (uint64_t)pr->err.offset < b || (uint64_t)pr->err.offset >= e)
+        const bool whole = pr->err.offset < 0;
+        if (whole != (b == UINT64_MAX) ||
+            (!whole && ((uint64_t)pr->err.offset < b || (uint64_t)pr->err.offset >= e)))
             continue;
         if (add_problem(cd, pr)) return CTF_ENOMEM;
     }
@@ -289,10 +296,11 @@ static int acquire_parts(join *J, size_t c, const char *links, size_t n, ctf__re
             h = (h + 1) & (cap - 1);
         if (slot[h] == SIZE_MAX) {
             const ctf__chunk_data *got;
-            rc = part_acquire(J, j, jc, rb, &got, err);
+            bool fresh;
+            rc = part_acquire(J, j, jc, rb, &got, &fresh, err);
             if (rc) break;
             slot[h] = held->n;
-            held->r[held->n++] = (struct jheld_ref){j, jc};
+            held->r[held->n++] = (struct jheld_ref){j, jc, fresh};
             jcd[x] = got;
         } else {
             /* Held already: the pointer is the one acquired (refs keep it). */
@@ -364,6 +372,15 @@ static int join_load(ctf__source *src, ctf__readbuf *rb, size_t c, ctf__bufpool 
                         CTF_MIN(pcd->num_warnings, (uint64_t)CTF__MAX_STORED_WARNINGS);
     const ctf__problem *fatal = pcd->fatal ? &pcd->problems[pcd->num_problems - 1] : NULL;
     int fatal_code = pcd->fatal_code;
+    /* A part chunk's problems of the whole chunk, once: with the joined chunk that loaded it. */
+    for (size_t x = 0; x < held->n; x++) {
+        const struct jheld_ref *r = &held->r[x];
+        if (!r->fresh) continue;
+        pthread_mutex_lock(&J->mu);
+        const ctf__chunk_data *p = J->parts[r->j].cd[r->jc];
+        pthread_mutex_unlock(&J->mu);
+        if (add_part_problems(cd, p, UINT64_MAX, UINT64_MAX)) goto oom;
+    }
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < np; j++) {
             const ctf__chunk_data *p = jcd[i * np + j];

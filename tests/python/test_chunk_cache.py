@@ -4,7 +4,7 @@
   counts, for a corpus and a join; a second source is served from it (hits, nothing parsed);
 * two processes sharing one directory at once read the same data, without an error;
 * a directory that cannot be written, or a disk that fills up (a file size limit in a child
-  process), is one warning and the same data;
+  process, met by a primary's chunk or a joined part's), is one warning and the same data;
 * the configuration file's chunkCache and the command line's --chunk-cache reach the reader;
 * a remote object (moto on 127.0.0.1) is served from the cache once it was read.
 """
@@ -194,6 +194,51 @@ def test_a_full_disk_is_one_warning_and_the_same_data(data, tmp_path):
     assert "chunk cache" in got["warnings"][0]
     # Nothing half-written is left to be read as an entry.
     assert not [f for f in os.listdir(cache) if f.endswith(".tmp")]
+
+
+FULL_DISK_PART = r"""
+import resource, signal, sys
+sys.path.insert(0, %(here)r)
+from test_chunk_cache import join_of_two, source, read
+import json
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (8000, 8000))
+logs = []
+src = source(None, deserializers=join_of_two(%(tmp)r), chunk_size_in_bytes=100,
+             chunk_cache=%(cache)r, log=lambda *a: logs.append(a))
+print(json.dumps({"data": read(src), "warnings": [a[1] for a in logs if a[0] == 1]}))
+"""
+
+
+def join_of_two(tmp, write=False):
+    """A primary of one-number rows (its chunk entries well under 8,000 bytes) joined with a
+    part of 2,500 numbers a row (each entry over 8,000); the files are written in tmp when
+    asked."""
+    rng = random.Random(5)
+    p, q = os.path.join(tmp, "p.ctf"), os.path.join(tmp, "q.ctf")
+    with open(p, "w") if write else open(os.devnull, "w") as f:
+        f.write("".join("%d |z %d\n" % (k, k % 7) for k in range(100)))
+    with open(q, "w") if write else open(os.devnull, "w") as f:
+        f.write("".join("%d |v %s\n" % (k, " ".join("%.3f" % rng.random() for _ in range(2500)))
+                        for k in range(100)))
+    return [ctfio.CTFDeserializer(p, dict(z=ctfio.StreamDef(shape=1))),
+            ctfio.CTFDeserializer(q, dict(v=ctfio.StreamDef(shape=2500)))]
+
+
+def test_a_full_disk_met_by_a_joined_part_is_one_warning(tmp_path):
+    # The chunks that meet the full disk are a part's, not the primary's: the warning reaches
+    # the log all the same, once, with the joined chunk that loaded the part's chunk.
+    ref = read(source(None, deserializers=join_of_two(str(tmp_path), write=True),
+                      chunk_size_in_bytes=100))
+    cache = str(tmp_path / "cc")
+    p = subprocess.run([sys.executable, "-c", FULL_DISK_PART % dict(
+        here=HERE, tmp=str(tmp_path), cache=cache)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    assert [tuple(x) for x in got["data"]] == ref
+    assert len(got["warnings"]) == 1, got["warnings"]
+    assert "chunk cache" in got["warnings"][0]
+    assert entries(cache)  # the primary's chunks were stored
 
 
 def test_limit_keeps_the_directory_under_it(data, tmp_path):
