@@ -15,12 +15,13 @@
  * sample short is parsed again each time, so that its errors, warnings and their order and
  * budget are exactly the parse's. An entry is written to a temporary file of its own and
  * renamed into place, so readers (threads or processes sharing the directory) see a whole entry
- * or none (an open removes the temporary files of writers that died); a header checksum over the rest catches a torn or damaged one, which is then parsed
- * again and overwritten. Writing never fails a load: a directory that cannot be written is one
- * warning at open, a write that fails later (a full disk) one warning carried by the chunk, and
- * from then on chunks are only read. A limit in bytes keeps the directory small: a hit touches
- * its entry's modification time, and a store that takes the directory over the limit removes
- * the least recently touched entries.
+ * or none (an open removes the temporary files of writers that died); a header checksum over
+ * the rest catches a torn or damaged one, which is then parsed again and overwritten. Writing
+ * never fails a load: a directory that cannot be written is one warning at open, a write that
+ * fails later (a full disk) one warning carried by the chunk, and from then on chunks are only
+ * read. A limit in bytes keeps the directory small: a hit touches its entry's modification
+ * time, and a store that takes the directory over the limit removes the least recently touched
+ * entries.
  */
 #include "source/source.h"
 
