@@ -180,6 +180,8 @@ format: $(VENV)/.deps
 
 format-check: $(VENV)/.deps
 	$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES)
+	@# Comments are not reflowed by the formatter (ReflowComments: false): their width is checked here.
+	@awk 'length > 100 { print FILENAME ":" FNR ": line over 100 characters"; bad = 1 } END { exit bad }' $(FORMAT_FILES)
 
 # ruff over every Python file of the repository (pyproject.toml, [tool.ruff]).
 lint: $(VENV)/.deps

@@ -1,6 +1,6 @@
 /*
- * test_corpus.c -- the deserializer seam: corpora of many files (lib/source/corpus.c) and deserializers
- * joined by key (lib/source/join.c), through the public reader API.
+ * test_corpus.c -- the deserializer seam: corpora of many files (lib/source/corpus.c) and
+ * deserializers joined by key (lib/source/join.c), through the public reader API.
  *
  * Data are generated as sequences in memory and written out in several shapes: one file with
  * every stream, one file per stream group (the joined deserializers, in another key order),

@@ -1,6 +1,6 @@
 /*
- * test_load_blocks.c -- a load reads its chunk block by block (lib/source/corpus.c load_blocks): the
- * records of each block's complete sequences are re-made and those sequences parsed before the
+ * test_load_blocks.c -- a load reads its chunk block by block (lib/source/corpus.c load_blocks):
+ * the records of each block's complete sequences are re-made and those sequences parsed before the
  * next block is read. Whatever the block size (test builds lower ctf__load_block: blocks of one
  * byte up to the whole chunk, sequences longer than a block), a sweep delivers the same
  * minibatches, logs the same problems in the same order with the same locations, stops at the

@@ -1,8 +1,8 @@
 /*
- * test_pack_parts.c -- the packing stage (lib/reader/pack.c) through the reader: a minibatch large enough to
- * be copied in parts on the prefetch threads holds the same bytes as one copied on the caller's
- * thread alone, for dense and sparse streams, sequences of several samples, randomized with the
- * default window and in file order.
+ * test_pack_parts.c -- the packing stage (lib/reader/pack.c) through the reader: a minibatch large
+ * enough to be copied in parts on the prefetch threads holds the same bytes as one copied on the
+ * caller's thread alone, for dense and sparse streams, sequences of several samples, randomized
+ * with the default window and in file order.
  */
 #include "reader/pipeline.h"
 #include "test.h"

@@ -1,6 +1,6 @@
 /*
- * test_prefetch.c -- the prefetch stage (lib/reader/prefetch.c). Its threads as helpers: a parallel run
- * of parts (the minibatch copies) runs every part exactly once, whatever the number of threads,
+ * test_prefetch.c -- the prefetch stage (lib/reader/prefetch.c). Its threads as helpers: a parallel
+ * run of parts (the minibatch copies) runs every part exactly once, whatever the number of threads,
  * and returns only when all are done. The chunk cache over a fake source: a chunk is held while
  * the sweep is inside it or a slot pins it, evicted once passed (never with
  * keep_data_in_memory), the loaded-ahead chunks stay within prefetch_chunks, and a request the

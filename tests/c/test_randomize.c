@@ -238,7 +238,8 @@ static const size_t case004_order[] = {
     7,  10, 20, 8,  6,  9,  25, 21, 19, 7,  8, 27, 26, 17, 15, 6,  13, 16, 25, 14,
     23, 19, 18, 10, 2,  0,  24, 4,  21, 3,  1, 12, 22, 5,  20, 28, 11, 9,
 };
-/* case031: case031.ctf, chunkSizeInBytes 40, randomizationWindow 9 (samples), seed 3, definesMBSize c0. */
+/* case031: case031.ctf, chunkSizeInBytes 40, randomizationWindow 9 (samples), seed 3,
+ * definesMBSize c0. */
 static const ctf__chunk case031_chunks[] = {
     {0, 1, 0, 0, 4},  {1, 1, 0, 0, 1},  {2, 1, 0, 0, 5},  {3, 1, 0, 0, 3},
     {4, 1, 0, 0, 4},  {5, 1, 0, 0, 4},  {6, 1, 0, 0, 3},  {7, 1, 0, 0, 1},
@@ -268,7 +269,8 @@ static const ctf__chunk case036_chunks[] = {
 static const size_t case036_order[] = {
     8, 9, 10, 1, 11, 3, 0, 6, 2, 4, 7, 5, 5, 8, 1, 10, 9, 11, 0, 6, 7, 3, 4, 2,
 };
-/* case008: case008.ctf, chunkSizeInBytes 400, randomizationWindow 2 (chunks), seed 0, definesMBSize feat0. */
+/* case008: case008.ctf, chunkSizeInBytes 400, randomizationWindow 2 (chunks), seed 0,
+ * definesMBSize feat0. */
 static const ctf__chunk case008_chunks[] = {
     {0, 3, 0, 0, 4},  {3, 2, 0, 0, 6},  {5, 2, 0, 0, 10}, {7, 2, 0, 0, 7},
     {9, 1, 0, 0, 4},  {10, 1, 0, 0, 5}, {11, 2, 0, 0, 9}, {13, 2, 0, 0, 8},
@@ -617,8 +619,8 @@ TEST(large_sweep)
 #define TEST_SANITIZED 0
 #endif
 
-/* Slots in the widest window of a sweep (Wmax in the bound of lib/reader/randomize.c), from the rules
- * windows written out in spec_windows. 0 for file order. */
+/* Slots in the widest window of a sweep (Wmax in the bound of lib/reader/randomize.c), from the
+ * rules' windows written out in spec_windows. 0 for file order. */
 static size_t widest_window_slots(const ctf__chunk *ch, size_t n, uint64_t w, bool in_samples,
                                   const size_t *chunk_at)
 {

@@ -1,6 +1,6 @@
 /*
- * test_reader.c -- the reader (lib/reader/reader.c, lib/reader/prefetch.c): the timeline and its limits
- * (rules 6), workers (rules 7), checkpoints (rules 8), memory bound (rules 4.4), errors from
+ * test_reader.c -- the reader (lib/reader/reader.c, lib/reader/prefetch.c): the timeline and its
+ * limits (rules 6), workers (rules 7), checkpoints (rules 8), memory bound (rules 4.4), errors from
  * background threads (rules 10), frame mode and the rules 5.6 vector through the whole pipeline.
  *
  * Most properties are checked by comparing byte strings: every delivered sequence serialized
