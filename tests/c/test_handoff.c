@@ -1,10 +1,10 @@
 /*
  * test_handoff.c -- a chunk's sequence records are made once per load and handed to the
  * consumer (lib/reader/prefetch.c, lib/source/corpus.c): a sweep re-makes each chunk's records
- * exactly once (counted by the test build's re-scan counter), whatever the threads and the order, and the
- * minibatches are byte for byte those read with the records made by the source (no read-ahead,
- * the consumer's own re-make). And a later sweep reuses the buffers of the chunks the window
- * held instead of allocating them again.
+ * exactly once (counted by the test build's re-scan counter), whatever the threads and the
+ * order, and the minibatches are byte for byte those read with the records made by the source
+ * (no read-ahead, the consumer's own re-make). And a later sweep reuses the buffers of the
+ * chunks the window held instead of allocating them again.
  */
 #include "reader/pipeline.h"
 #include "test.h"
