@@ -470,13 +470,22 @@ static void put(ctf__chunkstore *s, const char *path, const uint64_t key[2],
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     int e = fd < 0 ? errno : write_all(fd, out.p, out.len);
     if (fd >= 0 && close(fd) && !e) e = errno;
-    if (!e && rename(tmp, path)) e = errno;
-    if (e && fd >= 0) unlink(tmp);
-    if (e) {
-        warn_in_chunk(s, cd, "a chunk could not be stored", e);
-    } else if (s->limit && atomic_fetch_add(&s->total, out.len) + out.len > s->limit) {
-        evict(s);
+    /* The rename and its count under the eviction lock: an eviction's listing either sees the
+     * entry (and sets the total with it) or comes after its count, never loses it. */
+    bool over = false;
+    if (!e) {
+        pthread_mutex_lock(&s->evict_mu);
+        if (rename(tmp, path))
+            e = errno;
+        else
+            over = s->limit && atomic_fetch_add(&s->total, out.len) + out.len > s->limit;
+        pthread_mutex_unlock(&s->evict_mu);
     }
+    if (e && fd >= 0) unlink(tmp);
+    if (e)
+        warn_in_chunk(s, cd, "a chunk could not be stored", e);
+    else if (over)
+        evict(s);
     CTF_FREE(tmp);
     CTF_FREE(out.p);
 }
