@@ -642,6 +642,7 @@ static int decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk, 
         total += cd->map.len;
     }
     cd->bytes = total;
+    ctf__chunk_data_shape(cd, pc);
     *out = cd;
     return 0;
 oom:

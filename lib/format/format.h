@@ -203,16 +203,20 @@ typedef struct ctf__stream_data {
      * own: sample i is dim values at dense_off[i], and a stored gap between two samples (CBF's
      * per-sequence counts) is why dense_len takes the smaller of the step and dim. */
     bool view;
+    /* Dense, nonzero: sample i is dim values at i * dense_step (dense_off, when kept, agrees).
+     * Set by ctf__chunk_data_shape, so that reaching a sample costs no look-up. */
+    size_t dense_step;
 } ctf__stream_data;
 
 /* Dense: where sample i's values start, and how many are stored (the rest of dim are zeros). */
 static inline size_t ctf__dense_at(const ctf__stream_data *sd, size_t dim, size_t i)
 {
+    if (sd->dense_step) return i * sd->dense_step;
     return sd->dense_off ? sd->dense_off[i] : i * dim;
 }
 static inline size_t ctf__dense_len(const ctf__stream_data *sd, size_t dim, size_t i)
 {
-    if (!sd->dense_off) return dim;
+    if (sd->dense_step || !sd->dense_off) return dim;
     const size_t step = sd->dense_off[i + 1] - sd->dense_off[i];
     return step < dim ? step : dim;
 }
@@ -236,6 +240,9 @@ typedef struct ctf__chunk_data {
     size_t num_streams;
     ctf__stream_data *streams; /* per stream */
     ctf__slice *slices;        /* num_seqs * num_streams, sequence-major */
+    /* Every sequence holds one sample of every stream: sequence i's slices are all {i, 1}
+     * (set by ctf__chunk_data_shape; a consumer may skip the slices). */
+    bool one_sample;
     uint8_t *dropped;          /* per sequence: 1 if dropped as a whole */
     ctf__problem *problems;    /* errors and warnings in file order */
     size_t num_problems, problems_cap;
@@ -277,6 +284,9 @@ int ctf__parse_chunk(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
                      const ctf__seq *seqs, const char *buf, uint64_t max_errors,
                      ctf__chunk_data **out, ctf_error *err);
 void ctf__chunk_data_free(ctf__chunk_data *cd);
+/* Notes the regular shapes of a finished chunk that let a consumer reach a sample without
+ * look-ups (one_sample, dense_step); one sequential pass over its slices and offsets. */
+void ctf__chunk_data_shape(ctf__chunk_data *cd, const ctf__parse_cfg *pc);
 /* ctf__parse_chunk in steps, for a chunk whose bytes come block by block (corpus.c): begin
  * (seqs and buf: the chunk's records and bytes when at hand, for pre-sizing the buffers; NULL
  * and NULL: they are sized as the ranges come), then ctf__parse_seqs for consecutive

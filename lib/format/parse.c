@@ -982,6 +982,39 @@ void ctf__chunk_data_free(ctf__chunk_data *cd)
     CTF_FREE(cd);
 }
 
+void ctf__chunk_data_shape(ctf__chunk_data *cd, const ctf__parse_cfg *pc)
+{
+    const size_t ns = cd->num_streams, n = cd->num_seqs;
+    bool one = ns > 0;
+    for (size_t i = 0; one && i < n; i++)
+        for (size_t k = 0; k < ns; k++) {
+            const ctf__slice sl = cd->slices[i * ns + k];
+            if (sl.first != i || sl.count != 1) {
+                one = false;
+                break;
+            }
+        }
+    cd->one_sample = one;
+    for (size_t k = 0; k < ns; k++) {
+        ctf__stream_data *sd = &cd->streams[k];
+        const size_t dim = pc->streams[k].dim;
+        sd->dense_step = 0;
+        if (pc->streams[k].is_sparse || sd->short_sample >= 0 || !dim) continue;
+        if (!sd->dense_off) {
+            sd->dense_step = dim;
+            continue;
+        }
+        /* A view's rows lie apart (CBF's counts between sequences) but often evenly. */
+        const size_t m = sd->samples;
+        if (m < 2 || sd->dense_off[0]) continue;
+        const size_t step = sd->dense_off[1];
+        size_t i = 2;
+        while (i < m && sd->dense_off[i] == i * step) i++;
+        if (i == m && step >= dim && sd->dense_off[m] - sd->dense_off[m - 1] >= dim)
+            sd->dense_step = step;
+    }
+}
+
 /* Buffer pre-sizing. Growing the stream buffers from empty by realloc doubling cost up to a
  * third of the parse time on sparse files (copies, and page faults on every new block), so each
  * buffer starts with an upper bound of what the chunk can need:
@@ -1320,6 +1353,7 @@ int ctf__parse_end(ctf__parse_run *r, ctf__chunk_data **out, ctf_error *err)
                  sd->indptr_cap * sizeof(int64_t) + sd->dense_off_cap * sizeof(size_t);
     }
     cd->bytes = bytes + cd->problems_cap * sizeof(ctf__problem);
+    ctf__chunk_data_shape(cd, pc);
     *out = cd;
     CTF_FREE(r);
     return 0;

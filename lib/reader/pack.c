@@ -73,7 +73,9 @@ struct ctf__mb_pool {
  * delivers a window of a sequence; everything else the whole slice). */
 static ctf__slice pick_slice(const ctf__pick *pick, size_t ns, size_t k)
 {
-    ctf__slice sl = pick->cd->slices[pick->local * ns + k];
+    /* A chunk of one-sample sequences needs no look-up (in a randomized minibatch, a miss). */
+    ctf__slice sl = pick->cd->one_sample ? (ctf__slice){(uint32_t)pick->local, 1}
+                                         : pick->cd->slices[pick->local * ns + k];
     uint32_t from = CTF_MIN(pick->from, sl.count);
     sl.first += from;
     sl.count = CTF_MIN(pick->count, sl.count - from);
@@ -217,7 +219,7 @@ static void size_part(void *arg, size_t part)
     bool any_sparse = false;
     for (size_t k = 0; k < ns; k++) any_sparse |= j->pc->streams[k].is_sparse;
     for (size_t i = i0; any_sparse && i < i1; i++)
-        prefetch_range(&picks[i].cd->slices[picks[i].local * ns], 1);
+        if (!picks[i].cd->one_sample) prefetch_range(&picks[i].cd->slices[picks[i].local * ns], 1);
     for (size_t k = 0; k < ns; k++) {
         if (!j->pc->streams[k].is_sparse) continue;
         for (size_t i = i0; i < i1; i++) {
@@ -276,7 +278,8 @@ static void copy_part(void *arg, size_t part)
                 if (!row_bytes) continue;
                 if (sd->view) {
                     /* A view's sequence is its samples one after another, each full. */
-                    memcpy(dst, (const char *)sd->values + sd->dense_off[sl.first] * elt,
+                    memcpy(dst,
+                           (const char *)sd->values + ctf__dense_at(sd, def->dim, sl.first) * elt,
                            (size_t)sl.count * row_bytes);
                     continue;
                 }

@@ -21,14 +21,15 @@ static uint64_t rnd(uint64_t *s) /* splitmix64 */
 }
 
 /* A CTF text of n sequences: dense x (dim 3) on every line, sparse y (dim 50, unsorted
- * indices) on the first line and some others, sequences of 1..4 lines. */
-static char *make_ctf(size_t n, uint64_t seed)
+ * indices) on the first line and some others, sequences of 1..4 lines (the first `single` of
+ * one line each). */
+static char *make_ctf_from(size_t n, uint64_t seed, size_t single)
 {
     size_t cap = n * 400 + 64, len = 0;
     char *t = malloc(cap);
     if (!t) abort();
     for (size_t s = 0; s < n; s++) {
-        const size_t lines = 1 + rnd(&seed) % 4;
+        const size_t lines = s < single ? 1 : 1 + rnd(&seed) % 4;
         for (size_t l = 0; l < lines; l++) {
             len += (size_t)snprintf(t + len, cap - len, "%zu |x", 7 * s + 3);
             for (int d = 0; d < 3; d++)
@@ -47,6 +48,8 @@ static char *make_ctf(size_t n, uint64_t seed)
     t[len] = 0;
     return t;
 }
+
+static char *make_ctf(size_t n, uint64_t seed) { return make_ctf_from(n, seed, 0); }
 
 static const ctf_stream_def ctf_streams[2] = {
     {.name = "a", .alias = "x", .dim = 3},
@@ -548,6 +551,93 @@ TEST(cbf_mapped_chunks_are_views)
         ctf_index_free(idx);
         ctf_cbf_streams_free(fs, nfs);
     }
+}
+
+/* Chunks whose sequences are one sample each are marked so (the packer then needs no slice or
+ * offset look-up per sequence), and only those; the rows of a mapped float chunk lie a count
+ * apart. Text and CBF still deliver the same values, and a randomized sweep the same
+ * minibatches whatever the threads. */
+TEST(cbf_one_sample_chunks_are_marked)
+{
+    char *t = make_ctf_from(400, 5, 300);
+    char ctf[256], cbf[256];
+    snprintf(ctf, sizeof ctf, "%s", test_write_file("cbf_one.ctf", t, strlen(t)));
+    free(t);
+    snprintf(cbf, sizeof cbf, "%s/cbf_one.bin", test_tmpdir());
+    ctf_config c;
+    base_cfg(&c, ctf, ctf_streams, 2, CTF_FLOAT32);
+    c.chunk_size_bytes = 2000;
+    ctf_error e;
+    ctf_cbf_write_result res;
+    ASSERT_EQ(ctf_cbf_write(&c, cbf, 900, CTF_FLOAT32, &res, &e), 0);
+    ctf_stream_def *fs;
+    size_t nfs;
+    ASSERT_EQ(ctf_cbf_streams(cbf, &fs, &nfs, NULL, &e), 0);
+    ctf_config b;
+    base_cfg(&b, cbf, fs, nfs, CTF_FLOAT32);
+    ctf_index *idx;
+    ASSERT_EQ(ctf_index_build(&b, &idx, &e), 0);
+    const ctf__parse_cfg pc = {.path = cbf,
+                               .streams = fs,
+                               .num_streams = nfs,
+                               .precision = CTF_FLOAT32};
+    int fd = ctf__file_open(cbf, &e);
+    ASSERT(fd >= 0);
+    size_t marked = 0, unmarked = 0;
+    for (size_t ch = 0; ch < idx->num_chunks; ch++) {
+        const ctf__chunk *k = &idx->chunks[ch];
+        ctf__map m;
+        ASSERT_EQ(ctf__file_map(fd, cbf, k->offset, (size_t)k->size, &m, &e), 0);
+        ctf__chunk_data *a, *v;
+        ASSERT_EQ(ctf__cbf_decode(&pc, idx, ch, m.data, NULL, NULL, &a, &e), 0);
+        ASSERT_EQ(ctf__cbf_decode_mapped(&pc, idx, ch, &m, NULL, NULL, &v, &e), 0);
+        const bool one = k->samples == k->num_seqs; /* no sequence here is empty */
+        ASSERT_EQ(a->one_sample, one);
+        ASSERT_EQ(v->one_sample, one);
+        ASSERT_EQ(a->streams[0].dense_step, 3);
+        ASSERT(v->streams[0].view);
+        if (one || k->num_seqs == 1) ASSERT(v->streams[0].dense_step > 0);
+        if (one) ASSERT_EQ(v->streams[0].dense_step, 3 + 1); /* the count between rows */
+        if (k->samples == k->num_seqs + 1 && k->num_seqs > 1)
+            ASSERT_EQ(v->streams[0].dense_step, 0);
+        ASSERT_EQ(a->streams[1].dense_step, 0); /* sparse */
+        for (size_t i = 0; i < v->streams[0].samples; i++)
+            ASSERT(
+                !memcmp((const float *)a->streams[0].values + ctf__dense_at(&a->streams[0], 3, i),
+                        (const float *)v->streams[0].values + ctf__dense_at(&v->streams[0], 3, i),
+                        3 * sizeof(float)));
+        marked += one;
+        unmarked += !one;
+        ctf__chunk_data_free(a);
+        ctf__chunk_data_free(v);
+        ctf__file_unmap(&m);
+    }
+    ASSERT(marked > 3 && unmarked > 3);
+    ctf__file_close(fd);
+    ctf_index_free(idx);
+    bytes vt = {0}, vb = {0};
+    ASSERT_EQ(read_values(&c, 64, &vt, NULL), 400);
+    ASSERT_EQ(read_values(&b, 64, &vb, NULL), 400);
+    ASSERT(b_eq(&vt, &vb));
+    b_free(&vb);
+    b.randomize = true;
+    b.randomization_window = 4;
+    for (size_t threads = 0; threads <= 2; threads += 2) {
+        bytes r = {0};
+        b.num_threads = threads;
+        ASSERT_EQ(read_values(&b, threads ? 64 : 7, &r, NULL), 400);
+        ASSERT_EQ(r.n, vt.n);
+        if (!threads) {
+            vb = r;
+            continue;
+        }
+        ASSERT(b_eq(&vb, &r));
+        ASSERT(!b_eq(&vt, &r)); /* randomized */
+        b_free(&r);
+    }
+    b_free(&vt);
+    b_free(&vb);
+    ctf_cbf_streams_free(fs, nfs);
 }
 
 /* Every read and every mapping of a CBF read can fail: each one failed in turn is a clean
