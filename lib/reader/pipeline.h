@@ -248,6 +248,10 @@ int ctf__cache_get(ctf__cache *k, size_t c, const ctf__chunk_data **out, ctf_err
  * CTF__SEQS_HELD. @return : 0, or the source's error. */
 int ctf__cache_seqs(ctf__cache *k, size_t c, ctf__seqs_how how, const ctf__seq **out,
                     ctf_error *err);
+/* Whether the records ctf__cache_seqs gave for chunk c are regular: the i-th sequence of the
+ * chunk is one sample, its key and line the first record's plus i (a sequence's record need
+ * not be read: in a randomized sweep, a cache miss each). */
+bool ctf__cache_regular(const ctf__cache *k, size_t c);
 /* One more sequence of chunk c cut in the current sweep. */
 void ctf__cache_consumed(ctf__cache *k, size_t c);
 /* A BPTT slot takes / lets go of a sequence of chunk c: held while pinned. */

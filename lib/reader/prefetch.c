@@ -487,6 +487,7 @@ struct ctf__cache {
     /* Per chunk, the records the consumer got from its load (held or loaded ahead), so that a
      * sequence's lookup is one load of a pointer: cleared when the chunk goes. */
     const ctf__seq **seqs_at;
+    uint8_t *regular;            /* per chunk: its seqs_at records are regular */
     uint8_t *requested;          /* asked for in the current sweep (1), then taken (2) */
     size_t scan_slot;            /* next slot of the current sweep to inspect */
     size_t scan_limit;           /* how far the look-ahead may run past the cursor, in slots */
@@ -495,6 +496,19 @@ struct ctf__cache {
     size_t scan_next;            /* next slot of gen_next to inspect */
     size_t outstanding;          /* requested, not yet taken */
 };
+
+/* Makes q chunk c's records for the consumer (NULL: none), noting whether they are regular:
+ * one sequential pass per chunk load, in place of a random read per sequence. */
+static void set_seqs(ctf__cache *k, size_t c, const ctf__seq *q)
+{
+    k->seqs_at[c] = q;
+    bool regular = q != NULL;
+    for (size_t i = 0, n = k->src->chunks[c].num_seqs; regular && i < n; i++)
+        regular = q[i].samples == 1 && q[i].key == q[0].key + i && q[i].line == q[0].line + i;
+    k->regular[c] = regular;
+}
+
+bool ctf__cache_regular(const ctf__cache *k, size_t c) { return k->seqs_at[c] && k->regular[c]; }
 
 /* The chunks a randomized window holds at once (a window in samples over the mean chunk): their
  * buffers stay in the pool when the window has passed, for the next sweep's (or window's)
@@ -527,8 +541,9 @@ int ctf__cache_create(const ctf__parse_cfg *pc, ctf__source *src, const ctf__cac
     k->requested_next = CTF_CALLOC(n, 1);
     k->pins = CTF_CALLOC(n, sizeof *k->pins);
     k->seqs_at = CTF_CALLOC(n, sizeof *k->seqs_at);
+    k->regular = CTF_CALLOC(n, 1);
     if (!k->resident || !k->resident_list || !k->consumed || !k->requested || !k->requested_next ||
-        !k->pins || !k->seqs_at) {
+        !k->pins || !k->seqs_at || !k->regular) {
         ctf__cache_free(k);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     }
@@ -557,7 +572,7 @@ static void cancel_untaken(ctf__cache *k, uint8_t *flags)
     for (size_t c = 0; c < k->src->num_chunks; c++) {
         if (flags[c] != 1) continue;
         ctf__loader_cancel(k->loader, c);
-        if (!k->resident[c]) k->seqs_at[c] = NULL;
+        if (!k->resident[c]) set_seqs(k, c, NULL);
         k->outstanding--;
         flags[c] = 0;
     }
@@ -616,7 +631,7 @@ static void evict(ctf__cache *k, size_t c)
     ctf__chunk_data_free(cd);
     ctf__perf_add(k->cfg.perf, CTF__PERF_EVICTED, 1);
     k->resident[c] = NULL;
-    k->seqs_at[c] = NULL;
+    set_seqs(k, c, NULL);
     for (size_t i = 0; i < k->num_resident; i++)
         if (k->resident_list[i] == c) {
             k->resident_list[i] = k->resident_list[--k->num_resident];
@@ -669,7 +684,13 @@ int ctf__cache_get(ctf__cache *k, size_t c, const ctf__chunk_data **out, ctf_err
             k->outstanding--;
         }
         int rc = ctf__loader_take(k->loader, c, &cd, err);
-        k->seqs_at[c] = rc ? NULL : cd->seqs; /* the same records, now the held chunk's */
+        /* The same records, now the held chunk's. */
+        if (rc)
+            set_seqs(k, c, NULL);
+        else if (k->seqs_at[c])
+            k->seqs_at[c] = cd->seqs;
+        else
+            set_seqs(k, c, cd->seqs);
         if (rc) return rc;
         k->resident[c] = cd;
         k->resident_list[k->num_resident++] = c;
@@ -777,7 +798,7 @@ int ctf__cache_seqs(ctf__cache *k, size_t c, ctf__seqs_how how, const ctf__seq *
     }
     const ctf__chunk_data *cd = k->resident[c];
     if (cd && cd->seqs) {
-        *out = k->seqs_at[c] = cd->seqs;
+        set_seqs(k, c, *out = cd->seqs);
         return 0;
     }
     const ctf__seq *q;
@@ -788,7 +809,7 @@ int ctf__cache_seqs(ctf__cache *k, size_t c, ctf__seqs_how how, const ctf__seq *
             k->requested[c] = 1;
             k->outstanding++;
         }
-        *out = k->seqs_at[c] = q;
+        set_seqs(k, c, *out = q);
         return 0;
     }
     *out = NULL;
@@ -800,7 +821,7 @@ void ctf__cache_restart(ctf__cache *k, size_t slot)
 {
     ctf__loader_drop_all(k->loader);
     for (size_t c = 0; c < k->src->num_chunks; c++)
-        if (!k->resident[c]) k->seqs_at[c] = NULL;
+        if (!k->resident[c]) set_seqs(k, c, NULL);
     memset(k->requested, 0, k->src->num_chunks);
     memset(k->requested_next, 0, k->src->num_chunks);
     k->outstanding = 0;
@@ -832,5 +853,6 @@ void ctf__cache_free(ctf__cache *k)
     ctf__sweepgen_free(k->gen_next);
     CTF_FREE(k->pins);
     CTF_FREE(k->seqs_at);
+    CTF_FREE(k->regular);
     CTF_FREE(k);
 }

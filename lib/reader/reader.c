@@ -143,6 +143,28 @@ int ctf__reader_seq(ctf_reader *r, size_t c, size_t seq, ctf__seqs_how how, cons
     return rc;
 }
 
+/* What the cut needs of a sequence's record. */
+typedef struct seq_brief {
+    uint64_t key, line;
+    uint32_t samples;
+} seq_brief;
+
+/* ctf__reader_seq for the cut: a regular chunk's sequence is known from its first record. */
+static int reader_brief(ctf_reader *r, size_t c, size_t seq, ctf__seqs_how how, seq_brief *out)
+{
+    const ctf__seq *q;
+    int rc = ctf__reader_seq(r, c, r->src->chunks[c].first_seq, how, &q);
+    if (rc) return rc;
+    const size_t local = seq - r->src->chunks[c].first_seq;
+    if (ctf__cache_regular(r->cache, c)) {
+        *out = (seq_brief){q->key + local, q->line + local, 1};
+    } else {
+        q += local;
+        *out = (seq_brief){q->key, q->line, q->samples};
+    }
+    return 0;
+}
+
 /* How the timeline gets chunk c's records when it reaches one of its sequences: from the
  * chunk's load when this worker will load the chunk (loading it now if nobody has started: it
  * is needed for this minibatch or, for the sequence that ends the cut, the next one: one chunk
@@ -602,19 +624,19 @@ static int cut_peek(ctf_reader *r, uint64_t left, bool walk, uint64_t *samples)
         if (!ctf__sweepgen_get(r->gen, r->cur_slot + 8, &ahead, &home, &ignored) &&
             !ctf__cache_seqs(r->cache, ac = ctf__sweepgen_chunk_at(r->gen)[home], CTF__SEQS_HELD,
                              &aq, &ignored) &&
-            aq)
+            aq && !ctf__cache_regular(r->cache, ac))
             CTF_PREFETCH(aq + (ahead - r->src->chunks[ac].first_seq));
     }
     const ctf__seqs_how how = walk ? CTF__SEQS_ANY : cut_how(r, chunk);
     if (how == CTF__SEQS_LOAD && r->randomized && !ctf__cache_asked(r->cache, chunk))
         request_ahead(r, left);
-    const ctf__seq *q;
-    rc = ctf__reader_seq(r, chunk, seq, how, &q);
+    seq_brief q;
+    rc = reader_brief(r, chunk, seq, how, &q);
     if (rc) return rc;
     r->peek_seq = seq;
     r->peek_chunk = chunk;
-    r->peek_samples = q->samples;
-    *samples = q->samples;
+    r->peek_samples = q.samples;
+    *samples = q.samples;
     return 1;
 }
 
@@ -660,12 +682,12 @@ static int cut_pick(ctf_reader *r, size_t *np_out)
         size_t local = r->cut[i].seq - r->src->chunks[r->cut[i].chunk].first_seq;
         /* dropped_seqs first: a chunk that dropped nothing (most) costs no miss per sequence. */
         if (cd->dropped_seqs && cd->dropped[local]) continue;
-        const ctf__seq *s;
-        rc = ctf__reader_seq(r, r->cut[i].chunk, r->cut[i].seq, CTF__SEQS_ANY, &s);
+        seq_brief s;
+        rc = reader_brief(r, r->cut[i].chunk, r->cut[i].seq, CTF__SEQS_ANY, &s);
         if (rc) return rc;
         r->cut[i].pick = np;
         rc = add_pick(r, np++,
-                      (ctf__pick){cd, local, s->key, s->line, s->samples, 0, UINT32_MAX,
+                      (ctf__pick){cd, local, s.key, s.line, s.samples, 0, UINT32_MAX,
                                   r->src->chunk_file[r->cut[i].chunk]});
         if (rc) return rc;
     }
