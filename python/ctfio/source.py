@@ -512,9 +512,13 @@ class MinibatchData:
         if not self.is_sparse and (self._view is not None or self._user_layout is not None):
             lengths = self.lengths
             n = len(lengths)
-            if n and int(lengths.min()) == int(lengths.max()):
+            width = int(lengths.max()) if n else 0
+            # n lengths of at most `width` sum to n * width only when all equal it; the
+            # reader's values (a view) have one row per sample, so their count is the sum.
+            total = len(self.values) if self._view is not None else int(lengths.sum())
+            if n and width * n == total:
                 vals = self.values
-                return vals.reshape(n, int(lengths[0]), vals.shape[-1])
+                return vals.reshape(n, width, vals.shape[-1])
         seqs = self.as_sequences()
         seqs = [s.toarray() if hasattr(s, "toarray") else np.asarray(s) for s in seqs]
         lengths = [len(s) for s in seqs]
