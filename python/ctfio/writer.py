@@ -409,18 +409,21 @@ def write_ctf(path, streams, *, sequence_ids=True, precision="float"):
     return n
 
 
-def _create_exclusive(path):
+def _create_exclusive(path, chosen):
     """A new temporary file next to `path` that no one else has: O_EXCL (never a file that
     exists, a user's file named like it included) and O_NOFOLLOW (never through a link planted
-    at its name). Mode 0666 less the umask, as the file it replaces would get."""
+    at its name). Mode 0666 less the umask, as the file it replaces would get. Each name is
+    handed to `chosen` before it is tried (None after a name someone else has), so that a
+    caller interrupted inside this call knows which file may have been made."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | \
         getattr(os, "O_CLOEXEC", 0)
     for _ in range(1000):
         tmp = "%s.%d-%s.part" % (path, os.getpid(), secrets.token_hex(6))
+        chosen(tmp)
         try:
-            return tmp, os.open(tmp, flags, 0o666)
+            return os.open(tmp, flags, 0o666)
         except FileExistsError:
-            continue
+            chosen(None)
     raise FileExistsError("cannot create a temporary file next to %s: every name tried exists"
                           % path)
 
@@ -452,16 +455,18 @@ class _replace_atomically:
                                         "name another output" % path)
             self.path = path = os.path.realpath(path)
         # Ctrl-C or SIGTERM between the creation of the temporary file and the moment the
-        # block runs would leave it behind: they are held (blocked) until __exit__ is sure to
-        # run. A signal let through by the last call here is handled inside the try below;
-        # none can come between this method's return and the block. Python runs signal
-        # handlers in the main thread only, so only it needs this.
+        # block runs would leave it behind. They are held (blocked) in this thread until
+        # __exit__ is sure to run, and the temporary file's name is known before the file
+        # exists: another thread (numpy's, the reader's) may still take the signal, and Python
+        # then raises it in the main thread at its next check, which can come inside
+        # _create_exclusive. A signal let through by the last call here is handled inside the
+        # try below; none can come between this method's return and the block.
         mask = hasattr(signal, "pthread_sigmask") and \
             threading.current_thread() is threading.main_thread()
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM}) \
             if mask else None
         try:
-            self.tmp, fd = _create_exclusive(path)
+            fd = _create_exclusive(path, lambda name: setattr(self, "tmp", name))
             try:
                 self.f = open(fd, "w", encoding="utf-8", newline="\n")
             except BaseException:
@@ -481,13 +486,15 @@ class _replace_atomically:
         return self.f
 
     def _discard(self):
-        if self.f is not None:
-            self.f.close()
-        if self.tmp is not None:
-            try:
-                os.unlink(self.tmp)
-            except OSError:
-                pass
+        try:
+            if self.f is not None:
+                self.f.close()
+        finally:
+            if self.tmp is not None:
+                try:
+                    os.unlink(self.tmp)
+                except OSError:
+                    pass
 
     def __exit__(self, exc_type, exc, tb):
         if self.tmp is None:
