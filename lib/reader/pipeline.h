@@ -184,6 +184,10 @@ int ctf__sweepgen_create(const ctf__chunk *chunks, size_t num_chunks, uint64_t w
  * @return : 0; CTF_EINVAL for a slot below the release point or past the end (nothing
  *           changes); CTF_ENOMEM (nothing changes: the generator stays usable). */
 int ctf__sweepgen_get(ctf__sweep_gen *g, size_t slot, size_t *seq, size_t *home, ctf_error *err);
+/* Whether asking for slot `slot` (within the sweep) would run shuffle steps first, and if so
+ * the positions [*lo, *hi) whose chunks its sequence comes from: they can be loaded while the
+ * shuffle runs. O(log chunks), nothing changes. */
+bool ctf__sweepgen_pending(const ctf__sweep_gen *g, size_t slot, size_t *lo, size_t *hi);
 /* The consumer will not ask for slots below `slot` again: their memory can be reused. A point
  * below the current one is ignored; one past the end counts as the end. */
 void ctf__sweepgen_release(ctf__sweep_gen *g, size_t slot);

@@ -702,6 +702,35 @@ int ctf__cache_get(ctf__cache *k, size_t c, const ctf__chunk_data **out, ctf_err
     return 0;
 }
 
+/* Asks the loader for chunk c of the current sweep (next false) or of the next one, unless it is
+ * held, asked for, or (this sweep) already being cut. */
+static void ask(ctf__cache *k, size_t c, bool next)
+{
+    if (!next) {
+        if (k->requested[c] || k->resident[c] || k->consumed[c]) return;
+        k->requested[c] = 1;
+    } else {
+        /* A chunk this sweep took and let go of is free to load again for the next one. */
+        if (k->requested_next[c] || k->requested[c] == 1 || k->resident[c]) return;
+        k->requested_next[c] = 1;
+    }
+    ctf__loader_request(k->loader, c);
+    k->outstanding++;
+}
+
+/* Before the scan's first look at a slot whose shuffle has not run (a sweep's start, a restore),
+ * this worker's chunks of the slot's window are asked for: for a large window the shuffle takes
+ * milliseconds, and their loads then overlap it instead of following it. */
+static void ask_window(ctf__cache *k, ctf__sweep_gen *gen, size_t slot, size_t workers, size_t rank,
+                       bool next)
+{
+    size_t lo, hi;
+    if (!k->cfg.randomized || !ctf__sweepgen_pending(gen, slot, &lo, &hi)) return;
+    const size_t *chunk_at = ctf__sweepgen_chunk_at(gen);
+    for (size_t p = lo; p < hi && k->outstanding < k->cfg.prefetch_chunks; p++)
+        if (ctf_worker_owns(p, workers, rank)) ask(k, chunk_at[p], next);
+}
+
 void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, size_t slot,
                          size_t workers, size_t rank)
 {
@@ -720,6 +749,7 @@ void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, siz
      * slots between the cursor and it stay materialized in the generator: cap the distance at a
      * few chunks' worth of sequences. scan_slot persists, so each slot is inspected once. */
     const size_t end = CTF_MIN(n, slot + k->scan_limit);
+    if (prefetch && k->scan_slot < end) ask_window(k, gen, k->scan_slot, workers, rank, false);
     while (prefetch && k->scan_slot < end && k->outstanding < prefetch) {
         size_t seq;
         ctf_error ignored;
@@ -729,12 +759,7 @@ void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, siz
          * slot retries the allocation and reports it if it fails again. */
         if (ctf__sweepgen_get(gen, k->scan_slot, &seq, &home, &ignored)) return;
         size_t c = ctf__sweepgen_chunk_at(gen)[home];
-        bool owned = !randomized || ctf_worker_owns(pos[c], workers, rank);
-        if (owned && !k->requested[c] && !k->resident[c] && k->consumed[c] == 0) {
-            k->requested[c] = 1;
-            ctf__loader_request(k->loader, c);
-            k->outstanding++;
-        }
+        if (!randomized || ctf_worker_owns(pos[c], workers, rank)) ask(k, c, false);
         /* In file order a chunk's sequences are contiguous: jump to the next chunk. */
         if (!randomized)
             k->scan_slot = k->src->chunks[c].first_seq + k->src->chunks[c].num_seqs;
@@ -757,18 +782,13 @@ void ctf__cache_schedule(ctf__cache *k, ctf__sweep_gen *gen, uint64_t sweep, siz
     const size_t *pos_next = ctf__sweepgen_pos_of(k->gen_next);
     const size_t budget = k->scan_limit > n - slot ? k->scan_limit - (n - slot) : 0;
     const size_t end_next = CTF_MIN(n, budget);
+    if (k->scan_next < end_next) ask_window(k, k->gen_next, k->scan_next, workers, rank, true);
     while (k->scan_next < end_next && k->outstanding < prefetch) {
         size_t seq, home;
         ctf_error ignored;
         if (ctf__sweepgen_get(k->gen_next, k->scan_next, &seq, &home, &ignored)) return;
         size_t c = ctf__sweepgen_chunk_at(k->gen_next)[home];
-        bool owned = !randomized || ctf_worker_owns(pos_next[c], workers, rank);
-        /* A chunk this sweep took and let go of is free to load again for the next one. */
-        if (owned && !k->requested_next[c] && k->requested[c] != 1 && !k->resident[c]) {
-            k->requested_next[c] = 1;
-            ctf__loader_request(k->loader, c);
-            k->outstanding++;
-        }
+        if (!randomized || ctf_worker_owns(pos_next[c], workers, rank)) ask(k, c, true);
         if (!randomized)
             k->scan_next = k->src->chunks[c].first_seq + k->src->chunks[c].num_seqs;
         else

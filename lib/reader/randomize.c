@@ -613,6 +613,17 @@ int ctf__sweepgen_get(ctf__sweep_gen *g, size_t slot, size_t *seq, size_t *home,
     return 0;
 }
 
+bool ctf__sweepgen_pending(const ctf__sweep_gen *g, size_t slot, size_t *lo, size_t *hi)
+{
+    if (g->identity || slot >= g->num_slots || g->next_p >= g->n ||
+        g->pi[g->pi[g->next_p].b].slot0 > slot)
+        return false;
+    const pos_info *pi = &g->pi[position_of_slot(g->pi, 0, g->n, slot)];
+    *lo = pi->b;
+    *hi = pi->e;
+    return true;
+}
+
 void ctf__sweepgen_release(ctf__sweep_gen *g, size_t slot)
 {
     if (slot > g->num_slots) slot = g->num_slots;
