@@ -201,7 +201,20 @@ static int commit_chunk(ctf_reader *r, const ctf__chunk_data *cd)
     if (r->committed[cd->chunk]) return cd->fatal ? r->err.code : 0;
     r->committed[cd->chunk] = 1;
     const size_t ns = r->cfg.num_streams;
-    for (size_t i = 0; i < cd->num_seqs; i++) {
+    /* A chunk of whole one-sample sequences adds up without a pass over its sequences. */
+    const bool whole = cd->one_sample && !cd->dropped_seqs;
+    if (whole) {
+        r->stats.sequences += cd->num_seqs;
+        for (size_t k = 0; k < ns; k++) {
+            const ctf__stream_data *sd = &cd->streams[k];
+            r->stats.streams[k].samples += cd->num_seqs;
+            r->stats.streams[k].nonzeros += r->streams[k].is_sparse
+                                                ? (uint64_t)(sd->indptr[cd->num_seqs] -
+                                                             sd->indptr[0])
+                                                : (uint64_t)cd->num_seqs * r->streams[k].dim;
+        }
+    }
+    for (size_t i = 0; !whole && i < cd->num_seqs; i++) {
         if (cd->dropped[i]) continue;
         r->stats.sequences++;
         for (size_t k = 0; k < ns; k++) {

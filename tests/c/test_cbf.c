@@ -619,6 +619,34 @@ TEST(cbf_one_sample_chunks_are_marked)
     ASSERT_EQ(read_values(&c, 64, &vt, NULL), 400);
     ASSERT_EQ(read_values(&b, 64, &vb, NULL), 400);
     ASSERT(b_eq(&vt, &vb));
+    /* The reader's counts (a marked chunk adds up without a pass over its sequences) are
+     * those of what it delivered. */
+    for (int text = 0; text < 2; text++) {
+        ctf_reader *r;
+        ASSERT_EQ(ctf_reader_open(text ? &c : &b, &r, &e), 0);
+        uint64_t seqs = 0, samples[2] = {0, 0}, nz[2] = {0, 0};
+        for (;;) {
+            ctf_minibatch *mb;
+            ASSERT_EQ(ctf_reader_next(r, 64, &mb), 0);
+            if (!mb) break;
+            seqs += ctf_minibatch_num_sequences(mb);
+            for (size_t k = 0; k < 2; k++) {
+                ctf_stream_view v;
+                ASSERT_EQ(ctf_minibatch_stream(mb, k, &v), 0);
+                samples[k] += v.num_samples;
+                nz[k] += v.is_sparse ? v.nnz : v.num_samples * v.dim;
+            }
+            ctf_minibatch_free(mb);
+        }
+        ctf_stats st;
+        ctf_reader_get_stats(r, &st);
+        ASSERT_U64_EQ(st.sequences, seqs);
+        for (size_t k = 0; k < 2; k++) {
+            ASSERT_U64_EQ(st.streams[k].samples, samples[k]);
+            ASSERT_U64_EQ(st.streams[k].nonzeros, nz[k]);
+        }
+        ctf_reader_free(r);
+    }
     b_free(&vb);
     b.randomize = true;
     b.randomization_window = 4;
