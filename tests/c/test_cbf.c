@@ -486,6 +486,21 @@ TEST(cbf_fingerprint_and_changed_file)
     ctf_cbf_streams_free(fs, nfs);
 }
 
+/* Chunk ch of an open CBF file (fd), mapped into *m and decoded twice: from the bytes (*a) and
+ * as the mapping (*b, which takes *m over where it views it). @return : 0, or -1 (e says why). */
+static int decode_both(int fd, const ctf_index *idx, size_t ch, const ctf__parse_cfg *pc,
+                       ctf__map *m, ctf__chunk_data **a, ctf__chunk_data **b, ctf_error *e)
+{
+    const ctf__chunk *k = &idx->chunks[ch];
+    if (ctf__file_map(fd, pc->path, k->offset, (size_t)k->size, m, e)) return -1;
+    if (ctf__cbf_decode(pc, idx, ch, m->data, NULL, NULL, a, e)) return -1;
+    if (ctf__cbf_decode_mapped(pc, idx, ch, m, NULL, NULL, b, e)) {
+        ctf__chunk_data_free(*a);
+        return -1;
+    }
+    return 0;
+}
+
 /* A local file's chunks are mapped: a dense float stream is a view of the file's bytes, not a
  * copy (a double one, whose rows the 4-byte counts may misalign, and a sparse one are copied),
  * and the values are those the copying decoder makes; the chunk takes the mapping over and
@@ -512,10 +527,8 @@ TEST(cbf_mapped_chunks_are_views)
         for (size_t ch = 0; ch < idx->num_chunks; ch++) {
             const ctf__chunk *k = &idx->chunks[ch];
             ctf__map m;
-            ASSERT_EQ(ctf__file_map(fd, cbf, k->offset, (size_t)k->size, &m, &e), 0);
             ctf__chunk_data *a, *b;
-            ASSERT_EQ(ctf__cbf_decode(&pc, idx, ch, m.data, NULL, NULL, &a, &e), 0);
-            ASSERT_EQ(ctf__cbf_decode_mapped(&pc, idx, ch, &m, NULL, NULL, &b, &e), 0);
+            ASSERT_EQ(decode_both(fd, idx, ch, &pc, &m, &a, &b, &e), 0);
             const ctf__stream_data *da = &a->streams[0], *db = &b->streams[0];
             const bool view = p == CTF_FLOAT32;
             ASSERT_EQ(db->view, view);
@@ -587,10 +600,8 @@ TEST(cbf_one_sample_chunks_are_marked)
     for (size_t ch = 0; ch < idx->num_chunks; ch++) {
         const ctf__chunk *k = &idx->chunks[ch];
         ctf__map m;
-        ASSERT_EQ(ctf__file_map(fd, cbf, k->offset, (size_t)k->size, &m, &e), 0);
         ctf__chunk_data *a, *v;
-        ASSERT_EQ(ctf__cbf_decode(&pc, idx, ch, m.data, NULL, NULL, &a, &e), 0);
-        ASSERT_EQ(ctf__cbf_decode_mapped(&pc, idx, ch, &m, NULL, NULL, &v, &e), 0);
+        ASSERT_EQ(decode_both(fd, idx, ch, &pc, &m, &a, &v, &e), 0);
         const bool one = k->samples == k->num_seqs; /* no sequence here is empty */
         ASSERT_EQ(a->one_sample, one);
         ASSERT_EQ(v->one_sample, one);
