@@ -718,9 +718,10 @@ static void ask(ctf__cache *k, size_t c, bool next)
     k->outstanding++;
 }
 
-/* Before the scan's first look at a slot whose shuffle has not run (a sweep's start, a restore),
- * this worker's chunks of the slot's window are asked for: for a large window the shuffle takes
- * milliseconds, and their loads then overlap it instead of following it. */
+/* Before the scan's first look at a slot whose shuffle has not run yet (a sweep's start, a
+ * restore, a window further on), this worker's chunks of the slot's window are asked for: for a
+ * large window the shuffle takes milliseconds, and their loads then overlap it instead of
+ * following it. */
 static void ask_window(ctf__cache *k, ctf__sweep_gen *gen, size_t slot, size_t workers, size_t rank,
                        bool next)
 {
