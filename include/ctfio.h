@@ -539,6 +539,11 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err);
  * returns this worker's share of it (rules 7) in *out, owned by the caller. At the end of the data
  * returns 0 with *out == NULL; every later call does the same until a restore. A worker that owns
  * no sequence of this minibatch gets a minibatch with zero sequences (not NULL).
+ * With prefetch threads (a reader of one data set, without truncation_length) the same call is
+ * then run ahead on a thread of the reader's own while the caller works: a following call for
+ * the same num_samples takes its result; any other call puts the reader back where the caller
+ * is first. What each call returns is what a reader without threads returns; an error the
+ * read-ahead met is the next call's. Log lines reach cfg.log on the calling thread.
  * @return : 0, or a CTF_E* code; the reader's error record says where. After an error other than
  *           CTF_EINVAL the reader can only be freed. */
 int ctf_reader_next(ctf_reader *reader, uint64_t num_samples, ctf_minibatch **out);
@@ -548,7 +553,8 @@ int ctf_reader_next(ctf_reader *reader, uint64_t num_samples, ctf_minibatch **ou
  * @return : 0 or CTF_EINVAL. */
 int ctf_reader_set_worker(ctf_reader *reader, size_t num_workers, size_t rank);
 
-/* ctf_reader_error(reader): the last error record (code CTF_OK if none). */
+/* ctf_reader_error(reader): the last error record (code CTF_OK if none); read it after a call
+ * that failed (a read-ahead may be filling it while the caller works). */
 const ctf_error *ctf_reader_error(const ctf_reader *reader);
 
 /* ctf_reader_get_stats(reader, stats): counters since open. */
@@ -559,21 +565,24 @@ void ctf_reader_get_stats(const ctf_reader *reader, ctf_stats *stats);
 void ctf_reader_get_io_counters(const ctf_reader *reader, ctf_io_counters *out);
 /* Where a reader's time goes: counters per stage, always on (ctf_reader_get_perf). Times are
  * nanoseconds of a monotonic clock; bytes are bytes. The consumer is the thread that calls
- * ctf_reader_next: elapsed_ns = next_ns + consumer_ns, and next_ns = wait_ns + pack_ns +
- * cut_ns. The load stages (read, rescan, parse) add up over every thread that loads, the
- * prefetch threads' and the consumer's own loads. New fields are only ever added at the end:
- * a caller passes the size of the struct it was compiled with. */
+ * ctf_reader_next: elapsed_ns = next_ns + consumer_ns. Making a minibatch takes wait_ns +
+ * cut_ns + pack_ns: inside ctf_reader_next, or, where the next minibatch is read ahead (a
+ * reader with prefetch threads), on the read-ahead thread while the consumer works, next_ns
+ * then being what the consumer waited for it. The load stages (read, rescan, parse) add up
+ * over every thread that loads, the prefetch threads' and the consumer's own loads. New
+ * fields are only ever added at the end: a caller passes the size of the struct it was
+ * compiled with. */
 typedef struct ctf_perf {
     /* The consumer. */
     uint64_t elapsed_ns;      /* from the first ctf_reader_next call to the last return */
     uint64_t next_calls;
-    uint64_t next_ns;         /* inside ctf_reader_next */
+    uint64_t next_ns;         /* inside ctf_reader_next (waiting for the read-ahead) */
     uint64_t consumer_ns;     /* between calls: the caller's own work (training) */
     uint64_t wait_ns;         /* blocked for chunk data: waiting for a prefetch thread's load,
                                * or loading the chunk on its own thread */
     uint64_t waits;           /* times it blocked */
-    uint64_t cut_ns;          /* the rest of ctf_reader_next: the timeline's cut, the sweep's
-                               * order and the sequence records it looks up */
+    uint64_t cut_ns;          /* the rest of making minibatches: the timeline's cut, the
+                               * sweep's order and the sequence records it looks up */
     uint64_t cut_sequences;   /* sequences cut from the timeline (every worker's share) */
     uint64_t cut_samples;     /* index samples the timeline advanced */
     uint64_t pack_ns;         /* copying the picked sequences into minibatches (and the
@@ -605,6 +614,8 @@ typedef struct ctf_perf {
     uint64_t remote_bytes;
     uint64_t num_threads;     /* prefetch threads */
     uint64_t prefetch_chunks; /* chunks loaded ahead at most (the resolved setting) */
+    uint64_t work_ns;         /* making minibatches, on the consumer's thread or read ahead:
+                               * wait_ns + cut_ns + pack_ns, waits outside next excepted */
 } ctf_perf;
 
 /* ctf_reader_get_perf(reader, perf, size):

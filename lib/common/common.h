@@ -182,7 +182,8 @@ typedef enum ctf__perf_key {
     CTF__PERF_WAIT_NS,      /* the consumer blocked for a chunk (waiting, or loading it) */
     CTF__PERF_WAITS,
     CTF__PERF_EVICTED,      /* chunks the cache let go of */
-    CTF__PERF_NEXT_NS,      /* inside ctf_reader_next */
+    CTF__PERF_NEXT_NS,      /* inside ctf_reader_next (the caller's thread) */
+    CTF__PERF_WORK_NS,      /* cutting and packing minibatches (the caller's or read-ahead) */
     CTF__PERF_NEXT_CALLS,
     CTF__PERF_CONSUMER_NS,  /* between two ctf_reader_next calls: the caller's own work */
     CTF__PERF_PACK_NS,      /* copying picked sequences into minibatches */

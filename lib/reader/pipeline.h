@@ -123,6 +123,21 @@ void ctf__loader_held(ctf__loader *l, size_t *chunks, size_t *bytes);
 void ctf__loader_free(ctf__loader *l);
 
 /*======================================================================
+ * Read-ahead (ahead.c): a thread that runs one job at a time.
+ *====================================================================*/
+
+typedef struct ctf__ahead ctf__ahead;
+/* Starts the thread; each ask runs run(arg) there once. @return : 0 or CTF_ENOMEM. */
+int ctf__ahead_create(void (*run)(void *arg), void *arg, ctf__ahead **out);
+/* Runs the job (the asker wrote its inputs before; none may run). */
+void ctf__ahead_ask(ctf__ahead *a);
+/* Until the asked job returned (at once if none was asked); its results are then the
+ * asker's to read. */
+void ctf__ahead_wait(ctf__ahead *a);
+/* Waits for a job, then stops the thread. NULL is a no-op. */
+void ctf__ahead_free(ctf__ahead *a);
+
+/*======================================================================
  * Randomization (randomize.c): rules 5.
  *====================================================================*/
 

@@ -36,8 +36,27 @@
  * Configuration copy and logging
  *====================================================================*/
 
+/* A log record the read-ahead made (it reaches the callback on the caller's thread). */
+typedef struct held_log {
+    ctf_severity sev;
+    ctf_error err;
+} held_log;
+
+static void hold_log(ctf_reader *r, ctf_severity sev, const ctf_error *e)
+{
+    struct read_ahead *ra = &r->ra;
+    if (ra->num_logs == ra->logs_cap &&
+        ctf__grow((void **)&ra->logs, &ra->logs_cap, ra->num_logs + 1, sizeof *ra->logs))
+        return; /* dropped, as by a log callback that fails */
+    ra->logs[ra->num_logs++] = (held_log){sev, *e};
+}
+
 static void reader_log(const ctf_reader *r, ctf_severity sev, const ctf_error *e)
 {
+    if (r->ra.asked) { /* on the read-ahead thread: kept for the caller's */
+        hold_log((ctf_reader *)r, sev, e);
+        return;
+    }
     if (r->cfg.log) r->cfg.log(r->cfg.log_user, sev, e);
 }
 
@@ -195,11 +214,18 @@ static const char *chunk_path(const ctf_reader *r, size_t c)
     return r->src->files[r->src->chunk_file[c]].path;
 }
 
+/* A chunk the read-ahead committed (room for every chunk was made when it started). */
+static void ahead_note_commit(ctf_reader *r, size_t c)
+{
+    if (r->ra.asked) r->ra.commits[r->ra.num_commits++] = c;
+}
+
 /* Reports chunk problems once, in timeline order; counts errors against maxErrors. */
 static int commit_chunk(ctf_reader *r, const ctf__chunk_data *cd)
 {
     if (r->committed[cd->chunk]) return cd->fatal ? r->err.code : 0;
     r->committed[cd->chunk] = 1;
+    ahead_note_commit(r, cd->chunk);
     const size_t ns = r->cfg.num_streams;
     /* A chunk of whole one-sample sequences adds up without a pass over its sequences. */
     const bool whole = cd->one_sample && !cd->dropped_seqs;
@@ -299,6 +325,12 @@ static int get_chunk(ctf_reader *r, size_t c, const ctf__chunk_data **out)
 void ctf_reader_free(ctf_reader *r)
 {
     if (!r) return;
+    if (r->ra.thread) {
+        ctf__ahead_free(r->ra.thread); /* waits for a job first */
+        ctf_minibatch_free(r->ra.mb);
+    }
+    CTF_FREE(r->ra.logs);
+    CTF_FREE(r->ra.commits);
     if (r->mix) r->mix->ops->free(r->mix);
     ctf__mb_pool_close(r->mb_pool);
     ctf__cache_free(r->cache);
@@ -879,17 +911,146 @@ static int bptt_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
 
 static int reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out);
 
+/* One next() on this thread (the caller's or the read-ahead's): its stages are timed here, in
+ * counters the caller's own clock (ctf_reader_next) does not touch. */
+static int next_now(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
+{
+    const uint64_t t0 = ctf__now_ns(), pos = r->position;
+    r->pack_t0 = 0;
+    const int rc = reader_next(r, num_samples, out);
+    const uint64_t t1 = ctf__perf_since(r->perf, CTF__PERF_WORK_NS, t0);
+    if (r->pack_t0) ctf__perf_add(r->perf, CTF__PERF_PACK_NS, t1 - r->pack_t0);
+    ctf__perf_add(r->perf, CTF__PERF_CUT_SAMPLES, r->position - pos);
+    return rc;
+}
+
+/*======================================================================
+ * Read-ahead: after next(n) hands over a minibatch, the same next(n) runs at once on the
+ * read-ahead thread (ahead.c) while the caller works, as CNTK's reader shim prefetches the next
+ * minibatch. The following next(n) takes its result; any other call that moves the reader
+ * first puts it back where the caller is. So the minibatches handed over are exactly those of
+ * a reader without read-ahead: only the time the work happens moves.
+ *
+ * While a read-ahead is asked the reader is its thread's: every call that reads the reader's
+ * state waits for it first, the caller's position is kept in ra.from (a checkpoint is made
+ * from it, state.c), and what it logs is kept for the caller's thread.
+ *
+ * Taken: its minibatch, status and log lines are the call's, as if the call had made them.
+ * Dropped (any other call): it is undone. The chunks it committed are uncommitted and the
+ * counts their commit added (ctf_stats' per-sequence and error-budget fields) are put back,
+ * with the error record; its log lines are forgotten (the chunks report again when the
+ * timeline reaches them); then a seek to ra.from rebuilds the timeline (a seek lands on the
+ * state a run had there: that is what exact restarts rest on). So even an error it met, fatal
+ * or past maxErrors, belongs to whichever call reaches it again, as without read-ahead.
+ *
+ * It runs for a reader of one source with prefetch threads (num_threads > 0) without
+ * truncated BPTT: a mix drives its parts' cuts itself, and BPTT's slots are not a position.
+ *====================================================================*/
+
+static void ahead_run(void *arg)
+{
+    ctf_reader *r = arg;
+    r->ra.mb = NULL;
+    r->ra.rc = next_now(r, r->ra.num_samples, &r->ra.mb);
+}
+
+/* Takes the asked read-ahead's result: its log lines go to the callback, here. */
+static void ahead_take(ctf_reader *r)
+{
+    struct read_ahead *ra = &r->ra;
+    ctf__ahead_wait(ra->thread);
+    ra->asked = false;
+    for (size_t i = 0; i < ra->num_logs; i++) reader_log(r, ra->logs[i].sev, &ra->logs[i].err);
+    ra->num_logs = 0;
+}
+
+/* The counters as the caller has them: those of the commits from before the read-ahead, and
+ * the cache's counts of work done and of what is held now. The read-ahead has finished. */
+static void ahead_stats(const ctf_reader *r, ctf_stats *out)
+{
+    const ctf_stats now = r->stats;
+    *out = r->ra.stats0;
+    out->chunks_loaded = now.chunks_loaded;
+    out->chunks_resident = now.chunks_resident;
+    out->chunks_resident_peak = now.chunks_resident_peak;
+    out->bytes_resident = now.bytes_resident;
+    out->bytes_resident_peak = now.bytes_resident_peak;
+}
+
+/* Undoes the asked read-ahead, if any, but for the timeline (the caller seeks next). */
+static void ahead_undo(ctf_reader *r)
+{
+    struct read_ahead *ra = &r->ra;
+    if (!ra->asked) return;
+    ctf__ahead_wait(ra->thread);
+    ra->asked = false;
+    ra->num_logs = 0;
+    ctf_minibatch_free(ra->mb);
+    ra->mb = NULL;
+    for (size_t i = 0; i < ra->num_commits; i++) r->committed[ra->commits[i]] = 0;
+    ahead_stats(r, &r->stats);
+    r->suppressed_warnings = ra->suppressed0;
+    r->err = ra->err0;
+    r->dead = 0; /* it was alive when asked */
+}
+
+static int seek_now(ctf_reader *r, uint64_t position);
+
+int ctf__reader_take_back(ctf_reader *r)
+{
+    if (!r->ra.asked) return 0;
+    ahead_undo(r);
+    return seek_now(r, r->ra.from);
+}
+
+bool ctf__reader_ahead_asked(const ctf_reader *r) { return r->ra.asked; }
+uint64_t ctf__reader_position_now(const ctf_reader *r)
+{
+    return r->ra.asked ? r->ra.from : r->position;
+}
+
+/* The minibatch of next(num_samples): the read-ahead's when it read that, else read here;
+ * then the following one is asked for. */
+static int ahead_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
+{
+    struct read_ahead *ra = &r->ra;
+    if (!ra->thread && !ra->off) {
+        ra->off = !r->cfg.num_threads || r->cfg.truncation_length || r->mix ||
+                  ctf__ahead_create(ahead_run, r, &ra->thread) != 0;
+    }
+    int rc;
+    if (ra->asked && ra->num_samples == num_samples) {
+        ahead_take(r);
+        *out = ra->mb;
+        ra->mb = NULL;
+        rc = ra->rc;
+    } else {
+        rc = ctf__reader_take_back(r);
+        if (!rc) rc = next_now(r, num_samples, out);
+    }
+    if (rc || !*out || r->ended || !ra->thread) return rc;
+    if (!ra->commits && !(ra->commits = CTF_MALLOC(r->src->num_chunks * sizeof *ra->commits)))
+        return 0; /* optional: without room to undo it, nothing is read ahead this time */
+    ra->num_samples = num_samples;
+    ra->from = r->position;
+    ra->num_commits = 0;
+    ra->stats0 = r->stats;
+    ra->suppressed0 = r->suppressed_warnings;
+    ra->err0 = r->err;
+    ra->asked = true;
+    ctf__ahead_ask(ra->thread);
+    return 0;
+}
+
 /* Times the call and the caller's work since the last one (the consumer's own time). */
 int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
 {
-    const uint64_t t0 = ctf__now_ns(), pos = r->position;
+    const uint64_t t0 = ctf__now_ns();
     if (r->last_return_ns) ctf__perf_add(r->perf, CTF__PERF_CONSUMER_NS, t0 - r->last_return_ns);
-    r->pack_t0 = 0;
-    const int rc = reader_next(r, num_samples, out);
+    *out = NULL;
+    const int rc = ahead_next(r, num_samples, out);
     r->last_return_ns = ctf__perf_since(r->perf, CTF__PERF_NEXT_NS, t0);
-    if (r->pack_t0) ctf__perf_add(r->perf, CTF__PERF_PACK_NS, r->last_return_ns - r->pack_t0);
     ctf__perf_add(r->perf, CTF__PERF_NEXT_CALLS, 1);
-    ctf__perf_add(r->perf, CTF__PERF_CUT_SAMPLES, r->position - pos);
     return rc;
 }
 
@@ -950,6 +1111,12 @@ static int reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
 
 int ctf_reader_seek(ctf_reader *r, uint64_t position)
 {
+    ahead_undo(r);
+    return seek_now(r, position);
+}
+
+static int seek_now(ctf_reader *r, uint64_t position)
+{
     if (r->dead) return r->err.code;
     /* Positions the timeline cannot reach (an endless stream would wrap its 64-bit position
      * and end without a word): refused, the reader unchanged. */
@@ -998,7 +1165,9 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     return 0;
 }
 
-uint64_t ctf_reader_position(const ctf_reader *r) { return r->position; }
+uint64_t ctf_reader_position(const ctf_reader *r) { return ctf__reader_position_now(r); }
+/* No wait for a read-ahead: callers read the record after a call that failed, and a failed
+ * call leaves none running. */
 const ctf_error *ctf_reader_error(const ctf_reader *r) { return &r->err; }
 const ctf_index *ctf_reader_index(const ctf_reader *r) { return r->idx; }
 size_t ctf_reader_num_files(const ctf_reader *r)
@@ -1027,7 +1196,10 @@ void ctf_reader_get_stats(const ctf_reader *r, ctf_stats *stats)
 {
     if (r->mix)
         r->mix->ops->stats(r, stats);
-    else
+    else if (r->ra.asked) {
+        ctf__ahead_wait(r->ra.thread);
+        ahead_stats(r, stats);
+    } else
         *stats = r->stats;
 }
 
@@ -1037,6 +1209,8 @@ int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
     if (rc) return rc;
     if (num_workers == r->num_workers && rank == r->rank) return 0;
     if (r->mix) return r->mix->ops->set_worker(r, num_workers, rank);
+    rc = ctf__reader_take_back(r);
+    if (rc) return rc;
     const bool changed = num_workers != r->num_workers;
     r->num_workers = num_workers;
     r->rank = rank;

@@ -67,6 +67,25 @@ struct ctf_reader {
     uint64_t peek_samples;
     struct ctf__mix *mix;        /* a mix of parts (mix.c), or NULL: this reader reads src */
     ctf__mb_pool *mb_pool;       /* freed minibatches for reuse (pack.c) */
+    /* The next minibatch read ahead on a thread of its own (ahead.c; the rules: reader.c). */
+    struct read_ahead {
+        ctf__ahead *thread;      /* NULL: not started */
+        bool off;                /* does not apply, or could not be started */
+        bool asked;              /* outstanding: the reader is the thread's until it is taken
+                                  * or dropped */
+        uint64_t num_samples;    /* what it reads */
+        uint64_t from;           /* the caller's position when it was asked */
+        ctf_minibatch *mb;       /* its result */
+        int rc;
+        struct held_log *logs;   /* what it logged, for the caller's thread */
+        size_t num_logs, logs_cap;
+        /* To undo it: the chunks it committed (room for all), and what their commits change. */
+        size_t *commits;
+        size_t num_commits;
+        ctf_stats stats0;
+        uint64_t suppressed0;
+        ctf_error err0;
+    } ra;
 };
 
 /* One truncated-BPTT slot. */
@@ -109,6 +128,15 @@ int ctf__reader_cut_take(ctf_reader *r);
 void ctf__reader_cut_close(ctf_reader *r);
 int ctf__reader_cut_pick(ctf_reader *r, size_t *np);
 void ctf__reader_cut_done(ctf_reader *r, bool more);
+
+/* The read-ahead (reader.c's rules over ahead.c's thread). asked: a read-ahead is outstanding
+ * (the reader's state is then its thread's: ctf__ahead_wait(r->ra.thread) before reading
+ * it). position: the caller's position (the one the last minibatch it was handed
+ * ends at). take_back: undoes a read-ahead and seeks back to the caller's position (the
+ * seek's status). */
+bool ctf__reader_ahead_asked(const ctf_reader *r);
+uint64_t ctf__reader_position_now(const ctf_reader *r);
+int ctf__reader_take_back(ctf_reader *r);
 
 /* Copies cfg into r (streams, names, the first path), as ctf_reader_open does. */
 int ctf__reader_copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err);

@@ -94,6 +94,11 @@ static int save_mix_state(const ctf_reader *r, char *buf, size_t cap, size_t *le
 int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *len)
 {
     if (r->mix) return save_mix_state(r, buf, cap, len);
+    /* The caller's position, not a read-ahead's; without BPTT it alone is the timeline's
+     * state (its sweep is the position's, the slot is found again by a seek). */
+    const bool ahead = ctf__reader_ahead_asked(r);
+    const uint64_t pos = ctf__reader_position_now(r);
+    const uint64_t sweep = ahead ? pos / r->sweep_samples : r->cur_sweep;
     char head[640];
     int n = snprintf(head, sizeof head,
                      "{\"version\": 1, \"minibatchSourcePosition\": %" PRIu64
@@ -103,8 +108,8 @@ int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *le
                      "\", \"randomization_seed\": %" PRIu64 ", \"randomization_window\": %" PRIu64
                      ", \"window_in_samples\": %d, \"chunk_size_bytes\": %" PRIu64
                      ", \"mtime_ns\": %" PRId64,
-                     r->position, r->cur_sweep, r->src->total_bytes, r->src->num_seqs,
-                     r->sweep_samples, r->src->hash, config_hash(r), r->cfg.randomization_seed,
+                     pos, sweep, r->src->total_bytes, r->src->num_seqs, r->sweep_samples,
+                     r->src->hash, config_hash(r), r->cfg.randomization_seed,
                      r->cfg.randomization_window, (int)r->cfg.window_in_samples,
                      r->cfg.chunk_size_bytes, r->idx->file.mtime_ns);
     if (n < 0 || (size_t)n >= sizeof head) return CTF_EINVAL;
@@ -485,6 +490,9 @@ bad:
 
 int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
 {
+    /* Back where the caller is first: a state refused below leaves the reader there. */
+    int rc0 = ctf__reader_take_back(r);
+    if (rc0) return rc0;
     if (r->dead) return r->err.code;
     kv kvs[32];
     size_t n;

@@ -44,6 +44,8 @@ uint64_t ctf__minibatch_bytes(const ctf_minibatch *mb)
 
 size_t ctf_reader_get_perf(const ctf_reader *r, ctf_perf *out, size_t size)
 {
+    /* The chunks held are the reader's state, not a counter: a read-ahead changes them. */
+    if (r->ra.asked) ctf__ahead_wait(r->ra.thread);
     uint64_t v[CTF__PERF_NUM] = {0};
     /* A mix: its own slot (the calls, the consumer, the packing) and every part's (the loads,
      * the waits); the index figures are the parts' sums. */
@@ -72,9 +74,11 @@ size_t ctf_reader_get_perf(const ctf_reader *r, ctf_perf *out, size_t size)
     p.pack_ns = v[CTF__PERF_PACK_NS];
     p.pack_bytes = v[CTF__PERF_PACK_BYTES];
     p.minibatches = v[CTF__PERF_MINIBATCHES];
-    /* A wait outside next (a seek's or a restore's walk over the records) is not the cut's. */
-    const uint64_t rest = p.wait_ns + p.pack_ns;
-    p.cut_ns = p.next_ns > rest ? p.next_ns - rest : 0;
+    /* A wait outside the minibatches' work (a seek's or a restore's walk over the records) is
+     * not the cut's. */
+    const uint64_t rest = p.wait_ns + p.pack_ns, work = v[CTF__PERF_WORK_NS];
+    p.cut_ns = work > rest ? work - rest : 0;
+    p.work_ns = work;
     p.cut_sequences = v[CTF__PERF_CUT_SEQS];
     p.cut_samples = v[CTF__PERF_CUT_SAMPLES];
     p.open_ns = r->open_ns;

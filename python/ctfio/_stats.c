@@ -120,6 +120,7 @@ static const struct {
     F(remote_bytes),
     F(num_threads),
     F(prefetch_chunks),
+    F(work_ns),
 #undef F
 };
 

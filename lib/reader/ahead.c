@@ -1,0 +1,121 @@
+/*
+ * ahead.c -- the read-ahead thread: runs one job at a time for the reader, which asks for the
+ * next minibatch to be made there while its caller works on the one it was handed (reader.c
+ * decides what is read ahead, and when a result is taken or dropped).
+ *
+ * A job is made in tens of microseconds, and a thread woken from sleep starts about as late
+ * (later in a VM), so both hand-overs spin for a while before they sleep on the condition:
+ * the thread waiting for the next ask, and the caller waiting for the job's end. A caller that
+ * works longer than the spin (a training step) finds the job done and never waits.
+ *
+ * Memory order: the asker writes the job's inputs, then the phase; the thread reads the phase,
+ * then the inputs; the results go back the same way. The phase is a sequentially consistent
+ * atomic, and a sleeper registers before its last look at it, so no wake-up is lost.
+ */
+#include "reader/pipeline.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define AHEAD_SPIN_NS 100000
+
+#if defined(__x86_64__) || defined(__i386__)
+#define AHEAD_PAUSE() __builtin_ia32_pause()
+#else
+#define AHEAD_PAUSE() ((void)0)
+#endif
+
+enum { PH_IDLE, PH_ASKED, PH_DONE, PH_QUIT };
+
+struct ctf__ahead {
+    void (*run)(void *arg);
+    void *arg;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    atomic_int phase;    /* PH_*: set by the asker (ASKED, IDLE, QUIT) and the thread (DONE) */
+    atomic_int sleepers; /* threads asleep on cv, or about to be */
+};
+
+static void set_phase(ctf__ahead *a, int ph)
+{
+    atomic_store(&a->phase, ph);
+    if (atomic_load(&a->sleepers)) {
+        pthread_mutex_lock(&a->mu);
+        pthread_cond_broadcast(&a->cv);
+        pthread_mutex_unlock(&a->mu);
+    }
+}
+
+/* Until the phase is x or y: spinning a while, then asleep. @return : the phase. */
+static int await_phase(ctf__ahead *a, int x, int y)
+{
+    int ph = atomic_load(&a->phase);
+    if (ph == x || ph == y) return ph;
+    const uint64_t t0 = ctf__now_ns();
+    for (unsigned i = 1;; i++) {
+        AHEAD_PAUSE();
+        ph = atomic_load(&a->phase);
+        if (ph == x || ph == y) return ph;
+        if (!(i & 63) && ctf__now_ns() - t0 > AHEAD_SPIN_NS) break;
+    }
+    pthread_mutex_lock(&a->mu);
+    atomic_fetch_add(&a->sleepers, 1);
+    while ((ph = atomic_load(&a->phase)) != x && ph != y) pthread_cond_wait(&a->cv, &a->mu);
+    atomic_fetch_sub(&a->sleepers, 1);
+    pthread_mutex_unlock(&a->mu);
+    return ph;
+}
+
+static void *ahead_main(void *arg)
+{
+    ctf__ahead *a = arg;
+    while (await_phase(a, PH_ASKED, PH_QUIT) == PH_ASKED) {
+        a->run(a->arg);
+        set_phase(a, PH_DONE);
+    }
+    return NULL;
+}
+
+int ctf__ahead_create(void (*run)(void *arg), void *arg, ctf__ahead **out)
+{
+    *out = NULL;
+    ctf__ahead *a = CTF_CALLOC(1, sizeof *a);
+    if (!a) return CTF_ENOMEM;
+    a->run = run;
+    a->arg = arg;
+    atomic_init(&a->phase, PH_IDLE);
+    atomic_init(&a->sleepers, 0);
+    if (pthread_mutex_init(&a->mu, NULL)) goto fail;
+    if (pthread_cond_init(&a->cv, NULL)) goto fail_mu;
+    if (pthread_create(&a->thread, NULL, ahead_main, a)) goto fail_cv;
+    *out = a;
+    return 0;
+fail_cv:
+    pthread_cond_destroy(&a->cv);
+fail_mu:
+    pthread_mutex_destroy(&a->mu);
+fail:
+    CTF_FREE(a);
+    return CTF_ENOMEM;
+}
+
+void ctf__ahead_ask(ctf__ahead *a) { set_phase(a, PH_ASKED); }
+
+void ctf__ahead_wait(ctf__ahead *a)
+{
+    if (atomic_load(&a->phase) == PH_IDLE) return;
+    await_phase(a, PH_DONE, PH_DONE);
+    atomic_store(&a->phase, PH_IDLE);
+}
+
+void ctf__ahead_free(ctf__ahead *a)
+{
+    if (!a) return;
+    ctf__ahead_wait(a);
+    set_phase(a, PH_QUIT);
+    pthread_join(a->thread, NULL);
+    pthread_cond_destroy(&a->cv);
+    pthread_mutex_destroy(&a->mu);
+    CTF_FREE(a);
+}
