@@ -4,9 +4,10 @@
  * decides what is read ahead, and when a result is taken or dropped).
  *
  * A job is made in tens of microseconds, and a thread woken from sleep starts about as late
- * (later in a VM), so both hand-overs spin for a while before they sleep on the condition:
- * the thread waiting for the next ask, and the caller waiting for the job's end. A caller that
- * works longer than the spin (a training step) finds the job done and never waits.
+ * (later in a VM), so on more than one core both hand-overs spin for a while before they sleep
+ * on the condition: the thread waiting for the next ask, and the caller waiting for the job's
+ * end. A caller that works longer than the spin (a training step) finds the job done and never
+ * waits.
  *
  * Memory order: the asker writes the job's inputs, then the phase; the thread reads the phase,
  * then the inputs; the results go back the same way. The phase is a sequentially consistent
@@ -16,6 +17,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <unistd.h>
 
 #define AHEAD_SPIN_NS 100000
 
@@ -35,6 +37,8 @@ struct ctf__ahead {
     pthread_t thread;
     atomic_int phase;    /* PH_*: set by the asker (ASKED, IDLE, QUIT) and the thread (DONE) */
     atomic_int sleepers; /* threads asleep on cv, or about to be */
+    uint64_t spin_ns;    /* AHEAD_SPIN_NS, or 0 on one core (the spin would hold up the
+                          * thread it waits for) */
 };
 
 static void set_phase(ctf__ahead *a, int ph)
@@ -53,11 +57,11 @@ static int await_phase(ctf__ahead *a, int x, int y)
     int ph = atomic_load(&a->phase);
     if (ph == x || ph == y) return ph;
     const uint64_t t0 = ctf__now_ns();
-    for (unsigned i = 1;; i++) {
+    for (unsigned i = 1; a->spin_ns; i++) {
         AHEAD_PAUSE();
         ph = atomic_load(&a->phase);
         if (ph == x || ph == y) return ph;
-        if (!(i & 63) && ctf__now_ns() - t0 > AHEAD_SPIN_NS) break;
+        if (!(i & 63) && ctf__now_ns() - t0 > a->spin_ns) break;
     }
     pthread_mutex_lock(&a->mu);
     atomic_fetch_add(&a->sleepers, 1);
@@ -84,6 +88,7 @@ int ctf__ahead_create(void (*run)(void *arg), void *arg, ctf__ahead **out)
     if (!a) return CTF_ENOMEM;
     a->run = run;
     a->arg = arg;
+    a->spin_ns = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? AHEAD_SPIN_NS : 0;
     atomic_init(&a->phase, PH_IDLE);
     atomic_init(&a->sleepers, 0);
     if (pthread_mutex_init(&a->mu, NULL)) goto fail;
