@@ -9,6 +9,7 @@ precision (float32 for ``precision="float"``, float64 for ``"double"``); integra
 written without a fraction (``1``, not ``1.0``). Sparse zeros are not written.
 """
 
+import io
 import os
 import secrets
 import signal
@@ -467,10 +468,18 @@ class _replace_atomically:
             if mask else None
         try:
             fd = _create_exclusive(path, lambda name: setattr(self, "tmp", name))
+            # Layer by layer, so that a signal raised inside (the text layer runs Python code)
+            # closes the descriptor once: through the raw file once one owns it.
+            raw = None
             try:
-                self.f = open(fd, "w", encoding="utf-8", newline="\n")
+                raw = io.FileIO(fd, "w")
+                self.f = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8",
+                                          newline="\n")
             except BaseException:
-                os.close(fd)
+                if raw is None:
+                    os.close(fd)
+                else:
+                    raw.close()
                 raise
         except BaseException:
             self._discard()
