@@ -1111,6 +1111,11 @@ static int reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
 
 int ctf_reader_seek(ctf_reader *r, uint64_t position)
 {
+    /* A position refused leaves the reader where the caller is: back there first. */
+    if (position > CTF_MAX_POSITION) {
+        const int rc = ctf__reader_take_back(r);
+        if (rc) return rc;
+    }
     ahead_undo(r);
     return seek_now(r, position);
 }
@@ -1205,6 +1210,7 @@ void ctf_reader_get_stats(const ctf_reader *r, ctf_stats *stats)
 
 int ctf_reader_set_worker(ctf_reader *r, size_t num_workers, size_t rank)
 {
+    if (r->ra.asked) ctf__ahead_wait(r->ra.thread); /* its error record, the partition */
     int rc = ctf_workers_check(num_workers, rank, &r->err);
     if (rc) return rc;
     if (num_workers == r->num_workers && rank == r->rank) return 0;

@@ -161,15 +161,17 @@ static void compare_runs(const step *steps, size_t n, size_t save_at, bool bad)
 TEST(ahead_hands_over_what_the_caller_would_read)
 {
     /* Sizes that change, the position and a checkpoint after every call, a seek back and
-     * forward, a new partition and back, a restore, a sweep end crossed, the data's end. */
+     * forward, a new partition and back, a restore, a sweep end crossed, the data's end; a
+     * position and a partition refused (the reader stays where the caller is). */
     const step steps[] = {
-        {NEXT, 37, 0},   {NEXT, 37, 0},  {NEXT, 37, 0},   {NEXT, 50, 0},  {NEXT, 50, 0},
-        {NEXT, 1, 0},    {NEXT, 37, 0},  {SEEK, 100, 0},  {NEXT, 37, 0},  {NEXT, 37, 0},
-        {WORKER, 3, 1},  {NEXT, 37, 0},  {NEXT, 37, 0},   {WORKER, 3, 1}, {NEXT, 37, 0},
-        {WORKER, 1, 0},  {NEXT, 37, 0},  {RESTORE, 0, 0}, {NEXT, 37, 0},  {NEXT, 37, 0},
-        {SEEK, 3900, 0}, {NEXT, 300, 0}, {NEXT, 300, 0},  {NEXT, 300, 0}, {NEXT, 999, 0},
-        {NEXT, 999, 0},  {NEXT, 999, 0}, {NEXT, 999, 0},  {NEXT, 999, 0}, {NEXT, 999, 0},
-        {NEXT, 999, 0},  {NEXT, 999, 0}, {NEXT, 999, 0},  {NEXT, 999, 0}, {NEXT, 999, 0},
+        {NEXT, 37, 0},  {NEXT, 37, 0},   {NEXT, 37, 0},  {SEEK, UINT64_MAX, 0}, {NEXT, 37, 0},
+        {WORKER, 0, 5}, {NEXT, 37, 0},   {NEXT, 50, 0},  {NEXT, 50, 0},         {NEXT, 1, 0},
+        {NEXT, 37, 0},  {SEEK, 100, 0},  {NEXT, 37, 0},  {NEXT, 37, 0},         {WORKER, 3, 1},
+        {NEXT, 37, 0},  {NEXT, 37, 0},   {WORKER, 3, 1}, {NEXT, 37, 0},         {WORKER, 1, 0},
+        {NEXT, 37, 0},  {RESTORE, 0, 0}, {NEXT, 37, 0},  {NEXT, 37, 0},         {SEEK, 3900, 0},
+        {NEXT, 300, 0}, {NEXT, 300, 0},  {NEXT, 300, 0}, {NEXT, 999, 0},        {NEXT, 999, 0},
+        {NEXT, 999, 0}, {NEXT, 999, 0},  {NEXT, 999, 0}, {NEXT, 999, 0},        {NEXT, 999, 0},
+        {NEXT, 999, 0}, {NEXT, 999, 0},  {NEXT, 999, 0}, {NEXT, 999, 0},
     };
     compare_runs(steps, sizeof steps / sizeof *steps, 3, false);
 }
