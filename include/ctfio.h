@@ -542,8 +542,8 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err);
  * With prefetch threads (a reader of one data set, without truncation_length) the same call is
  * then run ahead on a thread of the reader's own while the caller works: a following call for
  * the same num_samples takes its result; any other call puts the reader back where the caller
- * is first. What each call returns is what a reader without threads returns; an error the
- * read-ahead met is the next call's. Log lines reach cfg.log on the calling thread.
+ * is first, undoing it. What each call returns (minibatch, status, counters, log lines) is
+ * what a reader without threads returns; log lines reach cfg.log on the calling thread.
  * @return : 0, or a CTF_E* code; the reader's error record says where. After an error other than
  *           CTF_EINVAL the reader can only be freed. */
 int ctf_reader_next(ctf_reader *reader, uint64_t num_samples, ctf_minibatch **out);
