@@ -40,7 +40,7 @@ static const char *ahead_file(bool bad)
     return path[bad];
 }
 
-static void ahead_cfg(ctf_config *c, bool bad, size_t threads, test_log *log)
+static void ahead_cfg(ctf_config *c, bool bad, size_t threads)
 {
     ctf_config_init(c);
     c->path = ahead_file(bad);
@@ -52,8 +52,6 @@ static void ahead_cfg(ctf_config *c, bool bad, size_t threads, test_log *log)
     c->randomization_seed = 5;
     c->max_sweeps = 3;
     c->num_threads = threads;
-    c->log = test_log_capture;
-    c->log_user = log;
 }
 
 /* A log sink that notes whether every line came on the thread that opened the reader. */
@@ -128,7 +126,7 @@ static void compare_runs(const step *steps, size_t n, size_t save_at, bool bad)
     ASSERT(want && got && logs);
     for (int k = 0; k < 2; k++) {
         ctf_config c;
-        ahead_cfg(&c, bad, k ? 2 : 0, NULL);
+        ahead_cfg(&c, bad, k ? 2 : 0);
         c.log = thread_log_capture;
         c.log_user = &logs[k];
         c.max_errors = 1;
@@ -200,7 +198,7 @@ TEST(ahead_reader_freed_while_reading_ahead)
     /* A read-ahead is running or done when the reader goes: nothing leaks (ASan's builds). */
     for (size_t calls = 1; calls <= 3; calls++) {
         ctf_config c;
-        ahead_cfg(&c, false, 2, NULL);
+        ahead_cfg(&c, false, 2);
         ctf_reader *r;
         ctf_error e;
         ASSERT_OK(ctf_reader_open(&c, &r, &e), &e);
@@ -226,7 +224,7 @@ TEST(ahead_stats_wait_for_the_read_ahead)
     ctf_stats st[2];
     for (int k = 0; k < 2; k++) {
         ctf_config c;
-        ahead_cfg(&c, false, k ? 2 : 0, NULL);
+        ahead_cfg(&c, false, k ? 2 : 0);
         c.max_sweeps = 1;
         ctf_reader *r;
         ctf_error e;
