@@ -548,6 +548,18 @@ int ctf_reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err);
  *           CTF_EINVAL the reader can only be freed. */
 int ctf_reader_next(ctf_reader *reader, uint64_t num_samples, ctf_minibatch **out);
 
+/* ctf_reader_next_within(reader, num_samples, period, out):
+ * ctf_reader_next for a driver whose epochs end at every multiple of `period` timeline samples
+ * (0: never): the minibatch asks for min(num_samples, period - position % period), with position
+ * the reader's position when it is made, so no minibatch crosses an epoch's end. A driver that
+ * cuts its requests at its epochs' ends itself asks for another size before each end, and every
+ * such change undoes the read-ahead; with the cut done here it asks for the same num_samples
+ * every step and the read-ahead reads what the next call takes (it matches num_samples and
+ * period). ctf_reader_next(r, n, out) is ctf_reader_next_within(r, n, 0, out).
+ * @return : as ctf_reader_next. */
+int ctf_reader_next_within(ctf_reader *reader, uint64_t num_samples, uint64_t period,
+                           ctf_minibatch **out);
+
 /* ctf_reader_set_worker(reader, num_workers, rank):
  * Changes the partition for the following calls (rules 8.3: the order is kept).
  * @return : 0 or CTF_EINVAL. */

@@ -909,15 +909,15 @@ static int bptt_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
     return finish_minibatch(r, np, first_sweep, end_of_sweep, out);
 }
 
-static int reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out);
+static int reader_next(ctf_reader *r, uint64_t num_samples, uint64_t period, ctf_minibatch **out);
 
 /* One next() on this thread (the caller's or the read-ahead's): its stages are timed here, in
  * counters the caller's own clock (ctf_reader_next) does not touch. */
-static int next_now(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
+static int next_now(ctf_reader *r, uint64_t num_samples, uint64_t period, ctf_minibatch **out)
 {
     const uint64_t t0 = ctf__now_ns(), pos = r->position;
     r->pack_t0 = 0;
-    const int rc = reader_next(r, num_samples, out);
+    const int rc = reader_next(r, num_samples, period, out);
     const uint64_t t1 = ctf__perf_since(r->perf, CTF__PERF_WORK_NS, t0);
     if (r->pack_t0) ctf__perf_add(r->perf, CTF__PERF_PACK_NS, t1 - r->pack_t0);
     ctf__perf_add(r->perf, CTF__PERF_CUT_SAMPLES, r->position - pos);
@@ -951,7 +951,7 @@ static void ahead_run(void *arg)
 {
     ctf_reader *r = arg;
     r->ra.mb = NULL;
-    r->ra.rc = next_now(r, r->ra.num_samples, &r->ra.mb);
+    r->ra.rc = next_now(r, r->ra.num_samples, r->ra.period, &r->ra.mb);
 }
 
 /* Takes the asked read-ahead's result: its log lines go to the callback, here. */
@@ -1011,7 +1011,7 @@ uint64_t ctf__reader_position_now(const ctf_reader *r)
 
 /* The minibatch of next(num_samples): the read-ahead's when it read that, else read here;
  * then the following one is asked for. */
-static int ahead_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
+static int ahead_next(ctf_reader *r, uint64_t num_samples, uint64_t period, ctf_minibatch **out)
 {
     struct read_ahead *ra = &r->ra;
     if (!ra->thread && !ra->off) {
@@ -1019,19 +1019,20 @@ static int ahead_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
                   ctf__ahead_create(ahead_run, r, &ra->thread) != 0;
     }
     int rc;
-    if (ra->asked && ra->num_samples == num_samples) {
+    if (ra->asked && ra->num_samples == num_samples && ra->period == period) {
         ahead_take(r);
         *out = ra->mb;
         ra->mb = NULL;
         rc = ra->rc;
     } else {
         rc = ctf__reader_take_back(r);
-        if (!rc) rc = next_now(r, num_samples, out);
+        if (!rc) rc = next_now(r, num_samples, period, out);
     }
     if (rc || !*out || r->ended || !ra->thread) return rc;
     if (!ra->commits && !(ra->commits = CTF_MALLOC(r->src->num_chunks * sizeof *ra->commits)))
         return 0; /* optional: without room to undo it, nothing is read ahead this time */
     ra->num_samples = num_samples;
+    ra->period = period;
     ra->from = r->position;
     ra->num_commits = 0;
     ra->stats0 = r->stats;
@@ -1045,16 +1046,22 @@ static int ahead_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
 /* Times the call and the caller's work since the last one (the consumer's own time). */
 int ctf_reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
 {
+    return ctf_reader_next_within(r, num_samples, 0, out);
+}
+
+int ctf_reader_next_within(ctf_reader *r, uint64_t num_samples, uint64_t period,
+                           ctf_minibatch **out)
+{
     const uint64_t t0 = ctf__now_ns();
     if (r->last_return_ns) ctf__perf_add(r->perf, CTF__PERF_CONSUMER_NS, t0 - r->last_return_ns);
     *out = NULL;
-    const int rc = ahead_next(r, num_samples, out);
+    const int rc = ahead_next(r, num_samples, period, out);
     r->last_return_ns = ctf__perf_since(r->perf, CTF__PERF_NEXT_NS, t0);
     ctf__perf_add(r->perf, CTF__PERF_NEXT_CALLS, 1);
     return rc;
 }
 
-static int reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
+static int reader_next(ctf_reader *r, uint64_t num_samples, uint64_t period, ctf_minibatch **out)
 {
     *out = NULL;
     if (r->dead)
@@ -1063,6 +1070,9 @@ static int reader_next(ctf_reader *r, uint64_t num_samples, ctf_minibatch **out)
     if (num_samples == 0)
         return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE, "num_samples: must be > 0 (got 0)");
     if (r->ended) return 0;
+    /* The epoch's end, from the position this minibatch starts at (the caller's or, read ahead,
+     * the one after the caller's minibatch). */
+    if (period && num_samples) num_samples = CTF_MIN(num_samples, period - r->position % period);
     /* A request that spans more sweeps than anyone means (a typo, an unset size) would build a
      * minibatch until memory runs out when no limit ends the data: refused up front instead. */
     const uint64_t want = CTF_MAX(num_samples, (uint64_t)r->cfg.truncation_length);

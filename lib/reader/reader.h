@@ -74,6 +74,7 @@ struct ctf_reader {
         bool asked;              /* outstanding: the reader is the thread's until it is taken
                                   * or dropped */
         uint64_t num_samples;    /* what it reads */
+        uint64_t period;         /* ... and its epochs' period (ctf_reader_next_within) */
         uint64_t from;           /* the caller's position when it was asked */
         ctf_minibatch *mb;       /* its result */
         int rc;

@@ -908,19 +908,21 @@ static int undo_apply(ReaderObject *self)
 
 PyDoc_STRVAR(
     Reader_next_doc,
-    "next(num_samples, num_workers=None, worker_rank=None) -> Minibatch | None\n\n"
+    "next(num_samples, num_workers=None, worker_rank=None, period=None) -> Minibatch | None\n\n"
     "Cuts the next global minibatch of num_samples index samples and returns this worker's share;\n"
     "None at the end of the data. Giving num_workers / worker_rank changes the partition first.\n"
+    "period: epochs end at its multiples and no minibatch crosses one (the request is cut there,\n"
+    "by the reader, so that the minibatch read ahead is the one the next call takes).\n"
     "A signal that arrives during the call (Ctrl-C) is handled when it returns: if its handler\n"
     "raises, the position is taken back to where it was and the exception propagates.");
 
 /* next()'s arguments (vectorcall: this is the per-minibatch path, PyArg_ParseTupleAndKeywords
  * cost more than the rest of the binding). @return : 0, or -1 with an exception set. */
-static int next_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject *slot[3])
+static int next_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject *slot[4])
 {
-    static const char *const names[3] = {"num_samples", "num_workers", "worker_rank"};
-    if (nargs > 3) {
-        PyErr_Format(PyExc_TypeError, "next() takes at most 3 arguments (%zd given)", nargs);
+    static const char *const names[4] = {"num_samples", "num_workers", "worker_rank", "period"};
+    if (nargs > 4) {
+        PyErr_Format(PyExc_TypeError, "next() takes at most 4 arguments (%zd given)", nargs);
         return -1;
     }
     for (Py_ssize_t i = 0; i < nargs; i++) slot[i] = args[i];
@@ -928,8 +930,8 @@ static int next_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
     for (Py_ssize_t k = 0; k < nk; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k);
         int j = 0;
-        while (j < 3 && PyUnicode_CompareWithASCIIString(name, names[j]) != 0) j++;
-        if (j == 3) {
+        while (j < 4 && PyUnicode_CompareWithASCIIString(name, names[j]) != 0) j++;
+        if (j == 4) {
             PyErr_Format(PyExc_TypeError, "next() got an unexpected keyword argument %R", name);
             return -1;
         }
@@ -949,9 +951,9 @@ static int next_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
 static PyObject *Reader_next(ReaderObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
 {
-    PyObject *slot[3] = {NULL, NULL, NULL}, *result = NULL;
+    PyObject *slot[4] = {NULL, NULL, NULL, NULL}, *result = NULL;
     ctf_minibatch *mb = NULL;
-    uint64_t num_samples, nw, rank, before = 0;
+    uint64_t num_samples, nw, rank, period = 0, before = 0;
     int rc = 0, wrc = 0;
     if (next_args(args, nargs, kwnames, slot) < 0) return NULL;
     PyObject *ns_obj = slot[0], *nw_obj = slot[1] ? slot[1] : Py_None,
@@ -966,14 +968,16 @@ static PyObject *Reader_next(ReaderObject *self, PyObject *const *args, Py_ssize
     }
     if (ctf_py_to_u64(ns_obj, "num_samples", UINT64_MAX, &num_samples) < 0 ||
         (nw_obj != Py_None && ctf_py_to_u64(nw_obj, "num_workers", SIZE_MAX, &nw) < 0) ||
-        (rank_obj != Py_None && ctf_py_to_u64(rank_obj, "worker_rank", SIZE_MAX, &rank) < 0))
+        (rank_obj != Py_None && ctf_py_to_u64(rank_obj, "worker_rank", SIZE_MAX, &rank) < 0) ||
+        (slot[3] && slot[3] != Py_None &&
+         ctf_py_to_u64(slot[3], "period", UINT64_MAX, &period) < 0))
         return NULL;
     if (undo_capture(self) < 0) return NULL;
     ctf_reader *r = self->reader;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS if (set) wrc = ctf_reader_set_worker(r, (size_t)nw, (size_t)rank);
     before = ctf_reader_position(r);
-    rc = wrc ? wrc : ctf_reader_next(r, num_samples, &mb);
+    rc = wrc ? wrc : ctf_reader_next_within(r, num_samples, period, &mb);
     Py_END_ALLOW_THREADS if (set && !wrc)
     {
         self->num_workers = (size_t)nw;

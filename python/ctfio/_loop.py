@@ -123,6 +123,22 @@ class Epochs:
         room = self.room()
         return max(1, k if room is None else min(k, room))
 
+    def bound(self, k, request):
+        """``(num_samples, period)`` to ask a ctfio reader that cuts at the multiples of
+        ``period`` of its timeline itself (``Reader.next(..., period=)``) for what ``request``
+        (``self.request(k)``) asks. Where the epochs' ends are the multiples of one period of
+        the position (sweeps, or epochs of a fixed size counted by the position) that is
+        ``(k, period)``: every step then asks for the same size, and the minibatch the reader
+        read ahead is the one it is asked for. Otherwise ``(request, 0)``."""
+        if self.position is None or self.epoch_size == INFINITELY_REPEAT:
+            return request, 0
+        period = self.per_sweep if self.epoch_size == FULL_DATA_SWEEP else self.epoch_size
+        if not period:
+            return request, 0
+        if max(1, min(k, period - self.position % period)) != request:
+            return request, 0
+        return k, period
+
     def count(self, samples, position, per_sweep, sweep_end):
         """Counts a minibatch; True when it ends the epoch (the next one then begins)."""
         self.counted += samples
@@ -162,8 +178,9 @@ class Step:
 
 def drive(read, epochs, size, more=None, ahead=False, one_epoch=False):
     """The loop of every driver. Before each minibatch: ``more()`` (when given) may end it,
-    ``size()`` gives the wanted size, ``epochs`` cuts it at the epoch's end, and ``read(request)``
-    returns a ``Step`` (or None: the source's data ended). Yields ``(step, read_ahead)``; the
+    ``size()`` gives the wanted size, ``epochs`` cuts it at the epoch's end, and
+    ``read(request, wanted)`` returns a ``Step`` (or None: the source's data ended); ``wanted``
+    is the size before the cut (for ``Epochs.bound``). Yields ``(step, read_ahead)``; the
     step is counted when the consumer calls ``step.finish`` or, at the latest, when it asks for
     the next one. ``ahead``: the next minibatch is read (and counted) before one is yielded,
     except after the one that ends an epoch (double buffering; ``read_ahead`` says whether it
@@ -171,8 +188,9 @@ def drive(read, epochs, size, more=None, ahead=False, one_epoch=False):
     def next_step():
         if more is not None and not more():
             return None
-        request = epochs.request(size())
-        step = read(request)
+        wanted = size()
+        request = epochs.request(wanted)
+        step = read(request, wanted)
         if step is not None:
             step.request, step._epochs = request, epochs
             if ahead:

@@ -839,11 +839,12 @@ class MinibatchSource:
                             worker_rank)
         return self._read(minibatch_size_in_samples, n, r, input_map)
 
-    def _read(self, num_samples, n, r, input_map=None):
+    def _read(self, num_samples, n, r, input_map=None, period=0):
         """next_minibatch's work: one call into the C reader, then one that makes every
-        stream's MinibatchData (no array yet: each is made when first asked for)."""
+        stream's MinibatchData (no array yet: each is made when first asked for). ``period``:
+        the reader cuts the request at its multiples (``Reader.next``)."""
         reader = self._reader
-        mb = reader.next(num_samples, n, r)
+        mb = reader.next(num_samples, n, r, period)
         if mb is None:
             return {}
         try:
@@ -924,12 +925,18 @@ class MinibatchSource:
     def __exit__(self, *exc):
         self.close()
 
-    def _next(self, num_samples, number_of_workers=1, worker_rank=0, device=None):
-        if type(self).next_minibatch is not MinibatchSource.next_minibatch:  # a subclass's
+    @property
+    def _cuts_at_period(self):
+        """``_next`` takes ``period`` (the C reader cuts requests at its multiples); not when a
+        subclass reads its own way."""
+        return type(self).next_minibatch is MinibatchSource.next_minibatch
+
+    def _next(self, num_samples, number_of_workers=1, worker_rank=0, device=None, period=0):
+        if not self._cuts_at_period:  # a subclass's next_minibatch (drivers pass no period)
             return self.next_minibatch(num_samples, device=device,
                                        num_data_partitions=number_of_workers,
                                        partition_index=worker_rank)
-        return self._read(num_samples, number_of_workers, worker_rank)
+        return self._read(num_samples, number_of_workers, worker_rank, period=period)
 
     def __repr__(self):
         return "MinibatchSource(%r, %s)" % (self._path, ", ".join(

@@ -576,9 +576,10 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         lazy = bool(src._positional_state)
         self._last_keys = (src._keys, frame_mode)
 
-        def read(k):
+        def read(request, wanted):
             before = epochs.position
-            mb = reader.next(k, n, r)
+            size, period = epochs.bound(wanted, request)
+            mb = reader.next(size, n, r, period)
             if mb is None:
                 return None
             try:
@@ -599,9 +600,15 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         lazy = epochs.position is not None and bool(getattr(src, "_positional_state", False))
         local = [self._local_samples]
 
-        def read(k):
+        bounded = bool(getattr(src, "_cuts_at_period", False))
+
+        def read(request, wanted):
             pos = epochs.position
-            data = src._next(k, n, r)
+            if bounded:
+                size, period = epochs.bound(wanted, request)
+                data = src._next(size, n, r, period=period)
+            else:
+                data = src._next(request, n, r)
             if not data:
                 return None
             pos_after = timeline(data)[0] if pos is not None else None

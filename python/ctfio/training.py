@@ -582,10 +582,12 @@ class TrainingSession:
                 v = None
         return v
 
-    def _next_data(self, source, request):
+    def _next_data(self, source, request, period=0):
+        extra = {"period": period} if period else {}
         if self._device is None:
-            return source._next(request, self.number_of_workers, self.worker_rank)
-        return source._next(request, self.number_of_workers, self.worker_rank, self._device)
+            return source._next(request, self.number_of_workers, self.worker_rank, **extra)
+        return source._next(request, self.number_of_workers, self.worker_rank, self._device,
+                            **extra)
 
     def _loop(self):
         if self._progress_arg is True and self._out is not None and self._bar is None:
@@ -601,8 +603,13 @@ class TrainingSession:
         stats_log = None if self.log_stats_every is None else \
             StatsLogger(self.source, self.log_stats_every)
 
-        def read(request):
-            data = self._next_data(self.source, request)
+        # ctfio's reader cuts at the epochs' ends itself where it can, so that every request
+        # has the same size and the minibatch it read ahead is the one asked for next.
+        bounded = bool(getattr(self.source, "_cuts_at_period", False))
+
+        def read(request, wanted):
+            size, period = epochs.bound(wanted, request) if bounded else (request, 0)
+            data = self._next_data(self.source, size, period)
             if not data:
                 return None   # the source's own limit (max_samples / max_sweeps) ended the data
             after, _, per = timeline(data)
@@ -748,7 +755,7 @@ class TrainingSession:
         # The validation pass is one "epoch" of `limit` samples on the loop of training.
         epochs = Epochs(limit, 0, 0, None, None)
 
-        def read(request):
+        def read(request, _wanted):
             data = self._next_data(src, request)
             if not data:
                 return None

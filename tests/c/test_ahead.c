@@ -246,3 +246,47 @@ TEST(ahead_stats_wait_for_the_read_ahead)
     ASSERT_U64_EQ(st[1].streams[0].samples, st[0].streams[0].samples);
     ASSERT_U64_EQ(st[1].streams[1].nonzeros, st[0].streams[1].nonzeros);
 }
+
+TEST(ahead_next_within_cuts_at_the_period_and_keeps_its_read_ahead)
+{
+    /* ctf_reader_next_within(r, n, P) on a reader with threads hands over, call for call, what
+     * ctf_reader_next(r, min(n, P - position % P)) hands over without them; the read-ahead is
+     * asked with the same size and period every call, so none is undone and each chunk is
+     * loaded as often as without threads. P: a sweep (2000 sequences' samples), and 500. */
+    ctf_config c;
+    ctf_error e;
+    const uint64_t periods[] = {0, 500};
+    for (size_t pi = 0; pi < 2; pi++) {
+        ctf_reader *r[2];
+        for (int k = 0; k < 2; k++) {
+            ahead_cfg(&c, false, k ? 2 : 0);
+            ASSERT_OK(ctf_reader_open(&c, &r[k], &e), &e);
+        }
+        uint64_t period = periods[pi];
+        if (!period) period = ctf_reader_samples_per_sweep(r[0]);
+        ASSERT(period > 64);
+        size_t calls = 0, ends = 0; /* minibatches that end on a multiple of the period */
+        for (;; calls++) {
+            const uint64_t pos = ctf_reader_position(r[0]);
+            const uint64_t room = period - pos % period;
+            ctf_minibatch *want, *got;
+            ASSERT_OK(ctf_reader_next(r[0], room < 64 ? room : 64, &want), ctf_reader_error(r[0]));
+            ASSERT_OK(ctf_reader_next_within(r[1], 64, period, &got), ctf_reader_error(r[1]));
+            ASSERT_EQ(want == NULL, got == NULL);
+            if (!want) break;
+            ASSERT_EQ(test_digest_minibatch(1, want), test_digest_minibatch(1, got));
+            ASSERT_EQ(ctf_reader_position(r[0]), ctf_reader_position(r[1]));
+            ends += ctf_minibatch_position(got) % period == 0;
+            ctf_minibatch_free(want);
+            ctf_minibatch_free(got);
+        }
+        ASSERT(calls > 3 * 2000 / 64);
+        ASSERT(ends >= 3);
+        ctf_stats st[2];
+        ctf_reader_get_stats(r[0], &st[0]);
+        ctf_reader_get_stats(r[1], &st[1]);
+        ASSERT_EQ(st[1].chunks_loaded, st[0].chunks_loaded);
+        ctf_reader_free(r[0]);
+        ctf_reader_free(r[1]);
+    }
+}
