@@ -64,7 +64,7 @@ SLIB_OBJ := $(patsubst lib/%.c,$(S)/lib/%.o,$(LIB_SRC))
 PLIB_OBJ := $(patsubst lib/%.c,$(P)/lib/%.o,$(LIB_SRC))
 
 .PHONY: all test ctest asan portable soak golden fuzz-regression conformance py pytest demo fuzz clean \
-	distclean bench lint format format-check
+	distclean bench bench-build print-ldlibs lint format format-check
 
 all: $(B)/ctfio $(B)/ctfio_tests
 
@@ -187,14 +187,26 @@ format-check: $(VENV)/.deps
 lint: $(VENV)/.deps
 	$(VENV)/bin/ruff check .
 
-test: lint format-check ctest golden fuzz-regression conformance portable asan pytest
+test: lint format-check bench-build ctest golden fuzz-regression conformance portable asan pytest
 	@echo "make test: all suites passed"
 
 # The CLI part, then a real training run through the Python package (examples/train_digits.py).
 demo: $(B)/ctfio $(VENV)/.installed
 	@sh tools/demo.sh $(B)/ctfio $(VPY)
 
-bench: $(B)/ctfio
+# The benchmarks' C programs, built with the library's own flags (libcurl included where the
+# library has it); `make test` builds them all, so a benchmark that no longer builds fails it.
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_BIN := $(patsubst bench/%.c,$(B)/%,$(BENCH_SRC))
+$(BENCH_BIN): $(B)/%: bench/%.c $(B)/libctfio.a $(LIB_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_REL) $< $(B)/libctfio.a -o $@ $(LDLIBS)
+bench-build: $(BENCH_BIN)
+# What a benchmark script links a C program of another tree with (bench/mem.py's "before").
+print-ldlibs:
+	@echo $(LDLIBS)
+
+bench: $(B)/ctfio $(BENCH_BIN)
 	$(PYTHON) bench/run.py
 
 fuzz:

@@ -7,7 +7,7 @@
  * "before" column: the same measurements on the older code).
  *
  * Built by bench/run.py:
- *   cc -O2 -Iinclude -Ilib bench/bench.c build/libctfio.a -lm -pthread -o build/bench
+ *   make build/bench
  *
  * Usage:
  *   bench all KIND FILE [--reps N] [--mb-samples K] [--chunks 32,4] [--threads 0,1,2]

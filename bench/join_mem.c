@@ -4,7 +4,7 @@
  * chunks), then the open's CPU and wall time, the sweep's wall time, the sequences read and the
  * process's peak RSS. Only the public API, so that the same file builds against any version.
  *
- *   cc -O2 -Iinclude bench/join_mem.c build/libctfio.a -lm -pthread -o build/join_mem
+ *   make build/join_mem
  *   build/join_mem PRIMARY PART
  *   build/join_mem PRIMARY -       (PRIMARY alone, for comparison)
  */

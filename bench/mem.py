@@ -31,11 +31,11 @@ def sh(cmd, **kw):
 
 
 def build(before_rev, tmp):
-    after = os.path.join(ROOT, "build", "bench_mem_after")
-    sh(["make", "-C", ROOT, "build/libctfio.a"], stdout=subprocess.DEVNULL)
-    sh(["cc", "-O2", "-I" + os.path.join(ROOT, "include"), "-I" + os.path.join(ROOT, "lib"),
-        os.path.join(HERE, "bench.c"), os.path.join(ROOT, "build", "libctfio.a"), "-lm",
-        "-pthread", "-o", after])
+    after = os.path.join(ROOT, "build", "bench")
+    sh(["make", "-s", "-C", ROOT, "build/bench"], stdout=subprocess.DEVNULL)
+    # The library's link flags (libcurl where it has it), for the older tree's library too.
+    ldlibs = subprocess.run(["make", "-s", "-C", ROOT, "print-ldlibs"], check=True,
+                            stdout=subprocess.PIPE, text=True).stdout.split()
     src = os.path.join(tmp, "before")
     os.makedirs(src)
     arch = subprocess.run(["git", "-C", ROOT, "archive", before_rev], check=True,
@@ -45,7 +45,7 @@ def build(before_rev, tmp):
     before = os.path.join(tmp, "bench_before")
     sh(["cc", "-O2", "-DBENCH_BEFORE", "-I" + os.path.join(src, "include"),
         "-I" + os.path.join(src, "lib"), os.path.join(HERE, "bench.c"),
-        os.path.join(src, "build", "libctfio.a"), "-lm", "-pthread", "-o", before])
+        os.path.join(src, "build", "libctfio.a")] + ldlibs + ["-o", before])
     return before, after
 
 

@@ -12,7 +12,7 @@ SWEEPS=${5:-3}
 DIR=bench/data/mix
 mkdir -p "$DIR"
 make -s build/libctfio.a
-cc -O2 -Iinclude bench/mix_bench.c build/libctfio.a -lm -pthread -o build/mix_bench
+make -s build/mix_bench
 python3 bench/gen.py --mb "$MB" --kinds dense --out "$DIR" >/dev/null
 ALL=$(ls "$DIR"/dense_*.ctf | head -n 1)
 LINES=$(wc -l < "$ALL")

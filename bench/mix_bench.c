@@ -6,7 +6,7 @@
  * prints the median wall and process CPU seconds per million samples of each and their ratios
  * (one ÷ mix: the mix's throughput relative to the single file). bench/mix.sh drives it.
  *
- *   cc -O2 -Iinclude bench/mix_bench.c build/libctfio.a -lm -pthread -o build/mix_bench
+ *   make build/mix_bench
  *   build/mix_bench ALL A B DIM K RUNS THREADS CHUNK_BYTES SWEEPS
  */
 #include "ctfio.h"

@@ -3,7 +3,7 @@
  * ctf_reader_next(K) + ctf_minibatch_free on the calling thread, on the file py_overhead.py
  * writes (dense x dim 16, sparse y dim 10, kept in memory), warmed up, best of 5 runs.
  *
- *   cc -O2 -Iinclude bench/next_loop.c build/libctfio.a -lm -pthread -o build/next_loop
+ *   make build/next_loop
  *   build/next_loop FILE K N
  */
 #include "ctfio.h"
