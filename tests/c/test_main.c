@@ -1,6 +1,7 @@
 /*
- * test_main.c -- runs every registered C test, or those whose name contains argv[1].
- * Last line: "N passed, N failed"; exit status 1 on any failure.
+ * test_main.c -- runs every registered C test, or those whose name (or file) contains argv[1].
+ * Last line: "N passed, N failed"; exit status 1 on any failure, and also when a filter matches
+ * no test (a misspelt filter in a make target would otherwise pass having run nothing).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -10,25 +11,31 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define MAX_TESTS 4096
-
-static struct {
+typedef struct test_entry {
     const char *name, *file;
     test_fn fn;
     int order;
-} tests[MAX_TESTS];
-static int num_tests;
+} test_entry;
+
+/* Grown as the constructors register (no fixed bound that would drop a test unseen). */
+static test_entry *tests;
+static int num_tests, cap_tests;
 static int current_failed;
 
 void test_register(const char *name, const char *file, test_fn fn)
 {
-    if (num_tests < MAX_TESTS) {
-        tests[num_tests].name = name;
-        tests[num_tests].file = file;
-        tests[num_tests].fn = fn;
-        tests[num_tests].order = num_tests;
-        num_tests++;
+    if (num_tests == cap_tests) {
+        const int cap = cap_tests ? 2 * cap_tests : 512;
+        test_entry *grown = realloc(tests, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            fprintf(stderr, "out of memory registering test %s\n", name);
+            exit(2);
+        }
+        tests = grown;
+        cap_tests = cap;
     }
+    tests[num_tests] = (test_entry){name, file, fn, num_tests};
+    num_tests++;
 }
 
 void test_fail(const char *file, int line, const char *expr, const char *detail)
@@ -74,7 +81,7 @@ const char *test_write_str(const char *name, const char *text)
 
 static int cmp_tests(const void *a, const void *b)
 {
-    const __typeof__(tests[0]) *ta = a, *tb = b;
+    const test_entry *ta = a, *tb = b;
     int c = strcmp(ta->file, tb->file);
     return c ? c : ta->order - tb->order;
 }
@@ -100,6 +107,11 @@ int main(int argc, char **argv)
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
         if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    }
+    free(tests);
+    if (filter && passed + failed == 0) {
+        fprintf(stderr, "no test matches the filter '%s'\n", filter);
+        return 1;
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

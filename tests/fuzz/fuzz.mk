@@ -10,7 +10,8 @@
 # mutation for FUZZ_SECONDS (default 300).
 
 CLANG ?= clang
-FUZZ_TARGETS ?= parse index config state
+# Every target of tests/fuzz/fuzz_targets.c (its ctf_fuzz_targets table).
+FUZZ_TARGETS ?= parse index config state cbf record
 FUZZ_SECONDS ?=
 LF := build/libfuzzer
 CORPUS := tests/fuzz/corpus

@@ -7,6 +7,7 @@
  *   ctf_fuzz_config  the bytes as a BrainScript configuration, with and without overrides
  *   ctf_fuzz_state   the bytes as a checkpoint state restored into a reader
  *   ctf_fuzz_cbf     the bytes as a CBF file (CNTK's binary format), or as edits of a valid one
+ *   ctf_fuzz_record  the bytes as packed records of user samples (providers), or as a batch of them
  *
  * Besides "no crash", the targets check properties that must hold for every input and abort()
  * (a crash the drivers catch) when one fails: minibatch views are well formed (lengths add up,
@@ -15,7 +16,8 @@
  * CTF_ESTATE.
  *
  * Drivers: tests/fuzz/regression.c (a plain main, corpus replay + mutation) and libFuzzer (built
- * by tests/fuzz/fuzz.mk with -DCTF_LIBFUZZER -DCTF_FUZZ_TARGET=parse|index|config|state).
+ * by tests/fuzz/fuzz.mk with -DCTF_LIBFUZZER -DCTF_FUZZ_TARGET=parse|index|config|state|cbf|record,
+ * one binary per target).
  *
  * Every target also records what it observed (status codes, error and log messages with digits
  * and quoted text removed, counts by order of magnitude) in ctf_fuzz_events, which the
@@ -916,7 +918,7 @@ int ctf_fuzz_state(const uint8_t *data, size_t size)
 
 #ifdef CTF_LIBFUZZER
 #ifndef CTF_FUZZ_TARGET
-#error "define CTF_FUZZ_TARGET as parse, index, config or state"
+#error "define CTF_FUZZ_TARGET as parse, index, config, state, cbf or record"
 #endif
 #define CTF_FUZZ_CAT_(t) ctf_fuzz_##t
 #define CTF_FUZZ_CAT(t) CTF_FUZZ_CAT_(t)
