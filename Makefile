@@ -147,8 +147,9 @@ asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression $(P)/ctfio
 
 # Python: a .venv with the package and its test dependencies (numpy, scipy, pytest, torch, scikit-learn
 # for the demo's dataset and the LibSVM comparisons, torchdata for StatefulDataLoader, tqdm for
-# progress bars, hypothesis for the property tests, pyarrow for Parquet), pinned, rebuilt when
-# the sources change.
+# progress bars, hypothesis for the property tests, pyarrow for Parquet, moto, ruff,
+# clang-format), pinned once, in pyproject.toml's extras (tools/pins.py); rebuilt when the
+# sources change.
 VENV := .venv
 VPY := $(VENV)/bin/python
 PY_SRC := $(wildcard python/ctfio/*.py python/ctfio/paddle/*.py python/ctfio/*.c python/ctfio/*.h python/ctfio/*.pyi) setup.py pyproject.toml $(CLI_SRC) $(CLI_HDR)
@@ -156,9 +157,7 @@ PY_SRC := $(wildcard python/ctfio/*.py python/ctfio/paddle/*.py python/ctfio/*.c
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip setuptools wheel
-	$(VPY) -m pip install -q "numpy>=1.21" "scipy>=1.7" "pytest>=7" "scikit-learn>=1.0" "torch==2.13.0" \
-		"torchdata==0.11.0" "tqdm==4.70.1" "hypothesis==6.170.17" "pyarrow==26.0.1" \
-		"moto[server]==5.2.5" "ruff==0.16.9" "clang-format==23.1.1"
+	$(VPY) -m pip install -q $$($(PYTHON) tools/pins.py test torch parquet dev)
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.deps $(PY_SRC) $(LIB_SRC) $(LIB_HDR)

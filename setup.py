@@ -6,6 +6,7 @@ The command-line tool (tools/*.c) is compiled in too, its main() renamed ctfio_c
 Environment switches: CTFIO_DEBUG=1 (-O0, asserts), CTFIO_SANITIZE=1 (ASan + UBSan)."""
 import glob
 import os
+import re
 import shutil
 import subprocess
 
@@ -39,11 +40,21 @@ def _curl():
     return [], []
 
 
+def _version():
+    """The version, written once: CTF_VERSION_STRING in include/ctfio.h."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "include", "ctfio.h")) as f:
+        m = re.search(r'^#define CTF_VERSION_STRING "([^"]+)"', f.read(), re.M)
+    if not m:
+        raise SystemExit("setup.py: include/ctfio.h has no CTF_VERSION_STRING")
+    return m.group(1)
+
+
 curl_cflags, curl_libs = _curl()
 args += curl_cflags
 link += curl_libs
 
 setup(
+    version=_version(),
     ext_modules=[
         Extension(
             "ctfio._ctfio",

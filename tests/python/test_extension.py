@@ -55,7 +55,13 @@ def test_module_constants_and_exceptions():
     # "No limit" has one encoding, the library's, in C and in Python.
     assert _ctfio.INFINITELY_REPEAT == 2**64 - 1 == ctfio.INFINITELY_REPEAT
     assert _ctfio.FULL_DATA_SWEEP == 2**64 - 2 == ctfio.FULL_DATA_SWEEP
-    assert _ctfio.__version__ == "0.1.0"
+    # The version is written once, in ctfio.h; the package's metadata is made from it.
+    import importlib.metadata
+    import pathlib
+    import re
+    header = (pathlib.Path(__file__).resolve().parents[2] / "include" / "ctfio.h").read_text()
+    written = re.search(r'#define CTF_VERSION_STRING "([^"]+)"', header).group(1)
+    assert _ctfio.__version__ == written == importlib.metadata.version("ctfio")
     assert issubclass(_ctfio.ParseError, _ctfio.CTFError)
     assert issubclass(_ctfio.ParseError, ValueError)
     assert issubclass(_ctfio.StateError, _ctfio.CTFError)
