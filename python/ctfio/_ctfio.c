@@ -229,6 +229,13 @@ error:
     return NULL;
 }
 
+/* raise_error for the extension's other files (_tools.c: the converters), so that one mapping
+ * turns a library error into a Python exception. @return : NULL, always. */
+PyObject *ctf_py_raise_error(PyObject *module, const ctf_error *e)
+{
+    return raise_error(module_state(module), e);
+}
+
 /* Raises for a status code that came without an error record. @return : NULL. */
 static PyObject *raise_code(modstate *st, int code, const char *what)
 {

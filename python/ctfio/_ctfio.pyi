@@ -277,10 +277,6 @@ def sweep_cut(
 ) -> Tuple[bytes, int, bool]: ...
 def sweep_boundary(starts: Any, position: int) -> int: ...
 
-# (code name, formatted "FILE:LINE:COLUMN: (byte OFFSET) error: MESSAGE", path bytes, line,
-# column, offset (-1 unknown), message)
-_ConvertError = Tuple[str, str, bytes, int, int, int, str]
-
 def convert_file(
     src: _Path,
     dst: _Path,
@@ -294,13 +290,13 @@ def convert_file(
     features: Optional[str] = None,
     labels: Optional[str] = None,
     progress: Optional[Callable[[int, int], Any]] = None,
-) -> Tuple[bool, Union[Dict[str, Any], _ConvertError]]: ...
+) -> Dict[str, Any]: ...  # a library error raises as a reader's does
 
-# A CBF file's streams: (True, [(name, dim, is_sparse, "float" | "double"), ...]) or the error.
+# A CBF file's streams: [(name, dim, is_sparse, "float" | "double"), ...].
 def cbf_streams(
     path: _Path,
     remote: Optional[Dict[str, Any]] = ...,
-) -> Tuple[bool, Union[List[Tuple[str, int, bool, str]], _ConvertError]]: ...
+) -> List[Tuple[str, int, bool, str]]: ...
 
 # ctf_cbf_write: the CTF file (path, streams as for Reader) as the CBF file dst.
 def cbf_write(
@@ -310,4 +306,4 @@ def cbf_write(
     chunk_size: int,
     precision: Literal["float", "double"],
     skip_sequence_ids: bool = False,
-) -> Tuple[bool, Union[Dict[str, Any], _ConvertError]]: ...
+) -> Dict[str, Any]: ...

@@ -96,12 +96,11 @@ static int call_progress(void *user, uint64_t done, uint64_t total)
 const char ctf_py_convert_file_doc[] =
     "convert_file(src, dst, format, *, dim=0, index_base=-1, classes=0, label_columns=None, "
     "delimiter=',', header=False, features=None, labels=None, progress=None)\n\n"
-    "Runs ctf_convert_file. Returns (True, result dict with 'config') or (False, (code name, "
-    "formatted message, path, line, column, offset, message)).";
+    "Runs ctf_convert_file. Returns the result dict (with 'config'); a library error raises\n"
+    "as every reader call's does (ParseError, DataChangedError, OSError, ...).";
 
 PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    (void)module;
     static char *kw[] = {"src",     "dst",           "format",    "dim",    "index_base",
                          "classes", "label_columns", "delimiter", "header", "features",
                          "labels",  "progress",      NULL};
@@ -147,11 +146,7 @@ PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs
     PyEval_RestoreThread(pp.ts);
     if (pp.failed) goto done;
     if (rc) {
-        char text[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
-        ctf_error_format(&err, CTF_SEV_ERROR, text, sizeof text);
-        result = Py_BuildValue("(O(ssyKKLs))", Py_False, ctf_error_name(err.code), text, err.path,
-                               (unsigned long long)err.line, (unsigned long long)err.column,
-                               (long long)err.offset, err.message);
+        ctf_py_raise_error(module, &err);
         goto done;
     }
     size_t need = cli_convert_describe(&r, &opt, dst, NULL, 0);
@@ -161,7 +156,7 @@ PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs
         goto done;
     }
     cli_convert_describe(&r, &opt, dst, text, need + 1);
-    result = Py_BuildValue("(O{sKsKsKsKsnsnsOsOsOsisKss})", Py_True, "rows",
+    result = Py_BuildValue("{sKsKsKsKsnsnsOsOsOsisKss}", "rows",
                            (unsigned long long)r.rows, "sequences", (unsigned long long)r.sequences,
                            "bytes_read", (unsigned long long)r.bytes_read, "bytes_written",
                            (unsigned long long)r.bytes_written, "features_dim",
@@ -178,25 +173,13 @@ done:
     return result;
 }
 
-/* The error record as convert_file returns it: (False, (name, text, path, line, col, ...)). */
-static PyObject *error_tuple(const ctf_error *err)
-{
-    char text[CTF_ERROR_PATH_MAX + CTF_ERROR_MSG_MAX + 96];
-    ctf_error_format(err, CTF_SEV_ERROR, text, sizeof text);
-    return Py_BuildValue("(O(ssyKKLs))", Py_False, ctf_error_name(err->code), text, err->path,
-                         (unsigned long long)err->line, (unsigned long long)err->column,
-                         (long long)err->offset, err->message);
-}
-
 const char ctf_py_cbf_streams_doc[] =
-    "cbf_streams(path, remote=None) -> (True, [(name, dim, is_sparse, precision), ...]) or "
-    "(False, error)\n\n"
+    "cbf_streams(path, remote=None) -> [(name, dim, is_sparse, precision), ...]\n\n"
     "The streams a CBF file holds, in file order; precision is 'float' or 'double'. remote: the\n"
     "remote options dict of a reader, for an s3:// or http(s):// object.";
 
 PyObject *ctf_py_cbf_streams(PyObject *module, PyObject *args)
 {
-    (void)module;
     PyObject *arg, *remote = Py_None, *path_o = NULL, *list = NULL;
     if (!PyArg_ParseTuple(args, "O|O:cbf_streams", &arg, &remote)) return NULL;
     if (!PyUnicode_FSConverter(arg, &path_o)) return NULL;
@@ -219,7 +202,7 @@ PyObject *ctf_py_cbf_streams(PyObject *module, PyObject *args)
     Py_BEGIN_ALLOW_THREADS rc = ctf_cbf_streams_at(path, ro, &st, &n, &prec, &err);
     Py_END_ALLOW_THREADS Py_DECREF(path_o);
     ctf_py_reader_args_clear(&ra);
-    if (rc) return error_tuple(&err);
+    if (rc) return ctf_py_raise_error(module, &err);
     if (!(list = PyList_New((Py_ssize_t)n))) goto done;
     for (size_t i = 0; i < n; i++) {
         PyObject *t = Py_BuildValue("(snOs)", st[i].name, (Py_ssize_t)st[i].dim,
@@ -233,20 +216,16 @@ PyObject *ctf_py_cbf_streams(PyObject *module, PyObject *args)
     }
 done:
     ctf_cbf_streams_free(st, n);
-    if (!list) return NULL;
-    PyObject *r = Py_BuildValue("(OO)", Py_True, list);
-    Py_DECREF(list);
-    return r;
+    return list;
 }
 
 const char ctf_py_cbf_write_doc[] =
     "cbf_write(path, streams, dst, chunk_size, precision, skip_sequence_ids=False)\n\n"
-    "Runs ctf_cbf_write (streams as for Reader). Returns (True, result dict) or (False, "
-    "error tuple as convert_file's).";
+    "Runs ctf_cbf_write (streams as for Reader). Returns the result dict; a library error\n"
+    "raises as every reader call's does.";
 
 PyObject *ctf_py_cbf_write(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    (void)module;
     static char *kw[] = {"path",      "streams",           "dst", "chunk_size",
                          "precision", "skip_sequence_ids", NULL};
     PyObject *path, *streams, *dst_o = NULL, *result = NULL, *rargs = NULL, *rkw = NULL;
@@ -279,10 +258,10 @@ PyObject *ctf_py_cbf_write(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_BEGIN_ALLOW_THREADS rc = ctf_cbf_write(&cfg, dst, (uint64_t)chunk, p, &r, &err);
     Py_END_ALLOW_THREADS if (rc)
     {
-        result = error_tuple(&err);
+        ctf_py_raise_error(module, &err);
         goto done;
     }
-    result = Py_BuildValue("(O{sKsKsKsKsK})", Py_True, "sequences", (unsigned long long)r.sequences,
+    result = Py_BuildValue("{sKsKsKsKsK}", "sequences", (unsigned long long)r.sequences,
                            "samples", (unsigned long long)r.samples, "nonzeros",
                            (unsigned long long)r.nonzeros, "chunks", (unsigned long long)r.chunks,
                            "bytes_written", (unsigned long long)r.bytes_written);

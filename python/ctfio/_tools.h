@@ -8,6 +8,11 @@
 
 #include <Python.h>
 
+#include "ctfio.h"
+
+/* The one mapping of a library error record to a Python exception (_ctfio.c's). */
+PyObject *ctf_py_raise_error(PyObject *module, const ctf_error *e);
+
 PyObject *ctf_py_cli_main(PyObject *module, PyObject *args);
 PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs);
 extern const char ctf_py_cli_main_doc[];

@@ -123,22 +123,6 @@ class _Progress:
             self.bar.close()
 
 
-def _raise(info):
-    from ._ctfio import CTFError, ParseError
-    code, text, path, line, column, offset, message = info
-    if code == "CTF_EINVAL":
-        raise ValueError(message)
-    if code == "CTF_EIO":
-        raise OSError(text)
-    if code == "CTF_ENOMEM":
-        raise MemoryError(message)
-    exc = (ParseError if code in ("CTF_EPARSE", "CTF_ELIMIT") else CTFError)(text)
-    exc.code, exc.path, exc.message = code, os.fsdecode(path) or None, message
-    exc.line, exc.column = line or None, column or None
-    exc.offset = offset if offset >= 0 else None
-    raise exc
-
-
 def _label_spec(label):
     if label is None:
         raise ValueError("convert: CSV needs label= (column numbers or header names)")
@@ -163,11 +147,9 @@ def _convert_text(fmt, src, dst, dim, zero_based, classes, label, delimiter, hea
                   header=bool(header))
     bar = _Progress(progress, os.fspath(src))
     try:
-        ok, info = convert_file(src, dst, fmt, progress=bar if bar.fn else None, **kw)
+        info = convert_file(src, dst, fmt, progress=bar if bar.fn else None, **kw)
     finally:
         bar.close()
-    if not ok:
-        _raise(info)
     info["features_name"], info["labels_name"] = fname, lname
     return ConvertResult(dst, info, "double")
 
@@ -482,10 +464,8 @@ def _convert_cbf(src, dst, streams, chunk_size, precision, skip_sequence_ids, sh
         tuples.append((name, sd["field"], sd["shape"], sd["is_sparse"], sd["defines_mb_size"]))
     chunk_size = _check.positive(chunk_size, "convert: chunk_size")
     src, dst = os.fspath(src), os.fspath(dst)
-    ok, info = cbf_write(src, tuples, dst, chunk_size, precision,
-                         skip_sequence_ids=bool(skip_sequence_ids))
-    if not ok:
-        _raise(info)
+    info = cbf_write(src, tuples, dst, chunk_size, precision,
+                     skip_sequence_ids=bool(skip_sequence_ids))
     info["path"] = dst
     if show_config:
         print("ctfio.CBFDeserializer(%r)  # %d sequences, %d chunks"

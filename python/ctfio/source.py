@@ -227,9 +227,7 @@ class CBFDeserializer(CTFDeserializer):
             super().__init__(filename, {"_": StreamDef(shape=1)}, **options)
             self["type"] = "CNTKBinaryFormatDeserializer"
             return
-        ok, info = _ctfio.cbf_streams(first)
-        if not ok:
-            _convert_error(info)
+        info = _ctfio.cbf_streams(first)
         options.setdefault("precision", info[0][3])
         super().__init__(filename, _cbf_stream_defs(info, streams), **options)
         self["type"] = "CNTKBinaryFormatDeserializer"
@@ -237,19 +235,12 @@ class CBFDeserializer(CTFDeserializer):
     def _cbf_resolve(self, remote):
         """Reads a remote object's streams with the reader's remote options."""
         first, streams = self.__dict__.pop("_cbf_pending")
-        ok, info = _ctfio.cbf_streams(first, remote)
-        if not ok:
-            _convert_error(info)
+        info = _ctfio.cbf_streams(first, remote)
         self["input"] = _cbf_stream_defs(info, streams)
         self["options"].setdefault("precision", info[0][3])
 
     def __repr__(self):
         return "CBFDeserializer(%r, %r)" % (self["file"], self["input"])
-
-
-def _convert_error(info):
-    from .convert import _raise
-    _raise(info)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -299,3 +299,23 @@ def test_streaming_memory_is_bounded(tmp_path):
                                 capture_output=True, text=True, check=True).stdout)
     assert rss_kb < 16 * 1024, rss_kb
     assert resource.getpagesize() > 0
+
+
+def test_converter_errors_are_the_readers_errors(tmp_path):
+    """The converters raise through the reader's one mapping of library errors: a missing
+    file is FileNotFoundError with its errno and name, bad input a ParseError with the line."""
+    import errno
+
+    missing = str(tmp_path / "missing.svm")
+    with pytest.raises(FileNotFoundError) as e:
+        ctfio.convert(missing, str(tmp_path / "out.ctf"), show_config=False)
+    assert e.value.errno == errno.ENOENT and e.value.filename == missing
+    with pytest.raises(FileNotFoundError) as e:
+        ctfio.convert(str(tmp_path / "missing.ctf"), str(tmp_path / "out.bin"), format="cbf",
+                      streams=ctfio.StreamDefs(x=ctfio.StreamDef(shape=2)), show_config=False)
+    assert e.value.errno == errno.ENOENT
+    bad = tmp_path / "bad.svm"
+    bad.write_text("1 1:0.5\n1 2:x\n")
+    with pytest.raises(ctfio.ParseError) as e:
+        ctfio.convert(str(bad), str(tmp_path / "bad.ctf"), show_config=False)
+    assert e.value.path == str(bad) and e.value.line == 2
