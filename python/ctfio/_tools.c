@@ -156,9 +156,9 @@ PyObject *ctf_py_convert_file(PyObject *module, PyObject *args, PyObject *kwargs
         goto done;
     }
     cli_convert_describe(&r, &opt, dst, text, need + 1);
-    result = Py_BuildValue("{sKsKsKsKsnsnsOsOsOsisKss}", "rows",
-                           (unsigned long long)r.rows, "sequences", (unsigned long long)r.sequences,
-                           "bytes_read", (unsigned long long)r.bytes_read, "bytes_written",
+    result = Py_BuildValue("{sKsKsKsKsnsnsOsOsOsisKss}", "rows", (unsigned long long)r.rows,
+                           "sequences", (unsigned long long)r.sequences, "bytes_read",
+                           (unsigned long long)r.bytes_read, "bytes_written",
                            (unsigned long long)r.bytes_written, "features_dim",
                            (Py_ssize_t)r.features_dim, "labels_dim", (Py_ssize_t)r.labels_dim,
                            "features_sparse", r.features_sparse ? Py_True : Py_False,
@@ -261,8 +261,8 @@ PyObject *ctf_py_cbf_write(PyObject *module, PyObject *args, PyObject *kwargs)
         ctf_py_raise_error(module, &err);
         goto done;
     }
-    result = Py_BuildValue("{sKsKsKsKsK}", "sequences", (unsigned long long)r.sequences,
-                           "samples", (unsigned long long)r.samples, "nonzeros",
+    result = Py_BuildValue("{sKsKsKsKsK}", "sequences", (unsigned long long)r.sequences, "samples",
+                           (unsigned long long)r.samples, "nonzeros",
                            (unsigned long long)r.nonzeros, "chunks", (unsigned long long)r.chunks,
                            "bytes_written", (unsigned long long)r.bytes_written);
 done:
