@@ -693,6 +693,17 @@ uint64_t ctf_reader_position(const ctf_reader *reader);
  *           (the reader is const, so no error record is filled). */
 int ctf_reader_save_state(const ctf_reader *reader, char *buf, size_t cap, size_t *len);
 
+/* ctf_reader_state_at(reader, position, buf, cap, len):
+ * The checkpoint state the reader had, or will have, at another timeline position (any sweep),
+ * as ctf_reader_save_state writes it, without reading or moving anything: for one data set
+ * without truncation_length a position is the whole of the timeline's state. Restoring it
+ * continues exactly as the uninterrupted run did from there.
+ * @return : 0; CTF_ELIMIT as for ctf_reader_save_state; CTF_EINVAL for a mix or truncated BPTT
+ *           (their state at another position depends on the data before it) or a position past
+ *           CTF_MAX_POSITION. */
+int ctf_reader_state_at(const ctf_reader *reader, uint64_t position, char *buf, size_t cap,
+                        size_t *len);
+
 /* ctf_reader_restore_state(reader, state, len):
  * Continues from a saved state (rules 8.2). The fingerprint must match this reader's file and
  * configuration; the worker count may differ (elastic restore).

@@ -91,6 +91,11 @@ static int save_mix_state(const ctf_reader *r, char *buf, size_t cap, size_t *le
     return copy_out(tmp, at, buf, cap);
 }
 
+/* The state of one source at timeline position `pos` of sweep `sweep`; with truncated BPTT
+ * also the slots (only the current position has them). */
+static int save_state_at(const ctf_reader *r, uint64_t pos, uint64_t sweep, char *buf, size_t cap,
+                         size_t *len);
+
 int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *len)
 {
     if (r->mix) return save_mix_state(r, buf, cap, len);
@@ -98,7 +103,20 @@ int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *le
      * state (its sweep is the position's, the slot is found again by a seek). */
     const bool ahead = ctf__reader_ahead_asked(r);
     const uint64_t pos = ctf__reader_position_now(r);
-    const uint64_t sweep = ahead ? pos / r->sweep_samples : r->cur_sweep;
+    return save_state_at(r, pos, ahead ? pos / r->sweep_samples : r->cur_sweep, buf, cap, len);
+}
+
+int ctf_reader_state_at(const ctf_reader *r, uint64_t position, char *buf, size_t cap,
+                        size_t *len)
+{
+    /* A mix's parts and BPTT's slots at another position depend on the data before it. */
+    if (r->mix || r->cfg.truncation_length || position > CTF_MAX_POSITION) return CTF_EINVAL;
+    return save_state_at(r, position, position / r->sweep_samples, buf, cap, len);
+}
+
+static int save_state_at(const ctf_reader *r, uint64_t pos, uint64_t sweep, char *buf, size_t cap,
+                         size_t *len)
+{
     char head[640];
     int n = snprintf(head, sizeof head,
                      "{\"version\": 1, \"minibatchSourcePosition\": %" PRIu64

@@ -649,7 +649,7 @@ static PyType_Spec Minibatch_spec = {
  *====================================================================*/
 
 /* Checkpoint helpers (section 7). */
-static PyObject *state_save(ReaderObject *self);
+static PyObject *state_save(ReaderObject *self, const uint64_t *at);
 static int state_restore(ReaderObject *self, PyObject *state);
 static int reader_seek(ReaderObject *self, PyObject *value);
 
@@ -1030,7 +1030,19 @@ static PyObject *Reader_undo(ReaderObject *self, PyObject *Py_UNUSED(ignored))
 static PyObject *Reader_get_state(ReaderObject *self, PyObject *Py_UNUSED(ignored))
 {
     if (reader_enter(self) < 0) return NULL;
-    return state_save(self);
+    return state_save(self, NULL);
+}
+
+static PyObject *Reader_state_at(ReaderObject *self, PyObject *arg)
+{
+    uint64_t position;
+    if (reader_enter(self) < 0) return NULL;
+    if (PyBool_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "position: must be an int (got bool)");
+        return NULL;
+    }
+    if (ctf_py_to_u64(arg, "position", CTF_MAX_POSITION, &position) < 0) return NULL;
+    return state_save(self, &position);
 }
 
 static PyObject *Reader_restore_state(ReaderObject *self, PyObject *state)
@@ -1168,6 +1180,10 @@ static PyMethodDef Reader_methods[] = {
     {"undo", (PyCFunction)(void (*)(void))Reader_undo, METH_NOARGS,
      "undo()\n\nTakes back the last next() (once): the reader continues where it was before it.\n"
      "For a caller interrupted before it could hand the minibatch on."},
+    {"state_at", (PyCFunction)(void (*)(void))Reader_state_at, METH_O,
+     "state_at(position) -> str\n\nThe checkpoint state at another timeline position (any sweep),\n"
+     "without reading or moving anything (ctf_reader_state_at); ValueError for a mix or\n"
+     "truncated BPTT."},
     {"get_state", (PyCFunction)(void (*)(void))Reader_get_state, METH_NOARGS,
      "get_state() -> str\n\nThe checkpoint state: a small JSON text (rules 8)."},
     {"restore_state", (PyCFunction)(void (*)(void))Reader_restore_state, METH_O,
@@ -1238,25 +1254,34 @@ static PyType_Spec Reader_spec = {
  * 7. Checkpoint helpers
  *====================================================================*/
 
-/* The reader's checkpoint as JSON text (ctf_reader_save_state, sized first). */
-static PyObject *state_save(ReaderObject *self)
+/* The reader's checkpoint as JSON text (ctf_reader_save_state, sized first); with `at`, the one
+ * it has at that position (ctf_reader_state_at). */
+static PyObject *state_save(ReaderObject *self, const uint64_t *at)
 {
     modstate *st = type_state(Py_TYPE(self));
     PyObject *result = NULL;
     char *buf = NULL;
     size_t len = 0;
-    int rc = ctf_reader_save_state(self->reader, NULL, 0, &len);
+    int rc = at ? ctf_reader_state_at(self->reader, *at, NULL, 0, &len)
+                : ctf_reader_save_state(self->reader, NULL, 0, &len);
+    if (rc == CTF_EINVAL) {
+        PyErr_SetString(PyExc_ValueError,
+                        "state_at: a mix's or a truncated-BPTT reader's state at another "
+                        "position depends on the data before it; take its state there");
+        goto error;
+    }
     if (rc) {
-        raise_code(st, rc, "get_state");
+        raise_code(st, rc, at ? "state_at" : "get_state");
         goto error;
     }
     if (!(buf = PyMem_Malloc(len + 1))) {
         PyErr_NoMemory();
         goto error;
     }
-    rc = ctf_reader_save_state(self->reader, buf, len + 1, &len);
+    rc = at ? ctf_reader_state_at(self->reader, *at, buf, len + 1, &len)
+            : ctf_reader_save_state(self->reader, buf, len + 1, &len);
     if (rc) {
-        raise_code(st, rc, "get_state");
+        raise_code(st, rc, at ? "state_at" : "get_state");
         goto error;
     }
     result = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)len, "strict");

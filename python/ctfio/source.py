@@ -861,13 +861,9 @@ class MinibatchSource:
         return not self._params.get("truncation_length") and not self._mixed
 
     def _state_at(self, position):
-        """The checkpoint state this reader had at an earlier ``position`` of its timeline
-        (``_positional_state`` readers only): the current state with that position."""
-        state = self.get_checkpoint_state()
-        state["minibatchSourcePosition"] = position
-        state["sweep"] = position // state["samples_per_sweep"] if state["samples_per_sweep"] \
-            else 0
-        return state
+        """The checkpoint state this reader had, or will have, at ``position`` of its timeline
+        (``_positional_state`` readers only), made by the C reader without reading anything."""
+        return json.loads(self._reader.state_at(position))
 
     def get_checkpoint_state(self):
         return json.loads(self._reader.get_state())

@@ -1378,3 +1378,47 @@ TEST(reader_randomized_cut_asks_for_its_whole_window)
     ctf_reader_free(r);
     ASSERT(atomic_load(&ctf__loader_queued) - queued0 >= 8);
 }
+
+TEST(reader_state_at_is_the_state_the_run_has_there)
+{
+    /* ctf_reader_state_at(p), asked of a reader that reads nothing, is the text the run saves
+     * when it reaches p, in any sweep (so a restore of it is a restore of the run's own).
+     * Truncated BPTT refuses: its state at p depends on the data before it (a mix's too). */
+    const char *path = gen_file("state_at.ctf", 17, 400);
+    ctf_config c;
+    cfg_base(&c, path, XY, 2);
+    c.chunk_size_bytes = 2048;
+    c.randomize = true;
+    c.randomization_window = 3;
+    c.max_sweeps = 3;
+    c.num_threads = 2;
+    ctf_reader *r = open_or_null(&c), *ask = open_or_null(&c);
+    ASSERT(r && ask);
+    size_t checked = 0;
+    for (;;) {
+        char *now = save_state(r);
+        size_t len;
+        ASSERT_EQ(ctf_reader_state_at(ask, ctf_reader_position(r), NULL, 0, &len), 0);
+        char *at = malloc(len + 1);
+        ASSERT_EQ(ctf_reader_state_at(ask, ctf_reader_position(r), at, len + 1, &len), 0);
+        ASSERT(now != NULL);
+        ASSERT_EQ(strcmp(now, at), 0);
+        free(now);
+        free(at);
+        checked++;
+        ctf_minibatch *mb;
+        ASSERT_OK(ctf_reader_next(r, 97, &mb), ctf_reader_error(r));
+        if (!mb) break;
+        ctf_minibatch_free(mb);
+    }
+    ASSERT(checked > 10);
+    ASSERT_EQ(ctf_reader_position(ask), 0); /* nothing moved */
+    size_t len;
+    ASSERT_EQ(ctf_reader_state_at(ask, CTF_MAX_POSITION + 1, NULL, 0, &len), CTF_EINVAL);
+    ctf_reader_free(r);
+    ctf_reader_free(ask);
+    c.truncation_length = 4;
+    ASSERT((r = open_or_null(&c)) != NULL);
+    ASSERT_EQ(ctf_reader_state_at(r, 10, NULL, 0, &len), CTF_EINVAL);
+    ctf_reader_free(r);
+}
