@@ -106,8 +106,7 @@ int ctf_reader_save_state(const ctf_reader *r, char *buf, size_t cap, size_t *le
     return save_state_at(r, pos, ahead ? pos / r->sweep_samples : r->cur_sweep, buf, cap, len);
 }
 
-int ctf_reader_state_at(const ctf_reader *r, uint64_t position, char *buf, size_t cap,
-                        size_t *len)
+int ctf_reader_state_at(const ctf_reader *r, uint64_t position, char *buf, size_t cap, size_t *len)
 {
     /* A mix's parts and BPTT's slots at another position depend on the data before it. */
     if (r->mix || r->cfg.truncation_length || position > CTF_MAX_POSITION) return CTF_EINVAL;
