@@ -197,6 +197,7 @@ typedef struct bs_lexer {
     int depth;
     bs_tok cur;
     bool prev_operand; /* the previous token ends an operand: '/' and '.' are operators */
+    bool prev_assign; /* the previous token is '=': a legacy unquoted value may follow */
     bs_arena *arena;
     ctf_error *err;
     bs_resolve_fn resolve;

@@ -269,6 +269,8 @@ const char *ctf__bs_tok_desc(const bs_tok *t, char *buf, size_t cap)
 static const char *const two_char_ops[] = {"[|", "|]", "**", ".*", "||", "&&", "<<",
                                            ">>", "==", "!=", "<=", ">=", "=>", ".."};
 static const char one_char_ops[] = "=;,[](){}+-*/%!<>:.";
+/* Characters that begin no expression: after '=' they begin a legacy unquoted value. */
+static const char legacy_value_start[] = "%|&^@";
 
 static int lex_include(bs_lexer *lx, bs_tok *t);
 
@@ -329,6 +331,8 @@ int ctf__bs_lex_next(bs_lexer *lx)
     t->line_initial = nl || (f->line == 1 && p == f->line_start);
     t->beg = t->s = p;
     bool after_operand = lx->prev_operand && !nl;
+    const bool after_assign = lx->prev_assign && !nl;
+    lx->prev_assign = false;
     if (p == end) {
         t->kind = T_EOF;
         t->end = p;
@@ -371,6 +375,34 @@ int ctf__bs_lex_next(bs_lexer *lx)
         f->p = t->end = q + 1;
         lx->prev_operand = true;
         return 0;
+    }
+    /* CNTK's older configuration syntax takes what follows '=' as a string when it is no
+     * expression: `RootDir = .` (the directory itself), and a writer's
+     * `sequencePrologue=%d\t|w.shape %x\n` (a format, to the end of its line). */
+    if (after_assign) {
+        const char *r = q + 1;
+        if (c == '.' && (r == end || isspace((unsigned char)*r) || *r == ';' || *r == ']')) {
+            t->kind = T_RAW;
+            t->n = 1;
+            f->p = t->end = r;
+            lx->prev_operand = true;
+            return 0;
+        }
+        if (c && strchr(legacy_value_start, (int)c)) {
+            r = q;
+            while (r < end && *r != '\n' && *r != '\r') r++;
+            while (r > q && isspace((unsigned char)r[-1])) r--;
+            /* The brackets that close sections on the same line are not the value's. */
+            while (r > q + 1 && r[-1] == ']' && isspace((unsigned char)r[-2])) {
+                r -= 2;
+                while (r > q && isspace((unsigned char)r[-1])) r--;
+            }
+            t->kind = T_RAW;
+            t->n = (size_t)(r - q);
+            f->p = t->end = r;
+            lx->prev_operand = true;
+            return 0;
+        }
     }
     /* A run of path characters: an identifier or number, a $X$, or an old-style raw word. */
     bool path_start = (c == '.' && !(q + 1 < end && isdigit((unsigned char)q[1]))) || c == '/' ||
@@ -459,6 +491,7 @@ int ctf__bs_lex_next(bs_lexer *lx)
     f->p = t->end = p + t->n;
     lx->prev_operand = ctf__bs_is_op(t, ")") || ctf__bs_is_op(t, "]") || ctf__bs_is_op(t, "}") ||
                        ctf__bs_is_op(t, "|]");
+    lx->prev_assign = ctf__bs_is_op(t, "=");
     return 0;
 }
 

@@ -801,3 +801,33 @@ TEST(bs_values_exact)
     ASSERT_U64_EQ(c.randomization_window, 7);
     ctf_bsconfig_free(doc);
 }
+
+TEST(bs_legacy_unquoted_values)
+{
+    /* CNTK's older syntax, as its own configuration files still write it: `RootDir = .` and a
+     * writer's format, unquoted to the end of its line (spaces, '%', '|' and escapes kept as
+     * written); a bracket that closes a section on the same line is not part of the value. */
+    static const char text[] =
+        "RootDir = .\n"
+        "Prologue=%d\\t|w.shape %x\\n%d\\t|w\\s\n"
+        "write = [\n"
+        "  writer = [ format = [ type = category\n"
+        "    sequencePrologue=%d\\t|w.shape %x\\n%d\\t|w\\s\n"
+        "    sequenceEpilogue = \\n\n"
+        "    elementSeparator = %s ] ]\n"
+        "]\n"
+        "reader = [\n"
+        "  file = $RootDir$/data.ctf\n"
+        "  input = [ x = [ dim = 3 ; format = dense ; alias = \"$Prologue$\" ] ]\n"
+        "]\n";
+    ctf_bsconfig *doc = NULL;
+    ctf_config c;
+    ctf_error err;
+    ASSERT_OK(parse_apply(text, "reader", NULL, 0, &doc, &c, &err), &err);
+    ASSERT_STR_EQ(c.path, "./data.ctf");
+    ASSERT_STR_EQ(c.streams[0].alias, "%d\\t|w.shape %x\\n%d\\t|w\\s");
+    ctf_bsconfig_free(doc);
+    /* Still an error where an expression is expected and the text is none. */
+    ASSERT(fails_at("reader = { file = a % ; input = { x = { dim = 1; format = dense } } }\n", NULL,
+                    "", 1, 0));
+}
