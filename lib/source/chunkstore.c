@@ -240,7 +240,7 @@ int ctf__chunkstore_open(const ctf_config *cfg, ctf__chunkstore **out, ctf_error
          * could be anyone's. The load goes on without the cache (one warning), as for a
          * directory that cannot be written. */
         if (e == EPERM) {
-            warn(cfg, s->dir, why, "not used");
+            warn(cfg, s->dir, why, "the cache is not used");
             ctf__chunkstore_unref(s);
             return 0;
         }
