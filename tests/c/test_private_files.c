@@ -287,8 +287,8 @@ static void chunk_cfg(ctf_config *c, const char *path, const char *dir, test_log
 }
 
 /* Reads everything; @return the sum of every value (-1 on failure), *hits the cache's hits,
- * *misses (when not NULL) its misses. A chunk loaded twice in a run is one miss and one hit on
- * a cache that starts empty. */
+ * *misses (when not NULL) its misses. A chunk may be loaded twice in a run (the look-ahead's
+ * timing decides): on a cache that starts empty, one miss and one hit. */
 static double chunk_run_m(const ctf_config *c, uint64_t *hits, uint64_t *misses)
 {
     ctf_reader *r = NULL;
@@ -345,9 +345,9 @@ TEST(chunk_cache_is_private_and_never_follows_links)
     ctf_config c;
     test_log lg;
     chunk_cfg(&c, data, dir, &lg);
-    uint64_t hits, h0, m0, m;
+    uint64_t hits, m;
     const mode_t um = umask(0);
-    const double want = chunk_run_m(&c, &h0, &m0);
+    const double want = chunk_run_m(&c, &hits, &m);
     umask(um);
     ASSERT(want > 0);
     ASSERT_EQ(lg.warnings, 0);
@@ -364,12 +364,11 @@ TEST(chunk_cache_is_private_and_never_follows_links)
         ASSERT_EQ(symlink(victim, names[i]), 0);
     }
     ASSERT(chunk_run_m(&c, &hits, &m) == want);
-    ASSERT_U64_EQ(hits, h0); /* as on an empty cache */
-    ASSERT_U64_EQ(m, m0);
+    ASSERT(m >= n); /* every entry missed (a chunk loaded twice may hit the second time) */
     ASSERT(victim_intact(victim));
     for (size_t i = 0; i < n; i++) ASSERT(S_ISREG(mode_of(names[i])));
     ASSERT(chunk_run_m(&c, &hits, &m) == want);
-    ASSERT_U64_EQ(hits, h0 + m0);
+    ASSERT(hits >= n);
     ASSERT_U64_EQ(m, 0);
     static char all[64][700];
     ASSERT_EQ(chunk_entries(dir, all, 64), n); /* and nothing else: no temporary file left */
@@ -435,8 +434,8 @@ TEST(chunk_cache_owned_by_another_user_is_not_used)
     ctf_config c;
     test_log lg;
     chunk_cfg(&c, data, dir, &lg);
-    uint64_t hits, h0, m0, m;
-    const double want = chunk_run_m(&c, &h0, &m0);
+    uint64_t hits, m;
+    const double want = chunk_run_m(&c, &hits, &m);
     ASSERT(want > 0);
     static char names[64][700];
     const size_t n = chunk_entries(dir, names, 64);
@@ -444,10 +443,9 @@ TEST(chunk_cache_owned_by_another_user_is_not_used)
     /* Entries another user made in our private directory are misses (and are replaced). */
     for (size_t i = 0; i < n; i++) ASSERT_EQ(chown(names[i], 12345, 12345), 0);
     ASSERT(chunk_run_m(&c, &hits, &m) == want);
-    ASSERT_U64_EQ(hits, h0); /* as on an empty cache */
-    ASSERT_U64_EQ(m, m0);
+    ASSERT(m >= n); /* every entry missed (a chunk loaded twice may hit the second time) */
     ASSERT(chunk_run_m(&c, &hits, &m) == want);
-    ASSERT_U64_EQ(hits, h0 + m0);
+    ASSERT(hits >= n);
     ASSERT_U64_EQ(m, 0);
     /* A directory another user owns, even one only its owner can write: not used. */
     ASSERT_EQ(chown(dir, 12345, 12345), 0);
