@@ -13,10 +13,13 @@
  *
  * Only clean chunks are stored: one whose parse recorded any problem, dropped anything or cut a
  * sample short is parsed again each time, so that its errors, warnings and their order and
- * budget are exactly the parse's. An entry is written to a temporary file of its own and
- * renamed into place, so readers (threads or processes sharing the directory) see a whole entry
- * or none (an open removes the temporary files of writers that died); a header checksum over
- * the rest catches a torn or damaged one, which is then parsed again and overwritten. Writing
+ * budget are exactly the parse's. An entry is written through the atomic writer (platform.c: a
+ * temporary file of its own, 0600, never through a link) and renamed into place, so readers
+ * (threads or processes sharing the directory) see a whole entry or none (an open removes the
+ * temporary files of writers that died); a header checksum over the rest catches a torn or
+ * damaged one, which is then parsed again and overwritten. The checksum detects damage, not
+ * forgery: the directory must be ours alone (made 0700; one another user owns or can write is
+ * not used at all, docs/chunk-cache.md "Trust"), and an entry another user owns is a miss. Writing
  * never fails a load: a directory that cannot be written is one warning at open, a write that
  * fails later (a full disk) one warning carried by the chunk, and from then on chunks are only
  * read. A limit in bytes keeps the directory small: a hit touches its entry's modification
