@@ -206,6 +206,39 @@ TEST(index_cache_never_follows_links_planted_at_temporary_names)
     free(dir);
 }
 
+/* The attack as it was met: links planted for the next PIDs, then `ctfio index` (as root in
+ * the tests' runs) run by another process. */
+TEST(cli_index_never_follows_links_planted_for_the_next_pids)
+{
+    char *dir = fresh_dir("pf_cli");
+    ASSERT_EQ(mkdir(dir, 0755), 0);
+    char data[700], victim[700], cpath[800], planted[900], cmd[3000];
+    snprintf(data, sizeof data, "%s/data.ctf", dir);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    ASSERT(write_text(data, "1 |x 1\n2 |x 2\n", 0644));
+    ASSERT(write_text(victim, VICTIM_TEXT, 0600));
+    ctf_index_cache_path(data, cpath, sizeof cpath);
+    long last = (long)getpid();
+    FILE *f = fopen("/proc/sys/kernel/ns_last_pid", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &last) != 1) last = (long)getpid();
+        fclose(f);
+    }
+    enum { AHEAD = 256 };
+    for (long k = 1; k <= AHEAD; k++) {
+        snprintf(planted, sizeof planted, "%s.tmp.%ld", cpath, last + k);
+        ASSERT_EQ(symlink(victim, planted), 0);
+    }
+    const char *cli = getenv("CTFIO_CLI");
+    snprintf(cmd, sizeof cmd, "%s index --file %s --input x:1:dense >/dev/null 2>&1",
+             cli && cli[0] ? cli : "build/ctfio", data);
+    ASSERT_EQ(system(cmd), 0);
+    ASSERT(victim_intact(victim));
+    ASSERT(S_ISREG(mode_of(cpath)));
+    ASSERT_EQ(count_prefixed(dir, "data.ctf.ctfidx."), AHEAD); /* the links, still links */
+    free(dir);
+}
+
 /* The remote objects' index cache directory: made 0700, refused when another user owns it or
  * anyone else can write it, with a reason for the warning (once per context). */
 static bool cache_dir_usable(const char *dir, char *why, size_t cap)
