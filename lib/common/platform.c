@@ -298,7 +298,8 @@ int ctf__atomic_commit(ctf__atomic_file *af)
 {
     int e = 0;
     af->step = "write";
-    if (af->f && fflush(af->f) != 0) e = errno ? errno : EIO;
+    /* ferror: a write through the stream that failed earlier, whose caller did not look. */
+    if (af->f && (fflush(af->f) != 0 || ferror(af->f))) e = errno ? errno : EIO;
     if (!e && atomic_fault(CTF__ATOMIC_STEP_WRITE)) e = errno;
     if (!e && !(af->flags & CTF__ATOMIC_NO_SYNC)) {
         af->step = "sync";
