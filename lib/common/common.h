@@ -124,10 +124,86 @@ int ctf__file_unchanged(const char *path, const ctf__file_id *was, const ctf__fi
 int ctf__file_open(const char *path, ctf_error *err);
 void ctf__file_close(int fd);
 
-/* fopen for the library's own small files (index cache, configuration): opens without
- * blocking; a read refuses anything that is not a regular file (a FIFO, a device, a directory:
- * errno EINVAL). Writing creates or truncates. @return : the stream, or NULL with errno set. */
-FILE *ctf__fopen_regular(const char *path, bool for_write);
+/* fopen "rb" for the library's own small files (index cache, configuration): opens without
+ * blocking and refuses anything that is not a regular file (a FIFO, a device, a directory:
+ * errno EINVAL). Files are written through ctf__atomic_open, never opened for writing in
+ * place. @return : the stream, or NULL with errno set. */
+FILE *ctf__fopen_regular(const char *path);
+
+/*======================================================================
+ * Writing a file atomically (platform.c): the one way lib/ writes a file whole, used by the
+ * index cache, the chunk cache's entries and the converters' outputs.
+ *
+ *   ctf__atomic_file af;
+ *   int e = ctf__atomic_open(&af, path, ".tmp", CTF__ATOMIC_PRIVATE);   // or 0
+ *   ... ctf__atomic_write(&af, p, n), or fwrite on ctf__atomic_stream(&af) ...
+ *   e = e ? e : ctf__atomic_commit(&af);        // or ctf__atomic_abort(&af) to give up
+ *
+ * The temporary file is made next to path (same directory, so the rename cannot cross file
+ * systems), named path.<pid>-<64 random bits><suffix>, with O_CREAT|O_EXCL|O_NOFOLLOW|
+ * O_CLOEXEC: it is never a file that exists nor one a symbolic link leads to, a link planted
+ * at the name (by a user who can write the directory) is only a name taken, and the next name
+ * is tried (100 in all). Commit flushes, fsyncs (unless CTF__ATOMIC_NO_SYNC), closes and
+ * renames over path: readers see the old file or the new one, whole. rename replaces a link
+ * at path itself, never the file it names (a caller that means to replace a link's target
+ * resolves it first, as the converters do). Any failure removes the temporary file; nothing
+ * of it is left after commit or abort, and af holds no memory and no descriptor.
+ * Return values are errno values (0: done); af.step names the step that failed ("create",
+ * "write", "sync", "rename") for the caller's message.
+ *
+ * python/ctfio/writer.py (_create_exclusive) follows the same rules for the files Python
+ * writes.
+ *====================================================================*/
+
+/* CTF__ATOMIC_PRIVATE: mode 0600 (caches: what they hold is the user's alone); without it,
+ * 0666 less the umask, as for any file the user asks for.
+ * CTF__ATOMIC_NO_SYNC: no fsync, for files whose damage is detected and rebuilt (the chunk
+ * cache's checksummed entries), where one sync per chunk would cost more than it saves. */
+#define CTF__ATOMIC_PRIVATE 1
+#define CTF__ATOMIC_NO_SYNC 2
+
+typedef struct ctf__atomic_file {
+    int fd;           /* the temporary file, open for writing; -1 when none */
+    FILE *f;          /* the stream on fd, once ctf__atomic_stream made it (it owns fd) */
+    char *tmp;        /* the temporary file's name, next to final; NULL when none to remove */
+    char *final;      /* the name it takes on commit */
+    int flags;        /* CTF__ATOMIC_* */
+    const char *step; /* after a failure: the step that failed ("create", "write", ...) */
+} ctf__atomic_file;
+
+/* @return : 0 with af->fd open, or an errno value (af then holds nothing). */
+int ctf__atomic_open(ctf__atomic_file *af, const char *path, const char *suffix, int flags);
+/* A stdio stream on the temporary file (made once; commit and abort close it), or NULL. */
+FILE *ctf__atomic_stream(ctf__atomic_file *af);
+/* Writes all n bytes to af->fd (not for use with a stream). @return : 0 or an errno value. */
+int ctf__atomic_write(ctf__atomic_file *af, const void *data, size_t n);
+/* Flush, fsync, close, rename. @return : 0, or an errno value with the temporary removed. */
+int ctf__atomic_commit(ctf__atomic_file *af);
+/* Closes and removes the temporary file. Safe on an af that holds nothing. */
+void ctf__atomic_abort(ctf__atomic_file *af);
+
+#ifdef CTF_TESTING
+/* Fault injection, test builds only: the step ctf__atomic_fail_step (CTF__ATOMIC_STEP_*, 0:
+ * none) fails with errno ctf__atomic_fail_errno, in every atomic write until reset. */
+enum {
+    CTF__ATOMIC_STEP_CREATE = 1,
+    CTF__ATOMIC_STEP_WRITE,
+    CTF__ATOMIC_STEP_SYNC,
+    CTF__ATOMIC_STEP_RENAME
+};
+extern atomic_int ctf__atomic_fail_step;
+extern atomic_int ctf__atomic_fail_errno;
+#endif
+
+/* ctf__private_dir(dir, make, why, cap): whether dir may hold a cache that only this user
+ * trusts (docs/chunk-cache.md, "Trust"): made first when make (mkdir -p, the last component
+ * 0700), it must be a directory (a symbolic link to one is judged by the directory it leads
+ * to) owned by the effective user and writable by no one else (group and other write bits
+ * clear; a sticky bit is not enough: it stops others removing entries, not planting new
+ * ones). The directories above it are not judged.
+ * @return : 0, or an errno value (EPERM: owned by another user or writable by others) with why
+ *           (cap bytes) saying what is wrong, in words for a warning. */
+int ctf__private_dir(const char *dir, bool make, char *why, size_t cap);
 
 /* A read-only mapping of a file's bytes. */
 typedef struct ctf__map {

@@ -96,7 +96,7 @@ int ctf__bs_fail(ctf_error *err, const bs_src *src, uint32_t line, uint32_t col,
 int ctf__bs_read_file(bs_arena *a, const char *path, bs_src **out, ctf_error *err)
 {
     const ctf__where w = {path, 0, 0, -1};
-    FILE *f = ctf__fopen_regular(path, false);
+    FILE *f = ctf__fopen_regular(path);
     if (!f)
         return ctf__fail(err, CTF_EIO, w, "cannot open the configuration file: %s",
                          errno == EINVAL ? "not a regular file" : strerror(errno));

@@ -222,7 +222,7 @@ int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_si
     rc = ctf__out_open(&of, c.path, -1, out_path, err);
     if (!rc) {
         w.out = of.f;
-        w.tmp = of.tmp ? of.tmp : out_path;
+        w.tmp = of.af.tmp ? of.af.tmp : out_path;
         ctf__cbf_bytes head = {0};
         rc = ctf__cbf_put64(&head, CBF_MAGIC) || ctf__cbf_put32(&head, 1)
                  ? ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory")
@@ -231,24 +231,16 @@ int ctf_cbf_write(const ctf_config *cfg, const char *out_path, uint64_t chunk_si
         if (!rc) rc = convert_chunks(&w, idx, err);
         if (!rc) rc = flush_chunk(&w, err);
         if (!rc) rc = write_header(&w, err);
-        of.f = NULL;
-        if (fclose(w.out) != 0 && !rc)
-            rc = ctf__fail(err, CTF_EIO, (ctf__where){w.tmp, 0, 0, -1}, "write error on %s: %s",
-                           w.tmp, strerror(errno));
         if (!rc && ctf__file_stat(c.path, &out_id, err) == 0 &&
             (out_id.size != in_id.size || out_id.mtime_ns != in_id.mtime_ns))
             rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){c.path, 0, 0, -1},
                            "the input changed while it was converted");
-        if (!rc && of.tmp && rename(of.tmp, of.final) != 0)
-            rc = ctf__fail(err, CTF_EIO, (ctf__where){out_path, 0, 0, -1},
-                           "cannot rename %s to %s: %s", of.tmp, of.final, strerror(errno));
-        if (rc && of.tmp) unlink(of.tmp);
+        rc = ctf__out_finish(&of, rc, out_path, err);
     }
     result->chunks = w.chunks;
     result->bytes_written = w.pos;
     ctf__cbf_build_free(&w.open);
     CTF_FREE(w.table.p);
-    ctf__out_free(&of);
     ctf_index_free(idx);
     return rc;
 }

@@ -703,48 +703,54 @@ static int convert_csv(conv *c)
  * The output file
  *====================================================================*/
 
-void ctf__out_free(ctf__out_file *o)
-{
-    if (o->f) fclose(o->f);
-    CTF_FREE(o->tmp);
-    CTF_FREE(o->final);
-    memset(o, 0, sizeof *o);
-}
-
 static int out_fail(ctf_error *err, const char *out_path, const char *fmt, const char *a,
                     const char *b)
 {
     return ctf__fail(err, CTF_EIO, (ctf__where){out_path, 0, 0, -1}, fmt, a, b);
 }
 
-/* A name no other process picks: the pid, the clock and a counter, retried on a collision. */
-static int out_create_tmp(ctf__out_file *o, ctf_error *err, const char *out_path)
+int ctf__out_finish(ctf__out_file *o, int rc, const char *out_path, ctf_error *err)
 {
-    static _Atomic unsigned long counter;
-    size_t n = strlen(o->final) + 48;
-    o->tmp = CTF_MALLOC(n);
-    if (!o->tmp) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory (output path)");
-    for (int attempt = 0; attempt < 1000; attempt++) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        unsigned long k = atomic_fetch_add(&counter, 1);
-        snprintf(o->tmp, n, "%s.%ld-%lx%lx.part", o->final, (long)getpid(),
-                 (unsigned long)ts.tv_nsec ^ (unsigned long)ts.tv_sec << 30, k);
-        int fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-        if (fd >= 0) {
-            o->f = fdopen(fd, "wb");
-            if (o->f) return 0;
-            int e = errno;
-            close(fd);
-            unlink(o->tmp);
-            errno = e;
-        }
-        if (errno != EEXIST)
-            return out_fail(err, out_path, "cannot create the temporary file %s: %s", o->tmp,
-                            strerror(errno));
+    if (!o->af.final) { /* in place, or never opened */
+        int e = 0;
+        if (o->f && fflush(o->f) != 0) e = errno ? errno : EIO;
+        if (o->f && fclose(o->f) != 0 && !e) e = errno ? errno : EIO;
+        o->f = NULL;
+        if (!rc && e) rc = out_fail(err, out_path, "cannot write %s: %s", out_path, strerror(e));
+        return rc;
     }
-    return out_fail(err, out_path, "cannot create a temporary file next to %s: %s", o->final,
-                    "every name tried exists");
+    o->f = NULL; /* the atomic file's own stream */
+    if (rc) {
+        ctf__atomic_abort(&o->af);
+        return rc;
+    }
+    const int e = ctf__atomic_commit(&o->af);
+    if (!e) return 0;
+    const char *step = o->af.step ? o->af.step : "write";
+    if (!strcmp(step, "rename"))
+        return out_fail(err, out_path, "cannot rename the temporary file to %s: %s", out_path,
+                        strerror(e));
+    return out_fail(err, out_path,
+                    !strcmp(step, "sync") ? "cannot sync %s to the disk: %s"
+                                          : "cannot write %s: %s",
+                    out_path, strerror(e));
+}
+
+static int out_create_tmp(ctf__out_file *o, ctf_error *err, const char *final, const char *out_path)
+{
+    int e = ctf__atomic_open(&o->af, final, ".part", 0);
+    if (!e && !(o->f = ctf__atomic_stream(&o->af))) {
+        e = errno ? errno : ENOMEM;
+        ctf__atomic_abort(&o->af);
+    }
+    if (e == ENOMEM) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory (output path)");
+    if (e == EEXIST)
+        return out_fail(err, out_path, "cannot create a temporary file next to %s: %s", final,
+                        "every name tried exists");
+    if (e)
+        return out_fail(err, out_path, "cannot create a temporary file next to %s: %s", final,
+                        strerror(e));
+    return 0;
 }
 
 int ctf__out_open(ctf__out_file *o, const char *in_path, int in_fd, const char *out_path,
@@ -781,16 +787,12 @@ int ctf__out_open(ctf__out_file *o, const char *in_path, int in_fd, const char *
                         "or name another output",
                         out_path, "nothing was written");
     /* Through a link, the file it names is replaced and the link kept, as a write would. */
-    if (link) {
-        char *target = realpath(out_path, NULL);
-        if (!target)
-            return out_fail(err, out_path, "cannot resolve %s: %s", out_path, strerror(errno));
-        o->final = ctf__strdup(target);
-        free(target);
-    } else
-        o->final = ctf__strdup(out_path);
-    if (!o->final) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory (output path)");
-    return out_create_tmp(o, err, out_path);
+    if (!link) return out_create_tmp(o, err, out_path, out_path);
+    char *target = realpath(out_path, NULL);
+    if (!target) return out_fail(err, out_path, "cannot resolve %s: %s", out_path, strerror(errno));
+    int rc = out_create_tmp(o, err, target, out_path);
+    free(target);
+    return rc;
 }
 
 /*======================================================================
@@ -839,19 +841,13 @@ int ctf_convert_file(const char *in_path, const char *out_path, const ctf_conver
         long pos = ftell(c.out); /* -1 on a pipe: counted as 0 */
         r->bytes_written = pos > 0 ? (uint64_t)pos : 0;
     }
-    if (fflush(c.out) != 0 && !c.write_errno) c.write_errno = errno ? errno : EIO;
-    if (fclose(c.out) != 0 && !c.write_errno) c.write_errno = errno ? errno : EIO;
-    c.out = o.f = NULL;
     if (!rc && c.write_errno)
-        rc = ctf__fail(err, CTF_EIO, (ctf__where){out_path, 0, 0, -1}, "cannot write %s: %s",
-                       o.tmp ? o.tmp : out_path, strerror(c.write_errno));
-    if (!rc && o.tmp && rename(o.tmp, o.final) != 0)
-        rc = ctf__fail(err, CTF_EIO, (ctf__where){out_path, 0, 0, -1}, "cannot rename %s to %s: %s",
-                       o.tmp, o.final, strerror(errno));
-    if (rc && o.tmp) unlink(o.tmp);
+        rc = out_fail(err, out_path, "cannot write %s: %s", out_path, strerror(c.write_errno));
+    rc = ctf__out_finish(&o, rc, out_path, err);
+    c.out = NULL;
 done:
     lines_close(&c.in);
-    ctf__out_free(&o);
+    ctf__out_finish(&o, rc ? rc : CTF_EIO, out_path, NULL);
     CTF_FREE(c.outbuf);
     return rc;
 }

@@ -206,7 +206,8 @@ typedef struct scan_state {
     uint64_t chunk_size;
     size_t chunks_cap;
     size_t emitted;
-    FILE *cache;            /* the index cache being written (NULL: none, or it failed) */
+    ctf__atomic_file cache_file; /* the index cache being written (platform.c) */
+    FILE *cache;            /* its stream (NULL: none, or it failed) */
     uint64_t cache_sum;
     int cache_errno;
     ctf_error *err;
@@ -289,7 +290,7 @@ static int emit(scan_state *st, const ctf__seq *s, uint64_t end)
         if (fwrite(s, sizeof *s, 1, st->cache) != 1) {
             /* The cache is optional: a write failure drops it (a warning at the end). */
             st->cache_errno = errno ? errno : EIO;
-            fclose(st->cache);
+            ctf__atomic_abort(&st->cache_file);
             st->cache = NULL;
         }
     }
@@ -622,7 +623,8 @@ static int scan_parallel(scan_state *st, ctf__io *io, bool *ran, ctf_error *err)
     j->st.keep = &j->keep;
     j->st.kept = 0;
     j->st.keep_limit = ctf__index_half_keep ? ctf__index_half_keep : 1;
-    j->st.cache = NULL;
+    j->st.cache = NULL; /* the cache is the first half's alone */
+    j->st.cache_file = (ctf__atomic_file){.fd = -1};
     j->st.mode = 1;
     j->st.have_seq = false;
     j->st.line_no = 0;
@@ -773,7 +775,7 @@ static int cache_load(scan_state *st, const ctf_config *cfg, const index_opts *o
 {
     ctf_index *idx = st->idx;
     const char *cpath = idx->cache_path;
-    FILE *f = ctf__fopen_regular(cpath, false);
+    FILE *f = ctf__fopen_regular(cpath);
     if (!f) {
         /* Present but unusable (a FIFO, a directory): say so; absent: nothing to say. */
         if (errno != ENOENT)
@@ -904,38 +906,40 @@ out:
 }
 
 /* Opens the temporary cache file and reserves its header; the scan streams the records into
- * it (emit). A failure is a warning: the index is built without a cache. */
-static void cache_begin(scan_state *st, const ctf_config *cfg, char *tmp, size_t cap)
+ * it (emit). A failure is a warning: the index is built without a cache. The file is written
+ * the one atomic way (platform.c: a fresh name next to the cache, never through a link); a
+ * cache in the remote cache directory is private (0600), one beside a local data file gets the
+ * mode the user's umask gives, as the data's readers may share it. */
+static void cache_begin(scan_state *st, const ctf_config *cfg)
 {
-    const char *cpath = st->idx->cache_path;
-    snprintf(tmp, cap, "%s.tmp.%ld", cpath, (long)getpid());
+    const ctf_index *idx = st->idx;
+    const char *cpath = idx->cache_path;
     st->cache_sum = 0xcbf29ce484222325ull;
     st->cache_errno = 0;
-    st->cache = ctf__fopen_regular(tmp, true);
+    st->cache = NULL;
+    const int flags = ctf__io_is_remote(idx->path) ? CTF__ATOMIC_PRIVATE : 0;
+    int e = ctf__atomic_open(&st->cache_file, cpath, ".tmp", flags);
+    if (!e && !(st->cache = ctf__atomic_stream(&st->cache_file))) e = errno ? errno : ENOMEM;
     const cache_header h = {{0}};
-    if (st->cache && fwrite(&h, sizeof h, 1, st->cache) != 1) {
-        fclose(st->cache);
+    if (!e && fwrite(&h, sizeof h, 1, st->cache) != 1) e = errno ? errno : EIO;
+    if (e) {
+        ctf__atomic_abort(&st->cache_file);
         st->cache = NULL;
-        remove(tmp);
-    }
-    if (!st->cache) {
-        int e = errno;
         log_at(cfg, CTF_SEV_WARNING, (ctf__where){cpath, 0, 0, -1},
                "could not create the index cache (%s); continuing without it", strerror(e));
     }
 }
 
 /* Drops the temporary cache file (the scan failed). */
-static void cache_abort(scan_state *st, const char *tmp)
+static void cache_abort(scan_state *st)
 {
-    if (st->cache) fclose(st->cache);
+    ctf__atomic_abort(&st->cache_file);
     st->cache = NULL;
-    remove(tmp);
 }
 
-/* Completes the cache: the header, the checksum (records, then header), fsync, rename.
- * @return : true when the cache now holds the index's table. */
-static bool cache_end(scan_state *st, const ctf_config *cfg, const index_opts *o, const char *tmp)
+/* Completes the cache: the header, the checksum (records, then header), then the atomic
+ * commit (flush, fsync, rename). @return : true when the cache now holds the index's table. */
+static bool cache_end(scan_state *st, const ctf_config *cfg, const index_opts *o)
 {
     const ctf_index *idx = st->idx;
     const char *cpath = idx->cache_path;
@@ -945,7 +949,6 @@ static bool cache_end(scan_state *st, const ctf_config *cfg, const index_opts *o
     int e = st->cache_errno;
     if (!f) {
         if (!e) return false; /* never opened: already reported */
-        remove(tmp);
         goto fail;
     }
     cache_header h;
@@ -967,26 +970,24 @@ static bool cache_end(scan_state *st, const ctf_config *cfg, const index_opts *o
     h.repeat_first_line = idx->repeat.first_line;
     h.repeat_offset = idx->repeat.offset;
     const uint64_t sum = ctf__hash_bytes(st->cache_sum, &h, sizeof h);
+    struct stat cst;
     if (fwrite(&sum, sizeof sum, 1, f) != 1 || fseek(f, 0, SEEK_SET) != 0 ||
-        fwrite(&h, sizeof h, 1, f) != 1 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        e = errno;
-        fclose(f);
-        remove(tmp);
-        goto fail;
-    }
-    if (fclose(f) != 0) {
-        e = errno;
-        remove(tmp);
+        fwrite(&h, sizeof h, 1, f) != 1 || fflush(f) != 0) {
+        e = errno ? errno : EIO;
+        ctf__atomic_abort(&st->cache_file);
         goto fail;
     }
     /* The identity of what is renamed into place (for ctf__index_cache_invalidate). */
-    ctf_error ignored;
-    if (ctf__file_stat(tmp, &st->idx->cache_file, &ignored) != 0)
+    if (fstat(fileno(f), &cst) == 0)
+        st->idx->cache_file = (ctf__file_id){(uint64_t)cst.st_size,
+                                             (int64_t)cst.st_mtim.tv_sec * 1000000000 +
+                                                 cst.st_mtim.tv_nsec,
+                                             (uint64_t)cst.st_ino};
+    else
         memset(&st->idx->cache_file, 0, sizeof st->idx->cache_file);
-    what = "rename";
-    if (rename(tmp, cpath) != 0) {
-        e = errno;
-        remove(tmp);
+    if ((e = ctf__atomic_commit(&st->cache_file)) != 0) {
+        what = st->cache_file.step;
+        memset(&st->idx->cache_file, 0, sizeof st->idx->cache_file);
         goto fail;
     }
     return true;
@@ -1272,11 +1273,16 @@ int ctf__index_build(const ctf_config *cfg, ctf__remote *rem, ctf_index **out, c
      * directory, keyed by URL, ETag and size, whenever one is given: a remote open without it
      * would read every object whole. */
     if (cfg->cache_index || (rem && ctf__io_is_remote(idx->path))) {
-        char cpath[CTF_ERROR_PATH_MAX + 64];
+        char cpath[CTF_ERROR_PATH_MAX + 64], why[160];
         if (!ctf__io_is_remote(idx->path))
             ctf_index_cache_path(idx->path, cpath, sizeof cpath);
-        else if (!ctf__io_cache_path(rem, idx->path, &idx->file, cpath, sizeof cpath))
+        else if (!ctf__io_cache_path(rem, idx->path, &idx->file, cpath, sizeof cpath, why,
+                                     sizeof why)) {
             cpath[0] = '\0';
+            if (why[0])
+                log_at(cfg, CTF_SEV_WARNING, (ctf__where){idx->path, 0, 0, -1},
+                       "index cache directory %s; remote objects are indexed without a cache", why);
+        }
         if (cpath[0] && !(idx->cache_path = ctf__strdup(cpath))) {
             rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
             goto fail;
@@ -1311,8 +1317,7 @@ int ctf__index_build(const ctf_config *cfg, ctf__remote *rem, ctf_index **out, c
         ctf__io *io;
         rc = ctf__io_open(rem, idx->path, &idx->file, &io, err);
         if (rc) goto fail;
-        char tmp[CTF_ERROR_PATH_MAX + 96];
-        if (use_cache) cache_begin(&st, cfg, tmp, sizeof tmp);
+        if (use_cache) cache_begin(&st, cfg);
         rc = scan_file(&st, io, err);
         idx->total_lines = st.line_no;
         id_set_free(&st.ids);
@@ -1327,10 +1332,10 @@ int ctf__index_build(const ctf_config *cfg, ctf__remote *rem, ctf_index **out, c
                                "the file changed while it was being indexed");
         }
         if (rc) {
-            if (use_cache) cache_abort(&st, tmp);
+            if (use_cache) cache_abort(&st);
             goto fail;
         }
-        if (use_cache) idx->cache_ok = cache_end(&st, cfg, &o, tmp);
+        if (use_cache) idx->cache_ok = cache_end(&st, cfg, &o);
     }
     idx->chunk_size_bytes = cfg->chunk_size_bytes;
     /* The checkpoint fingerprint: table_hash with a header holding only the file size, folded

@@ -29,7 +29,8 @@ struct ctf__remote {
     char *region;
     char *access_key, *secret_key, *session_token; /* NULL: unsigned requests */
     char *cache_dir;        /* NULL: no index caches for remote objects */
-    atomic_bool cache_dir_made; /* made once per context, not once per object */
+    atomic_int cache_dir_state; /* 0 not judged yet, 1 usable, 2 not (judged once per context) */
+    atomic_bool cache_dir_warned; /* the one warning about an unusable one has been given */
     unsigned max_retries;
     unsigned timeout_ms, connect_timeout_ms;
     unsigned backoff_ms;    /* the first retry's delay; doubles up to backoff_max_ms */
@@ -84,7 +85,8 @@ int ctf__remote_new(const ctf_remote_options *opt, ctf__remote **out, ctf_error 
     r->backoff_max_ms = r->backoff_ms * 64 < 5000 ? 5000 : r->backoff_ms * 64;
     r->rng = (uint64_t)(uintptr_t)r ^ (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
     atomic_init(&r->refs, 1);
-    atomic_init(&r->cache_dir_made, false);
+    atomic_init(&r->cache_dir_state, 0);
+    atomic_init(&r->cache_dir_warned, false);
     if (oom || (r->access_key && !r->secret_key) || pthread_mutex_init(&r->mu, NULL)) {
         bool bad_keys = !oom && r->access_key && !r->secret_key;
         CTF_FREE(r->endpoint);
@@ -139,36 +141,24 @@ void ctf__remote_counters(const ctf__remote *rem, ctf_io_counters *out)
     out->bytes = atomic_load(&((ctf__remote *)rem)->bytes);
 }
 
-/* mkdir -p. @return : 0, or -1 with errno set. */
-static int make_dirs(const char *dir)
-{
-    char p[CTF_ERROR_PATH_MAX];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof p) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(p, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] != '/' && p[i] != '\0') continue;
-        char c = p[i];
-        p[i] = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) return -1;
-        p[i] = c;
-    }
-    return 0;
-}
-
 bool ctf__io_cache_path(const ctf__remote *rem, const char *url, const ctf__file_id *id, char *buf,
-                        size_t cap)
+                        size_t cap, char *why, size_t why_cap)
 {
+    if (why_cap) why[0] = '\0';
     if (!rem || !rem->cache_dir) return false;
-    /* A 10,000-object open would otherwise pay a mkdir per path component per object. */
-    atomic_bool *made = &((ctf__remote *)rem)->cache_dir_made;
-    if (!atomic_load(made)) {
-        if (make_dirs(rem->cache_dir) != 0) return false;
-        atomic_store(made, true);
+    /* Made (0700) and judged once per context: a 10,000-object open would otherwise pay a
+     * mkdir and a stat per object. A directory another user owns or can write is not used
+     * (docs/chunk-cache.md, "Trust"): its caches could be anyone's. */
+    ctf__remote *r = (ctf__remote *)rem;
+    int state = atomic_load(&r->cache_dir_state);
+    if (state == 0) {
+        char w[160];
+        state = ctf__private_dir(rem->cache_dir, true, w, sizeof w) ? 2 : 1;
+        atomic_store(&r->cache_dir_state, state);
+        if (state == 2 && why_cap && !atomic_exchange(&r->cache_dir_warned, true))
+            snprintf(why, why_cap, "%s: %s", rem->cache_dir, w);
     }
+    if (state != 1) return false;
     /* The key: the URL, the ETag and the size, so that a replaced object never meets the
      * cache of its predecessor, and two endpoints' objects of one name stay apart. */
     ctf__sha256_ctx s;

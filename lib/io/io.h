@@ -50,9 +50,11 @@ int ctf__io_fd(const ctf__io *h);
 int ctf__io_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n, ctf_error *err);
 
 /* The index cache file of a remote object, in the cache directory and keyed by URL, ETag and
- * size. @return : false when no cache directory was given (no cache is kept). */
+ * size. The directory is made (0700) if missing and must be private (ctf__private_dir).
+ * @return : false when no cache is kept: no cache directory was given, or it is not usable;
+ *           then why (why_cap bytes) says why, once per context (empty on later calls). */
 bool ctf__io_cache_path(const ctf__remote *rem, const char *url, const ctf__file_id *id, char *buf,
-                        size_t cap);
+                        size_t cap, char *why, size_t why_cap);
 
 /* Preferred block for a sequential scan: larger for a remote path (fewer requests). */
 size_t ctf__io_scan_block(const ctf__io *h, size_t local_block);

@@ -13,10 +13,13 @@
  *
  * Only clean chunks are stored: one whose parse recorded any problem, dropped anything or cut a
  * sample short is parsed again each time, so that its errors, warnings and their order and
- * budget are exactly the parse's. An entry is written to a temporary file of its own and
- * renamed into place, so readers (threads or processes sharing the directory) see a whole entry
- * or none (an open removes the temporary files of writers that died); a header checksum over
- * the rest catches a torn or damaged one, which is then parsed again and overwritten. Writing
+ * budget are exactly the parse's. An entry is written through the atomic writer (platform.c: a
+ * temporary file of its own, 0600, never through a link) and renamed into place, so readers
+ * (threads or processes sharing the directory) see a whole entry or none (an open removes the
+ * temporary files of writers that died); a header checksum over the rest catches a torn or
+ * damaged one, which is then parsed again and overwritten. The checksum detects damage, not
+ * forgery: the directory must be ours alone (made 0700; one another user owns or can write is
+ * not used at all, docs/chunk-cache.md "Trust"), and an entry another user owns is a miss. Writing
  * never fails a load: a directory that cannot be written is one warning at open, a write that
  * fails later (a full disk) one warning carried by the chunk, and from then on chunks are only
  * read. A limit in bytes keeps the directory small: a hit touches its entry's modification
@@ -59,7 +62,6 @@ struct ctf__chunkstore {
     atomic_bool writable;
     atomic_bool warned;          /* the one warning about writing has been given */
     atomic_uint_least64_t total; /* bytes of entries, as far as this process knows */
-    atomic_uint_least64_t tmp_seq;
     pthread_mutex_t evict_mu;    /* one eviction scan at a time */
 };
 
@@ -130,14 +132,18 @@ static size_t list_entries(const ctf__chunkstore *s, aged **out, uint64_t *total
     return n;
 }
 
-/* .<key>-<pid>-<n>.tmp, as store() names its temporary files. */
+/* <key>.chunk.<pid>-<random>.tmp, as ctf__atomic_open names put()'s temporary files, or
+ * .<key>-<pid>-<n>.tmp, as earlier versions did. */
 static bool is_temp(const char *name)
 {
     size_t n = strlen(name), k = strlen(TEMP_SUFFIX);
-    if (name[0] != '.' || n < 1 + 32 + k || strcmp(name + n - k, TEMP_SUFFIX)) return false;
-    for (size_t i = 1; i <= 32; i++)
+    if (n < 1 + 32 + k || strcmp(name + n - k, TEMP_SUFFIX)) return false;
+    const size_t at = name[0] == '.' ? 1 : 0;
+    for (size_t i = at; i < at + 32; i++)
         if (!isxdigit((unsigned char)name[i])) return false;
-    return name[33] == '-';
+    if (at) return name[33] == '-';
+    const size_t e = strlen(ENTRY_SUFFIX);
+    return n > 32 + e + 1 + k && !strncmp(name + 32, ENTRY_SUFFIX, e) && name[32 + e] == '.';
 }
 
 /* Removes the temporary files that writers which died left behind: nothing else would, and
@@ -185,30 +191,31 @@ static void evict(ctf__chunkstore *s)
  * Opening
  *====================================================================*/
 
-static void warn(const ctf_config *cfg, const char *dir, const char *what, int e)
+static void warn(const ctf_config *cfg, const char *dir, const char *why, const char *fate)
 {
     if (!cfg->log) return;
     ctf_error w;
     ctf__fail(&w, CTF_OK, (ctf__where){dir, 0, 0, -1},
-              "chunk cache %s: %s (%s); chunks are parsed and not stored", dir, what, strerror(e));
+              "chunk cache %s: %s; chunks are parsed and %s", dir, why, fate);
     cfg->log(cfg->log_user, CTF_SEV_WARNING, &w);
 }
 
-/* Whether a file can be made in the directory (made if missing): a file created and removed. */
-static int probe(const char *dir)
+/* Whether the directory may be used (made 0700 if missing; docs/chunk-cache.md, "Trust"):
+ * ours alone, then writable (a file created and removed). @return : 0, or an errno value with
+ * why saying what is wrong. */
+static int probe(const char *dir, char *why, size_t cap)
 {
-    if (mkdir(dir, 0777) && errno != EEXIST) return errno;
-    size_t n = strlen(dir) + 64;
+    int e = ctf__private_dir(dir, true, why, cap);
+    if (e) return e;
+    ctf__atomic_file af;
+    size_t n = strlen(dir) + 16;
     char *p = CTF_MALLOC(n);
     if (!p) return ENOMEM;
-    snprintf(p, n, "%s/.probe-%ld", dir, (long)getpid());
-    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-    int e = fd < 0 ? errno : 0;
-    if (fd >= 0) {
-        close(fd);
-        unlink(p);
-    }
+    snprintf(p, n, "%s/.probe", dir);
+    e = ctf__atomic_open(&af, p, ".tmp", CTF__ATOMIC_PRIVATE);
+    ctf__atomic_abort(&af);
     CTF_FREE(p);
+    if (e) snprintf(why, cap, "cannot be written (%s)", strerror(e));
     return e;
 }
 
@@ -227,13 +234,21 @@ int ctf__chunkstore_open(const ctf_config *cfg, ctf__chunkstore **out, ctf_error
     atomic_init(&s->refs, 1);
     atomic_init(&s->warned, false);
     atomic_init(&s->total, 0);
-    atomic_init(&s->tmp_seq, 0);
     pthread_mutex_init(&s->evict_mu, NULL);
-    const int e = probe(s->dir);
+    char why[160];
+    const int e = probe(s->dir, why, sizeof why);
     atomic_init(&s->writable, e == 0);
     if (e) {
+        /* A directory that another user owns or can write is not read either: its entries
+         * could be anyone's. The load goes on without the cache (one warning), as for a
+         * directory that cannot be written. */
+        if (e == EPERM) {
+            warn(cfg, s->dir, why, "the cache is not used");
+            ctf__chunkstore_unref(s);
+            return 0;
+        }
         atomic_store(&s->warned, true);
-        warn(cfg, s->dir, "cannot be written", e);
+        warn(cfg, s->dir, why, "not stored");
     } else {
         sweep_temps(s);
         if (s->limit) evict(s); /* a smaller limit than the last run's applies at once */
@@ -318,8 +333,10 @@ static bool get(ctf__chunkstore *s, const char *path, const uint64_t key[2],
     entry_head h;
     char *buf = NULL;
     size_t size = 0;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < sizeof h ||
-        (uint64_t)st.st_size > SIZE_MAX / 2)
+    /* An entry someone else made is not ours to trust, whatever the directory let happen
+     * (a directory made private only after others wrote in it). */
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        (uint64_t)st.st_size < sizeof h || (uint64_t)st.st_size > SIZE_MAX / 2)
         goto done;
     size = (size_t)st.st_size;
     if (!(buf = ctf__readbuf_get(rb, size))) goto done;
@@ -406,18 +423,6 @@ static void warn_in_chunk(ctf__chunkstore *s, ctf__chunk_data *cd, const char *w
     cd->num_warnings++;
 }
 
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return w < 0 ? errno : ENOSPC;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static void put(ctf__chunkstore *s, const char *path, const uint64_t key[2],
                 const ctf__parse_cfg *pc, ctf__chunk_data *cd, const ctf__seq *seqs)
 {
@@ -455,38 +460,28 @@ static void put(ctf__chunkstore *s, const char *path, const uint64_t key[2],
     h.cbf_size = out.len - sizeof h - rec;
     h.sum = ctf__hash_bytes(0x5bd1e9955bd1e995ull, out.p + sizeof h, out.len - sizeof h);
     memcpy(out.p, &h, sizeof h);
-    /* A temporary name of this process and store call alone, then one rename: a reader sees
-     * the old entry, the new one, or none. */
-    const size_t tn = strlen(path) + 64;
-    char *tmp = CTF_MALLOC(tn);
-    if (!tmp) {
-        CTF_FREE(out.p);
-        return;
-    }
-    char hex[33];
-    hex_key(hex, key);
-    snprintf(tmp, tn, "%s/.%s-%ld-%llu.tmp", s->dir, hex, (long)getpid(),
-             (unsigned long long)atomic_fetch_add(&s->tmp_seq, 1));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-    int e = fd < 0 ? errno : write_all(fd, out.p, out.len);
-    if (fd >= 0 && close(fd) && !e) e = errno;
-    /* The rename and its count under the eviction lock: an eviction's listing either sees the
-     * entry (and sets the total with it) or comes after its count, never loses it. */
+    /* A temporary file of its own (platform.c: a fresh name, 0600, never through a link),
+     * then one rename: a reader sees the old entry, the new one, or none. No fsync: an entry
+     * torn by a crash fails its checksum and is a miss, and a sync per chunk would cost what
+     * the cache saves. The rename and its count under the eviction lock: an eviction's
+     * listing either sees the entry (and sets the total with it) or comes after its count,
+     * never loses it. */
+    ctf__atomic_file af;
+    int e = ctf__atomic_open(&af, path, TEMP_SUFFIX, CTF__ATOMIC_PRIVATE | CTF__ATOMIC_NO_SYNC);
+    if (!e) e = ctf__atomic_write(&af, out.p, out.len);
     bool over = false;
     if (!e) {
         pthread_mutex_lock(&s->evict_mu);
-        if (rename(tmp, path))
-            e = errno;
-        else
-            over = s->limit && atomic_fetch_add(&s->total, out.len) + out.len > s->limit;
+        e = ctf__atomic_commit(&af);
+        if (!e) over = s->limit && atomic_fetch_add(&s->total, out.len) + out.len > s->limit;
         pthread_mutex_unlock(&s->evict_mu);
+    } else {
+        ctf__atomic_abort(&af);
     }
-    if (e && fd >= 0) unlink(tmp);
     if (e)
         warn_in_chunk(s, cd, "a chunk could not be stored", e);
     else if (over)
         evict(s);
-    CTF_FREE(tmp);
     CTF_FREE(out.p);
 }
 

@@ -411,15 +411,18 @@ def write_ctf(path, streams, *, sequence_ids=True, precision="float"):
 
 
 def _create_exclusive(path, chosen):
-    """A new temporary file next to `path` that no one else has: O_EXCL (never a file that
-    exists, a user's file named like it included) and O_NOFOLLOW (never through a link planted
-    at its name). Mode 0666 less the umask, as the file it replaces would get. Each name is
-    handed to `chosen` before it is tried (None after a name someone else has), so that a
-    caller interrupted inside this call knows which file may have been made."""
+    """A new temporary file next to `path` that no one else has. This mirrors the C library's one
+    atomic writer (ctf__atomic_open in lib/common/platform.c, documented in lib/common/common.h)
+    and keeps its rules: a name with 64 random bits (PATH.PID-RANDOM.part), O_EXCL (never a file
+    that exists, a user's file named like it included, nor a link planted at the name) and
+    O_NOFOLLOW (never through a link), O_CLOEXEC, a taken name retried (100 in all), mode 0666
+    less the umask as the file it replaces would get (user outputs; the library's caches are
+    0600). Each name is handed to `chosen` before it is tried (None after a name someone else
+    has), so that a caller interrupted inside this call knows which file may have been made."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | \
         getattr(os, "O_CLOEXEC", 0)
-    for _ in range(1000):
-        tmp = "%s.%d-%s.part" % (path, os.getpid(), secrets.token_hex(6))
+    for _ in range(100):
+        tmp = "%s.%d-%s.part" % (path, os.getpid(), secrets.token_hex(8))
         chosen(tmp)
         try:
             return os.open(tmp, flags, 0o666)
@@ -434,10 +437,11 @@ class _replace_atomically:
     block completes: on any exception `path` stays as it was and the temporary file is removed.
     The temporary file is created exclusively (`_create_exclusive`), so two writers of one path
     never mix: the last rename wins, whole. A `path` that is a symbolic link keeps the link and
-    has the file it names replaced; a device or a pipe is written in place. fsync: flushed to
-    the disk before the rename (checkpoints)."""
+    has the file it names replaced; a device or a pipe is written in place. The file is flushed
+    to the disk (fsync) before the rename, as the C writer's commit does; fsync=False skips
+    that, for scratch files only."""
 
-    def __init__(self, path, fsync=False):
+    def __init__(self, path, fsync=True):
         self.path, self.fsync, self.tmp, self.f = path, fsync, None, None
 
     def __enter__(self):

@@ -659,7 +659,7 @@ TEST(index_cache_written_next_to_data_and_loaded)
     ctf_index_free(idx2);
     /* No temporary file is left behind. */
     char cmd[1200];
-    snprintf(cmd, sizeof cmd, "ls '%s'.tmp.* >/dev/null 2>&1", cpath);
+    snprintf(cmd, sizeof cmd, "ls '%s'.*.tmp >/dev/null 2>&1", cpath);
     ASSERT(system(cmd) != 0);
     /* A cached index gives the reader the same data. */
     cfg.max_sweeps = 1;
