@@ -3,7 +3,8 @@
 #   make            library, CLI and C test runner (build/)
 #   make test       everything: ruff and the C format check, C tests, golden files, fuzz
 #                   regression, conformance corpus, the same C tests under ASan+UBSan, then the
-#                   Python suite in .venv
+#                   Python suite in .venv (its time printed at the end)
+#   make check      the inner loop: C tests and the Python suite only
 #   make lint       ruff on every Python file
 #   make format     clang-format rewrites the C files of FORMAT_FILES; format-check only compares
 #   make demo       the main job on built-in sample data, then a training run in Python
@@ -64,7 +65,7 @@ SLIB_OBJ := $(patsubst lib/%.c,$(S)/lib/%.o,$(LIB_SRC))
 PLIB_OBJ := $(patsubst lib/%.c,$(P)/lib/%.o,$(LIB_SRC))
 
 .PHONY: all test ctest asan portable soak golden fuzz-regression conformance py pytest demo fuzz clean \
-	distclean bench bench-build print-ldlibs lint format format-check
+	distclean bench bench-build print-ldlibs lint format format-check check test-suites
 
 all: $(B)/ctfio $(B)/ctfio_tests
 
@@ -186,8 +187,16 @@ format-check: $(VENV)/.deps
 lint: $(VENV)/.deps
 	$(VENV)/bin/ruff check .
 
-test: lint format-check bench-build ctest golden fuzz-regression conformance portable asan pytest
-	@echo "make test: all suites passed"
+test:
+	@t0=$$(date +%s); $(MAKE) --no-print-directory test-suites && \
+	  echo "make test: all suites passed in $$(($$(date +%s) - t0)) s"
+test-suites: lint format-check bench-build ctest golden fuzz-regression conformance portable asan pytest
+
+# The inner loop: the C unit tests and the Python suite, without the sanitizer and portable
+# builds (run `make test` before a commit).
+check:
+	@t0=$$(date +%s); $(MAKE) --no-print-directory ctest pytest && \
+	  echo "make check: passed in $$(($$(date +%s) - t0)) s"
 
 # The CLI part, then a real training run through the Python package (examples/train_digits.py).
 demo: $(B)/ctfio $(VENV)/.installed
