@@ -200,7 +200,9 @@ typedef struct ctf_remote_options {
                                     * and size; NULL: none are kept */
     unsigned max_retries;          /* retries of a failed request (5xx, 429, resets, timeouts,
                                     * short bodies); default 8 */
-    unsigned timeout_ms;           /* one request's limit; 0: 60 s */
+    unsigned timeout_ms;           /* stall limit: a request that moves no byte for this long
+                                    * (whole seconds) is given up and retried; a slow transfer
+                                    * that keeps moving is never cut; 0: 60 s */
     unsigned connect_timeout_ms;   /* 0: 10 s */
     unsigned backoff_ms;           /* the first retry's delay (doubling, with jitter); 0: 50 */
 } ctf_remote_options;

@@ -78,10 +78,13 @@ def ranged(body, req, etag='"e1"', extra=(), lm=None):
 
 class RawServer:
     """Keep-alive HTTP/1.1 on 127.0.0.1: handler(req, n) gives the raw bytes of each answer
-    (None closes the connection); every request is recorded. Bounded in requests and time."""
+    (None closes the connection; a list is sent piece by piece, `pace` seconds apart, a
+    ("sleep", s) piece waits s seconds); every request is recorded. Bounded in requests and
+    time."""
 
-    def __init__(self, handler, max_requests=2000):
+    def __init__(self, handler, max_requests=2000, pace=0.0):
         self.handler = handler
+        self.pace = pace
         self.requests = []
         self.max_requests = max_requests
         self.sock = socket.socket()
@@ -132,7 +135,15 @@ class RawServer:
                 out = self.handler(req, n)
                 if out is None:
                     return
-                c.sendall(out)
+                if isinstance(out, bytes):
+                    out = [out]
+                for i, piece in enumerate(out):
+                    if isinstance(piece, tuple):
+                        time.sleep(min(piece[1], 10))
+                        continue
+                    if i and self.pace:
+                        time.sleep(self.pace)
+                    c.sendall(piece)
         except OSError:
             pass
         finally:
@@ -252,3 +263,106 @@ def test_416_at_open_is_not_an_empty_file(serve):
               else answer(200, ['ETag: "e1"', "Content-Length: 640"]))
     msg = fails(s.url + "/d.ctf")
     assert "416" in msg and "640 bytes" in msg and "is empty" not in msg
+
+
+# --- Redirects and stalls --------------------------------------------------------------------
+
+
+def test_redirect_loop_is_bounded_and_named(serve):
+    s = serve(lambda req, n: answer(302, ["Location: " + req.target]))
+    msg = fails(s.url + "/d.ctf")
+    assert "redirect" in msg and "loop" in msg
+    # One attempt of at most a handful of redirects, not retried.
+    assert len(s.requests) <= 8
+
+
+def test_a_slow_transfer_completes_and_a_stalled_one_ends(serve):
+    body = corpus_text(200)
+
+    def slow(req, n):
+        r = req.range()
+        out = ranged(body, req)
+        if not r or r[1] - r[0] < 1000:
+            return out
+        # The whole body over ~2.5 s, 200 bytes at a time: slower than one timeout_ms in all.
+        head, _, rest = out.partition(b"\r\n\r\n")
+        return [head + b"\r\n\r\n"] + [rest[i:i + 200] for i in range(0, len(rest), 200)]
+
+    s = serve(slow, pace=0.2)
+    keys = read_all(source(s.url + "/d.ctf", storage_options=dict(timeout_ms=1000)))
+    assert keys == list(range(200))
+    assert len(s.requests) == len({(r.range()) for r in s.requests})  # nothing retried
+
+    def stalled(req, n):
+        out = ranged(body, req)
+        if req.range() and req.range()[1] - req.range()[0] >= 1000:
+            return [out[:len(out) // 2], ("sleep", 4.0)]
+        return out
+
+    s = serve(stalled)
+    t0 = time.monotonic()
+    msg = fails(s.url + "/d.ctf", storage_options=dict(timeout_ms=1000, max_retries=1))
+    assert "after 2 attempts" in msg
+    # (libcurl averages the speed over a few seconds: a stall is seen some seconds late.)
+    assert time.monotonic() - t0 < 40
+
+
+# --- Keys and credentials as written ---------------------------------------------------------
+
+
+def s3_opts(s, **kw):
+    d = dict(endpoint=s.url, key="AKIDTEST", secret="secret", region="us-east-1")
+    d.update(kw)
+    return d
+
+
+def test_dot_segments_go_out_as_written(serve):
+    body = corpus_text()
+    s = serve(lambda req, n: ranged(body, req))
+    for url, line in [("s3://bkt/a/../x.ctf", "/bkt/a/%2E%2E/x.ctf"),
+                      ("s3://bkt/../../etc/x.ctf", "/bkt/%2E%2E/%2E%2E/etc/x.ctf"),
+                      ("s3://bkt/./y.ctf", "/bkt/%2E/y.ctf")]:
+        del s.requests[:]
+        assert read_all(source(url, storage_options=s3_opts(s))) == list(range(NUM))
+        assert {r.target for r in s.requests} == {line}, url
+    # A plain URL's path is sent as written too.
+    del s.requests[:]
+    assert read_all(source(s.url + "/a/../d.ctf")) == list(range(NUM))
+    assert {r.target for r in s.requests} == {"/a/../d.ctf"}
+
+
+@pytest.mark.parametrize("length", [3000, 10000])
+def test_session_tokens_of_any_length_go_out_whole(serve, length):
+    body = corpus_text()
+    s = serve(lambda req, n: ranged(body, req))
+    token = "".join("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[i % 36] for i in range(length))
+    assert read_all(source("s3://bkt/d.ctf", storage_options=s3_opts(s, token=token))) == \
+        list(range(NUM))
+    assert s.requests and all(r.headers.get("x-amz-security-token") == token
+                              and "Signature=" in r.headers.get("authorization", "")
+                              for r in s.requests)
+
+
+def test_the_tool_sends_long_session_tokens_whole(serve, tmp_path):
+    import subprocess
+    body = corpus_text()
+    s = serve(lambda req, n: ranged(body, req))
+    env = dict(os.environ, AWS_ENDPOINT_URL_S3=s.url, AWS_REGION="us-east-1",
+               CTFIO_CACHE_DIR=str(tmp_path / "cache"), HOME=str(tmp_path))
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        env.pop(k, None)
+    t3 = "T" * 2999 + "3"
+    t10 = "U" * 9999 + "0"
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "credentials").write_text(
+        "[default]\naws_access_key_id = AKIDFILE\naws_secret_access_key = s\n"
+        "aws_session_token = %s\n" % t10)
+    for extra, token in [(dict(AWS_ACCESS_KEY_ID="AKIDENV", AWS_SECRET_ACCESS_KEY="s",
+                               AWS_SESSION_TOKEN=t3), t3), ({}, t10)]:
+        del s.requests[:]
+        p = subprocess.run([sys.executable, "-m", "ctfio", "dump", "--file", "s3://bkt/d.ctf",
+                            "--input", "x:2:dense", "--count", "3", "--randomize", "false"],
+                           env=dict(env, **extra), capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert s.requests and all(r.headers.get("x-amz-security-token") == token
+                                  for r in s.requests)
