@@ -33,7 +33,7 @@ LM = "Tue, 01 Dec 2026 10:00:00 GMT"
 
 def corpus_text(n=NUM, base=0):
     # Lines of equal length: chunks of equal size, so that one chunk's bytes parse as another's.
-    return "".join(LINE % (i, base + i % 10, (base + i) % 7) for i in range(n)).encode()
+    return "".join(LINE % (i, (base + i) % 10, (base + i) % 7) for i in range(n)).encode()
 
 
 class Req:
@@ -366,3 +366,122 @@ def test_the_tool_sends_long_session_tokens_whole(serve, tmp_path):
         assert p.returncode == 0, p.stderr[-2000:]
         assert s.requests and all(r.headers.get("x-amz-security-token") == token
                                   for r in s.requests)
+
+
+# --- Objects without ETags, and ETags in other forms ----------------------------------------
+
+
+class Versions:
+    """One object that a test replaces: version k has body bodies[k] and Last-Modified
+    LMS[k] (and ETag etags[k], None: no header). `honour`: the server answers 412 to a stale
+    If-Match or If-Unmodified-Since, as S3 does; else it ignores them."""
+
+    LMS = [LM, "Tue, 01 Dec 2026 10:05:00 GMT"]
+
+    def __init__(self, bodies, etags=(None, None), lm=True, honour=False):
+        self.bodies, self.etags, self.lm, self.honour = bodies, etags, lm, honour
+        self.cur = 0
+
+    def __call__(self, req, n):
+        k = self.cur
+        body, etag = self.bodies[k], self.etags[k]
+        lm = self.LMS[k] if self.lm else None
+        if self.honour:
+            im, ius = req.headers.get("if-match"), req.headers.get("if-unmodified-since")
+            if (im and im != etag) or (ius and lm and ius != lm):
+                return answer(412, ["Content-Length: 0"])
+        return ranged(body, req, etag=etag, lm=lm)
+
+
+def read_values(src, k=7):
+    vals = []
+    for _ in range(10000):
+        mb = src.next_minibatch(k)
+        if not mb:
+            break
+        for si in mb:
+            vals += [tuple(v) for v in mb[si].values.tolist()]
+    return vals
+
+
+@pytest.mark.parametrize("kind", ["lm", "lm-412", "etag", "etag-412"])
+def test_an_object_replaced_mid_sweep_is_a_change(serve, kind):
+    """A same-size replacement after the first minibatch: the server's answers show it (a new
+    Last-Modified or ETag), or the server refuses the condition sent (412); either way
+    CTF_ECHANGED naming the object and saying it changed, never a mix of versions."""
+    v = Versions([corpus_text(400), corpus_text(400, base=3)],
+                 etags=('"e1"', '"e2"') if kind.startswith("etag") else (None, None),
+                 honour=kind.endswith("412"))
+    s = serve(v)
+    src = source(s.url + "/d.ctf", prefetch_chunks=1)
+    src.next_minibatch(7)
+    v.cur = 1
+    with pytest.raises(ctfio.DataChangedError) as e:
+        read_all(src)
+    msg = str(e.value)
+    assert "/d.ctf" in msg and "changed" in msg and "ended early" not in msg
+    if kind == "lm":
+        assert "Last-Modified" in msg
+    loads = [r for r in s.requests if r.range() and r.range() != (0, 0)]
+    if kind.startswith("lm"):
+        assert loads and all(r.headers.get("if-unmodified-since") == LM for r in loads)
+    else:
+        assert loads and all(r.headers.get("if-match") == '"e1"' for r in loads)
+
+
+def test_index_and_chunk_caches_know_a_replaced_object_without_etag(serve, tmp_path):
+    """No ETag, a same-size replacement with a new Last-Modified: the next reader neither
+    takes the old index cache nor the old chunks from the chunk cache."""
+    bodies = [corpus_text(200), corpus_text(200, base=3)]
+    v = Versions(bodies)
+    s = serve(v)
+    caches = dict(cache_dir=str(tmp_path / "idx"), chunk_cache=str(tmp_path / "chunks"))
+
+    def run():
+        src = ctfio.MinibatchSource(ctfio.CTFDeserializer(s.url + "/d.ctf", XY),
+                                    storage_options=dict(backoff_ms=1), randomize=False,
+                                    max_sweeps=1, chunk_size_in_bytes=200, **caches)
+        return read_values(src)
+
+    def local(body):
+        p = tmp_path / "local.ctf"
+        p.write_bytes(body)
+        return read_values(ctfio.MinibatchSource(ctfio.CTFDeserializer(str(p), XY),
+                                                 randomize=False, max_sweeps=1,
+                                                 chunk_size_in_bytes=200))
+
+    assert run() == local(bodies[0])
+    v.cur = 1
+    assert run() == local(bodies[1])
+
+
+@pytest.mark.parametrize("headers", ["lm", "none"])
+def test_cbf_over_a_server_without_etags(serve, tmp_path, headers):
+    ctf = tmp_path / "d.ctf"
+    ctf.write_bytes(corpus_text(200))
+    out = tmp_path / "d.bin"
+    ctfio.convert(str(ctf), str(out), format="cbf", streams=XY, chunk_size=300,
+                  show_config=False)
+    body = out.read_bytes()
+    s = serve(lambda req, n: ranged(body, req, etag=None, lm=LM if headers == "lm" else None))
+    src = ctfio.MinibatchSource(ctfio.CBFDeserializer(s.url + "/d.bin"), randomize=False,
+                                max_sweeps=1, storage_options=dict(backoff_ms=1),
+                                cache_dir=False)
+    ref = ctfio.MinibatchSource(ctfio.CBFDeserializer(str(out)), randomize=False,
+                                max_sweeps=1)
+    assert read_values(src) == read_values(ref)
+
+
+def test_etags_that_differ_in_quotes_or_weak_prefix_name_one_version(serve):
+    """The probe's ETag W/"v1", the ranges' "v1" and v1: one version; a weak ETag is never
+    sent as If-Match (whose strong comparison it would always fail)."""
+    body = corpus_text()
+    forms = ['W/"v1"', '"v1"', "v1"]
+
+    def h(req, n):
+        if req.headers.get("if-match"):
+            return answer(412, ["Content-Length: 0"])
+        return ranged(body, req, etag=forms[min(n - 1, 1) if n < 3 else n % 3])
+
+    s = serve(h)
+    assert read_all(source(s.url + "/d.ctf")) == list(range(NUM))
