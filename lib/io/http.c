@@ -843,10 +843,17 @@ static int perform(ctf__remote *rem, const target *t, const char *path, const re
         CURLcode cc = send_once(rem, t, q, r, cerr);
         atomic_fetch_add(&rem->bytes, r->got);
         const ctf__where w = {path, 0, 0, offset};
-        /* libcurl refuses a header line over its limit (100 KB) as "out of memory". */
-        if (cc == CURLE_OUT_OF_MEMORY && !r->oom && strstr(cerr, "header"))
+        /* libcurl refuses a header line over its limit (100 KB) as "out of memory" (8.6 on:
+         * "too large"); ctfio's own allocations set r->oom. */
+        bool too_large = cc == CURLE_OUT_OF_MEMORY && !r->oom;
+#if LIBCURL_VERSION_NUM >= 0x080600
+        too_large = too_large || cc == CURLE_TOO_LARGE;
+#endif
+        if (too_large)
             return ctf__fail(err, CTF_EIO, w,
-                             "the server's answer has a header too large to take (%s)", cerr);
+                             "the server's answer could not be taken in: a header line over "
+                             "libcurl's limit (100 KB), or libcurl ran out of memory%s%s",
+                             cerr[0] ? ": " : "", cerr);
         if (r->oom || cc == CURLE_OUT_OF_MEMORY)
             return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading %s", path);
         const char *why = NULL;

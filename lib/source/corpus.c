@@ -44,7 +44,7 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static bool is_pattern(const char *p) { return strpbrk(p, "*?[") != NULL; }
+static bool is_pattern(const char *p) { return ctf__io_is_pattern(p); }
 
 int ctf__expand_paths(struct ctf__remote *rem, const char *const *patterns, size_t n, char ***out,
                       size_t *num_out, ctf_error *err)

@@ -485,3 +485,69 @@ def test_etags_that_differ_in_quotes_or_weak_prefix_name_one_version(serve):
 
     s = serve(h)
     assert read_all(source(s.url + "/d.ctf")) == list(range(NUM))
+
+
+# --- Messages that name what happened, and never a credential --------------------------------
+
+
+def test_a_huge_header_line_is_named(serve):
+    body = corpus_text()
+    s = serve(lambda req, n: ranged(body, req, extra=["X-Big: " + "a" * 200000]))
+    msg = fails(s.url + "/d.ctf")
+    assert "header line" in msg and "out of memory reading" not in msg
+    assert len(s.requests) == 1
+
+
+def test_stray_bytes_on_a_reused_connection_are_retried(serve):
+    """Bytes after a complete answer (a broken server's) sit on the pooled connection: the next
+    request there reads them first; it is retried on a fresh connection and the data is
+    right."""
+    body = corpus_text()
+    s = serve(lambda req, n: [ranged(body, req), ("sleep", 0.05), b"GARBAGE\r\n"])
+    src = source(s.url + "/d.ctf", storage_options=dict(max_retries=3))
+    assert read_all(src) == list(range(NUM))
+    assert src._reader.io_counters()["retries"] >= 1
+    msg = fails(s.url + "/d.ctf", storage_options=dict(max_retries=0))
+    assert "not HTTP" in msg and "after 1 attempts" in msg
+
+
+def test_plain_http_403_says_no_more_than_it_knows(serve):
+    s = serve(lambda req, n: answer(403, [], b"<html>Forbidden</html>"))
+    msg = fails(s.url + "/d.ctf")
+    assert "403" in msg and "signature" not in msg
+
+
+def test_user_and_password_of_a_url_are_never_printed(serve, tmp_path):
+    import subprocess
+    body = corpus_text()
+    s = serve(lambda req, n: ranged(body, req) if req.target == "/d.ctf" else
+              answer(404, [], b""))
+    base = "http://reader:S3CRETPW@127.0.0.1:%d" % s.port
+    msg = fails(base + "/missing.ctf")
+    assert "404" in msg and "S3CRETPW" not in msg and "reader:" not in msg
+    assert "127.0.0.1:%d/missing.ctf" % s.port in msg
+    # The credentials did go out (as basic authentication).
+    assert any(r.headers.get("authorization", "").startswith("Basic ") for r in s.requests)
+    for cmd in ("stats", "check"):
+        p = subprocess.run([sys.executable, "-m", "ctfio", cmd, "--file", base + "/d.ctf",
+                            "--input", "x:2:dense", "--cache-dir", str(tmp_path)],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr[-2000:]
+        out = p.stdout + p.stderr
+        assert "/d.ctf" in out and "S3CRETPW" not in out, out
+
+
+def test_a_presigned_url_is_a_path_and_its_query_is_never_printed(serve):
+    body = corpus_text()
+    q = "?X-Amz-Credential=AKID%2F20261201&X-Amz-Signature=deadbeefSIGNATURE&X-Amz-Expires=60"
+
+    def h(req, n):
+        if req.target == "/d.ctf" + q:
+            return ranged(body, req)
+        return answer(403, [], b"<Error><Code>SignatureDoesNotMatch</Code></Error>")
+
+    s = serve(h)
+    assert read_all(source(s.url + "/d.ctf" + q)) == list(range(NUM))
+    msg = fails(s.url + "/other.ctf" + q)
+    assert "403" in msg and "deadbeefSIGNATURE" not in msg and "AKID" not in msg
+    assert "/other.ctf?***" in msg
