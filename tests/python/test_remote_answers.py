@@ -455,6 +455,19 @@ def test_index_and_chunk_caches_know_a_replaced_object_without_etag(serve, tmp_p
     assert run() == local(bodies[1])
 
 
+def test_a_checkpoint_is_refused_on_a_replaced_object_without_etag(serve):
+    v = Versions([corpus_text(200), corpus_text(200, base=3)])
+    s = serve(v)
+    src = source(s.url + "/d.ctf")
+    src.next_minibatch(7)
+    state = src.get_checkpoint_state()
+    v.cur = 1
+    src2 = source(s.url + "/d.ctf")
+    with pytest.raises(ctfio.StateError) as e:
+        src2.restore_from_checkpoint(state)
+    assert "/d.ctf" in str(e.value)
+
+
 @pytest.mark.parametrize("headers", ["lm", "none"])
 def test_cbf_over_a_server_without_etags(serve, tmp_path, headers):
     ctf = tmp_path / "d.ctf"
