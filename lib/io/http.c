@@ -5,7 +5,9 @@
  * connection alive, so requests reuse connections across threads and objects) and the request
  * counters. Transient failures (5xx, 429/SlowDown, resets, timeouts, short bodies) are retried
  * with exponential backoff and jitter, within a bounded count; 403, 404, 412 and an
- * unreachable endpoint fail at once with a message that says which.
+ * unreachable endpoint fail at once with a message that says which. No answer's bytes are used
+ * before it has shown the range asked (Content-Range), the indexed size and the fingerprint
+ * taken at open (the ETag, or Last-Modified where a server has none).
  */
 
 #include "io.h"
@@ -815,6 +817,11 @@ static int final_error(const ctf__remote *rem, const target *t, const char *path
                          "credentials may not read it",
                          code[0] ? " " : "", code);
     }
+    if (status / 100 == 3 && t->s3)
+        return ctf__fail(err, CTF_EIO, w,
+                         "HTTP %ld: a redirect, which S3 requests do not follow (check the "
+                         "endpoint and the region)",
+                         status);
     if (status == 412)
         return ctf__fail(err, CTF_ECHANGED, w,
                          "the object changed since it was indexed (HTTP 412: the server no "
