@@ -217,6 +217,36 @@ def test_206_for_another_range_is_refused(serve):
     assert "Content-Range" in msg and "bytes %d-" % chunk in msg
 
 
+def test_cbf_chunk_for_another_chunk_is_refused(serve, tmp_path):
+    """Equal-sized CBF chunks: a server that answers chunk k with chunk k-1 (its Content-Range
+    says so) would deliver another chunk's samples, which decode cleanly."""
+    ctf = tmp_path / "d.ctf"
+    ctf.write_bytes(corpus_text(400))
+    out = tmp_path / "d.bin"
+    ctfio.convert(str(ctf), str(out), format="cbf", streams=XY, chunk_size=600,
+                  show_config=False)
+    body = out.read_bytes()
+    sizes = {}
+
+    def h(req, n):
+        r = req.range()
+        if r and r[1] - r[0] + 1 >= 500:  # a chunk load
+            size = r[1] - r[0] + 1
+            sizes.setdefault(size, []).append(r[0])
+            a = r[0] - size if r[0] - size >= min(sizes[size]) else r[0]
+            return answer(206, ['ETag: "e1"', "Content-Range: bytes %d-%d/%d"
+                                % (a, a + size - 1, len(body))], body[a:a + size])
+        return ranged(body, req)
+
+    s = serve(h)
+    src = ctfio.MinibatchSource(ctfio.CBFDeserializer(s.url + "/d.bin"), randomize=False,
+                                max_sweeps=1, storage_options=dict(backoff_ms=1, max_retries=1),
+                                cache_dir=False)
+    with pytest.raises((ctfio.CTFError, OSError)) as e:
+        read_values(src)
+    assert "another range" in str(e.value) and "Content-Range" in str(e.value)
+
+
 def test_206_total_other_than_the_indexed_size_is_a_change(serve):
     body = corpus_text()
 
