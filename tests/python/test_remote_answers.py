@@ -594,3 +594,23 @@ def test_a_presigned_url_is_a_path_and_its_query_is_never_printed(serve):
     msg = fails(s.url + "/other.ctf" + q)
     assert "403" in msg and "deadbeefSIGNATURE" not in msg and "AKID" not in msg
     assert "/other.ctf?***" in msg
+
+
+def test_listing_and_get_etags_in_other_forms_name_one_version(serve):
+    """A listing that gives the ETag without quotes (or weak) and ranges that give it quoted:
+    one version, read whole."""
+    body = corpus_text()
+
+    def h(req, n):
+        if "list-type=2" in req.target:
+            xml = ("<?xml version=\"1.0\"?><ListBucketResult><Name>bkt</Name>"
+                   "<IsTruncated>false</IsTruncated><Contents><Key>d.ctf</Key>"
+                   "<ETag>W/&quot;v1&quot;</ETag><Size>%d</Size></Contents>"
+                   "<Contents><Key>e.ctf</Key><ETag>v1</ETag><Size>%d</Size></Contents>"
+                   "</ListBucketResult>" % (len(body), len(body)))
+            return answer(200, ["Content-Type: application/xml"], xml.encode())
+        return ranged(body, req, etag='"v1"')
+
+    s = serve(h)
+    keys = read_all(source("s3://bkt/*.ctf", storage_options=s3_opts(s)))
+    assert sorted(keys) == sorted(list(range(NUM)) * 2)
