@@ -104,6 +104,14 @@ typedef struct ctf_error {
  * @return : buf. */
 char *ctf_error_format(const ctf_error *err, ctf_severity sev, char *buf, size_t cap);
 
+/* ctf_redact_urls(text, buf, cap):
+ * Copies text into buf with what a URL may carry of credentials left out: the user and
+ * password of scheme://USER:PASSWORD@host/ (shown as "***@") and the query of an http(s) URL
+ * (a presigned URL's signature and token; shown as "?***"). Every error and log record of the
+ * library has been through it; a program that prints paths (the ctfio tool) passes them too.
+ * Always NUL-terminates when cap > 0. @return : buf. */
+char *ctf_redact_urls(const char *text, char *buf, size_t cap);
+
 /* A log callback receives warnings and info (and errors that were tolerated by maxErrors).
  * When ctf_config.log is NULL nothing is logged: the library never writes to a terminal (the
  * ctfio tool and the Python package install a sink that writes ctf_error_format() lines to
@@ -200,7 +208,9 @@ typedef struct ctf_remote_options {
                                     * and size; NULL: none are kept */
     unsigned max_retries;          /* retries of a failed request (5xx, 429, resets, timeouts,
                                     * short bodies); default 8 */
-    unsigned timeout_ms;           /* one request's limit; 0: 60 s */
+    unsigned timeout_ms;           /* stall limit: a request that moves no byte for this long
+                                    * (whole seconds) is given up and retried; a slow transfer
+                                    * that keeps moving is never cut; 0: 60 s */
     unsigned connect_timeout_ms;   /* 0: 10 s */
     unsigned backoff_ms;           /* the first retry's delay (doubling, with jitter); 0: 50 */
 } ctf_remote_options;

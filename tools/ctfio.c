@@ -457,15 +457,22 @@ static int read_all(ctf_config *cfg, ctf_reader **out, int progress, const char 
     return 0;
 }
 
+/* A path as printed: a URL's user, password and query never reach the output. */
+static const char *shown(const char *path, char *buf, size_t cap)
+{
+    return ctf_redact_urls(path, buf, cap);
+}
+
 static void print_summary(const ctf_config *cfg, const ctf_reader *r)
 {
+    char sp[CTF_ERROR_PATH_MAX];
     ctf_stats st;
     ctf_index_info info;
     ctf_reader_get_stats(r, &st);
     const size_t nf = ctf_reader_num_files(r);
     if (nf == 1 && !cfg->num_joins) {
         ctf_index_get_info(ctf_reader_index(r), &info);
-        printf("file: %s\n", ctf_reader_file_path(r, 0));
+        printf("file: %s\n", shown(ctf_reader_file_path(r, 0), sp, sizeof sp));
         printf("mode: %s\n", info.line_mode ? "line (one sequence per line)" : "sequence ids");
     } else {
         /* A corpus: each file's index, then the totals. */
@@ -475,8 +482,9 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
             ctf_index_get_info(ctf_reader_file_index(r, f), &info);
             printf("file %zu: %s: %s, bytes %" PRIu64 ", lines %" PRIu64 ", sequences %" PRIu64
                    ", index samples %" PRIu64 ", chunks %" PRIu64 "\n",
-                   f, ctf_reader_file_path(r, f), info.line_mode ? "line mode" : "sequence ids",
-                   info.file_size, info.lines, info.sequences, info.samples, info.chunks);
+                   f, shown(ctf_reader_file_path(r, f), sp, sizeof sp),
+                   info.line_mode ? "line mode" : "sequence ids", info.file_size, info.lines,
+                   info.sequences, info.samples, info.chunks);
             sum.file_size += info.file_size;
             sum.lines += info.lines;
             sum.sequences += info.sequences;

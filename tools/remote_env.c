@@ -12,8 +12,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The strings the options point to live as long as the tool. */
-static char g_key[256], g_secret[256], g_token[2048], g_region[64], g_cache[1024];
+/* The strings the options point to live as long as the tool; any length (an STS session token
+ * runs to thousands of characters). */
+static char *g_key, *g_secret, *g_token, *g_region, *g_cache;
+
+/* *dst = a copy of s (the previous value freed); out of memory leaves it unset. */
+static void set(char **dst, const char *s)
+{
+    free(*dst);
+    *dst = s ? strdup(s) : NULL;
+}
+
+/* "%s/suffix" into *dst. */
+static void set_join(char **dst, const char *a, const char *b)
+{
+    free(*dst);
+    size_t n = strlen(a) + strlen(b) + 1;
+    *dst = malloc(n);
+    if (*dst) snprintf(*dst, n, "%s%s", a, b);
+}
+
+static const char *nonempty(const char *s) { return s && s[0] ? s : NULL; }
 
 static char *trim(char *s)
 {
@@ -24,14 +43,16 @@ static char *trim(char *s)
     return s;
 }
 
-/* KEY's value in [SECTION] of an INI file into out (unchanged when absent). */
-static void ini_get(const char *path, const char *section, const char *key, char *out, size_t cap)
+/* KEY's value in [SECTION] of an INI file into *out (unchanged when absent); lines of any
+ * length. */
+static void ini_get(const char *path, const char *section, const char *key, char **out)
 {
     FILE *f = fopen(path, "r");
     if (!f) return;
-    char line[4096];
+    char *line = NULL;
+    size_t cap = 0;
     bool in = false;
-    while (fgets(line, sizeof line, f)) {
+    while (getline(&line, &cap, f) > 0) {
         char *s = trim(line);
         if (*s == '[') {
             char *e = strchr(s, ']');
@@ -42,8 +63,9 @@ static void ini_get(const char *path, const char *section, const char *key, char
         char *eq = strchr(s, '=');
         if (!in || !eq || *s == '#' || *s == ';') continue;
         *eq = '\0';
-        if (!strcmp(trim(s), key)) snprintf(out, cap, "%s", trim(eq + 1));
+        if (!strcmp(trim(s), key)) set(out, trim(eq + 1));
     }
+    free(line);
     fclose(f);
 }
 
@@ -69,39 +91,36 @@ void cli_remote_options(ctf_remote_options *o, const char *endpoint, const char 
     if (!conf[0]) snprintf(conf, sizeof conf, "%s/.aws/config", home);
     if (!unsigned_requests) {
         if (env("AWS_ACCESS_KEY_ID")) {
-            snprintf(g_key, sizeof g_key, "%s", env("AWS_ACCESS_KEY_ID"));
-            snprintf(g_secret, sizeof g_secret, "%s",
-                     env("AWS_SECRET_ACCESS_KEY") ? env("AWS_SECRET_ACCESS_KEY") : "");
-            snprintf(g_token, sizeof g_token, "%s",
-                     env("AWS_SESSION_TOKEN") ? env("AWS_SESSION_TOKEN") : "");
+            set(&g_key, env("AWS_ACCESS_KEY_ID"));
+            set(&g_secret, env("AWS_SECRET_ACCESS_KEY"));
+            set(&g_token, env("AWS_SESSION_TOKEN"));
         } else {
-            ini_get(cred, profile, "aws_access_key_id", g_key, sizeof g_key);
-            ini_get(cred, profile, "aws_secret_access_key", g_secret, sizeof g_secret);
-            ini_get(cred, profile, "aws_session_token", g_token, sizeof g_token);
+            ini_get(cred, profile, "aws_access_key_id", &g_key);
+            ini_get(cred, profile, "aws_secret_access_key", &g_secret);
+            ini_get(cred, profile, "aws_session_token", &g_token);
         }
-        o->access_key_id = g_key[0] ? g_key : NULL;
-        o->secret_access_key = g_secret[0] ? g_secret : NULL;
-        o->session_token = g_token[0] ? g_token : NULL;
+        o->access_key_id = nonempty(g_key);
+        o->secret_access_key = nonempty(g_secret);
+        o->session_token = nonempty(g_token);
     }
     if (env("AWS_REGION") || env("AWS_DEFAULT_REGION")) {
-        snprintf(g_region, sizeof g_region, "%s",
-                 env("AWS_REGION") ? env("AWS_REGION") : env("AWS_DEFAULT_REGION"));
+        set(&g_region, env("AWS_REGION") ? env("AWS_REGION") : env("AWS_DEFAULT_REGION"));
     } else {
         if (strcmp(profile, "default"))
             snprintf(section, sizeof section, "profile %s", profile);
         else
             snprintf(section, sizeof section, "default");
-        ini_get(conf, section, "region", g_region, sizeof g_region);
+        ini_get(conf, section, "region", &g_region);
     }
-    o->region = g_region[0] ? g_region : NULL;
+    o->region = nonempty(g_region);
     const char *xdg = env("XDG_CACHE_HOME"), *mine = env("CTFIO_CACHE_DIR");
     if (cache_dir)
-        snprintf(g_cache, sizeof g_cache, "%s", cache_dir);
+        set(&g_cache, cache_dir);
     else if (mine)
-        snprintf(g_cache, sizeof g_cache, "%s", mine);
+        set(&g_cache, mine);
     else if (xdg)
-        snprintf(g_cache, sizeof g_cache, "%s/ctfio", xdg);
+        set_join(&g_cache, xdg, "/ctfio");
     else
-        snprintf(g_cache, sizeof g_cache, "%s/.cache/ctfio", home);
+        set_join(&g_cache, home, "/.cache/ctfio");
     o->cache_dir = g_cache;
 }

@@ -11,6 +11,8 @@
 #include "common/common.h"
 
 #include <stdio.h>
+#include <string.h>
+#include <strings.h>
 
 /*======================================================================
  * Version and status codes
@@ -65,15 +67,78 @@ void ctf__error_clear(ctf_error *err)
     err->message[0] = 0;
 }
 
+/* Where a URL's text ends inside a message: at a blank, a quote or a bracket. */
+static bool url_char(char c)
+{
+    return c && c != ' ' && c != '\t' && c != '\n' && c != '\'' && c != '"' && c != '(' &&
+           c != ')' && c != '<' && c != '>';
+}
+
+static bool scheme_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '-' || c == '.';
+}
+
+/* Appends the first n bytes of s, as far as they fit (one byte stays for the NUL). */
+static void put(char *buf, size_t cap, size_t *len, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n && *len + 1 < cap; i++) buf[(*len)++] = s[i];
+}
+
+char *ctf_redact_urls(const char *text, char *buf, size_t cap)
+{
+    if (!buf || cap == 0) return buf;
+    size_t n = 0;
+    const char *p = text ? text : "";
+    while (*p) {
+        const char *sep = strstr(p, "://");
+        if (!sep) {
+            put(buf, cap, &n, p, strlen(p));
+            break;
+        }
+        const char *scheme = sep;
+        while (scheme > p && scheme_char(scheme[-1])) scheme--;
+        const size_t sl = (size_t)(sep - scheme);
+        const bool http = (sl == 4 && !strncasecmp(scheme, "http", 4)) ||
+                          (sl == 5 && !strncasecmp(scheme, "https", 5));
+        put(buf, cap, &n, p, (size_t)(sep + 3 - p));
+        p = sep + 3;
+        /* The authority: up to the path, the query or the URL's end; its user part goes. */
+        const char *a = p, *at = NULL;
+        for (; url_char(*a) && *a != '/' && *a != '?' && *a != '#'; a++)
+            if (*a == '@') at = a;
+        if (at) {
+            put(buf, cap, &n, "***", 3);
+            p = at;
+        }
+        /* The rest of the URL; an http(s) query goes (an s3:// '?' is a pattern's). */
+        for (; url_char(*p); p++) {
+            if (http && *p == '?') {
+                put(buf, cap, &n, "?***", 4);
+                while (url_char(p[1]) && p[1] != '#') p++;
+                continue;
+            }
+            put(buf, cap, &n, p, 1);
+        }
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 int ctf__vfail(ctf_error *err, int code, ctf__where where, const char *fmt, va_list ap)
 {
     if (!err) return code;
     err->code = code;
-    snprintf(err->path, sizeof err->path, "%s", where.path ? where.path : "");
+    char path[CTF_ERROR_PATH_MAX];
+    snprintf(path, sizeof path, "%s", where.path ? where.path : ""); /* (may be err->path) */
+    ctf_redact_urls(path, err->path, sizeof err->path);
     err->line = where.line;
     err->column = where.column;
     err->offset = where.offset;
-    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    char msg[CTF_ERROR_MSG_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    ctf_redact_urls(msg, err->message, sizeof err->message);
     return code;
 }
 

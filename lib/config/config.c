@@ -984,7 +984,15 @@ static int apply_files(const ctf_bsconfig *doc, const cfg_node *f, const char *w
     return 0;
 }
 
-static bool has_pattern(const char *s) { return strpbrk(s, "*?[") != NULL; }
+/* As ctf__io_is_pattern (this layer does not call io): an http(s) URL's query is no pattern. */
+static bool has_pattern(const char *s)
+{
+    if (!strncmp(s, "http://", 7) || !strncmp(s, "https://", 8)) {
+        const size_t n = strcspn(s, "?#");
+        return strcspn(s, "*[") < n;
+    }
+    return strpbrk(s, "*?[") != NULL;
+}
 
 /* A CBF reader's streams: none (every stream of the file), or per stream the file's name for it
  * (`original`, else the stream's own name); dim and format are the file's (dim 0 here, filled

@@ -740,7 +740,7 @@ int ctf_cbf_streams_at(const char *path, const ctf_remote_options *remote, ctf_s
     /* A pattern: the streams of the first object it lists (a corpus shares them). */
     char **list = NULL;
     size_t n = 0;
-    if (strpbrk(path + 5, "*?[")) rc = ctf__io_glob(rem, path, &list, &n, err);
+    if (ctf__io_is_pattern(path)) rc = ctf__io_glob(rem, path, &list, &n, err);
     if (!rc)
         rc = ctf__cbf_file_streams(rem, n ? list[0] : path, NULL, streams, num_streams, precision,
                                    err);

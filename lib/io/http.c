@@ -5,7 +5,9 @@
  * connection alive, so requests reuse connections across threads and objects) and the request
  * counters. Transient failures (5xx, 429/SlowDown, resets, timeouts, short bodies) are retried
  * with exponential backoff and jitter, within a bounded count; 403, 404, 412 and an
- * unreachable endpoint fail at once with a message that says which.
+ * unreachable endpoint fail at once with a message that says which. No answer's bytes are used
+ * before it has shown the range asked (Content-Range), the indexed size and the fingerprint
+ * taken at open (the ETag, or Last-Modified where a server has none).
  */
 
 #include "io.h"
@@ -232,6 +234,41 @@ static void url_host(const char *url, char *host, size_t cap)
     host[n] = '\0';
 }
 
+/* A key as S3 must receive it: each segment encoded, and a '.' or '..' segment with its dots
+ * as %2E, so that nothing between here and the bucket (libcurl, a proxy, the server's own
+ * path handling) takes it for a relative step: s3://b/a/../x.ctf reads the key "a/../x.ctf".
+ * The same text is signed. @return : the encoded length (as ctf__uri_encode). */
+static size_t encode_key(const char *key, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = key;;) {
+        const size_t sl = strcspn(p, "/");
+        char seg[1200], tmp[3600];
+        const bool dots = (sl == 1 && p[0] == '.') || (sl == 2 && p[0] == '.' && p[1] == '.');
+        size_t m;
+        if (dots) {
+            m = 3 * sl;
+            snprintf(tmp, sizeof tmp, "%s", sl == 1 ? "%2E" : "%2E%2E");
+        } else if (sl < sizeof seg) {
+            memcpy(seg, p, sl);
+            seg[sl] = '\0';
+            m = ctf__uri_encode(seg, false, tmp, sizeof tmp);
+        } else {
+            m = cap; /* longer than any key S3 takes */
+            tmp[0] = '\0';
+        }
+        if (n + m < cap) memcpy(out + n, tmp, m);
+        n += m;
+        p += sl;
+        if (!*p) break;
+        if (n + 1 < cap) out[n] = '/';
+        n++;
+        p++;
+    }
+    if (cap) out[n < cap ? n : cap - 1] = '\0';
+    return n;
+}
+
 static int resolve(const ctf__remote *rem, const char *path, target *t, ctf_error *err)
 {
     memset(t, 0, sizeof *t);
@@ -250,7 +287,7 @@ static int resolve(const ctf__remote *rem, const char *path, target *t, ctf_erro
     memcpy(t->bucket, b, bl);
     t->key = slash + 1;
     char ekey[4096];
-    if (ctf__uri_encode(t->key, true, ekey, sizeof ekey) >= sizeof ekey) goto long_url;
+    if (encode_key(t->key, ekey, sizeof ekey) >= sizeof ekey) goto long_url;
     int n;
     if (rem->endpoint) {
         /* A custom endpoint (MinIO, Ceph, a test server): path-style addressing. */
@@ -306,9 +343,14 @@ static void handle_put(ctf__remote *rem, CURL *c)
 typedef struct resp {
     long status;
     char etag[CTF__ETAG_MAX];
-    uint64_t total;          /* the object's size from Content-Range, else Content-Length */
-    bool have_total;
+    char last_modified[64];
+    char content_range[96];  /* as sent (cut to fit) */
+    uint64_t total;          /* the object's size (ctf__http_stat's) */
     bool ranged;             /* Content-Range seen */
+    uint64_t length;         /* Content-Length */
+    bool have_length;
+    int verdict;             /* check_answer's (ANSWER_*), and why */
+    char why[320];
     char *dst;               /* a 2xx body goes here (at most dst_cap bytes) */
     size_t dst_cap, got;
     bool overflow;           /* more body than asked for */
@@ -332,8 +374,8 @@ static size_t on_header(char *p, size_t size, size_t nitems, void *user)
          * status comes first, so that on_body can tell data from an error. */
         const char *sp = strchr(line, ' ');
         r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-        r->etag[0] = '\0';
-        r->have_total = r->ranged = false;
+        r->etag[0] = r->last_modified[0] = r->content_range[0] = '\0';
+        r->ranged = r->have_length = false;
         return n;
     }
     char *colon = strchr(line, ':');
@@ -341,18 +383,20 @@ static size_t on_header(char *p, size_t size, size_t nitems, void *user)
     *colon = '\0';
     char *v = colon + 1;
     while (*v == ' ' || *v == '\t') v++;
+    size_t vl = strlen(v);
+    while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t')) v[--vl] = '\0';
     if (!strcasecmp(line, "etag")) {
         snprintf(r->etag, sizeof r->etag, "%s", v);
+    } else if (!strcasecmp(line, "last-modified")) {
+        snprintf(r->last_modified, sizeof r->last_modified, "%s", v);
     } else if (!strcasecmp(line, "content-range")) {
-        const char *slash = strrchr(v, '/');
-        if (slash && slash[1] != '*') {
-            r->total = strtoull(slash + 1, NULL, 10);
-            r->have_total = true;
-        }
+        snprintf(r->content_range, sizeof r->content_range, "%s", v);
         r->ranged = true;
-    } else if (!strcasecmp(line, "content-length") && !r->ranged) {
-        r->total = strtoull(v, NULL, 10);
-        r->have_total = true;
+    } else if (!strcasecmp(line, "content-length")) {
+        char *end;
+        errno = 0;
+        r->length = strtoull(v, &end, 10);
+        r->have_length = end != v && !*end && errno == 0 && v[0] != '-';
     }
     return n;
 }
@@ -390,12 +434,184 @@ static size_t on_body(char *p, size_t size, size_t nitems, void *user)
     return n;
 }
 
+#define SIZE_UNKNOWN UINT64_MAX
+/* Redirects one request follows (plain http(s) only): a server that sends more is in a loop,
+ * or near enough. */
+#define MAX_REDIRECTS 5
+
 typedef struct request {
-    const char *method;      /* "GET" */
-    const char *query;       /* canonical query ("" for none) */
-    const char *range;       /* "bytes=A-B" or NULL */
-    const char *if_match;    /* ETag or NULL */
+    const char *method; /* "GET" or "HEAD" */
+    const char *query; /* canonical query ("" for none) */
+    const char *range; /* "bytes=A-B" or NULL */
+    const char *fp; /* the indexed fingerprint (fp_of) the answer must show, or NULL */
+    uint64_t from, to; /* the range's first and last byte (with range) */
+    uint64_t size; /* the indexed size the answer must show; SIZE_UNKNOWN: a probe */
 } request;
+
+/*======================================================================
+ * Fingerprints and Content-Range: what an answer must show
+ *====================================================================*/
+
+/* A remote object's fingerprint (ctf__file_id.etag). Its ETag in one form, "core" or
+ * W/"core" (servers and listings differ in the quotes); for a server that sends none, " lm "
+ * and its Last-Modified; with neither, " size" (the size is then all there is to compare).
+ * The leading blank keeps the two apart from any ETag: header values are trimmed. */
+static void etag_canon(const char *e, char *out, size_t cap)
+{
+    const bool weak = (e[0] == 'W' || e[0] == 'w') && e[1] == '/';
+    if (weak) e += 2;
+    size_t n = strlen(e);
+    if (n >= 2 && e[0] == '"' && e[n - 1] == '"') e++, n -= 2;
+    snprintf(out, cap, "%s\"%.*s\"", weak ? "W/" : "", (int)n, e);
+}
+
+static bool fp_is_lm(const char *fp) { return !strncmp(fp, " lm ", 4); }
+static bool fp_is_etag(const char *fp) { return fp[0] && fp[0] != ' '; }
+
+static void fp_of(const resp *r, char *fp, size_t cap)
+{
+    if (r->etag[0])
+        etag_canon(r->etag, fp, cap);
+    else if (r->last_modified[0])
+        snprintf(fp, cap, " lm %s", r->last_modified);
+    else
+        snprintf(fp, cap, " size");
+}
+
+/* Two ETags that differ only in quotes or a weak prefix name one version. */
+static bool same_etag(const char *a, const char *b)
+{
+    char x[CTF__ETAG_MAX + 4], y[CTF__ETAG_MAX + 4];
+    etag_canon(a, x, sizeof x);
+    etag_canon(b, y, sizeof y);
+    return !strcmp(x + (x[0] == 'W' ? 2 : 0), y + (y[0] == 'W' ? 2 : 0));
+}
+
+static bool same_time(const char *a, const char *b)
+{
+    const time_t x = curl_getdate(a, NULL), y = curl_getdate(b, NULL);
+    return x != -1 && y != -1 ? x == y : !strcmp(a, b);
+}
+
+static bool cr_num(const char **p, uint64_t *out)
+{
+    const char *s = *p;
+    uint64_t v = 0;
+    if (*s < '0' || *s > '9') return false;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > (UINT64_MAX - 9) / 10) return false;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *out = v;
+    *p = s;
+    return true;
+}
+
+typedef struct content_range {
+    uint64_t first, last, total;
+    bool unsatisfied; /* a 416's form: a star for the range, then the total */
+    bool total_known; /* not a star for the total */
+} content_range;
+
+/* "bytes A-B/T", or a star for the total (unknown) or for the range (a 416's, RFC 9110).
+ * @return : false for anything else. */
+static bool parse_content_range(const char *v, content_range *c)
+{
+    memset(c, 0, sizeof *c);
+    if (strncasecmp(v, "bytes ", 6) != 0) return false;
+    const char *p = v + 6;
+    while (*p == ' ') p++;
+    if (*p == '*') {
+        c->unsatisfied = true;
+        p++;
+    } else if (!cr_num(&p, &c->first) || *p++ != '-' || !cr_num(&p, &c->last) || c->last < c->first)
+        return false;
+    if (*p++ != '/') return false;
+    if (p[0] == '*' && !p[1]) return !c->unsatisfied;
+    if (!cr_num(&p, &c->total) || *p) return false;
+    c->total_known = true;
+    return c->unsatisfied || c->last < c->total;
+}
+
+enum { ANSWER_OK, ANSWER_RETRY, ANSWER_EIO, ANSWER_CHANGED };
+
+/* The checks a 2xx answer to a range request passes before its bytes are used: the range it
+ * holds is the one asked (a stale answer on a reused connection, or a server's mistake, is
+ * another range said honestly), its total is the indexed size, its fingerprint the indexed
+ * one. @return : ANSWER_*, with why filled unless ANSWER_OK. */
+static int check_answer(const request *q, const resp *r, char *why, size_t cap)
+{
+    const bool probe = q->size == SIZE_UNKNOWN;
+    if (!q->range || r->status / 100 != 2) return ANSWER_OK;
+    if (r->status != 206) {
+        /* The whole object: right only when the whole object was asked (or to a probe). */
+        if (probe || (q->from == 0 && q->to + 1 == q->size)) {
+            if (!probe && r->have_length && r->length != q->size) {
+                snprintf(why, cap,
+                         "the object's size is now %llu bytes (Content-Length), indexed %llu",
+                         (unsigned long long)r->length, (unsigned long long)q->size);
+                return ANSWER_CHANGED;
+            }
+        } else {
+            snprintf(why, cap,
+                     "the server ignored the range request (HTTP %ld with the whole object for "
+                     "%s); it cannot serve this data",
+                     r->status, q->range);
+            return ANSWER_EIO;
+        }
+    } else {
+        content_range c;
+        if (!r->ranged) {
+            snprintf(why, cap,
+                     "HTTP 206 without a Content-Range header: the bytes cannot be placed (asked "
+                     "%s)",
+                     q->range);
+            return ANSWER_EIO;
+        }
+        if (!parse_content_range(r->content_range, &c) || c.unsatisfied) {
+            snprintf(why, cap, "a Content-Range header that cannot be read ('%s') for %s",
+                     r->content_range, q->range);
+            return ANSWER_EIO;
+        }
+        if (c.first != q->from || c.last != q->to) {
+            snprintf(why, cap, "the server sent another range (Content-Range: %s) for %s",
+                     r->content_range, q->range);
+            return ANSWER_RETRY;
+        }
+        if (!probe && c.total_known && c.total != q->size) {
+            snprintf(why, cap,
+                     "the object's size is now %llu bytes (Content-Range: %s), indexed %llu",
+                     (unsigned long long)c.total, r->content_range, (unsigned long long)q->size);
+            return ANSWER_CHANGED;
+        }
+    }
+    if (q->fp && fp_is_etag(q->fp) && r->etag[0] && !same_etag(q->fp, r->etag)) {
+        snprintf(why, cap, "its ETag is now %s, indexed %s", r->etag, q->fp);
+        return ANSWER_CHANGED;
+    }
+    if (q->fp && fp_is_lm(q->fp) && r->last_modified[0] &&
+        !same_time(q->fp + 4, r->last_modified)) {
+        snprintf(why, cap, "its Last-Modified is now %s, indexed %s", r->last_modified, q->fp + 4);
+        return ANSWER_CHANGED;
+    }
+    return ANSWER_OK;
+}
+
+/* Appends "name: value" (any length). @return : false when memory is short. */
+static bool add_hdr(struct curl_slist **hl, const char *name, const char *value)
+{
+    const size_t nl = strlen(name), vl = strlen(value);
+    char *h = CTF_MALLOC(nl + vl + 3);
+    if (!h) return false;
+    memcpy(h, name, nl);
+    memcpy(h + nl, ": ", 2);
+    memcpy(h + nl + 2, value, vl + 1);
+    struct curl_slist *n = curl_slist_append(*hl, h);
+    CTF_FREE(h);
+    if (!n) return false;
+    *hl = n;
+    return true;
+}
 
 /* Sends one request; r receives the status, headers and body. @return : the curl code. */
 static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, resp *r, char *cerr)
@@ -403,14 +619,20 @@ static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, r
     CURL *c = handle_get(rem);
     if (!c) return CURLE_OUT_OF_MEMORY;
     struct curl_slist *hl = NULL;
-    char hbuf[8][4200];
-    int nh = 0;
-    char url[8192];
-    snprintf(url, sizeof url, "%s%s%s", t->url, q->query[0] ? "?" : "", q->query);
-    snprintf(hbuf[nh++], sizeof hbuf[0], "Host: %s", t->host);
-    if (q->range) snprintf(hbuf[nh++], sizeof hbuf[0], "Range: %s", q->range);
-    if (q->if_match && q->if_match[0])
-        snprintf(hbuf[nh++], sizeof hbuf[0], "If-Match: %s", q->if_match);
+    bool ok = true;
+    const size_t ul = strlen(t->url) + strlen(q->query) + 2;
+    char *url = CTF_MALLOC(ul);
+    if (!url) {
+        curl_easy_cleanup(c);
+        return CURLE_OUT_OF_MEMORY;
+    }
+    snprintf(url, ul, "%s%s%s", t->url, q->query[0] ? "?" : "", q->query);
+    ok = ok && add_hdr(&hl, "Host", t->host);
+    if (q->range) ok = ok && add_hdr(&hl, "Range", q->range);
+    /* The version indexed, asked of the server as well as checked in its answer. If-Match
+     * compares strongly: a weak ETag would fail it always, and is only checked. */
+    if (q->fp && fp_is_etag(q->fp) && q->fp[0] == '"') ok = ok && add_hdr(&hl, "If-Match", q->fp);
+    if (q->fp && fp_is_lm(q->fp)) ok = ok && add_hdr(&hl, "If-Unmodified-Since", q->fp + 4);
     if (t->sign) {
         static const char empty_sha[] =
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
@@ -429,28 +651,47 @@ static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, r
         const ctf__sigv4 sg = {q->method, t->canon_uri,    q->query,       sh,
                                ns,        empty_sha,       date,           rem->region,
                                "s3",      rem->access_key, rem->secret_key};
-        char auth[1024];
-        if (ctf__sigv4_authorization(&sg, auth, sizeof auth) == 0)
-            snprintf(hbuf[nh++], sizeof hbuf[0], "Authorization: %s", auth);
-        snprintf(hbuf[nh++], sizeof hbuf[0], "x-amz-content-sha256: %s", empty_sha);
-        snprintf(hbuf[nh++], sizeof hbuf[0], "x-amz-date: %s", date);
-        if (rem->session_token)
-            snprintf(hbuf[nh++], sizeof hbuf[0], "x-amz-security-token: %s", rem->session_token);
+        const size_t acap = strlen(rem->access_key) + strlen(rem->region) + 512;
+        char *auth = CTF_MALLOC(acap);
+        ok = ok && auth && ctf__sigv4_authorization(&sg, auth, acap) == 0 &&
+             add_hdr(&hl, "Authorization", auth);
+        CTF_FREE(auth);
+        ok = ok && add_hdr(&hl, "x-amz-content-sha256", empty_sha);
+        ok = ok && add_hdr(&hl, "x-amz-date", date);
+        if (rem->session_token) ok = ok && add_hdr(&hl, "x-amz-security-token", rem->session_token);
     }
-    for (int i = 0; i < nh; i++) hl = curl_slist_append(hl, hbuf[i]);
     /* curl's own "Expect" and "Accept" add nothing here. */
-    hl = curl_slist_append(hl, "Accept:");
+    struct curl_slist *last = ok ? curl_slist_append(hl, "Accept:") : NULL;
+    if (!last) {
+        curl_slist_free_all(hl);
+        CTF_FREE(url);
+        curl_easy_cleanup(c);
+        return CURLE_OUT_OF_MEMORY;
+    }
+    hl = last;
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)rem->timeout_ms);
+    /* A stall limit, not a deadline: a transfer that moves no byte for timeout_ms ends (and is
+     * retried), while a slow link that keeps moving completes however long it takes. */
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)((rem->timeout_ms + 999) / 1000));
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)rem->connect_timeout_ms);
+    /* The path as written: no dot segment is resolved (s3:// keys have theirs encoded). */
+    curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+    if (!strcmp(q->method, "HEAD")) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, t->s3 ? 0L : 1L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, (long)MAX_REDIRECTS);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
     /* The library never reads the environment: no proxy from http_proxy and the like. */
     curl_easy_setopt(c, CURLOPT_PROXY, "");
@@ -458,8 +699,13 @@ static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, r
     CURLcode cc = curl_easy_perform(c);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
     curl_slist_free_all(hl);
-    /* A handle whose transfer broke may hold a dead connection: do not pool it. */
-    if (cc == CURLE_OK)
+    CTF_FREE(url);
+    r->verdict = ANSWER_OK;
+    if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && r->overflow))
+        r->verdict = check_answer(q, r, r->why, sizeof r->why);
+    /* A handle whose transfer broke may hold a dead connection, and one that brought another
+     * range than asked a stale answer: do not pool it. */
+    if (cc == CURLE_OK && r->verdict != ANSWER_RETRY)
         handle_put(rem, c);
     else
         curl_easy_cleanup(c);
@@ -528,6 +774,7 @@ static int final_error(const ctf__remote *rem, const target *t, const char *path
     char code[64], msg[200];
     xml_field(r->body, "Code", code, sizeof code);
     xml_field(r->body, "Message", msg, sizeof msg);
+    (void)rem;
     const ctf__where w = {path, 0, 0, offset};
     if (status == 404) {
         if (!strcmp(code, "NoSuchBucket"))
@@ -549,16 +796,26 @@ static int final_error(const ctf__remote *rem, const target *t, const char *path
         if (!strcmp(code, "ExpiredToken") || !strcmp(code, "InvalidToken"))
             return ctf__fail(err, CTF_EIO, w,
                              "access refused (HTTP 403 %s): the session token is not valid", code);
+        if (!t->sign)
+            return ctf__fail(err, CTF_EIO, w, "access refused (HTTP 403%s%s)%s%s%s",
+                             code[0] ? " " : "", code,
+                             t->s3 ? ": the request was unsigned (no credentials)"
+                                   : ": the server does not let this URL be read",
+                             msg[0] ? "; the server says: " : "", msg);
         return ctf__fail(err, CTF_EIO, w,
                          "access refused (HTTP 403%s%s): the signature was accepted but these "
-                         "credentials may not read it%s",
-                         code[0] ? " " : "", code,
-                         rem->access_key ? "" : " (the request was unsigned: no credentials)");
+                         "credentials may not read it",
+                         code[0] ? " " : "", code);
     }
+    if (status / 100 == 3 && t->s3)
+        return ctf__fail(err, CTF_EIO, w,
+                         "HTTP %ld: a redirect, which S3 requests do not follow (check the "
+                         "endpoint and the region)",
+                         status);
     if (status == 412)
         return ctf__fail(err, CTF_ECHANGED, w,
-                         "the object changed since it was indexed (its ETag is no longer the "
-                         "one indexed); reopen the reader");
+                         "the object changed since it was indexed (HTTP 412: the server no "
+                         "longer has the version indexed); reopen the reader");
     return ctf__fail(err, CTF_EIO, w, "HTTP %ld%s%s%s%s", status, code[0] ? " " : "", code,
                      msg[0] ? ": " : "", msg);
 }
@@ -571,22 +828,49 @@ static int perform(ctf__remote *rem, const target *t, const char *path, const re
     char cerr[CURL_ERROR_SIZE];
     const unsigned tries = rem->max_retries + 1;
     for (unsigned attempt = 0;; attempt++) {
+        cerr[0] = '\0';
+        r->verdict = ANSWER_OK;
         r->status = 0;
         r->got = 0;
         r->body_len = 0;
         r->overflow = r->oom = false;
-        r->etag[0] = '\0';
-        r->have_total = r->ranged = false;
+        r->etag[0] = r->last_modified[0] = r->content_range[0] = '\0';
+        r->ranged = r->have_length = false;
         atomic_fetch_add(&rem->requests, 1);
         CURLcode cc = send_once(rem, t, q, r, cerr);
         atomic_fetch_add(&rem->bytes, r->got);
+        const ctf__where w = {path, 0, 0, offset};
+        /* libcurl refuses a header line over its limit (100 KB) as "out of memory" (8.6 on:
+         * "too large"); ctfio's own allocations set r->oom. */
+        bool too_large = cc == CURLE_OUT_OF_MEMORY && !r->oom;
+#if LIBCURL_VERSION_NUM >= 0x080600
+        too_large = too_large || cc == CURLE_TOO_LARGE;
+#endif
+        if (too_large)
+            return ctf__fail(err, CTF_EIO, w,
+                             "the server's answer could not be taken in: a header line over "
+                             "libcurl's limit (100 KB), or libcurl ran out of memory%s%s",
+                             cerr[0] ? ": " : "", cerr);
         if (r->oom || cc == CURLE_OUT_OF_MEMORY)
             return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading %s", path);
         const char *why = NULL;
         char whybuf[300];
-        if (cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_CONNECT ||
-            cc == CURLE_COULDNT_RESOLVE_PROXY || cc == CURLE_UNSUPPORTED_PROTOCOL ||
-            cc == CURLE_URL_MALFORMAT)
+        if (cc == CURLE_TOO_MANY_REDIRECTS)
+            return ctf__fail(err, CTF_EIO, w,
+                             "more than %d redirects from %s (a redirect loop): the data is not "
+                             "reachable there",
+                             MAX_REDIRECTS, t->host);
+        /* Bytes that are no HTTP answer (left on a reused connection by a broken server, or
+         * a proxy's): the next try opens a fresh connection. */
+        const bool not_http = cc == CURLE_WEIRD_SERVER_REPLY ||
+                              (cc == CURLE_UNSUPPORTED_PROTOCOL && strstr(cerr, "HTTP/0.9"));
+        if (not_http) {
+            snprintf(whybuf, sizeof whybuf, "the server's answer is not HTTP (%s)",
+                     cerr[0] ? cerr : curl_easy_strerror(cc));
+            why = whybuf;
+        } else if (cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_CONNECT ||
+                   cc == CURLE_COULDNT_RESOLVE_PROXY || cc == CURLE_UNSUPPORTED_PROTOCOL ||
+                   cc == CURLE_URL_MALFORMAT)
             return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, offset}, "cannot reach %s: %s",
                              t->host, cerr[0] ? cerr : curl_easy_strerror(cc));
         if (cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CACERT_BADFILE)
@@ -596,11 +880,23 @@ static int perform(ctf__remote *rem, const target *t, const char *path, const re
         if (cc == CURLE_WRITE_ERROR && r->overflow && r->keep_body)
             return ctf__fail(err, CTF_ELIMIT, (ctf__where){path, 0, 0, offset},
                              "the server's answer is larger than %zu bytes", r->body_limit);
-        if (cc == CURLE_WRITE_ERROR && r->overflow && expect < 0) {
+        if (why) {
+            /* (not HTTP: retried below) */
+        } else if (r->verdict == ANSWER_EIO || r->verdict == ANSWER_CHANGED) {
+            if (r->verdict == ANSWER_CHANGED)
+                return ctf__fail(err, CTF_ECHANGED, w,
+                                 "the object changed since it was indexed: %s; reopen the reader",
+                                 r->why);
+            return ctf__fail(err, CTF_EIO, w, "%s", r->why);
+        } else if (r->verdict == ANSWER_RETRY) {
+            why = r->why;
+        } else if (cc == CURLE_WRITE_ERROR && r->overflow && expect < 0) {
             cc = CURLE_OK; /* a probe that asked for the first byte only */
             r->overflow = false;
         }
-        if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && r->overflow)) {
+        if (why) {
+            /* retried */
+        } else if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && r->overflow)) {
             if (!transient_curl(cc))
                 return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, offset},
                                  "request to %s failed: %s", t->host,
@@ -669,24 +965,61 @@ int ctf__http_stat(ctf__remote *rem, const char *url, ctf__file_id *id, ctf_erro
      * transfer stops after the first byte. */
     char one;
     resp r = {.dst = &one, .dst_cap = 1, .body_limit = 16384};
-    const request q = {"GET", "", "bytes=0-0", NULL};
+    const request q = {"GET", "", "bytes=0-0", NULL, 0, 0, SIZE_UNKNOWN};
     rc = perform(rem, &t, url, &q, &r, -1, -1, err);
+    content_range c;
+    const ctf__where w = {url, 0, 0, -1};
     if (rc == CTF_EIO && r.status == 416) {
-        /* An empty object: no byte 0. */
+        /* No byte 0: an empty object, if the server says so (a total of 0), or when asked. */
         ctf__error_clear(err);
-        r.total = 0;
-        r.have_total = true;
-        rc = 0;
+        if (r.ranged) {
+            if (parse_content_range(r.content_range, &c) && c.unsatisfied && c.total == 0) {
+                r.total = 0;
+            } else {
+                rc = ctf__fail(err, CTF_EIO, w,
+                               "the server refused the object's first byte (HTTP 416, "
+                               "Content-Range: %s)",
+                               r.content_range);
+            }
+        } else {
+            resp h = {.body_limit = 16384};
+            const request hq = {"HEAD", "", NULL, NULL, 0, 0, SIZE_UNKNOWN};
+            rc = perform(rem, &t, url, &hq, &h, -1, -1, err);
+            if (!rc && !h.have_length)
+                rc = ctf__fail(err, CTF_EIO, w,
+                               "the server refused the object's first byte (HTTP 416) and gives "
+                               "no size for it");
+            else if (!rc && h.length != 0)
+                rc = ctf__fail(err, CTF_EIO, w,
+                               "the server refused the object's first byte (HTTP 416) although "
+                               "it holds %llu bytes (HEAD)",
+                               (unsigned long long)h.length);
+            memcpy(r.etag, h.etag, sizeof r.etag);
+            memcpy(r.last_modified, h.last_modified, sizeof r.last_modified);
+            CTF_FREE(h.body);
+            r.total = 0;
+        }
+    } else if (!rc && r.status == 206) {
+        /* check_answer read it: bytes 0-0 and the total or a star. */
+        parse_content_range(r.content_range, &c);
+        if (!c.total_known)
+            rc = ctf__fail(err, CTF_EIO, w,
+                           "the server gave no size for the object (Content-Range: %s)",
+                           r.content_range);
+        r.total = c.total;
+    } else if (!rc) {
+        if (!r.have_length)
+            rc = ctf__fail(err, CTF_EIO, w,
+                           "the server gave no size for the object (HTTP %ld without "
+                           "Content-Range or Content-Length)",
+                           r.status);
+        r.total = r.length;
     }
     CTF_FREE(r.body);
     if (rc) return rc;
-    if (!r.have_total)
-        return ctf__fail(err, CTF_EIO, (ctf__where){url, 0, 0, -1},
-                         "the server gave no size for the object (no Content-Range or "
-                         "Content-Length)");
     id->size = r.total;
-    snprintf(id->etag, sizeof id->etag, "%s", r.etag);
-    id->mtime_ns = etag_hash(r.etag);
+    fp_of(&r, id->etag, sizeof id->etag);
+    id->mtime_ns = etag_hash(id->etag);
     id->inode = 0;
     return 0;
 }
@@ -707,17 +1040,9 @@ int ctf__http_read(ctf__remote *rem, const char *url, const char *etag, void *bu
     snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)offset,
              (unsigned long long)(offset + n - 1));
     resp r = {.dst = buf, .dst_cap = n, .body_limit = 16384};
-    const request q = {"GET", "", range, etag};
+    const request q = {"GET",          "",  range, etag && etag[0] ? etag : NULL, offset,
+                       offset + n - 1, size};
     rc = perform(rem, &t, url, &q, &r, (int64_t)n, (int64_t)offset, err);
-    if (!rc && !r.ranged && !(offset == 0 && n == size))
-        rc = ctf__fail(err, CTF_EIO, (ctf__where){url, 0, 0, (int64_t)offset},
-                       "the server ignored the range request (HTTP %ld without Content-Range)",
-                       r.status);
-    if (!rc && etag && etag[0] && r.etag[0] && strcmp(etag, r.etag) != 0)
-        rc = ctf__fail(err, CTF_ECHANGED, (ctf__where){url, 0, 0, (int64_t)offset},
-                       "the object changed since it was indexed (ETag %s, indexed %s); reopen "
-                       "the reader",
-                       r.etag, etag);
     CTF_FREE(r.body);
     return rc;
 }
@@ -782,8 +1107,8 @@ static void remember(ctf__remote *rem, const char *url, const char *etag, const 
     memset(k, 0, sizeof *k);
     k->url = u;
     k->id.size = strtoull(size, NULL, 10);
-    snprintf(k->id.etag, sizeof k->id.etag, "%s", etag);
-    k->id.mtime_ns = etag_hash(etag);
+    etag_canon(etag, k->id.etag, sizeof k->id.etag);
+    k->id.mtime_ns = etag_hash(k->id.etag);
     pthread_mutex_unlock(&rem->mu);
 }
 

@@ -26,6 +26,19 @@ bool ctf__io_is_remote(const char *path)
                     !strncmp(path, "https://", 8));
 }
 
+bool ctf__io_is_pattern(const char *path)
+{
+    if (!path) return false;
+    /* In an http(s) URL '?' begins the query (a presigned URL's signature), not a pattern. */
+    if (!strncmp(path, "http://", 7) || !strncmp(path, "https://", 8)) {
+        const size_t n = strcspn(path, "?#");
+        for (size_t i = 0; i < n; i++)
+            if (path[i] == '*' || path[i] == '[') return true;
+        return false;
+    }
+    return strpbrk(path, "*?[") != NULL;
+}
+
 int ctf__io_stat(ctf__remote *rem, const char *path, ctf__file_id *id, ctf_error *err)
 {
     if (ctf__io_is_remote(path)) {

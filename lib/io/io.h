@@ -25,6 +25,10 @@ typedef struct ctf__remote ctf__remote;
 /* True for s3://, http:// and https:// paths. */
 bool ctf__io_is_remote(const char *path);
 
+/* True when path holds glob characters (*, ?, [): in an http(s) URL only before its query,
+ * so that a presigned URL is a path. */
+bool ctf__io_is_pattern(const char *path);
+
 /* The identity of path now: size and a fingerprint (local: mtime and inode; remote: the ETag,
  * whose hash also fills mtime_ns so that comparisons of identities need not know the
  * backend). rem may be NULL for a local path. @return : 0 or CTF_EIO/CTF_EINVAL naming path. */

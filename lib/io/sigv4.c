@@ -164,47 +164,44 @@ size_t ctf__uri_encode(const char *s, bool keep_slash, char *out, size_t cap)
     return n;
 }
 
-/* Appends printf-style text to a bounded buffer; *len keeps counting past cap so that the
- * caller sees an overflow. */
-static void put(char *buf, size_t cap, size_t *len, const char *s, size_t n)
-{
-    if (*len < cap) memcpy(buf + *len, s, *len + n < cap ? n : cap - *len);
-    *len += n;
-}
-#define PUTS(b, cap, len, s) put((b), (cap), (len), (s), strlen(s))
+/* Feeds a string to the canonical request's hash: the request is hashed as it is written, so
+ * that no header (a session token of any length) is cut. */
+static void put(ctf__sha256_ctx *h, const char *s) { ctf__sha256_update(h, s, strlen(s)); }
 
 int ctf__sigv4_authorization(const ctf__sigv4 *req, char *out, size_t cap)
 {
     /* The canonical request: method, path, query, headers (lower-case names, sorted by the
      * caller), the signed header list and the payload hash, one per line. */
-    char creq[8192];
-    size_t n = 0;
-    PUTS(creq, sizeof creq, &n, req->method);
-    PUTS(creq, sizeof creq, &n, "\n");
-    PUTS(creq, sizeof creq, &n, req->canonical_uri);
-    PUTS(creq, sizeof creq, &n, "\n");
-    PUTS(creq, sizeof creq, &n, req->canonical_query ? req->canonical_query : "");
-    PUTS(creq, sizeof creq, &n, "\n");
+    ctf__sha256_ctx h;
+    ctf__sha256_init(&h);
+    put(&h, req->method);
+    put(&h, "\n");
+    put(&h, req->canonical_uri);
+    put(&h, "\n");
+    put(&h, req->canonical_query ? req->canonical_query : "");
+    put(&h, "\n");
     char signed_hdrs[512];
     size_t sn = 0;
     for (size_t i = 0; i < req->num_headers; i++) {
-        PUTS(creq, sizeof creq, &n, req->headers[i].name);
-        PUTS(creq, sizeof creq, &n, ":");
-        PUTS(creq, sizeof creq, &n, req->headers[i].value);
-        PUTS(creq, sizeof creq, &n, "\n");
-        if (i) PUTS(signed_hdrs, sizeof signed_hdrs, &sn, ";");
-        PUTS(signed_hdrs, sizeof signed_hdrs, &sn, req->headers[i].name);
+        put(&h, req->headers[i].name);
+        put(&h, ":");
+        put(&h, req->headers[i].value);
+        put(&h, "\n");
+        const size_t nl = strlen(req->headers[i].name);
+        if (sn + nl + 2 > sizeof signed_hdrs) return -1;
+        if (i) signed_hdrs[sn++] = ';';
+        memcpy(signed_hdrs + sn, req->headers[i].name, nl);
+        sn += nl;
     }
-    PUTS(creq, sizeof creq, &n, "\n");
-    if (sn >= sizeof signed_hdrs || n + sn + 70 >= sizeof creq) return -1;
     signed_hdrs[sn] = '\0';
-    PUTS(creq, sizeof creq, &n, signed_hdrs);
-    PUTS(creq, sizeof creq, &n, "\n");
-    PUTS(creq, sizeof creq, &n, req->payload_hash);
+    put(&h, "\n");
+    put(&h, signed_hdrs);
+    put(&h, "\n");
+    put(&h, req->payload_hash);
 
     unsigned char d[32];
     char creq_hex[65];
-    ctf__sha256(creq, n, d);
+    ctf__sha256_final(&h, d);
     ctf__hex(d, 32, creq_hex);
 
     /* The string to sign and the key derived from the secret through date, region and
@@ -219,16 +216,19 @@ int ctf__sigv4_authorization(const ctf__sigv4 *req, char *out, size_t cap)
     int tl = snprintf(sts, sizeof sts, "AWS4-HMAC-SHA256\n%s\n%s\n%s", req->amz_date, scope,
                       creq_hex);
     if (tl < 0 || (size_t)tl >= sizeof sts) return -1;
-    char kseed[300];
-    int kl = snprintf(kseed, sizeof kseed, "AWS4%s", req->secret_key);
-    if (kl < 0 || (size_t)kl >= sizeof kseed) return -1;
+    const size_t kl = strlen(req->secret_key) + 4;
+    char *kseed = CTF_MALLOC(kl + 1);
+    if (!kseed) return -1;
+    memcpy(kseed, "AWS4", 4);
+    memcpy(kseed + 4, req->secret_key, kl - 3);
     unsigned char k[32];
-    ctf__hmac_sha256(kseed, (size_t)kl, date, 8, k);
+    ctf__hmac_sha256(kseed, kl, date, 8, k);
     ctf__hmac_sha256(k, 32, req->region, strlen(req->region), k);
     ctf__hmac_sha256(k, 32, req->service, strlen(req->service), k);
     ctf__hmac_sha256(k, 32, "aws4_request", 12, k);
     ctf__hmac_sha256(k, 32, sts, (size_t)tl, d);
-    memset(kseed, 0, sizeof kseed);
+    memset(kseed, 0, kl);
+    CTF_FREE(kseed);
     char sig[65];
     ctf__hex(d, 32, sig);
     int ol = snprintf(out, cap, "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s",

@@ -149,6 +149,32 @@ static uint64_t mix_hash(const ctf_config *cfg)
 
 static const ctf__mix_ops mix_ops;
 
+/* A mix's sweep ends when its slowest weighted part finishes one: part p does after about
+ * sweep_samples[p] * (sum of weights) / weight[p] samples of the mix. A weight so small against
+ * the others that this passes 2^53 samples (where the choice's arithmetic stops being exact,
+ * and a run would never get there) makes a sweep that never ends: refused while max_sweeps
+ * bounds the run, saying which part and why. */
+static int check_sweep_length(const ctf__mix *m, ctf_error *err)
+{
+    if (m->max_sweeps == UINT64_MAX) return 0;
+    double all = 0;
+    for (size_t p = 0; p < m->num_parts; p++)
+        if (m->weights[p] > 0) all += m->weights[p];
+    for (size_t p = 0; p < m->num_parts; p++) {
+        if (!(m->weights[p] > 0)) continue;
+        const double need = (double)m->parts[p]->sweep_samples * (all / m->weights[p]);
+        if (need > 9007199254740992.0)
+            return ctf__fail(err, CTF_EINVAL, CTF__NOWHERE,
+                             "config.mix[%zu].weight: %g is so small against the others (%g in "
+                             "all) that one sweep of the mix (every weighted part finishing one "
+                             "of its own) would take about %.3g samples, more than 2^53; give it "
+                             "a larger weight, weight 0 to leave it out, or bound the run by "
+                             "max_samples with max_sweeps infinite",
+                             p, m->weights[p], all, need);
+    }
+    return 0;
+}
+
 /* A mix: its own configuration copy and packing, its parts opened as readers of one source. */
 static int mix_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
 {
@@ -216,6 +242,8 @@ static int mix_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
                     : cfg->max_sweeps == CTF_INFINITELY_REPEAT ? UINT64_MAX
                                                                : cfg->max_sweeps;
     r->limit = cfg->max_samples == CTF_INFINITELY_REPEAT || one ? UINT64_MAX : cfg->max_samples;
+    rc = check_sweep_length(m, err);
+    if (rc) goto fail;
     r->num_workers = cfg->num_workers;
     r->rank = cfg->worker_rank;
     r->stats.num_streams = r->cfg.num_streams;

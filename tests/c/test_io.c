@@ -194,3 +194,59 @@ TEST(io_remote_paths_need_options)
     o.access_key_id = "AKID";
     ASSERT_EQ(ctf__remote_new(&o, &rem, &err), CTF_EINVAL);
 }
+
+TEST(io_sigv4_signs_a_session_token_of_any_length)
+{
+    /* A 10,000-character token is signed whole (the canonical request is hashed as written). */
+    static char token[10001];
+    memset(token, 'T', sizeof token - 1);
+    const ctf__hdr h[] = {{"host", "examplebucket.s3.amazonaws.com"},
+                          {"x-amz-content-sha256", EMPTY_SHA},
+                          {"x-amz-date", "20130524T000000Z"},
+                          {"x-amz-security-token", token}};
+    const ctf__sigv4 req = {"GET",
+                            "/test.txt",
+                            "",
+                            h,
+                            4,
+                            EMPTY_SHA,
+                            "20130524T000000Z",
+                            "us-east-1",
+                            "s3",
+                            "AKIAIOSFODNN7EXAMPLE",
+                            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"};
+    char a1[512], a2[512];
+    ASSERT_EQ(ctf__sigv4_authorization(&req, a1, sizeof a1), 0);
+    token[9999] = 'U'; /* the last character counts */
+    ASSERT_EQ(ctf__sigv4_authorization(&req, a2, sizeof a2), 0);
+    ASSERT(strcmp(a1, a2) != 0);
+}
+
+TEST(io_redact_urls_leaves_out_credentials_and_queries)
+{
+    char b[256];
+    ASSERT_STR_EQ(ctf_redact_urls("http://user:PW@host:80/a/b.ctf", b, sizeof b),
+                  "http://***@host:80/a/b.ctf");
+    ASSERT_STR_EQ(ctf_redact_urls("reading 'https://h/k.ctf?X-Amz-Signature=ab&t=1': HTTP 403", b,
+                                  sizeof b),
+                  "reading 'https://h/k.ctf?***': HTTP 403");
+    /* An s3:// '?' is a pattern's; a path without a URL stays. */
+    ASSERT_STR_EQ(ctf_redact_urls("s3://b/p?.ctf and /tmp/x?.ctf", b, sizeof b),
+                  "s3://b/p?.ctf and /tmp/x?.ctf");
+    ASSERT_STR_EQ(ctf_redact_urls("s3://k:s@b/x", b, sizeof b), "s3://***@b/x");
+    /* Every error record goes through it. */
+    ctf_error e;
+    ctf__fail(&e, CTF_EIO, (ctf__where){"http://u:PW@h/x?sig=1", 0, 0, -1}, "at %s",
+              "https://u:PW@h/y?tok=2");
+    ASSERT_STR_EQ(e.path, "http://***@h/x?***");
+    ASSERT_STR_EQ(e.message, "at https://***@h/y?***");
+}
+
+TEST(io_query_of_an_http_url_is_no_pattern)
+{
+    ASSERT(!ctf__io_is_pattern("https://h/k.ctf?X-Amz-Signature=ab"));
+    ASSERT(ctf__io_is_pattern("https://h/*.ctf?x=1"));
+    ASSERT(ctf__io_is_pattern("s3://b/part-?.ctf"));
+    ASSERT(ctf__io_is_pattern("/data/part-?.ctf"));
+    ASSERT(!ctf__io_is_pattern("/data/part.ctf"));
+}

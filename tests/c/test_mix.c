@@ -576,8 +576,22 @@ TEST(mix_refuses_bad_configurations)
     m.parts[1].paths = missing;
     ASSERT(ctf_reader_open(&c, &r, &e) != 0);
     ASSERT_STR_CONTAINS(e.message, "mix part 1");
-    /* A minibatch of more sweeps than anyone means is refused (EINVAL: the reader goes on). */
+    /* A weight so small that one sweep of the mix would never end, while max_sweeps bounds
+     * the run: refused, naming the part; bounded by max_samples alone it reads. */
     m.parts[1].paths = m.paths[1];
+    const double tiny[2] = {1, 1e-300};
+    mix_cfg(&c, &m, 2, tiny);
+    c.max_sweeps = 1;
+    ASSERT_EQ(ctf_reader_open(&c, &r, &e), CTF_EINVAL);
+    ASSERT_STR_CONTAINS(e.message, "config.mix[1].weight");
+    ASSERT_STR_CONTAINS(e.message, "sweep of the mix");
+    c.max_sweeps = CTF_INFINITELY_REPEAT;
+    c.max_samples = 100;
+    r = mopen(&c);
+    ASSERT(r);
+    ctf_reader_free(r);
+    mix_cfg(&c, &m, 2, ok);
+    /* A minibatch of more sweeps than anyone means is refused (EINVAL: the reader goes on). */
     r = mopen(&c);
     ASSERT(r);
     ctf_minibatch *mb;

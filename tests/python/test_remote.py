@@ -466,3 +466,19 @@ def test_remote_botocore_credential_chain(s3, corpus, tmp_path):
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert int(p.stdout) == N
+
+
+def test_remote_keys_with_dot_segments_are_read_as_written(s3, tmp_path):
+    """A key with '.' or '..' segments is its own object, not a path to resolve: the signed
+    request names it exactly and the server finds it."""
+    s3.client.create_bucket(Bucket="ctfio-dots")
+    s3.client.put_object(Bucket="ctfio-dots", Key="a/../x.ctf", Body=b"1 |x 1 2\n")
+    s3.client.put_object(Bucket="ctfio-dots", Key="x.ctf", Body=b"2 |x 3 4\n")
+    s3.client.put_object(Bucket="ctfio-dots", Key="./y.ctf", Body=b"3 |x 5 6\n")
+    xs = dict(x=ctfio.StreamDef(shape=2))
+    for url, key in [("s3://ctfio-dots/a/../x.ctf", 1), ("s3://ctfio-dots/x.ctf", 2),
+                     ("s3://ctfio-dots/./y.ctf", 3)]:
+        src = ctfio.MinibatchSource(ctfio.CTFDeserializer(url, xs), randomize=False, max_sweeps=1,
+                                    storage_options=s3.options(), cache_dir=str(tmp_path))
+        mb = src.next_minibatch(4)
+        assert [mb[si].keys.tolist() for si in mb] == [[key]], url
