@@ -129,20 +129,6 @@ void ctf__file_close(int fd);
  * errno EINVAL). Writing creates or truncates. @return : the stream, or NULL with errno set. */
 FILE *ctf__fopen_regular(const char *path, bool for_write);
 
-/* A read-only mapping of a file's bytes. */
-typedef struct ctf__map {
-    void *base;        /* as mmap returned it (page aligned), or NULL */
-    size_t len;        /* mapped bytes from base */
-    const char *data;  /* the first byte asked for */
-} ctf__map;
-
-/* Maps n bytes at offset (which must lie in the file now, else CTF_ECHANGED as a read past
- * the end). The mapping outlives fd. @return : 0, CTF_EIO or CTF_ECHANGED naming path. */
-int ctf__file_map(int fd, const char *path, uint64_t offset, size_t n, ctf__map *out,
-                  ctf_error *err);
-/* NULL or an empty map is a no-op; *m is emptied. */
-void ctf__file_unmap(ctf__map *m);
-
 /* Reads exactly n bytes at offset (retrying short reads); a read past the end is CTF_ECHANGED.
  * @return : 0, CTF_EIO or CTF_ECHANGED with err naming path. */
 int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offset, ctf_error *err);

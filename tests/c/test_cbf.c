@@ -486,26 +486,29 @@ TEST(cbf_fingerprint_and_changed_file)
     ctf_cbf_streams_free(fs, nfs);
 }
 
-/* Chunk ch of an open CBF file (fd), mapped into *m and decoded twice: from the bytes (*a) and
- * as the mapping (*b, which takes *m over where it views it). @return : 0, or -1 (e says why). */
-static int decode_both(int fd, const ctf_index *idx, size_t ch, const ctf__parse_cfg *pc,
-                       ctf__map *m, ctf__chunk_data **a, ctf__chunk_data **b, ctf_error *e)
+/* Chunk ch of an open CBF file (fd), read into *m (a buffer of its own) and decoded twice: from
+ * the bytes (*a) and as the owned buffer (*b, which takes *m over where it views it). @return :
+ * 0, or -1 (e says why). */
+static int decode_both(int fd, const ctf_index *idx, size_t ch, const ctf__parse_cfg *pc, char **m,
+                       ctf__chunk_data **a, ctf__chunk_data **b, ctf_error *e)
 {
     const ctf__chunk *k = &idx->chunks[ch];
-    if (ctf__file_map(fd, pc->path, k->offset, (size_t)k->size, m, e)) return -1;
-    if (ctf__cbf_decode(pc, idx, ch, m->data, NULL, NULL, a, e)) return -1;
-    if (ctf__cbf_decode_mapped(pc, idx, ch, m, NULL, NULL, b, e)) {
+    *m = CTF_MALLOC((size_t)k->size);
+    if (!*m) return -1;
+    if (ctf__file_pread(fd, pc->path, *m, (size_t)k->size, k->offset, e)) return -1;
+    if (ctf__cbf_decode(pc, idx, ch, *m, NULL, NULL, a, e)) return -1;
+    if (ctf__cbf_decode_owned(pc, idx, ch, m, (size_t)k->size, NULL, NULL, b, e)) {
         ctf__chunk_data_free(*a);
         return -1;
     }
     return 0;
 }
 
-/* A local file's chunks are mapped: a dense float stream is a view of the file's bytes, not a
- * copy (a double one, whose rows the 4-byte counts may misalign, and a sparse one are copied),
- * and the values are those the copying decoder makes; the chunk takes the mapping over and
- * counts it in its memory. */
-TEST(cbf_mapped_chunks_are_views)
+/* A chunk's bytes are read once into a buffer the chunk takes over: a dense float stream is a
+ * view of those bytes, not a second copy (a double one, whose rows the 4-byte counts may
+ * misalign, and a sparse one are copied), and the values are those the copying decoder makes;
+ * the chunk counts the buffer in its memory. */
+TEST(cbf_owned_chunks_are_views)
 {
     for (int pi = 0; pi < 2; pi++) {
         const ctf_precision p = pi ? CTF_FLOAT64 : CTF_FLOAT32;
@@ -526,18 +529,19 @@ TEST(cbf_mapped_chunks_are_views)
         ASSERT(fd >= 0);
         for (size_t ch = 0; ch < idx->num_chunks; ch++) {
             const ctf__chunk *k = &idx->chunks[ch];
-            ctf__map m;
+            char *m;
             ctf__chunk_data *a, *b;
             ASSERT_EQ(decode_both(fd, idx, ch, &pc, &m, &a, &b, &e), 0);
             const ctf__stream_data *da = &a->streams[0], *db = &b->streams[0];
             const bool view = p == CTF_FLOAT32;
             ASSERT_EQ(db->view, view);
             ASSERT(!b->streams[1].view && !da->view);
-            ASSERT_EQ(m.base == NULL, view); /* taken over by the chunk */
+            ASSERT_EQ(m == NULL, view); /* taken over by the chunk */
+            ASSERT_EQ(b->raw != NULL, view);
             if (view) {
                 const char *v = db->values;
-                ASSERT(v >= b->map.data && v < b->map.data + k->size);
-                ASSERT(b->bytes >= b->map.len && b->map.len >= k->size);
+                ASSERT(v >= b->raw && v < b->raw + k->size);
+                ASSERT(b->bytes >= b->raw_cap && b->raw_cap >= k->size);
             }
             ASSERT_EQ(da->samples, db->samples);
             const size_t dim = fs[0].dim;
@@ -554,12 +558,11 @@ TEST(cbf_mapped_chunks_are_views)
             ASSERT_EQ(a->streams[1].nnz, b->streams[1].nnz);
             ctf__chunk_data_free(a);
             ctf__chunk_data_free(b);
-            ctf__file_unmap(&m);
+            CTF_FREE(m);
         }
         /* A range that is not in the file (any more) is a changed file, not a fault. */
-        ctf__map m;
-        ASSERT_EQ(ctf__file_map(fd, cbf, idx->file.size - 4, 8, &m, &e), CTF_ECHANGED);
-        ASSERT(m.base == NULL);
+        char tail[8];
+        ASSERT_EQ(ctf__file_pread(fd, cbf, tail, 8, idx->file.size - 4, &e), CTF_ECHANGED);
         ctf__file_close(fd);
         ctf_index_free(idx);
         ctf_cbf_streams_free(fs, nfs);
@@ -567,7 +570,7 @@ TEST(cbf_mapped_chunks_are_views)
 }
 
 /* Chunks whose sequences are one sample each are marked so (the packer then needs no slice or
- * offset look-up per sequence), and only those; the rows of a mapped float chunk lie a count
+ * offset look-up per sequence), and only those; the rows of a viewed float chunk lie a count
  * apart. Text and CBF still deliver the same values, and a randomized sweep the same
  * minibatches whatever the threads. */
 TEST(cbf_one_sample_chunks_are_marked)
@@ -599,7 +602,7 @@ TEST(cbf_one_sample_chunks_are_marked)
     size_t marked = 0, unmarked = 0;
     for (size_t ch = 0; ch < idx->num_chunks; ch++) {
         const ctf__chunk *k = &idx->chunks[ch];
-        ctf__map m;
+        char *m;
         ctf__chunk_data *a, *v;
         ASSERT_EQ(decode_both(fd, idx, ch, &pc, &m, &a, &v, &e), 0);
         const bool one = k->samples == k->num_seqs; /* no sequence here is empty */
@@ -621,7 +624,7 @@ TEST(cbf_one_sample_chunks_are_marked)
         unmarked += !one;
         ctf__chunk_data_free(a);
         ctf__chunk_data_free(v);
-        ctf__file_unmap(&m);
+        CTF_FREE(m);
     }
     ASSERT(marked > 3 && unmarked > 3);
     ctf__file_close(fd);
@@ -679,7 +682,7 @@ TEST(cbf_one_sample_chunks_are_marked)
     ctf_cbf_streams_free(fs, nfs);
 }
 
-/* Every read and every mapping of a CBF read can fail: each one failed in turn is a clean
+/* Every read of a CBF read can fail: each one failed in turn is a clean
  * CTF_EIO naming the file (or, for the one read whose failure is data, CTF_ECHANGED), never a
  * crash or a wrong minibatch. */
 TEST(cbf_io_faults_at_every_read)
