@@ -54,7 +54,7 @@ def values(src, mb):
 def test_loaded_chunks_do_not_change_when_the_file_is_rewritten(tmp_path):
     data = write_cbf(tmp_path, "data", 1)
     v2 = write_cbf(tmp_path, "v2", -1)
-    src = source(data, max_sweeps=1)
+    src = source(data, max_sweeps=1, prefetch_chunks=2)
     got = [values(src, src.next_minibatch(10))]
     rewrite_in_place(data, v2)
     changed = None
@@ -89,14 +89,15 @@ def test_data_kept_in_memory_does_not_change_when_the_file_is_rewritten(tmp_path
     assert not src.next_minibatch(ROWS)
 
 
-# The file is cut to its first page while the first chunk (many pages) is loaded: the rest of
-# that chunk is delivered as it was loaded, the next load says the file changed.
+# The file is cut to its first page while the first chunks (three pages each, of 40) are loaded:
+# the rest of them is delivered as it was loaded, the next load says the file changed.
 CHILD = textwrap.dedent("""
     import os, sys
     import numpy as np
     import ctfio
     path = sys.argv[1]
-    src = ctfio.MinibatchSource(ctfio.CBFDeserializer(path), randomize=False, max_sweeps=1)
+    src = ctfio.MinibatchSource(ctfio.CBFDeserializer(path), randomize=False, max_sweeps=1,
+                                prefetch_chunks=2)
     info = src.streams["x"]
     rows = [src.next_minibatch(10)[info].asarray().reshape(-1, 4)]
     os.truncate(path, 4096)
@@ -117,7 +118,7 @@ CHILD = textwrap.dedent("""
 
 
 def test_a_file_cut_short_under_the_reader_is_an_error_not_a_crash(tmp_path):
-    data = write_cbf(tmp_path, "data", 1, rows=20000, chunk_size=200000)
+    data = write_cbf(tmp_path, "data", 1, rows=20000, chunk_size=12000)
     env = dict(os.environ)
     r = subprocess.run([sys.executable, "-c", CHILD, data], capture_output=True, text=True,
                        timeout=120, env=env)
