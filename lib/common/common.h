@@ -142,6 +142,9 @@ extern atomic_long ctf__io_count;
  * the one with count ctf__io_eof_at returns 0 (the file ended under the read). */
 extern atomic_long ctf__io_short_at;
 extern atomic_long ctf__io_eof_at;
+/* Called after each successful pread with its descriptor, offset and length (a test changes
+ * the file there, as another process could during the read); NULL: none. */
+extern void (*_Atomic ctf__io_after_read)(int fd, uint64_t offset, size_t n);
 #endif
 
 /* A monotonic clock in nanoseconds (CLOCK_MONOTONIC), for the stage counters below. */

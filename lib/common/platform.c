@@ -22,6 +22,7 @@ atomic_long ctf__io_count;
  * with count ctf__io_eof_at returns 0 (the file ended under the read). */
 atomic_long ctf__io_short_at;
 atomic_long ctf__io_eof_at;
+void (*_Atomic ctf__io_after_read)(int fd, uint64_t offset, size_t n);
 
 /* One pread, or the fault the hooks ask for at this count. */
 static ssize_t hooked_pread(int fd, void *p, size_t n, uint64_t off)
@@ -34,7 +35,10 @@ static ssize_t hooked_pread(int fd, void *p, size_t n, uint64_t off)
     }
     if (k == atomic_load(&ctf__io_eof_at)) return 0;
     size_t ask = k == atomic_load(&ctf__io_short_at) && n > 1 ? n / 2 : n;
-    return pread(fd, p, ask, (off_t)off);
+    ssize_t got = pread(fd, p, ask, (off_t)off);
+    void (*after)(int, uint64_t, size_t) = atomic_load(&ctf__io_after_read);
+    if (got > 0 && after) after(fd, off, (size_t)got);
+    return got;
 }
 #define PREAD hooked_pread
 

@@ -8,6 +8,7 @@
 #include "test.h"
 #include "test_bytes.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -716,5 +717,71 @@ TEST(cbf_io_faults_at_every_read)
         }
     }
     b_free(&ref);
+    ctf_cbf_streams_free(fs, nfs);
+}
+
+/* The chunk whose read the hook below disturbs (its offset and size in the file: the read of
+ * its sequence lengths alone is not it), and the file. */
+static _Atomic uint64_t touch_offset, touch_size;
+static const char *touch_path;
+static atomic_int touched;
+
+/* Gives the file a new modification time once the read of that chunk has its bytes, as a
+ * writer in another process finishing then would. */
+static void touch_after_read(int fd, uint64_t off, size_t n)
+{
+    (void)fd;
+    if (off != atomic_load(&touch_offset) || n != atomic_load(&touch_size) ||
+        atomic_exchange(&touched, 1))
+        return;
+    struct stat st;
+    if (stat(touch_path, &st) != 0) return;
+    struct timespec t[2] = {st.st_atim, st.st_mtim};
+    t[1].tv_sec += 1;
+    utimensat(AT_FDCWD, touch_path, t, 0);
+}
+
+/* A file written while a chunk is read (its size and modification time were those of the open
+ * before the read) is CTF_ECHANGED at that chunk's load: the bytes it read may be of two
+ * versions. The load is the source's own, so that no other check (a later load, the consumer's
+ * records) could say it instead. */
+TEST(cbf_file_changed_during_a_chunk_read_is_echanged)
+{
+    char ctf[256], cbf[256];
+    ASSERT_EQ(make_pair(120, 5, 600, CTF_FLOAT32, ctf, cbf, "during"), 0);
+    ctf_stream_def *fs;
+    size_t nfs;
+    ctf_error e;
+    ASSERT_EQ(ctf_cbf_streams(cbf, &fs, &nfs, NULL, &e), 0);
+    ctf_config c;
+    base_cfg(&c, cbf, fs, nfs, CTF_FLOAT32);
+    const ctf__parse_cfg pc = {.path = cbf,
+                               .streams = fs,
+                               .num_streams = nfs,
+                               .precision = CTF_FLOAT32};
+    ctf__source *src;
+    uint64_t jh;
+    ASSERT_EQ(ctf__source_open(&c, NULL, &pc, &src, &jh, &e), 0);
+    ASSERT(src->num_chunks > 2);
+    touch_path = cbf;
+    ctf__readbuf rb = {0};
+    for (size_t ch = 0; ch < 2; ch++) {
+        /* Chunk 0 read undisturbed; chunk 1's file gets a new time once its bytes are read. */
+        atomic_store(&touch_offset, ch ? src->chunks[ch].offset : UINT64_MAX);
+        atomic_store(&touch_size, src->chunks[ch].size);
+        atomic_store(&touched, 0);
+        atomic_store(&ctf__io_after_read, touch_after_read);
+        ctf__chunk_data *cd = NULL;
+        int rc = src->load(src, &rb, ch, NULL, &cd, &e);
+        atomic_store(&ctf__io_after_read, NULL);
+        ASSERT_EQ(atomic_load(&touched), (int)ch);
+        ASSERT_EQ(rc, ch ? CTF_ECHANGED : 0);
+        ASSERT_EQ(cd == NULL, ch == 1);
+        ctf__chunk_data_free(cd);
+    }
+    ASSERT(strstr(e.message, "changed on disk") != NULL);
+    CTF_FREE(rb.p);
+    CTF_FREE(rb.seqs.p);
+    ctf__source_free(src);
     ctf_cbf_streams_free(fs, nfs);
 }
