@@ -170,8 +170,9 @@ typedef struct ctf__parse_cfg {
 /* The pool for `threads` parse threads over pc's streams: the buffers of (threads + 2 + hold)
  * chunks (each thread holds a set while the consumer gives one back, plus one in flight, plus
  * the `hold` chunks a window holds at once, so that a later sweep reuses the buffers of the
- * chunks the last one freed), each set with its sequence records. */
-ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t hold);
+ * chunks the last one freed), each set with its sequence records and, with raw (a source with
+ * CBF files), the chunk's bytes as read (cd->raw). */
+ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t hold, bool raw);
 #ifdef CTF_TESTING
 /* Test builds: pool takes that found no buffer (a fresh allocation followed). */
 extern atomic_long ctf__bufpool_misses;

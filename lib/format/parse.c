@@ -862,10 +862,10 @@ ctf__bufpool *ctf__bufpool_create(size_t max_bufs)
     return p;
 }
 
-ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t hold)
+ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t hold, bool raw)
 {
-    /* its records and a CBF chunk's bytes; dense: values; sparse: values, indices, indptr */
-    size_t per_chunk = 2;
+    /* its records (and a CBF chunk's bytes); dense: values; sparse: values, indices, indptr */
+    size_t per_chunk = raw ? 2 : 1;
     for (size_t k = 0; k < pc->num_streams; k++) per_chunk += pc->streams[k].is_sparse ? 3 : 1;
     return ctf__bufpool_create((threads + 2 + hold) * per_chunk);
 }
