@@ -495,7 +495,9 @@ void ctf_index_free(ctf_index *idx);
  * A reader opens a CBF file (written by CNTK's ctf2bin.py or `ctfio convert cbf`) wherever it
  * opens a CTF file: the file is recognised by its magic number. Its streams are found by alias
  * (else name) among the file's; kind and dimension must match the file's, and the precision its
- * element type. A sequence's key is its number in the file.
+ * element type. A sequence's key is its number in the file. A chunk is copied into memory the
+ * reader owns, never mapped: what was loaded does not change when the file does, and a file
+ * changed or cut short during a run is CTF_ECHANGED at the next chunk load, never a crash.
  *====================================================================*/
 
 /* ctf_cbf_streams(path, streams, num_streams, precision, err):

@@ -205,20 +205,6 @@ extern atomic_int ctf__atomic_fail_errno;
  *           (cap bytes) saying what is wrong, in words for a warning. */
 int ctf__private_dir(const char *dir, bool make, char *why, size_t cap);
 
-/* A read-only mapping of a file's bytes. */
-typedef struct ctf__map {
-    void *base;        /* as mmap returned it (page aligned), or NULL */
-    size_t len;        /* mapped bytes from base */
-    const char *data;  /* the first byte asked for */
-} ctf__map;
-
-/* Maps n bytes at offset (which must lie in the file now, else CTF_ECHANGED as a read past
- * the end). The mapping outlives fd. @return : 0, CTF_EIO or CTF_ECHANGED naming path. */
-int ctf__file_map(int fd, const char *path, uint64_t offset, size_t n, ctf__map *out,
-                  ctf_error *err);
-/* NULL or an empty map is a no-op; *m is emptied. */
-void ctf__file_unmap(ctf__map *m);
-
 /* Reads exactly n bytes at offset (retrying short reads); a read past the end is CTF_ECHANGED.
  * @return : 0, CTF_EIO or CTF_ECHANGED with err naming path. */
 int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offset, ctf_error *err);
@@ -232,6 +218,9 @@ extern atomic_long ctf__io_count;
  * the one with count ctf__io_eof_at returns 0 (the file ended under the read). */
 extern atomic_long ctf__io_short_at;
 extern atomic_long ctf__io_eof_at;
+/* Called after each successful pread with its descriptor, offset and length (a test changes
+ * the file there, as another process could during the read); NULL: none. */
+extern void (*_Atomic ctf__io_after_read)(int fd, uint64_t offset, size_t n);
 #endif
 
 /* A monotonic clock in nanoseconds (CLOCK_MONOTONIC), for the stage counters below. */

@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -25,6 +24,7 @@ atomic_long ctf__io_count;
  * with count ctf__io_eof_at returns 0 (the file ended under the read). */
 atomic_long ctf__io_short_at;
 atomic_long ctf__io_eof_at;
+void (*_Atomic ctf__io_after_read)(int fd, uint64_t offset, size_t n);
 
 /* One pread, or the fault the hooks ask for at this count. */
 static ssize_t hooked_pread(int fd, void *p, size_t n, uint64_t off)
@@ -37,18 +37,13 @@ static ssize_t hooked_pread(int fd, void *p, size_t n, uint64_t off)
     }
     if (k == atomic_load(&ctf__io_eof_at)) return 0;
     size_t ask = k == atomic_load(&ctf__io_short_at) && n > 1 ? n / 2 : n;
-    return pread(fd, p, ask, (off_t)off);
+    ssize_t got = pread(fd, p, ask, (off_t)off);
+    void (*after)(int, uint64_t, size_t) = atomic_load(&ctf__io_after_read);
+    if (got > 0 && after) after(fd, off, (size_t)got);
+    return got;
 }
 #define PREAD hooked_pread
 
-/* A mapping counts as one read for the hooks: failed (EIO), or found cut short (returns 0). */
-static int hooked_map(void)
-{
-    long k = atomic_fetch_add(&ctf__io_count, 1) + 1;
-    long at = atomic_load(&ctf__io_fail_at);
-    if (at > 0 && k == at) return -1;
-    return k == atomic_load(&ctf__io_eof_at) ? 0 : 1;
-}
 #else
 #define PREAD(fd, p, n, off) pread((fd), (p), (n), (off_t)(off))
 #endif
@@ -152,50 +147,6 @@ int ctf__file_pread(int fd, const char *path, void *buf, size_t n, uint64_t offs
         off += (uint64_t)got;
     }
     return 0;
-}
-
-int ctf__file_map(int fd, const char *path, uint64_t offset, size_t n, ctf__map *out,
-                  ctf_error *err)
-{
-    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    *out = (ctf__map){0};
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, (int64_t)offset},
-                         "cannot stat file: %s", strerror(errno));
-    int ok = 1;
-#ifdef CTF_TESTING
-    ok = hooked_map();
-#endif
-    /* Mapped bytes past the end of the file would fault when touched: the range must be in
-     * the file now (a file cut shorter later is what the loads' stat checks are for). */
-    if (ok == 0 || (uint64_t)st.st_size < offset || (uint64_t)st.st_size - offset < n)
-        return ctf__fail(err, CTF_ECHANGED, (ctf__where){path, 0, 0, (int64_t)offset},
-                         "file ended early (expected %zu more bytes): the file changed "
-                         "since it was indexed",
-                         n);
-    const uint64_t start = offset - offset % page;
-    const size_t len = (size_t)(offset - start) + (n ? n : 1);
-    int flags = MAP_SHARED;
-#ifdef MAP_POPULATE
-    /* The pages are mapped by the loading thread, not faulted in one by one by the packer. */
-    flags |= MAP_POPULATE;
-#endif
-    void *base = ok < 0 ? MAP_FAILED : mmap(NULL, len, PROT_READ, flags, fd, (off_t)start);
-    if (base == MAP_FAILED)
-        return ctf__fail(err, CTF_EIO, (ctf__where){path, 0, 0, (int64_t)offset},
-                         "read failed: cannot map %zu bytes: %s", n,
-                         ok < 0 ? strerror(EIO) : strerror(errno));
-    out->base = base;
-    out->len = len;
-    out->data = (const char *)base + (offset - start);
-    return 0;
-}
-
-void ctf__file_unmap(ctf__map *m)
-{
-    if (m && m->base) munmap(m->base, m->len);
-    if (m) *m = (ctf__map){0};
 }
 
 /*======================================================================

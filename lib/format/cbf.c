@@ -17,8 +17,6 @@
 #include "format/format.h"
 #include "io/io.h"
 
-#include <sys/mman.h>
-
 #define CBF_MAGIC 0x636e746b5f62696eull
 #define CBF_VERSION 1u
 /* Longest stream name read from a header (CNTK has no limit; names are identifiers). */
@@ -428,6 +426,9 @@ int ctf__cbf_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__
  * Decoding a chunk
  *====================================================================*/
 
+/* Sequences ahead whose counts the walk fetches (about a memory latency of its work). */
+#define WALK_AHEAD 16
+
 /* A stream's totals over the chunk, found by the first pass. */
 typedef struct stream_sum {
     uint64_t samples, nnz;
@@ -447,9 +448,26 @@ static int walk(const ctf__cbf *cbf, const ctf_index *idx, const ctf__chunk *ch,
         const ctf__cbf_stream *s = &cbf->streams[j];
         const int k = cbf->to_cfg[j];
         const size_t elt = (size_t)s->precision;
+        const unsigned shift = elt == 8 ? 3 : 2;
         ctf__stream_data *sd = cd && k >= 0 ? &cd->streams[k] : NULL;
+        /* Each count says where the next one lies: a chain of dependent loads a row apart,
+         * which the hardware does not fetch ahead (one cache miss per sequence and pass, most
+         * of a float chunk's decode). The lengths at the chunk's start predict where the count
+         * of sequence i + WALK_AHEAD lies (exactly for a dense stream that has each sequence's
+         * length in samples, as a file of one stream does): that line is fetched ahead, and
+         * the prediction starts again from each real count. Wrong guesses cost nothing but
+         * the fetch (wrapping unsigned sums; only a guess inside the chunk is fetched). */
+        uint64_t window = 0; /* predicted bytes of sequences i .. i + WALK_AHEAD - 1 */
+        const size_t ahead = s->sparse ? 0 : CTF_MIN((size_t)WALK_AHEAD, ch->num_seqs);
+        for (size_t i = 0; i < ahead; i++) window += 4 + (uint64_t)rd32(buf + 4 * i) * s->dim * elt;
         for (size_t i = 0; i < ch->num_seqs; i++) {
             const uint64_t at = p;
+            if (ahead) {
+                if (window < size - p) __builtin_prefetch(buf + p + window);
+                const size_t far = i + ahead;
+                if (far < ch->num_seqs) window += 4 + (uint64_t)rd32(buf + 4 * far) * s->dim * elt;
+                window -= 4 + (uint64_t)rd32(buf + 4 * i) * s->dim * elt;
+            }
             if (size - p < (s->sparse ? 8u : 4u))
                 return corrupt(err, path, base + at,
                                "stream '%s' of sequence %zu of the chunk "
@@ -459,13 +477,13 @@ static int walk(const ctf__cbf *cbf, const ctf_index *idx, const ctf__chunk *ch,
             p += 4;
             if (!s->sparse) {
                 const uint64_t vals = (uint64_t)n * s->dim;
-                if (vals > (size - p) / elt)
+                if (vals > (size - p) >> shift)
                     return corrupt(err, path, base + at,
                                    "stream '%s': %u samples of dimension "
                                    "%u do not fit in the chunk",
                                    s->name, n, s->dim);
                 if (sd && sd->view) {
-                    /* No copy: the samples' places in the mapping. The first sequence's
+                    /* No copy: the samples' places in the chunk's bytes. The first sequence's
                      * values are the base; later ones lie past counts of other sequences. */
                     if (!sd->values) sd->values = (void *)(uintptr_t)(buf + p);
                     const size_t o = (size_t)(buf + p - (const unsigned char *)sd->values) / elt;
@@ -552,10 +570,11 @@ static void *take(ctf__bufpool *pool, size_t n, size_t elt, size_t *cap)
     return p;
 }
 
-/* Decodes the chunk's bytes; with map (holding them) a dense float stream is a view of it. */
+/* Decodes the chunk's bytes; with own (the caller's buffer holding them, own_cap bytes of
+ * capacity) a dense float stream is a view of it and the chunk takes it over. */
 static int decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk, const char *bytes,
-                  ctf__map *map, ctf__bufpool *pool, ctf__seqbuf *seqs, ctf__chunk_data **out,
-                  ctf_error *err)
+                  char **own, size_t own_cap, ctf__bufpool *pool, ctf__seqbuf *seqs,
+                  ctf__chunk_data **out, ctf_error *err)
 {
     const ctf__cbf *cbf = idx->cbf;
     const ctf__chunk *ch = &idx->chunks[chunk];
@@ -609,8 +628,8 @@ static int decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk, 
                               &sd->indptr_cap);
             if (!sd->values || !sd->indices || !sd->indptr) goto oom;
             sd->indptr[0] = 0;
-        } else if (map && cd->elt == 4) {
-            /* A float row lies whole in the file; a double one may not be 8-byte aligned
+        } else if (own && cd->elt == 4) {
+            /* A float row lies whole in the bytes; a double one may not be 8-byte aligned
              * against the others (the 4-byte counts between sequences), so it is copied. */
             sd->view = true;
             sd->dense_off_cap = (size_t)sum[j].samples + 1;
@@ -636,10 +655,11 @@ static int decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk, 
                  sd->indptr_cap * sizeof(int64_t) + sd->dense_off_cap * sizeof(size_t);
     }
     if (views) {
-        /* The mapped pages are resident while the chunk is: they count as its memory. */
-        cd->map = *map;
-        *map = (ctf__map){0};
-        total += cd->map.len;
+        /* The bytes are the chunk's now: freed (or pooled) with it, counted as its memory. */
+        cd->raw = *own;
+        cd->raw_cap = own_cap;
+        *own = NULL;
+        total += own_cap;
     }
     cd->bytes = total;
     ctf__chunk_data_shape(cd, pc);
@@ -654,14 +674,14 @@ oom:
 int ctf__cbf_decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk, const char *bytes,
                     ctf__bufpool *pool, ctf__seqbuf *seqs, ctf__chunk_data **out, ctf_error *err)
 {
-    return decode(pc, idx, chunk, bytes, NULL, pool, seqs, out, err);
+    return decode(pc, idx, chunk, bytes, NULL, 0, pool, seqs, out, err);
 }
 
-int ctf__cbf_decode_mapped(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
-                           ctf__map *map, ctf__bufpool *pool, ctf__seqbuf *seqs,
-                           ctf__chunk_data **out, ctf_error *err)
+int ctf__cbf_decode_owned(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
+                          char **bytes, size_t cap, ctf__bufpool *pool, ctf__seqbuf *seqs,
+                          ctf__chunk_data **out, ctf_error *err)
 {
-    return decode(pc, idx, chunk, map->data, map, pool, seqs, out, err);
+    return decode(pc, idx, chunk, *bytes, bytes, cap, pool, seqs, out, err);
 }
 
 /*======================================================================

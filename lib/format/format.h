@@ -170,8 +170,9 @@ typedef struct ctf__parse_cfg {
 /* The pool for `threads` parse threads over pc's streams: the buffers of (threads + 2 + hold)
  * chunks (each thread holds a set while the consumer gives one back, plus one in flight, plus
  * the `hold` chunks a window holds at once, so that a later sweep reuses the buffers of the
- * chunks the last one freed), each set with its sequence records. */
-ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t hold);
+ * chunks the last one freed), each set with its sequence records and, with raw (a source with
+ * CBF files), the chunk's bytes as read (cd->raw). */
+ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t hold, bool raw);
 #ifdef CTF_TESTING
 /* Test builds: pool takes that found no buffer (a fresh allocation followed). */
 extern atomic_long ctf__bufpool_misses;
@@ -199,9 +200,9 @@ typedef struct ctf__stream_data {
      * of a large dim so cost their text, not dim values each. */
     size_t *dense_off;
     size_t dense_off_cap;
-    /* values point into the chunk's mapping of its file (cd->map), not into a buffer of its
-     * own: sample i is dim values at dense_off[i], and a stored gap between two samples (CBF's
-     * per-sequence counts) is why dense_len takes the smaller of the step and dim. */
+    /* values point into the chunk's copy of its file's bytes (cd->raw), not into a buffer of
+     * their own: sample i is dim values at dense_off[i], and a stored gap between two samples
+     * (CBF's per-sequence counts) is why dense_len takes the smaller of the step and dim. */
     bool view;
     /* Dense, nonzero: sample i is dim values at i * dense_step (dense_off, when kept, agrees).
      * Set by ctf__chunk_data_shape, so that reaching a sample costs no look-up. */
@@ -265,9 +266,12 @@ typedef struct ctf__chunk_data {
     /* Called first by ctf__chunk_data_free (a join releases the joined chunks it used). */
     void (*on_free)(void *ctx, const struct ctf__chunk_data *cd);
     void *on_free_ctx;
-    /* The file's bytes that view streams point into (unmapped when the chunk is freed, so that
-     * an evicted chunk gives its pages back); empty when nothing is a view. */
-    ctf__map map;
+    /* The chunk's bytes as read from its file, which view streams point into (owned, raw_cap
+     * bytes of capacity, counted in bytes; back to the pool when the chunk is freed); NULL when
+     * nothing is a view. A copy, never a mapping: what was loaded cannot change under the
+     * reader when the file does. */
+    char *raw;
+    size_t raw_cap;
 } ctf__chunk_data;
 
 /* Limits on how many problems one chunk keeps in detail (counts are always exact). */
@@ -360,12 +364,13 @@ int ctf__cbf_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__
  * or CTF_EPARSE naming the damaged byte, CTF_ELIMIT, CTF_ENOMEM. */
 int ctf__cbf_decode(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk, const char *bytes,
                     ctf__bufpool *pool, ctf__seqbuf *seqs, ctf__chunk_data **out, ctf_error *err);
-/* ctf__cbf_decode of a chunk whose bytes are map's: a dense float stream becomes a view of
- * them (no copy) and the chunk takes the mapping over (*map emptied); with no view the mapping
- * stays the caller's. */
-int ctf__cbf_decode_mapped(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
-                           ctf__map *map, ctf__bufpool *pool, ctf__seqbuf *seqs,
-                           ctf__chunk_data **out, ctf_error *err);
+/* ctf__cbf_decode of a chunk whose bytes are in *bytes, a buffer of cap bytes the caller owns
+ * (from pool, or CTF_MALLOC when pool is NULL): a dense float stream becomes a view of them (no
+ * second copy) and the chunk takes the buffer over (*bytes set to NULL); with no view the
+ * buffer stays the caller's. */
+int ctf__cbf_decode_owned(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chunk,
+                          char **bytes, size_t cap, ctf__bufpool *pool, ctf__seqbuf *seqs,
+                          ctf__chunk_data **out, ctf_error *err);
 
 /* Decodes a chunk of CBF's layout that belongs to no file (the chunk store's, source/chunkstore.c):
  * size bytes holding num_seqs sequences of samples samples in all, one stream per stream of pc

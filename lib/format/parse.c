@@ -862,9 +862,10 @@ ctf__bufpool *ctf__bufpool_create(size_t max_bufs)
     return p;
 }
 
-ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t hold)
+ctf__bufpool *ctf__bufpool_for(const ctf__parse_cfg *pc, size_t threads, size_t hold, bool raw)
 {
-    size_t per_chunk = 1; /* its records; dense: values; sparse: values, indices, indptr */
+    /* its records (and a CBF chunk's bytes); dense: values; sparse: values, indices, indptr */
+    size_t per_chunk = raw ? 2 : 1;
     for (size_t k = 0; k < pc->num_streams; k++) per_chunk += pc->streams[k].is_sparse ? 3 : 1;
     return ctf__bufpool_create((threads + 2 + hold) * per_chunk);
 }
@@ -956,7 +957,7 @@ void ctf__chunk_data_free(ctf__chunk_data *cd)
     if (cd->streams)
         for (size_t k = 0; k < cd->num_streams; k++) {
             ctf__stream_data *sd = &cd->streams[k];
-            if (sd->view) sd->values = NULL; /* the mapping's, unmapped below */
+            if (sd->view) sd->values = NULL; /* points into raw, freed below */
             if (cd->pool) {
                 ctf__bufpool_give(cd->pool, sd->values, sd->values_cap * cd->elt);
                 ctf__bufpool_give(cd->pool, sd->indices, sd->indices_cap * sizeof *sd->indices);
@@ -968,12 +969,14 @@ void ctf__chunk_data_free(ctf__chunk_data *cd)
             }
             CTF_FREE(sd->dense_off);
         }
-    if (cd->pool)
+    if (cd->pool) {
         ctf__bufpool_give(cd->pool, cd->seqs, cd->seqs_cap * sizeof *cd->seqs);
-    else
+        ctf__bufpool_give(cd->pool, cd->raw, cd->raw_cap);
+    } else {
         CTF_FREE(cd->seqs);
+        CTF_FREE(cd->raw);
+    }
     ctf__bufpool_unref(cd->pool);
-    ctf__file_unmap(&cd->map);
     CTF_FREE(cd->streams);
     CTF_FREE(cd->slices);
     CTF_FREE(cd->dropped);

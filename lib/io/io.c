@@ -97,7 +97,6 @@ int ctf__io_read(ctf__io *h, void *buf, size_t n, uint64_t offset, ctf_error *er
     return ctf__file_pread(h->fd, h->path, buf, n, offset, err);
 }
 
-int ctf__io_fd(const ctf__io *h) { return h->rem ? -1 : h->fd; }
 
 void ctf__io_close(ctf__io *h)
 {

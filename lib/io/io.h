@@ -46,9 +46,6 @@ int ctf__io_read(ctf__io *h, void *buf, size_t n, uint64_t offset, ctf_error *er
 /* NULL is a no-op. */
 void ctf__io_close(ctf__io *h);
 
-/* A local source's descriptor (for a mapping of its bytes); -1 for a remote one. */
-int ctf__io_fd(const ctf__io *h);
-
 /* The objects a remote pattern (glob characters in the key) matches, byte-wise sorted, as
  * full URLs; strings and array are freed with ctf__free_paths. None matching is CTF_EIO. */
 int ctf__io_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n, ctf_error *err);

@@ -174,7 +174,9 @@ int ctf__loader_create(const ctf__parse_cfg *pc, ctf__source *src, size_t thread
     if (!l) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     l->src = src;
     l->pcv = *pc;
-    l->pcv.pool = ctf__bufpool_for(pc, threads, hold);
+    bool raw = false; /* a CBF file's chunks keep their bytes: one buffer more per chunk */
+    for (size_t f = 0; f < src->num_fp_files; f++) raw |= src->fp_files[f].idx->cbf != NULL;
+    l->pcv.pool = ctf__bufpool_for(pc, threads, hold, raw);
     if (!l->pcv.pool) {
         ctf__loader_free(l);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");

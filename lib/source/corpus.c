@@ -339,26 +339,15 @@ static int cbf_chunk_seqs(corpus *k, size_t c, ctf__readbuf *rb, ctf__seqbuf *ou
     return rc ? rc : ctf__index_chunk_seqs(idx, lc, buf, out, err);
 }
 
-/* Maps chunk bytes of a local file (as read_at reads them, counted as a read). */
-static int map_at(corpus *k, size_t f, uint64_t off, size_t n, ctf__map *map, ctf__perf_slot *perf,
-                  ctf_error *err)
-{
-    size_t slot;
-    const uint64_t t0 = ctf__now_ns();
-    ctf__io *io;
-    int rc = io_acquire(k, f, &slot, &io, err);
-    if (rc) return rc;
-    rc = ctf__file_map(ctf__io_fd(io), k->files[f].idx->path, off, n, map, err);
-    io_release(k, slot, io);
-    ctf__perf_since(perf, CTF__PERF_READ_NS, t0);
-    ctf__perf_add(perf, CTF__PERF_READ_BYTES, rc ? 0 : n);
-    ctf__perf_add(perf, CTF__PERF_READS, 1);
-    return rc;
-}
-
-/* A CBF chunk (its size is checked against the header at open), decoded. A local file's chunk
- * is mapped, and its dense float streams stay views of the mapping (the packer's copy is the
- * only one); a remote object's is read whole by one range request and copied out. */
+/* A CBF chunk (its size is checked against the header at open), read whole into a buffer of the
+ * reader's own (a pooled one when the pool has one, as parse buffers are) and decoded: its dense
+ * float streams stay views of that copy (the packer's copy into the minibatch is the only other)
+ * and the chunk keeps the buffer. The bytes are copied, never mapped, so that what was loaded
+ * cannot change under the reader when the file is rewritten in place, and a file cut short is
+ * a read that ends early (CTF_ECHANGED), not a fault when a mapped page is touched. A local
+ * file is stat'ed again after the read (corpus_load did before it): a file written during the
+ * read may have given bytes of two versions, and they are refused as CTF_ECHANGED. A remote
+ * object's range request demands the indexed ETag instead. */
 static int cbf_load(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool,
                     ctf__chunk_data **out, ctf_error *err)
 {
@@ -366,23 +355,31 @@ static int cbf_load(corpus *k, size_t c, ctf__readbuf *rb, ctf__bufpool *pool,
     const ctf__source_file *file = &k->files[f];
     const ctf_index *idx = file->idx;
     const ctf__chunk *ch = &idx->chunks[lc];
-    int rc;
-    uint64_t t;
-    if (!idx->file.etag[0]) {
-        ctf__map map;
-        if ((rc = map_at(k, f, ch->offset, (size_t)ch->size, &map, rb->perf, err))) return rc;
-        t = ctf__now_ns();
-        rc = ctf__cbf_decode_mapped(&file->pc, idx, lc, &map, pool, &rb->seqs, out, err);
-        ctf__file_unmap(&map); /* unless the chunk took it over */
-    } else {
-        char *buf = ctf__readbuf_get(rb, ch->size ? (size_t)ch->size : 1);
+    const size_t need = ch->size ? (size_t)ch->size : 1;
+    size_t cap = 0;
+    char *buf = pool ? ctf__bufpool_take(pool, need, &cap) : NULL;
+    if (!buf) {
+        /* Room for an eighth more (rounded up to 4 KiB), as parse buffers have, so that the
+         * buffers of chunks of about the same size fit each other in the pool. */
+        cap = pool ? ((need + need / 8) | 0xFFF) + 1 : need;
+        buf = CTF_MALLOC(cap);
         if (!buf)
             return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading chunk %zu of %s",
                              lc, idx->path);
-        rc = read_at(k, f, buf, (size_t)ch->size, ch->offset, ch->offset + ch->size, rb->perf, err);
-        if (rc) return rc;
-        t = ctf__now_ns();
-        rc = ctf__cbf_decode(&file->pc, idx, lc, buf, pool, &rb->seqs, out, err);
+    }
+    int rc = read_at(k, f, buf, (size_t)ch->size, ch->offset, ch->offset + ch->size, rb->perf, err);
+    if (!rc && !idx->file.etag[0]) {
+        ctf__file_id now;
+        rc = ctf__io_stat(k->remote, idx->path, &now, err);
+        if (!rc) rc = ctf__file_unchanged(idx->path, &idx->file, &now, ch->offset, err);
+    }
+    uint64_t t = ctf__now_ns();
+    if (!rc) rc = ctf__cbf_decode_owned(&file->pc, idx, lc, &buf, cap, pool, &rb->seqs, out, err);
+    if (buf) { /* not taken over by the chunk */
+        if (pool)
+            ctf__bufpool_give(pool, buf, cap);
+        else
+            CTF_FREE(buf);
     }
     ctf__perf_since(rb->perf, CTF__PERF_PARSE_NS, t);
     if (rc) return rc;

@@ -8,6 +8,7 @@
 #include "test.h"
 #include "test_bytes.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -486,26 +487,29 @@ TEST(cbf_fingerprint_and_changed_file)
     ctf_cbf_streams_free(fs, nfs);
 }
 
-/* Chunk ch of an open CBF file (fd), mapped into *m and decoded twice: from the bytes (*a) and
- * as the mapping (*b, which takes *m over where it views it). @return : 0, or -1 (e says why). */
-static int decode_both(int fd, const ctf_index *idx, size_t ch, const ctf__parse_cfg *pc,
-                       ctf__map *m, ctf__chunk_data **a, ctf__chunk_data **b, ctf_error *e)
+/* Chunk ch of an open CBF file (fd), read into *m (a buffer of its own) and decoded twice: from
+ * the bytes (*a) and as the owned buffer (*b, which takes *m over where it views it). @return :
+ * 0, or -1 (e says why). */
+static int decode_both(int fd, const ctf_index *idx, size_t ch, const ctf__parse_cfg *pc, char **m,
+                       ctf__chunk_data **a, ctf__chunk_data **b, ctf_error *e)
 {
     const ctf__chunk *k = &idx->chunks[ch];
-    if (ctf__file_map(fd, pc->path, k->offset, (size_t)k->size, m, e)) return -1;
-    if (ctf__cbf_decode(pc, idx, ch, m->data, NULL, NULL, a, e)) return -1;
-    if (ctf__cbf_decode_mapped(pc, idx, ch, m, NULL, NULL, b, e)) {
+    *m = CTF_MALLOC((size_t)k->size);
+    if (!*m) return -1;
+    if (ctf__file_pread(fd, pc->path, *m, (size_t)k->size, k->offset, e)) return -1;
+    if (ctf__cbf_decode(pc, idx, ch, *m, NULL, NULL, a, e)) return -1;
+    if (ctf__cbf_decode_owned(pc, idx, ch, m, (size_t)k->size, NULL, NULL, b, e)) {
         ctf__chunk_data_free(*a);
         return -1;
     }
     return 0;
 }
 
-/* A local file's chunks are mapped: a dense float stream is a view of the file's bytes, not a
- * copy (a double one, whose rows the 4-byte counts may misalign, and a sparse one are copied),
- * and the values are those the copying decoder makes; the chunk takes the mapping over and
- * counts it in its memory. */
-TEST(cbf_mapped_chunks_are_views)
+/* A chunk's bytes are read once into a buffer the chunk takes over: a dense float stream is a
+ * view of those bytes, not a second copy (a double one, whose rows the 4-byte counts may
+ * misalign, and a sparse one are copied), and the values are those the copying decoder makes;
+ * the chunk counts the buffer in its memory. */
+TEST(cbf_owned_chunks_are_views)
 {
     for (int pi = 0; pi < 2; pi++) {
         const ctf_precision p = pi ? CTF_FLOAT64 : CTF_FLOAT32;
@@ -526,18 +530,19 @@ TEST(cbf_mapped_chunks_are_views)
         ASSERT(fd >= 0);
         for (size_t ch = 0; ch < idx->num_chunks; ch++) {
             const ctf__chunk *k = &idx->chunks[ch];
-            ctf__map m;
+            char *m;
             ctf__chunk_data *a, *b;
             ASSERT_EQ(decode_both(fd, idx, ch, &pc, &m, &a, &b, &e), 0);
             const ctf__stream_data *da = &a->streams[0], *db = &b->streams[0];
             const bool view = p == CTF_FLOAT32;
             ASSERT_EQ(db->view, view);
             ASSERT(!b->streams[1].view && !da->view);
-            ASSERT_EQ(m.base == NULL, view); /* taken over by the chunk */
+            ASSERT_EQ(m == NULL, view); /* taken over by the chunk */
+            ASSERT_EQ(b->raw != NULL, view);
             if (view) {
                 const char *v = db->values;
-                ASSERT(v >= b->map.data && v < b->map.data + k->size);
-                ASSERT(b->bytes >= b->map.len && b->map.len >= k->size);
+                ASSERT(v >= b->raw && v < b->raw + k->size);
+                ASSERT(b->bytes >= b->raw_cap && b->raw_cap >= k->size);
             }
             ASSERT_EQ(da->samples, db->samples);
             const size_t dim = fs[0].dim;
@@ -554,12 +559,11 @@ TEST(cbf_mapped_chunks_are_views)
             ASSERT_EQ(a->streams[1].nnz, b->streams[1].nnz);
             ctf__chunk_data_free(a);
             ctf__chunk_data_free(b);
-            ctf__file_unmap(&m);
+            CTF_FREE(m);
         }
         /* A range that is not in the file (any more) is a changed file, not a fault. */
-        ctf__map m;
-        ASSERT_EQ(ctf__file_map(fd, cbf, idx->file.size - 4, 8, &m, &e), CTF_ECHANGED);
-        ASSERT(m.base == NULL);
+        char tail[8];
+        ASSERT_EQ(ctf__file_pread(fd, cbf, tail, 8, idx->file.size - 4, &e), CTF_ECHANGED);
         ctf__file_close(fd);
         ctf_index_free(idx);
         ctf_cbf_streams_free(fs, nfs);
@@ -567,7 +571,7 @@ TEST(cbf_mapped_chunks_are_views)
 }
 
 /* Chunks whose sequences are one sample each are marked so (the packer then needs no slice or
- * offset look-up per sequence), and only those; the rows of a mapped float chunk lie a count
+ * offset look-up per sequence), and only those; the rows of a viewed float chunk lie a count
  * apart. Text and CBF still deliver the same values, and a randomized sweep the same
  * minibatches whatever the threads. */
 TEST(cbf_one_sample_chunks_are_marked)
@@ -599,7 +603,7 @@ TEST(cbf_one_sample_chunks_are_marked)
     size_t marked = 0, unmarked = 0;
     for (size_t ch = 0; ch < idx->num_chunks; ch++) {
         const ctf__chunk *k = &idx->chunks[ch];
-        ctf__map m;
+        char *m;
         ctf__chunk_data *a, *v;
         ASSERT_EQ(decode_both(fd, idx, ch, &pc, &m, &a, &v, &e), 0);
         const bool one = k->samples == k->num_seqs; /* no sequence here is empty */
@@ -621,7 +625,7 @@ TEST(cbf_one_sample_chunks_are_marked)
         unmarked += !one;
         ctf__chunk_data_free(a);
         ctf__chunk_data_free(v);
-        ctf__file_unmap(&m);
+        CTF_FREE(m);
     }
     ASSERT(marked > 3 && unmarked > 3);
     ctf__file_close(fd);
@@ -679,7 +683,7 @@ TEST(cbf_one_sample_chunks_are_marked)
     ctf_cbf_streams_free(fs, nfs);
 }
 
-/* Every read and every mapping of a CBF read can fail: each one failed in turn is a clean
+/* Every read of a CBF read can fail: each one failed in turn is a clean
  * CTF_EIO naming the file (or, for the one read whose failure is data, CTF_ECHANGED), never a
  * crash or a wrong minibatch. */
 TEST(cbf_io_faults_at_every_read)
@@ -713,5 +717,71 @@ TEST(cbf_io_faults_at_every_read)
         }
     }
     b_free(&ref);
+    ctf_cbf_streams_free(fs, nfs);
+}
+
+/* The chunk whose read the hook below disturbs (its offset and size in the file: the read of
+ * its sequence lengths alone is not it), and the file. */
+static _Atomic uint64_t touch_offset, touch_size;
+static const char *touch_path;
+static atomic_int touched;
+
+/* Gives the file a new modification time once the read of that chunk has its bytes, as a
+ * writer in another process finishing then would. */
+static void touch_after_read(int fd, uint64_t off, size_t n)
+{
+    (void)fd;
+    if (off != atomic_load(&touch_offset) || n != atomic_load(&touch_size) ||
+        atomic_exchange(&touched, 1))
+        return;
+    struct stat st;
+    if (stat(touch_path, &st) != 0) return;
+    struct timespec t[2] = {st.st_atim, st.st_mtim};
+    t[1].tv_sec += 1;
+    utimensat(AT_FDCWD, touch_path, t, 0);
+}
+
+/* A file written while a chunk is read (its size and modification time were those of the open
+ * before the read) is CTF_ECHANGED at that chunk's load: the bytes it read may be of two
+ * versions. The load is the source's own, so that no other check (a later load, the consumer's
+ * records) could say it instead. */
+TEST(cbf_file_changed_during_a_chunk_read_is_echanged)
+{
+    char ctf[256], cbf[256];
+    ASSERT_EQ(make_pair(120, 5, 600, CTF_FLOAT32, ctf, cbf, "during"), 0);
+    ctf_stream_def *fs;
+    size_t nfs;
+    ctf_error e;
+    ASSERT_EQ(ctf_cbf_streams(cbf, &fs, &nfs, NULL, &e), 0);
+    ctf_config c;
+    base_cfg(&c, cbf, fs, nfs, CTF_FLOAT32);
+    const ctf__parse_cfg pc = {.path = cbf,
+                               .streams = fs,
+                               .num_streams = nfs,
+                               .precision = CTF_FLOAT32};
+    ctf__source *src;
+    uint64_t jh;
+    ASSERT_EQ(ctf__source_open(&c, NULL, &pc, &src, &jh, &e), 0);
+    ASSERT(src->num_chunks > 2);
+    touch_path = cbf;
+    ctf__readbuf rb = {0};
+    for (size_t ch = 0; ch < 2; ch++) {
+        /* Chunk 0 read undisturbed; chunk 1's file gets a new time once its bytes are read. */
+        atomic_store(&touch_offset, ch ? src->chunks[ch].offset : UINT64_MAX);
+        atomic_store(&touch_size, src->chunks[ch].size);
+        atomic_store(&touched, 0);
+        atomic_store(&ctf__io_after_read, touch_after_read);
+        ctf__chunk_data *cd = NULL;
+        int rc = src->load(src, &rb, ch, NULL, &cd, &e);
+        atomic_store(&ctf__io_after_read, NULL);
+        ASSERT_EQ(atomic_load(&touched), (int)ch);
+        ASSERT_EQ(rc, ch ? CTF_ECHANGED : 0);
+        ASSERT_EQ(cd == NULL, ch == 1);
+        ctf__chunk_data_free(cd);
+    }
+    ASSERT(strstr(e.message, "changed on disk") != NULL);
+    CTF_FREE(rb.p);
+    CTF_FREE(rb.seqs.p);
+    ctf__source_free(src);
     ctf_cbf_streams_free(fs, nfs);
 }
