@@ -797,6 +797,51 @@ static void remember(ctf__remote *rem, const char *url, const char *etag, const 
     pthread_mutex_unlock(&rem->mu);
 }
 
+/* At most this many pages in one listing: 10 million keys at S3's 1,000 a page. A server
+ * that hands out new tokens forever then ends in an error, not in a listing without end. */
+#define CTF__LIST_MAX_PAGES 10000
+
+/* Checks that a listing page is whole and says how the listing goes on: the document ends in
+ * </ListBucketResult>, IsTruncated is "true" or "false", and a true one comes with a token.
+ * @return : 0 with token filled ("" on the last page), or CTF_EIO naming the page. */
+static int list_page_check(const resp *r, const char *url, const char *pattern, size_t page,
+                           char *token, size_t cap, ctf_error *err)
+{
+    const ctf__where w = {pattern, 0, 0, -1};
+    static const char close_tag[] = "</ListBucketResult>";
+    size_t n = r->body ? r->body_len : 0;
+    while (n && strchr(" \t\r\n", r->body[n - 1])) n--;
+    const size_t cl = sizeof close_tag - 1;
+    if (n < cl || memcmp(r->body + n - cl, close_tag, cl) != 0 ||
+        !strstr(r->body, "<ListBucketResult"))
+        return ctf__fail(err, CTF_EIO, w,
+                         "page %zu of the listing of %s is cut short (%zu bytes, no closing "
+                         "</ListBucketResult>): objects may be missing",
+                         page, url, r->body_len);
+    char trunc[16];
+    xml_field(r->body, "IsTruncated", trunc, sizeof trunc);
+    if (strcmp(trunc, "true") != 0 && strcmp(trunc, "false") != 0)
+        return ctf__fail(err, CTF_EIO, w,
+                         "page %zu of the listing of %s has no IsTruncated true or false: "
+                         "objects may be missing",
+                         page, url);
+    token[0] = '\0';
+    if (strcmp(trunc, "true") != 0) return 0;
+    xml_field(r->body, "NextContinuationToken", token, cap);
+    if (strlen(token) >= cap - 1)
+        return ctf__fail(err, CTF_ELIMIT, w,
+                         "page %zu of the listing of %s gives a continuation token longer "
+                         "than %zu bytes",
+                         page, url, cap - 2);
+    xml_unescape(token);
+    if (!token[0])
+        return ctf__fail(err, CTF_EIO, w,
+                         "page %zu of the listing of %s says more follows (IsTruncated true) "
+                         "but gives no NextContinuationToken",
+                         page, url);
+    return 0;
+}
+
 int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *num, ctf_error *err)
 {
     *out = NULL;
@@ -827,7 +872,18 @@ int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n
     token[0] = '\0';
     char **v = NULL;
     size_t len = 0, cap = 0;
-    for (;;) {
+    /* The tokens sent so far: a server that hands one out twice would be listed forever. */
+    char **used = NULL;
+    size_t num_used = 0, cap_used = 0;
+    for (size_t page = 1;; page++) {
+        if (page > CTF__LIST_MAX_PAGES) {
+            rc = ctf__fail(err, CTF_ELIMIT, (ctf__where){pattern, 0, 0, -1},
+                           "the listing of %s goes on past %d pages (%d million keys at 1,000 "
+                           "a page); name a longer literal prefix before the pattern's first "
+                           "wildcard",
+                           lt.url, CTF__LIST_MAX_PAGES, CTF__LIST_MAX_PAGES / 1000);
+            goto fail;
+        }
         /* Sorted by name, as signing wants. */
         if (token[0]) {
             ctf__uri_encode(token, false, etoken, sizeof etoken);
@@ -839,15 +895,38 @@ int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n
         resp r = {.keep_body = true, .body_limit = (size_t)64 << 20};
         const request q = {"GET", query, NULL, NULL};
         rc = perform(rem, &lt, pattern, &q, &r, -1, -1, err);
+        if (!rc) rc = list_page_check(&r, lt.url, pattern, page, token, sizeof token, err);
+        if (!rc && token[0]) {
+            for (size_t i = 0; i < num_used && !rc; i++)
+                if (!strcmp(used[i], token))
+                    rc = ctf__fail(err, CTF_EIO, (ctf__where){pattern, 0, 0, -1},
+                                   "page %zu of the listing of %s gives the continuation token "
+                                   "of page %zu again: the listing would never end",
+                                   page, lt.url, i + 1);
+            char *tk = rc ? NULL : ctf__strdup(token);
+            if (!rc && (!tk || ctf__grow((void **)&used, &cap_used, num_used + 1, sizeof *used))) {
+                CTF_FREE(tk);
+                CTF_FREE(r.body);
+                goto oom;
+            }
+            if (!rc) used[num_used++] = tk;
+        }
         if (rc) {
             CTF_FREE(r.body);
             goto fail;
         }
-        char *p = r.body ? r.body : (char *)"";
+        char *p = r.body;
         while ((p = strstr(p, "<Key>")) != NULL) {
             p += 5;
             char *e = strstr(p, "</Key>");
-            if (!e) break;
+            if (!e) {
+                CTF_FREE(r.body);
+                rc = ctf__fail(err, CTF_EIO, (ctf__where){pattern, 0, 0, -1},
+                               "page %zu of the listing of %s is malformed (a <Key> without "
+                               "</Key>)",
+                               page, lt.url);
+                goto fail;
+            }
             size_t kl = (size_t)(e - p);
             char *key = CTF_MALLOC(kl + 1);
             if (!key) {
@@ -883,12 +962,8 @@ int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n
             CTF_FREE(key);
             p = e + 6;
         }
-        char trunc[16];
-        xml_field(r.body, "IsTruncated", trunc, sizeof trunc);
-        xml_field(r.body, "NextContinuationToken", token, sizeof token);
-        xml_unescape(token);
         CTF_FREE(r.body);
-        if (strcmp(trunc, "true") != 0 || !token[0]) break;
+        if (!token[0]) break;
     }
     if (len == 0) {
         rc = ctf__fail(err, CTF_EIO, (ctf__where){pattern, 0, 0, -1},
@@ -897,6 +972,17 @@ int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n
     }
     /* Byte-wise, as for local patterns. */
     qsort(v, len, sizeof *v, cmp_str);
+    /* A key listed twice (on one page or two) would be read twice in every sweep. */
+    for (size_t i = 1; i < len; i++)
+        if (!strcmp(v[i - 1], v[i])) {
+            rc = ctf__fail(err, CTF_EIO, (ctf__where){pattern, 0, 0, -1},
+                           "the listing of %s names the key '%s' twice: the server's answer is "
+                           "not a listing one can trust",
+                           lt.url, v[i] + 5 + strlen(t.bucket) + 1);
+            goto fail;
+        }
+    for (size_t i = 0; i < num_used; i++) CTF_FREE(used[i]);
+    CTF_FREE(used);
     pthread_mutex_lock(&rem->mu);
     if (rem->num_known) qsort(rem->known, rem->num_known, sizeof *rem->known, cmp_known);
     pthread_mutex_unlock(&rem->mu);
@@ -908,6 +994,8 @@ oom:
 fail:
     for (size_t i = 0; i < len; i++) CTF_FREE(v[i]);
     CTF_FREE(v);
+    for (size_t i = 0; i < num_used; i++) CTF_FREE(used[i]);
+    CTF_FREE(used);
     return rc;
 }
 
