@@ -46,6 +46,9 @@ struct ctf__remote {
     } *known;
     size_t num_known, cap_known;
     atomic_ullong requests, retries, bytes;
+    /* Set by ctf__remote_cancel (a reader closing, Ctrl-C): libcurl's progress callback stops
+     * the transfers in flight, and no request starts or retries after it. */
+    atomic_bool cancelled;
 };
 
 static char *dup_opt(const char *s, bool *oom)
@@ -85,6 +88,7 @@ int ctf__remote_new(const ctf_remote_options *opt, ctf__remote **out, ctf_error 
     r->rng = (uint64_t)(uintptr_t)r ^ (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull;
     atomic_init(&r->refs, 1);
     atomic_init(&r->cache_dir_made, false);
+    atomic_init(&r->cancelled, false);
     if (oom || (r->access_key && !r->secret_key) || pthread_mutex_init(&r->mu, NULL)) {
         bool bad_keys = !oom && r->access_key && !r->secret_key;
         CTF_FREE(r->endpoint);
@@ -137,6 +141,11 @@ void ctf__remote_counters(const ctf__remote *rem, ctf_io_counters *out)
     out->requests = atomic_load(&((ctf__remote *)rem)->requests);
     out->retries = atomic_load(&((ctf__remote *)rem)->retries);
     out->bytes = atomic_load(&((ctf__remote *)rem)->bytes);
+}
+
+void ctf__remote_cancel(ctf__remote *rem)
+{
+    if (rem) atomic_store(&rem->cancelled, true);
 }
 
 /* mkdir -p. @return : 0, or -1 with errno set. */
@@ -407,9 +416,20 @@ typedef struct request {
     const char *if_match;    /* ETag or NULL */
 } request;
 
-/* Sends one request; r receives the status, headers and body. @return : the curl code. */
+/* libcurl calls it often during a transfer, and about once a second while nothing arrives: a
+ * cancelled context ends the transfer with CURLE_ABORTED_BY_CALLBACK. */
+static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return atomic_load(&((ctf__remote *)user)->cancelled) ? 1 : 0;
+}
+
+/* Sends one request; r receives the status, headers and body. @return : the curl code
+ * (CURLE_ABORTED_BY_CALLBACK, without a request, once rem is cancelled). */
 static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, resp *r, char *cerr)
 {
+    if (atomic_load(&rem->cancelled)) return CURLE_ABORTED_BY_CALLBACK;
     CURL *c = handle_get(rem);
     if (!c) return CURLE_OUT_OF_MEMORY;
     struct curl_slist *hl = NULL;
@@ -460,6 +480,9 @@ static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, r
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, rem);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, t->s3 ? 0L : 1L);
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
     /* The library never reads the environment: no proxy from http_proxy and the like. */
@@ -526,8 +549,13 @@ static void backoff(ctf__remote *rem, unsigned attempt)
     pthread_mutex_unlock(&rem->mu);
     /* Full jitter over the upper half: clients that failed together do not retry together. */
     const uint64_t ms = cap / 2 + x % (cap / 2 + 1);
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    /* In steps of at most 20 ms: a cancel does not wait out a 5 s backoff. */
+    for (uint64_t left = ms; left && !atomic_load(&rem->cancelled);) {
+        const uint64_t step = left < 20 ? left : 20;
+        left -= step;
+        struct timespec ts = {0, (long)step * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
     }
 }
 
@@ -592,6 +620,11 @@ static int perform(ctf__remote *rem, const target *t, const char *path, const re
         atomic_fetch_add(&rem->bytes, r->got);
         if (r->oom || cc == CURLE_OUT_OF_MEMORY)
             return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading %s", path);
+        if (cc == CURLE_ABORTED_BY_CALLBACK || atomic_load(&rem->cancelled))
+            return ctf__fail(err, CTF_ECANCELED, (ctf__where){path, 0, 0, offset},
+                             "the request to %s was cancelled (the reader was closed or "
+                             "interrupted)",
+                             t->host);
         const char *why = NULL;
         char whybuf[300];
         if (cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_CONNECT ||

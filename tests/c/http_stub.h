@@ -3,7 +3,8 @@
  * runs on a thread of its own, one connection at a time (keep-alive), and answers each request
  * with what the test's function says (a crafted ListObjectsV2 page, say), or, in hang mode,
  * accepts connections and never answers them. Every loop is bounded: the server stops answering
- * after max_requests, each wait polls in 50 ms steps, and stub_stop ends it.
+ * after max_requests, each wait polls in 50 ms steps, and stub_stop ends it. hang_after turns
+ * it to hang mode after that many requests (the one that reaches it is read, never answered).
  */
 #ifndef CTF_HTTP_STUB_H
 #define CTF_HTTP_STUB_H
@@ -21,14 +22,18 @@
 
 typedef struct stub stub;
 
-/* Fills body (cap bytes) for the request whose first line is req; returns the HTTP status. */
-typedef int (*stub_answer_fn)(stub *s, const char *req, char *body, size_t cap);
+/* Fills body (cap bytes, text) and extra header lines (hdrs, "Name: value\r\n" each, hcap
+ * bytes, "" before the call) for the request whose head is req (request line and headers);
+ * returns the HTTP status. */
+typedef int (*stub_answer_fn)(stub *s, const char *req, char *hdrs, size_t hcap, char *body,
+                              size_t cap);
 
 struct stub {
     int lfd;                  /* the listening socket */
     int port;
-    bool hang;                /* accept, read nothing, answer nothing */
+    atomic_bool hang;         /* accept, read nothing, answer nothing */
     unsigned max_requests;    /* answered at most; later ones get a closed connection */
+    atomic_uint hang_after;   /* requests answered before the server turns to hang mode */
     stub_answer_fn answer;
     void *user;               /* the test's state */
     atomic_int stop;
@@ -52,39 +57,45 @@ static inline int stub_wait(stub *s, int fd, int ms)
     return 0;
 }
 
-/* Serves one connection until the client closes it (or the server stops). */
-static inline void stub_serve(stub *s, int fd)
+/* Serves one connection until the client closes it (or the server stops). @return : true
+ * when the connection is to be held open unanswered (hang mode began on it). */
+static inline bool stub_serve(stub *s, int fd)
 {
     char req[16384];
     size_t have = 0;
     for (;;) {
         char *end = NULL;
         while (!(end = memmem(req, have, "\r\n\r\n", 4))) {
-            if (have == sizeof req || stub_wait(s, fd, 5000) <= 0) return;
-            ssize_t n = read(fd, req + have, sizeof req - have);
-            if (n <= 0) return;
+            if (have == sizeof req - 1 || stub_wait(s, fd, 5000) <= 0) return false;
+            ssize_t n = read(fd, req + have, sizeof req - 1 - have);
+            if (n <= 0) return false;
             have += (size_t)n;
         }
         const size_t len = (size_t)(end - req) + 4;
-        char line[8192];
-        size_t ll = strcspn(req, "\r");
-        if (ll >= sizeof line) ll = sizeof line - 1;
-        memcpy(line, req, ll);
-        line[ll] = '\0';
+        char head[8192];
+        size_t ll = len < sizeof head ? len : sizeof head - 1;
+        memcpy(head, req, ll);
+        head[ll] = '\0';
         memmove(req, req + len, have - len);
         have -= len;
-        if (atomic_fetch_add(&s->requests, 1) >= s->max_requests) return;
+        const unsigned k = atomic_fetch_add(&s->requests, 1);
+        if (k >= s->max_requests) return false;
+        if (k >= atomic_load(&s->hang_after)) {
+            atomic_store(&s->hang, true);
+            return true;
+        }
         /* The answer after room for its head: one write (two would wait for a delayed ACK). */
-        char *const body = s->body + 256;
-        int status = s->answer(s, line, body, s->body_cap - 256);
+        char *const body = s->body + 4096;
+        char hdrs[2048] = "";
+        int status = s->answer(s, head, hdrs, sizeof hdrs, body, s->body_cap - 4096);
         size_t bl = strlen(body);
-        char head[256];
-        int hl = snprintf(head, sizeof head,
-                          "HTTP/1.1 %d X\r\nContent-Type: application/xml\r\n"
+        char top[4096];
+        int hl = snprintf(top, sizeof top,
+                          "HTTP/1.1 %d X\r\nContent-Type: application/xml\r\n%s"
                           "Content-Length: %zu\r\n\r\n",
-                          status, bl);
-        memcpy(body - hl, head, (size_t)hl);
-        if (write(fd, body - hl, (size_t)hl + bl) != (ssize_t)((size_t)hl + bl)) return;
+                          status, hdrs, bl);
+        memcpy(body - hl, top, (size_t)hl);
+        if (write(fd, body - hl, (size_t)hl + bl) != (ssize_t)((size_t)hl + bl)) return false;
     }
 }
 
@@ -95,16 +106,16 @@ static inline void *stub_main(void *arg)
         if (stub_wait(s, s->lfd, 100) <= 0) continue;
         int fd = accept(s->lfd, NULL, NULL);
         if (fd < 0) continue;
-        if (s->hang) {
+        if (atomic_load(&s->hang)) {
             atomic_fetch_add(&s->requests, 1);
-            if (s->num_held < sizeof s->held / sizeof s->held[0])
-                s->held[s->num_held++] = fd;
-            else
-                close(fd);
+        } else if (!stub_serve(s, fd)) {
+            close(fd);
             continue;
         }
-        stub_serve(s, fd);
-        close(fd);
+        if (s->num_held < sizeof s->held / sizeof s->held[0])
+            s->held[s->num_held++] = fd;
+        else
+            close(fd);
     }
     for (size_t i = 0; i < s->num_held; i++) close(s->held[i]);
     return NULL;
@@ -116,7 +127,8 @@ static inline int stub_start(stub *s, stub_answer_fn answer, void *user, bool ha
     memset(s, 0, sizeof *s);
     s->answer = answer;
     s->user = user;
-    s->hang = hang;
+    atomic_init(&s->hang, hang);
+    atomic_init(&s->hang_after, ~0u);
     s->max_requests = 20000;
     s->body_cap = 1 << 20;
     if (!(s->body = malloc(s->body_cap))) return -1;

@@ -47,8 +47,9 @@ static void page(char *body, size_t cap, const char *keys, const char *trunc, co
     snprintf(body + n, cap - n, "</ListBucketResult>\n");
 }
 
-static int answer(stub *s, const char *req, char *body, size_t cap)
+static int answer(stub *s, const char *req, char *hdrs, size_t hcap, char *body, size_t cap)
 {
+    (void)hdrs, (void)hcap;
     const plan *p = s->user;
     char tok[256];
     stub_query(req, "continuation-token", tok, sizeof tok);
