@@ -16,8 +16,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef CTF_HAVE_CURL
 #include <curl/curl.h>
@@ -49,6 +51,12 @@ struct ctf__remote {
     /* Set by ctf__remote_cancel (a reader closing, Ctrl-C): libcurl's progress callback stops
      * the transfers in flight, and no request starts or retries after it. */
     atomic_bool cancelled;
+    /* The sockets of this context's connections: a cancel shuts them down, which wakes a
+     * transfer waiting on a silent server at once (the progress callback alone may wait a
+     * second for libcurl's next look). Its own lock: libcurl closes sockets under any other. */
+    pthread_mutex_t sock_mu;
+    int *socks;
+    size_t num_socks, cap_socks;
 };
 
 static char *dup_opt(const char *s, bool *oom)
@@ -89,7 +97,15 @@ int ctf__remote_new(const ctf_remote_options *opt, ctf__remote **out, ctf_error 
     atomic_init(&r->refs, 1);
     atomic_init(&r->cache_dir_made, false);
     atomic_init(&r->cancelled, false);
-    if (oom || (r->access_key && !r->secret_key) || pthread_mutex_init(&r->mu, NULL)) {
+    bool mu_ok = false;
+    if (!oom && !(r->access_key && !r->secret_key) && pthread_mutex_init(&r->mu, NULL) == 0) {
+        mu_ok = true;
+        if (pthread_mutex_init(&r->sock_mu, NULL) != 0) {
+            pthread_mutex_destroy(&r->mu);
+            mu_ok = false;
+        }
+    }
+    if (!mu_ok) {
         bool bad_keys = !oom && r->access_key && !r->secret_key;
         CTF_FREE(r->endpoint);
         CTF_FREE(r->region);
@@ -124,6 +140,8 @@ void ctf__remote_unref(ctf__remote *rem)
     for (size_t i = 0; i < rem->num_known; i++) CTF_FREE(rem->known[i].url);
     CTF_FREE(rem->known);
     pthread_mutex_destroy(&rem->mu);
+    pthread_mutex_destroy(&rem->sock_mu);
+    CTF_FREE(rem->socks);
     if (rem->secret_key) memset(rem->secret_key, 0, strlen(rem->secret_key));
     CTF_FREE(rem->endpoint);
     CTF_FREE(rem->region);
@@ -145,7 +163,12 @@ void ctf__remote_counters(const ctf__remote *rem, ctf_io_counters *out)
 
 void ctf__remote_cancel(ctf__remote *rem)
 {
-    if (rem) atomic_store(&rem->cancelled, true);
+    if (!rem) return;
+    atomic_store(&rem->cancelled, true);
+    /* Under sock_mu no socket of the list can be closed (and its number reused) meanwhile. */
+    pthread_mutex_lock(&rem->sock_mu);
+    for (size_t i = 0; i < rem->num_socks; i++) shutdown(rem->socks[i], SHUT_RDWR);
+    pthread_mutex_unlock(&rem->sock_mu);
 }
 
 /* mkdir -p. @return : 0, or -1 with errno set. */
@@ -425,6 +448,36 @@ static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_of
     return atomic_load(&((ctf__remote *)user)->cancelled) ? 1 : 0;
 }
 
+/* libcurl opens and closes this context's sockets through these two, which keep the list that
+ * a cancel shuts down. A connection keeps the close callback it was opened with, also in the
+ * pool after curl_easy_reset. */
+static curl_socket_t on_open_socket(void *user, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    ctf__remote *rem = user;
+    (void)purpose;
+    if (atomic_load(&rem->cancelled)) return CURL_SOCKET_BAD;
+    curl_socket_t fd = socket(a->family, a->socktype, a->protocol);
+    if (fd == CURL_SOCKET_BAD) return fd;
+    pthread_mutex_lock(&rem->sock_mu);
+    if (!ctf__grow((void **)&rem->socks, &rem->cap_socks, rem->num_socks + 1, sizeof(int)))
+        rem->socks[rem->num_socks++] = fd; /* unlisted when memory is short: no fast cancel */
+    pthread_mutex_unlock(&rem->sock_mu);
+    return fd;
+}
+
+static int on_close_socket(void *user, curl_socket_t fd)
+{
+    ctf__remote *rem = user;
+    pthread_mutex_lock(&rem->sock_mu);
+    for (size_t i = 0; i < rem->num_socks; i++)
+        if (rem->socks[i] == fd) {
+            rem->socks[i] = rem->socks[--rem->num_socks];
+            break;
+        }
+    pthread_mutex_unlock(&rem->sock_mu);
+    return close(fd);
+}
+
 /* Sends one request; r receives the status, headers and body. @return : the curl code
  * (CURLE_ABORTED_BY_CALLBACK, without a request, once rem is cancelled). */
 static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, resp *r, char *cerr)
@@ -483,6 +536,10 @@ static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, r
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, rem);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, rem);
+    curl_easy_setopt(c, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+    curl_easy_setopt(c, CURLOPT_CLOSESOCKETDATA, rem);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, t->s3 ? 0L : 1L);
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
     /* The library never reads the environment: no proxy from http_proxy and the like. */
