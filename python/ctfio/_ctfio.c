@@ -217,6 +217,7 @@ static PyObject *raise_error(modstate *st, const ctf_error *e)
         goto error;
     case CTF_ESTATE: type = st->StateError; break;
     case CTF_ECHANGED: type = st->DataChangedError; break;
+    case CTF_ECANCELED: break; /* CTFError, code "CTF_ECANCELED": the reader was cancelled */
     case CTF_EPARSE:
     case CTF_ELIMIT:
     case CTF_EINDEX: type = st->ParseError; break;
@@ -1037,7 +1038,10 @@ PyDoc_STRVAR(
     "Cuts the next global minibatch of num_samples index samples and returns this worker's share;\n"
     "None at the end of the data. Giving num_workers / worker_rank changes the partition first.\n"
     "A signal that arrives during the call (Ctrl-C) is handled when it returns: if its handler\n"
-    "raises, the position is taken back to where it was and the exception propagates.");
+    "raises, the position is taken back to where it was and the exception propagates. For remote\n"
+    "data on the main thread the handler runs within 50 ms, and if the call has not ended 250 ms\n"
+    "later its requests are cancelled: the exception then has the cancelled request's CTFError\n"
+    "(code CTF_ECANCELED) as __context__, and the reader can only be closed.");
 
 /* next()'s arguments (vectorcall: this is the per-minibatch path, PyArg_ParseTupleAndKeywords
  * cost more than the rest of the binding). @return : 0, or -1 with an exception set. */
