@@ -68,6 +68,7 @@ enum {
     CTF_ESTATE = -6,   /* a checkpoint state that does not fit this reader */
     CTF_EINDEX = -7,   /* an index (or index cache) that does not fit the data */
     CTF_ECHANGED = -8, /* the data file changed on disk since it was indexed */
+    CTF_ECANCELED = -9, /* a remote request was cancelled (ctf_reader_cancel, ctf_reader_free) */
 };
 
 /* ctf_strerror(code):
@@ -727,7 +728,18 @@ int ctf_reader_restore_state(ctf_reader *reader, const char *state, size_t len);
  * reader is unchanged). */
 int ctf_reader_seek(ctf_reader *reader, uint64_t position);
 
-/* ctf_reader_free(reader): stops the prefetch threads and frees everything; NULL is a no-op. */
+/* ctf_reader_cancel(reader):
+ * Cancels the reader's remote requests: those in flight stop within about a second (libcurl's
+ * progress callback looks at a flag) and every later one fails at once, each with
+ * CTF_ECANCELED, never retried. The one function that may be called from any thread while
+ * another is inside a call on the reader (Ctrl-C handling, a watchdog): that call then returns
+ * CTF_ECANCELED, and the reader can only be freed. Local reads are not interrupted. NULL is a
+ * no-op. */
+void ctf_reader_cancel(ctf_reader *reader);
+
+/* ctf_reader_free(reader): cancels the remote requests (ctf_reader_cancel: a read-ahead or
+ * prefetch thread waiting on a server that does not answer is not waited for), stops the
+ * prefetch threads and frees everything; NULL is a no-op. */
 void ctf_reader_free(ctf_reader *reader);
 
 /*======================================================================

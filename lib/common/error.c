@@ -32,6 +32,7 @@ const char *ctf_strerror(int code)
     case CTF_ESTATE: return "checkpoint state does not fit this reader";
     case CTF_EINDEX: return "index does not fit the data";
     case CTF_ECHANGED: return "data file changed since it was indexed";
+    case CTF_ECANCELED: return "remote request cancelled";
     default: return "unknown error";
     }
 }
@@ -48,6 +49,7 @@ const char *ctf_error_name(int code)
     case CTF_ESTATE: return "CTF_ESTATE";
     case CTF_EINDEX: return "CTF_EINDEX";
     case CTF_ECHANGED: return "CTF_ECHANGED";
+    case CTF_ECANCELED: return "CTF_ECANCELED";
     default: return "CTF_E?";
     }
 }

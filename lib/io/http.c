@@ -18,8 +18,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef CTF_HAVE_CURL
 #include <curl/curl.h>
@@ -49,6 +51,15 @@ struct ctf__remote {
     } *known;
     size_t num_known, cap_known;
     atomic_ullong requests, retries, bytes;
+    /* Set by ctf__remote_cancel (a reader closing, Ctrl-C): libcurl's progress callback stops
+     * the transfers in flight, and no request starts or retries after it. */
+    atomic_bool cancelled;
+    /* The sockets of this context's connections: a cancel shuts them down, which wakes a
+     * transfer waiting on a silent server at once (the progress callback alone may wait a
+     * second for libcurl's next look). Its own lock: libcurl closes sockets under any other. */
+    pthread_mutex_t sock_mu;
+    int *socks;
+    size_t num_socks, cap_socks;
 };
 
 static char *dup_opt(const char *s, bool *oom)
@@ -89,7 +100,16 @@ int ctf__remote_new(const ctf_remote_options *opt, ctf__remote **out, ctf_error 
     atomic_init(&r->refs, 1);
     atomic_init(&r->cache_dir_state, 0);
     atomic_init(&r->cache_dir_warned, false);
-    if (oom || (r->access_key && !r->secret_key) || pthread_mutex_init(&r->mu, NULL)) {
+    atomic_init(&r->cancelled, false);
+    bool mu_ok = false;
+    if (!oom && !(r->access_key && !r->secret_key) && pthread_mutex_init(&r->mu, NULL) == 0) {
+        mu_ok = true;
+        if (pthread_mutex_init(&r->sock_mu, NULL) != 0) {
+            pthread_mutex_destroy(&r->mu);
+            mu_ok = false;
+        }
+    }
+    if (!mu_ok) {
         bool bad_keys = !oom && r->access_key && !r->secret_key;
         CTF_FREE(r->endpoint);
         CTF_FREE(r->region);
@@ -124,6 +144,8 @@ void ctf__remote_unref(ctf__remote *rem)
     for (size_t i = 0; i < rem->num_known; i++) CTF_FREE(rem->known[i].url);
     CTF_FREE(rem->known);
     pthread_mutex_destroy(&rem->mu);
+    pthread_mutex_destroy(&rem->sock_mu);
+    CTF_FREE(rem->socks);
     if (rem->secret_key) memset(rem->secret_key, 0, strlen(rem->secret_key));
     CTF_FREE(rem->endpoint);
     CTF_FREE(rem->region);
@@ -141,6 +163,16 @@ void ctf__remote_counters(const ctf__remote *rem, ctf_io_counters *out)
     out->requests = atomic_load(&((ctf__remote *)rem)->requests);
     out->retries = atomic_load(&((ctf__remote *)rem)->retries);
     out->bytes = atomic_load(&((ctf__remote *)rem)->bytes);
+}
+
+void ctf__remote_cancel(ctf__remote *rem)
+{
+    if (!rem) return;
+    atomic_store(&rem->cancelled, true);
+    /* Under sock_mu no socket of the list can be closed (and its number reused) meanwhile. */
+    pthread_mutex_lock(&rem->sock_mu);
+    for (size_t i = 0; i < rem->num_socks; i++) shutdown(rem->socks[i], SHUT_RDWR);
+    pthread_mutex_unlock(&rem->sock_mu);
 }
 
 bool ctf__io_cache_path(const ctf__remote *rem, const char *url, const ctf__file_id *id, char *buf,
@@ -613,9 +645,50 @@ static bool add_hdr(struct curl_slist **hl, const char *name, const char *value)
     return true;
 }
 
-/* Sends one request; r receives the status, headers and body. @return : the curl code. */
+/* libcurl calls it often during a transfer, and about once a second while nothing arrives: a
+ * cancelled context ends the transfer with CURLE_ABORTED_BY_CALLBACK. */
+static int on_progress(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return atomic_load(&((ctf__remote *)user)->cancelled) ? 1 : 0;
+}
+
+/* libcurl opens and closes this context's sockets through these two, which keep the list that
+ * a cancel shuts down. A connection keeps the close callback it was opened with, also in the
+ * pool after curl_easy_reset. */
+static curl_socket_t on_open_socket(void *user, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    ctf__remote *rem = user;
+    (void)purpose;
+    if (atomic_load(&rem->cancelled)) return CURL_SOCKET_BAD;
+    curl_socket_t fd = socket(a->family, a->socktype, a->protocol);
+    if (fd == CURL_SOCKET_BAD) return fd;
+    pthread_mutex_lock(&rem->sock_mu);
+    if (!ctf__grow((void **)&rem->socks, &rem->cap_socks, rem->num_socks + 1, sizeof(int)))
+        rem->socks[rem->num_socks++] = fd; /* unlisted when memory is short: no fast cancel */
+    pthread_mutex_unlock(&rem->sock_mu);
+    return fd;
+}
+
+static int on_close_socket(void *user, curl_socket_t fd)
+{
+    ctf__remote *rem = user;
+    pthread_mutex_lock(&rem->sock_mu);
+    for (size_t i = 0; i < rem->num_socks; i++)
+        if (rem->socks[i] == fd) {
+            rem->socks[i] = rem->socks[--rem->num_socks];
+            break;
+        }
+    pthread_mutex_unlock(&rem->sock_mu);
+    return close(fd);
+}
+
+/* Sends one request; r receives the status, headers and body. @return : the curl code
+ * (CURLE_ABORTED_BY_CALLBACK, without a request, once rem is cancelled). */
 static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, resp *r, char *cerr)
 {
+    if (atomic_load(&rem->cancelled)) return CURLE_ABORTED_BY_CALLBACK;
     CURL *c = handle_get(rem);
     if (!c) return CURLE_OUT_OF_MEMORY;
     struct curl_slist *hl = NULL;
@@ -685,6 +758,13 @@ static CURLcode send_once(ctf__remote *rem, const target *t, const request *q, r
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, rem);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, rem);
+    curl_easy_setopt(c, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+    curl_easy_setopt(c, CURLOPT_CLOSESOCKETDATA, rem);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, t->s3 ? 0L : 1L);
     curl_easy_setopt(c, CURLOPT_MAXREDIRS, (long)MAX_REDIRECTS);
 #if LIBCURL_VERSION_NUM >= 0x075500
@@ -762,8 +842,13 @@ static void backoff(ctf__remote *rem, unsigned attempt)
     pthread_mutex_unlock(&rem->mu);
     /* Full jitter over the upper half: clients that failed together do not retry together. */
     const uint64_t ms = cap / 2 + x % (cap / 2 + 1);
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    /* In steps of at most 20 ms: a cancel does not wait out a 5 s backoff. */
+    for (uint64_t left = ms; left && !atomic_load(&rem->cancelled);) {
+        const uint64_t step = left < 20 ? left : 20;
+        left -= step;
+        struct timespec ts = {0, (long)step * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
     }
 }
 
@@ -853,6 +938,11 @@ static int perform(ctf__remote *rem, const target *t, const char *path, const re
                              cerr[0] ? ": " : "", cerr);
         if (r->oom || cc == CURLE_OUT_OF_MEMORY)
             return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory reading %s", path);
+        if (cc == CURLE_ABORTED_BY_CALLBACK || atomic_load(&rem->cancelled))
+            return ctf__fail(err, CTF_ECANCELED, (ctf__where){path, 0, 0, offset},
+                             "the request to %s was cancelled (the reader was closed or "
+                             "interrupted)",
+                             t->host);
         const char *why = NULL;
         char whybuf[300];
         if (cc == CURLE_TOO_MANY_REDIRECTS)
@@ -1112,6 +1202,51 @@ static void remember(ctf__remote *rem, const char *url, const char *etag, const 
     pthread_mutex_unlock(&rem->mu);
 }
 
+/* At most this many pages in one listing: 10 million keys at S3's 1,000 a page. A server
+ * that hands out new tokens forever then ends in an error, not in a listing without end. */
+#define CTF__LIST_MAX_PAGES 10000
+
+/* Checks that a listing page is whole and says how the listing goes on: the document ends in
+ * </ListBucketResult>, IsTruncated is "true" or "false", and a true one comes with a token.
+ * @return : 0 with token filled ("" on the last page), or CTF_EIO naming the page. */
+static int list_page_check(const resp *r, const char *url, const char *pattern, size_t page,
+                           char *token, size_t cap, ctf_error *err)
+{
+    const ctf__where w = {pattern, 0, 0, -1};
+    static const char close_tag[] = "</ListBucketResult>";
+    size_t n = r->body ? r->body_len : 0;
+    while (n && strchr(" \t\r\n", r->body[n - 1])) n--;
+    const size_t cl = sizeof close_tag - 1;
+    if (n < cl || memcmp(r->body + n - cl, close_tag, cl) != 0 ||
+        !strstr(r->body, "<ListBucketResult"))
+        return ctf__fail(err, CTF_EIO, w,
+                         "page %zu of the listing of %s is cut short (%zu bytes, no closing "
+                         "</ListBucketResult>): objects may be missing",
+                         page, url, r->body_len);
+    char trunc[16];
+    xml_field(r->body, "IsTruncated", trunc, sizeof trunc);
+    if (strcmp(trunc, "true") != 0 && strcmp(trunc, "false") != 0)
+        return ctf__fail(err, CTF_EIO, w,
+                         "page %zu of the listing of %s has no IsTruncated true or false: "
+                         "objects may be missing",
+                         page, url);
+    token[0] = '\0';
+    if (strcmp(trunc, "true") != 0) return 0;
+    xml_field(r->body, "NextContinuationToken", token, cap);
+    if (strlen(token) >= cap - 1)
+        return ctf__fail(err, CTF_ELIMIT, w,
+                         "page %zu of the listing of %s gives a continuation token longer "
+                         "than %zu bytes",
+                         page, url, cap - 2);
+    xml_unescape(token);
+    if (!token[0])
+        return ctf__fail(err, CTF_EIO, w,
+                         "page %zu of the listing of %s says more follows (IsTruncated true) "
+                         "but gives no NextContinuationToken",
+                         page, url);
+    return 0;
+}
+
 int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *num, ctf_error *err)
 {
     *out = NULL;
@@ -1142,7 +1277,18 @@ int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n
     token[0] = '\0';
     char **v = NULL;
     size_t len = 0, cap = 0;
-    for (;;) {
+    /* The tokens sent so far: a server that hands one out twice would be listed forever. */
+    char **used = NULL;
+    size_t num_used = 0, cap_used = 0;
+    for (size_t page = 1;; page++) {
+        if (page > CTF__LIST_MAX_PAGES) {
+            rc = ctf__fail(err, CTF_ELIMIT, (ctf__where){pattern, 0, 0, -1},
+                           "the listing of %s goes on past %d pages (%d million keys at 1,000 "
+                           "a page); name a longer literal prefix before the pattern's first "
+                           "wildcard",
+                           lt.url, CTF__LIST_MAX_PAGES, CTF__LIST_MAX_PAGES / 1000);
+            goto fail;
+        }
         /* Sorted by name, as signing wants. */
         if (token[0]) {
             ctf__uri_encode(token, false, etoken, sizeof etoken);
@@ -1154,15 +1300,38 @@ int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n
         resp r = {.keep_body = true, .body_limit = (size_t)64 << 20};
         const request q = {"GET", query, NULL, NULL};
         rc = perform(rem, &lt, pattern, &q, &r, -1, -1, err);
+        if (!rc) rc = list_page_check(&r, lt.url, pattern, page, token, sizeof token, err);
+        if (!rc && token[0]) {
+            for (size_t i = 0; i < num_used && !rc; i++)
+                if (!strcmp(used[i], token))
+                    rc = ctf__fail(err, CTF_EIO, (ctf__where){pattern, 0, 0, -1},
+                                   "page %zu of the listing of %s gives the continuation token "
+                                   "of page %zu again: the listing would never end",
+                                   page, lt.url, i + 1);
+            char *tk = rc ? NULL : ctf__strdup(token);
+            if (!rc && (!tk || ctf__grow((void **)&used, &cap_used, num_used + 1, sizeof *used))) {
+                CTF_FREE(tk);
+                CTF_FREE(r.body);
+                goto oom;
+            }
+            if (!rc) used[num_used++] = tk;
+        }
         if (rc) {
             CTF_FREE(r.body);
             goto fail;
         }
-        char *p = r.body ? r.body : (char *)"";
+        char *p = r.body;
         while ((p = strstr(p, "<Key>")) != NULL) {
             p += 5;
             char *e = strstr(p, "</Key>");
-            if (!e) break;
+            if (!e) {
+                CTF_FREE(r.body);
+                rc = ctf__fail(err, CTF_EIO, (ctf__where){pattern, 0, 0, -1},
+                               "page %zu of the listing of %s is malformed (a <Key> without "
+                               "</Key>)",
+                               page, lt.url);
+                goto fail;
+            }
             size_t kl = (size_t)(e - p);
             char *key = CTF_MALLOC(kl + 1);
             if (!key) {
@@ -1198,12 +1367,8 @@ int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n
             CTF_FREE(key);
             p = e + 6;
         }
-        char trunc[16];
-        xml_field(r.body, "IsTruncated", trunc, sizeof trunc);
-        xml_field(r.body, "NextContinuationToken", token, sizeof token);
-        xml_unescape(token);
         CTF_FREE(r.body);
-        if (strcmp(trunc, "true") != 0 || !token[0]) break;
+        if (!token[0]) break;
     }
     if (len == 0) {
         rc = ctf__fail(err, CTF_EIO, (ctf__where){pattern, 0, 0, -1},
@@ -1212,6 +1377,17 @@ int ctf__http_glob(ctf__remote *rem, const char *pattern, char ***out, size_t *n
     }
     /* Byte-wise, as for local patterns. */
     qsort(v, len, sizeof *v, cmp_str);
+    /* A key listed twice (on one page or two) would be read twice in every sweep. */
+    for (size_t i = 1; i < len; i++)
+        if (!strcmp(v[i - 1], v[i])) {
+            rc = ctf__fail(err, CTF_EIO, (ctf__where){pattern, 0, 0, -1},
+                           "the listing of %s names the key '%s' twice: the server's answer is "
+                           "not a listing one can trust",
+                           lt.url, v[i] + 5 + strlen(t.bucket) + 1);
+            goto fail;
+        }
+    for (size_t i = 0; i < num_used; i++) CTF_FREE(used[i]);
+    CTF_FREE(used);
     pthread_mutex_lock(&rem->mu);
     if (rem->num_known) qsort(rem->known, rem->num_known, sizeof *rem->known, cmp_known);
     pthread_mutex_unlock(&rem->mu);
@@ -1223,6 +1399,8 @@ oom:
 fail:
     for (size_t i = 0; i < len; i++) CTF_FREE(v[i]);
     CTF_FREE(v);
+    for (size_t i = 0; i < num_used; i++) CTF_FREE(used[i]);
+    CTF_FREE(used);
     return rc;
 }
 

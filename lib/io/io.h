@@ -71,6 +71,9 @@ ctf__remote *ctf__remote_ref(ctf__remote *rem);
 void ctf__remote_unref(ctf__remote *rem);
 /* The counters so far (requests, retries, bytes). */
 void ctf__remote_counters(const ctf__remote *rem, ctf_io_counters *out);
+/* Cancels every request of rem, in flight (within about a second) or to come: each fails with
+ * CTF_ECANCELED. Any thread; NULL is a no-op. */
+void ctf__remote_cancel(ctf__remote *rem);
 
 /* Backend entry points behind ctf__io_*. */
 int ctf__http_stat(ctf__remote *rem, const char *url, ctf__file_id *id, ctf_error *err);

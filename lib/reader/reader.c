@@ -322,9 +322,21 @@ static int get_chunk(ctf_reader *r, size_t c, const ctf__chunk_data **out)
  * Open / free
  *====================================================================*/
 
+void ctf_reader_cancel(ctf_reader *r)
+{
+    if (!r) return;
+    ctf__remote_cancel(r->remote);
+    if (r->mix)
+        for (size_t p = 0; r->mix->parts && p < r->mix->num_parts; p++)
+            ctf_reader_cancel(r->mix->parts[p]);
+}
+
 void ctf_reader_free(ctf_reader *r)
 {
     if (!r) return;
+    /* A thread of the reader's waiting on a server that never answers ends now, not after the
+     * request's timeouts and retries. */
+    ctf_reader_cancel(r);
     if (r->ra.thread) {
         ctf__ahead_free(r->ra.thread); /* waits for a job first */
         ctf_minibatch_free(r->ra.mb);
@@ -1205,6 +1217,15 @@ const ctf_index *ctf_reader_file_index(const ctf_reader *r, size_t i)
 void ctf_reader_get_io_counters(const ctf_reader *r, ctf_io_counters *out)
 {
     ctf__remote_counters(r->remote, out);
+    /* A mix reads nothing itself: its parts' requests. */
+    for (size_t p = 0; r->mix && r->mix->parts && p < r->mix->num_parts; p++) {
+        if (!r->mix->parts[p]) continue;
+        ctf_io_counters c;
+        ctf_reader_get_io_counters(r->mix->parts[p], &c);
+        out->requests += c.requests;
+        out->retries += c.retries;
+        out->bytes += c.bytes;
+    }
 }
 
 void ctf_reader_get_stats(const ctf_reader *r, ctf_stats *stats)

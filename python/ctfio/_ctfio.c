@@ -25,6 +25,10 @@
  * or to Python's logging (logger "ctfio") when there is none, in order, once the GIL is back.
  * A Reader must be used by one thread at a time (ctfio.h rule 6): a `busy` flag, read and written
  * under the GIL, turns a second concurrent call into RuntimeError instead of a data race.
+ * Ctrl-C: Python runs signal handlers on the main thread only, between bytecodes, so a next()
+ * of a reader of remote data called there runs on a helper thread of the Reader while the main
+ * thread waits and checks for signals every 50 ms; a handler that raises (KeyboardInterrupt)
+ * cancels the reader's requests (ctf_reader_cancel) if the call has not ended 250 ms later.
  *
  * Layout: boxed sections in the order module state, exceptions and error mapping,
  * configuration (bsconfig_load; the argument parsing lives in _config.c), Buffer (_buffer.c),
@@ -46,8 +50,10 @@
 #include "_tools.h"    /* the command-line tool and converters, in _tools.c */
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 PyMODINIT_FUNC PyInit__ctfio(void);
@@ -112,6 +118,8 @@ typedef struct {
     uint64_t undo_pos; /* the position before it */
     char *undo_state; /* bptt: the state before it (PyMem) */
     pid_t pid; /* the process that opened it: a fork() copy has no threads */
+    int remote; /* reads remote data: next() on the main thread waits on the helper */
+    struct call_helper *helper; /* the thread that runs such a next(), or NULL */
 } ReaderObject;
 
 typedef struct {
@@ -209,6 +217,7 @@ static PyObject *raise_error(modstate *st, const ctf_error *e)
         goto error;
     case CTF_ESTATE: type = st->StateError; break;
     case CTF_ECHANGED: type = st->DataChangedError; break;
+    case CTF_ECANCELED: break; /* CTFError, code "CTF_ECANCELED": the reader was cancelled */
     case CTF_EPARSE:
     case CTF_ELIMIT:
     case CTF_EINDEX: type = st->ParseError; break;
@@ -784,6 +793,119 @@ static int reader_enter(ReaderObject *self)
     return 0;
 }
 
+/* The main thread of the process (signal handlers run there only), from module init. */
+static unsigned long main_thread_ident;
+
+/* A thread that runs a Reader's next() while the main thread waits on it (see the top). The
+ * fields below mu are the job and its result, handed over under mu. */
+typedef struct call_helper {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    enum { HELPER_IDLE, HELPER_POSTED, HELPER_DONE, HELPER_EXIT } state;
+    ctf_reader *reader;
+    int set;               /* ctf_reader_set_worker(nw, rank) first */
+    size_t nw, rank;
+    uint64_t num_samples, period;
+    int wrc, rc;           /* set_worker's and next's status */
+    uint64_t before;       /* the position before next */
+    ctf_minibatch *mb;
+} call_helper;
+
+static void *helper_main(void *arg)
+{
+    call_helper *h = arg;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (h->state != HELPER_POSTED && h->state != HELPER_EXIT)
+            pthread_cond_wait(&h->cv, &h->mu);
+        if (h->state == HELPER_EXIT) break;
+        pthread_mutex_unlock(&h->mu);
+        ctf_reader *r = h->reader;
+        h->wrc = h->set ? ctf_reader_set_worker(r, h->nw, h->rank) : 0;
+        h->before = ctf_reader_position(r);
+        h->rc = h->wrc ? h->wrc : ctf_reader_next_within(r, h->num_samples, h->period, &h->mb);
+        pthread_mutex_lock(&h->mu);
+        h->state = HELPER_DONE;
+        pthread_cond_broadcast(&h->cv);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+/* The Reader's helper, started on first use. @return : NULL when it cannot start (the call
+ * then runs on the caller's thread, as for local data). */
+static call_helper *helper_get(ReaderObject *self)
+{
+    if (self->helper) return self->helper;
+    call_helper *h = PyMem_RawCalloc(1, sizeof *h);
+    if (!h) return NULL;
+    if (pthread_mutex_init(&h->mu, NULL)) goto fail_mu;
+    if (pthread_cond_init(&h->cv, NULL)) goto fail_cv;
+    h->state = HELPER_IDLE;
+    if (pthread_create(&h->thread, NULL, helper_main, h)) goto fail_thread;
+    return self->helper = h;
+fail_thread:
+    pthread_cond_destroy(&h->cv);
+fail_cv:
+    pthread_mutex_destroy(&h->mu);
+fail_mu:
+    PyMem_RawFree(h);
+    return NULL;
+}
+
+/* Ends and joins the helper (idle: no call is in flight when a Reader is freed). */
+static void helper_stop(ReaderObject *self)
+{
+    call_helper *h = self->helper;
+    self->helper = NULL;
+    if (!h) return;
+    pthread_mutex_lock(&h->mu);
+    h->state = HELPER_EXIT;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->thread, NULL);
+    pthread_cond_destroy(&h->cv);
+    pthread_mutex_destroy(&h->mu);
+    PyMem_RawFree(h);
+}
+
+/* Runs h's posted job and waits for it with the GIL released, running the signal handlers
+ * every 50 ms. A handler that raises has its exception kept in *sig (the first only); 250 ms
+ * later the reader's requests are cancelled if the call has not ended. Called with the GIL. */
+static void helper_run(call_helper *h, PyObject **sig)
+{
+    *sig = NULL;
+    int since_sig_ms = 0, cancelled = 0;
+    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&h->mu);
+    h->state = HELPER_POSTED;
+    pthread_cond_broadcast(&h->cv);
+    while (h->state != HELPER_DONE) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+        if (h->state == HELPER_DONE) break;
+        pthread_mutex_unlock(&h->mu);
+        if (!*sig) {
+            Py_BLOCK_THREADS;
+            if (PyErr_CheckSignals() < 0) *sig = exc_take();
+            Py_UNBLOCK_THREADS;
+        } else if (!cancelled && (since_sig_ms += 50) >= 250) {
+            ctf_reader_cancel(h->reader);
+            cancelled = 1;
+        }
+        pthread_mutex_lock(&h->mu);
+    }
+    h->state = HELPER_IDLE;
+    pthread_mutex_unlock(&h->mu);
+    Py_END_ALLOW_THREADS
+}
+
 /* Frees the C reader (joining its prefetch threads without holding the GIL). */
 static void reader_free(ReaderObject *self)
 {
@@ -793,7 +915,8 @@ static void reader_free(ReaderObject *self)
     /* In a fork() child the prefetch threads do not exist (and may have held the reader's
        locks at the fork): joining them would wait forever, so the copy is leaked instead. */
     if (self->pid != getpid()) return;
-    Py_BEGIN_ALLOW_THREADS ctf_reader_free(r);
+    Py_BEGIN_ALLOW_THREADS helper_stop(self);
+    ctf_reader_free(r); /* cancels its requests first: a stuck server is not waited for */
     Py_END_ALLOW_THREADS
 }
 
@@ -826,6 +949,9 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     Py_END_ALLOW_THREADS self->reader = reader;
     if (reader_finish(self, rc, &err) < 0) goto error;
     self->samples_per_sweep = ctf_reader_samples_per_sweep(reader);
+    ctf_io_counters io;
+    ctf_reader_get_io_counters(reader, &io);
+    self->remote = io.requests > 0; /* every remote open asks the server something */
     self->bptt = cfg.truncation_length > 0 || cfg.num_mix > 0;
     self->busy = 0;
     ctf_py_reader_args_clear(&ra);
@@ -921,7 +1047,10 @@ PyDoc_STRVAR(
     "period: epochs end at its multiples and no minibatch crosses one (the request is cut there,\n"
     "by the reader, so that the minibatch read ahead is the one the next call takes).\n"
     "A signal that arrives during the call (Ctrl-C) is handled when it returns: if its handler\n"
-    "raises, the position is taken back to where it was and the exception propagates.");
+    "raises, the position is taken back to where it was and the exception propagates. For remote\n"
+    "data on the main thread the handler runs within 50 ms, and if the call has not ended 250 ms\n"
+    "later its requests are cancelled: the exception then has the cancelled request's CTFError\n"
+    "(code CTF_ECANCELED) as __context__, and the reader can only be closed.");
 
 /* next()'s arguments (vectorcall: this is the per-minibatch path, PyArg_ParseTupleAndKeywords
  * cost more than the rest of the binding). @return : 0, or -1 with an exception set. */
@@ -982,13 +1111,45 @@ static PyObject *Reader_next(ReaderObject *self, PyObject *const *args, Py_ssize
     if (undo_capture(self) < 0) return NULL;
     ctf_reader *r = self->reader;
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS if (set) wrc = ctf_reader_set_worker(r, (size_t)nw, (size_t)rank);
-    before = ctf_reader_position(r);
-    rc = wrc ? wrc : ctf_reader_next_within(r, num_samples, period, &mb);
-    Py_END_ALLOW_THREADS if (set && !wrc)
-    {
+    call_helper *h = self->remote && PyThread_get_thread_ident() == main_thread_ident
+                         ? helper_get(self)
+                         : NULL;
+    PyObject *sig = NULL; /* a signal handler's exception raised during the call */
+    if (h) {
+        /* Remote data on the main thread: Ctrl-C must not wait for a server (see the top). */
+        h->reader = r;
+        h->set = set;
+        h->nw = (size_t)nw;
+        h->rank = (size_t)rank;
+        h->num_samples = num_samples;
+        h->period = period;
+        h->mb = NULL;
+        helper_run(h, &sig);
+        wrc = h->wrc;
+        rc = h->rc;
+        before = h->before;
+        mb = h->mb;
+    } else {
+        Py_BEGIN_ALLOW_THREADS if (set) wrc = ctf_reader_set_worker(r, (size_t)nw, (size_t)rank);
+        before = ctf_reader_position(r);
+        rc = wrc ? wrc : ctf_reader_next_within(r, num_samples, period, &mb);
+        Py_END_ALLOW_THREADS
+    }
+    if (set && !wrc) {
         self->num_workers = (size_t)nw;
         self->worker_rank = (size_t)rank;
+    }
+    if (sig) {
+        /* The handler's exception wins; the reader's own error (a cancelled request) is its
+           context. A call that ended anyway is taken back, as below. */
+        ctf_minibatch_free(mb);
+        mb = NULL;
+        if (reader_finish(self, rc, ctf_reader_error(r)) < 0)
+            PyException_SetContext(sig, exc_take());
+        else if (undo_apply(self) < 0)
+            PyException_SetContext(sig, exc_take());
+        exc_give(sig);
+        goto error;
     }
     if (reader_finish(self, rc, ctf_reader_error(r)) < 0) goto error;
     self->busy = 0;
@@ -1375,6 +1536,16 @@ static int module_exec(PyObject *m)
     modstate *st = module_state(m);
     PyObject *attrs = NULL, *bases = NULL;
     int status = -1;
+    {
+        PyObject *th = PyImport_ImportModule("threading"), *mt = NULL, *id = NULL;
+        if (th) mt = PyObject_CallMethod(th, "main_thread", NULL);
+        if (mt) id = PyObject_GetAttrString(mt, "ident");
+        if (id) main_thread_ident = PyLong_AsUnsignedLong(id);
+        Py_XDECREF(id);
+        Py_XDECREF(mt);
+        Py_XDECREF(th);
+        if (PyErr_Occurred()) return -1;
+    }
     static const char *const data_attr_names[NUM_DATA_ATTRS] = {
 #define DATA_NAME(id, text) text,
         DATA_ATTRS(DATA_NAME)
