@@ -151,8 +151,8 @@ say(event="closed", close_s=close_s, base=base, after=counts())
 
 def run_child(mode):
     srv = HangServer()
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    p = subprocess.Popen([sys.executable, "-c", CHILD % {"big": 2 * N}, srv.url], env=env,
+    # The child imports ctfio as this process does (the installed package, or PYTHONPATH).
+    p = subprocess.Popen([sys.executable, "-c", CHILD % {"big": 2 * N}, srv.url],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     events = {}
