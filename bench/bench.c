@@ -403,7 +403,7 @@ static uint64_t parse_only(const ctf__parse_cfg *pc0, const ctf_index *idx, cons
 #ifdef BENCH_BEFORE
     pcv.pool = ctf__bufpool_for(pc0, (size_t)threads);
 #else
-    pcv.pool = ctf__bufpool_for(pc0, (size_t)threads, 0);
+    pcv.pool = ctf__bufpool_for(pc0, (size_t)threads, 0, false);
 #endif
     if (!pcv.pool) die("ctf__bufpool_create", NULL);
     const ctf__parse_cfg *pc = &pcv;
