@@ -870,40 +870,52 @@ static void helper_stop(ReaderObject *self)
     PyMem_RawFree(h);
 }
 
+/* Waits up to ms for h's job to end, without the GIL. @return : 1 when it ended (h is idle
+ * again), else 0. */
+static int helper_wait(call_helper *h, long ms)
+{
+    pthread_mutex_lock(&h->mu);
+    if (h->state != HELPER_DONE) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += ms * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+    }
+    const int done = h->state == HELPER_DONE;
+    if (done) h->state = HELPER_IDLE;
+    pthread_mutex_unlock(&h->mu);
+    return done;
+}
+
 /* Runs h's posted job and waits for it with the GIL released, running the signal handlers
  * every 50 ms. A handler that raises has its exception kept in *sig (the first only); 250 ms
  * later the reader's requests are cancelled if the call has not ended. Called with the GIL. */
 static void helper_run(call_helper *h, PyObject **sig)
 {
     *sig = NULL;
-    int since_sig_ms = 0, cancelled = 0;
-    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&h->mu);
+    int since_sig_ms = 0, cancelled = 0, done = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&h->mu);
     h->state = HELPER_POSTED;
     pthread_cond_broadcast(&h->cv);
-    while (h->state != HELPER_DONE) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&h->cv, &h->mu, &ts);
-        if (h->state == HELPER_DONE) break;
-        pthread_mutex_unlock(&h->mu);
+    pthread_mutex_unlock(&h->mu);
+    Py_END_ALLOW_THREADS
+    while (!done) {
+        Py_BEGIN_ALLOW_THREADS
+        done = helper_wait(h, 50);
+        Py_END_ALLOW_THREADS
+        if (done) break;
         if (!*sig) {
-            Py_BLOCK_THREADS;
             if (PyErr_CheckSignals() < 0) *sig = exc_take();
-            Py_UNBLOCK_THREADS;
         } else if (!cancelled && (since_sig_ms += 50) >= 250) {
             ctf_reader_cancel(h->reader);
             cancelled = 1;
         }
-        pthread_mutex_lock(&h->mu);
     }
-    h->state = HELPER_IDLE;
-    pthread_mutex_unlock(&h->mu);
-    Py_END_ALLOW_THREADS
 }
 
 /* Frees the C reader (joining its prefetch threads without holding the GIL). */
@@ -915,7 +927,8 @@ static void reader_free(ReaderObject *self)
     /* In a fork() child the prefetch threads do not exist (and may have held the reader's
        locks at the fork): joining them would wait forever, so the copy is leaked instead. */
     if (self->pid != getpid()) return;
-    Py_BEGIN_ALLOW_THREADS helper_stop(self);
+    Py_BEGIN_ALLOW_THREADS
+    helper_stop(self);
     ctf_reader_free(r); /* cancels its requests first: a stuck server is not waited for */
     Py_END_ALLOW_THREADS
 }
@@ -945,8 +958,10 @@ static PyObject *Reader_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     self->worker_rank = cfg.worker_rank;
     self->busy = 1;
     self->pid = getpid();
-    Py_BEGIN_ALLOW_THREADS rc = ctf_reader_open(&cfg, &reader, &err);
-    Py_END_ALLOW_THREADS self->reader = reader;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ctf_reader_open(&cfg, &reader, &err);
+    Py_END_ALLOW_THREADS
+    self->reader = reader;
     if (reader_finish(self, rc, &err) < 0) goto error;
     self->samples_per_sweep = ctf_reader_samples_per_sweep(reader);
     ctf_io_counters io;
@@ -1032,9 +1047,10 @@ static int undo_apply(ReaderObject *self)
     const char *state = self->bptt ? self->undo_state : NULL;
     const uint64_t pos = self->undo_pos;
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS rc = state ? ctf_reader_restore_state(r, state, strlen(state))
-                                      : ctf_reader_seek(r, pos);
-    Py_END_ALLOW_THREADS rc = reader_finish(self, rc, ctf_reader_error(r));
+    Py_BEGIN_ALLOW_THREADS
+    rc = state ? ctf_reader_restore_state(r, state, strlen(state)) : ctf_reader_seek(r, pos);
+    Py_END_ALLOW_THREADS
+    rc = reader_finish(self, rc, ctf_reader_error(r));
     self->busy = 0;
     return rc;
 }
@@ -1130,7 +1146,8 @@ static PyObject *Reader_next(ReaderObject *self, PyObject *const *args, Py_ssize
         before = h->before;
         mb = h->mb;
     } else {
-        Py_BEGIN_ALLOW_THREADS if (set) wrc = ctf_reader_set_worker(r, (size_t)nw, (size_t)rank);
+        Py_BEGIN_ALLOW_THREADS
+        if (set) wrc = ctf_reader_set_worker(r, (size_t)nw, (size_t)rank);
         before = ctf_reader_position(r);
         rc = wrc ? wrc : ctf_reader_next_within(r, num_samples, period, &mb);
         Py_END_ALLOW_THREADS
@@ -1472,8 +1489,10 @@ static int state_restore(ReaderObject *self, PyObject *state)
     ctf_reader *r = self->reader;
     self->undo_ok = 0;
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS rc = ctf_reader_restore_state(r, text, (size_t)len);
-    Py_END_ALLOW_THREADS rc = reader_finish(self, rc, ctf_reader_error(r));
+    Py_BEGIN_ALLOW_THREADS
+    rc = ctf_reader_restore_state(r, text, (size_t)len);
+    Py_END_ALLOW_THREADS
+    rc = reader_finish(self, rc, ctf_reader_error(r));
     self->busy = 0;
     return rc;
 }
@@ -1487,8 +1506,10 @@ static int reader_seek(ReaderObject *self, PyObject *value)
     ctf_reader *r = self->reader;
     self->undo_ok = 0;
     self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS rc = ctf_reader_seek(r, pos);
-    Py_END_ALLOW_THREADS rc = reader_finish(self, rc, ctf_reader_error(r));
+    Py_BEGIN_ALLOW_THREADS
+    rc = ctf_reader_seek(r, pos);
+    Py_END_ALLOW_THREADS
+    rc = reader_finish(self, rc, ctf_reader_error(r));
     self->busy = 0;
     return rc;
 }

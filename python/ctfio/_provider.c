@@ -570,9 +570,10 @@ static PyObject *pv_pack(const ctf_record_ref *recs, size_t n, const pv_slots *s
         PyErr_NoMemory();
         goto done;
     }
-    Py_BEGIN_ALLOW_THREADS rc = ctf_records_measure(recs, n, spec->s, nslots, dbl, tot, &err);
-    Py_END_ALLOW_THREADS if (rc < 0)
-    {
+    Py_BEGIN_ALLOW_THREADS
+    rc = ctf_records_measure(recs, n, spec->s, nslots, dbl, tot, &err);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
         PyErr_SetString(PyExc_ValueError, err.message);
         goto done;
     }
@@ -587,8 +588,11 @@ static PyObject *pv_pack(const ctf_record_ref *recs, size_t n, const pv_slots *s
     }
     /* Only this function holds the new bytearrays: nothing can resize or free them while the
      * copy runs unlocked. */
-    Py_BEGIN_ALLOW_THREADS ctf_records_pack(recs, n, spec->s, nslots, dbl, outs);
-    Py_END_ALLOW_THREADS done : PyMem_Free(tot);
+    Py_BEGIN_ALLOW_THREADS
+    ctf_records_pack(recs, n, spec->s, nslots, dbl, outs);
+    Py_END_ALLOW_THREADS
+done:
+    PyMem_Free(tot);
     PyMem_Free(outs);
     return result;
 }

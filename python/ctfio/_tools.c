@@ -199,8 +199,10 @@ PyObject *ctf_py_cbf_streams(PyObject *module, PyObject *args)
     int rc;
     const char *path = PyBytes_AS_STRING(path_o);
     const ctf_remote_options *ro = remote != Py_None ? &cfg.remote : NULL;
-    Py_BEGIN_ALLOW_THREADS rc = ctf_cbf_streams_at(path, ro, &st, &n, &prec, &err);
-    Py_END_ALLOW_THREADS Py_DECREF(path_o);
+    Py_BEGIN_ALLOW_THREADS
+    rc = ctf_cbf_streams_at(path, ro, &st, &n, &prec, &err);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path_o);
     ctf_py_reader_args_clear(&ra);
     if (rc) return ctf_py_raise_error(module, &err);
     if (!(list = PyList_New((Py_ssize_t)n))) goto done;
@@ -255,9 +257,10 @@ PyObject *ctf_py_cbf_write(PyObject *module, PyObject *args, PyObject *kwargs)
     const char *dst = PyBytes_AS_STRING(dst_o);
     const ctf_precision p = strcmp(prec, "double") ? CTF_FLOAT32 : CTF_FLOAT64;
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = ctf_cbf_write(&cfg, dst, (uint64_t)chunk, p, &r, &err);
-    Py_END_ALLOW_THREADS if (rc)
-    {
+    Py_BEGIN_ALLOW_THREADS
+    rc = ctf_cbf_write(&cfg, dst, (uint64_t)chunk, p, &r, &err);
+    Py_END_ALLOW_THREADS
+    if (rc) {
         ctf_py_raise_error(module, &err);
         goto done;
     }
