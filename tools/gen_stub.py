@@ -33,7 +33,7 @@ def keyword_lines(params, indent):
     out = []
     for p in params:
         out.append("%s# %s; default %s" % (indent, p["help"], default_text(p)))
-        out.append("%s%s: Optional[%s] = None," % (indent, p["field"], TYPES[p["kind"]]))
+        out.append("%s%s: %s | None = None," % (indent, p["field"], TYPES[p["kind"]]))
     return out
 
 
@@ -42,7 +42,7 @@ def dict_lines(params, indent):
     for p in params:
         t = 'Literal["float", "double"]' if p["kind"] == "precision" else TYPES[p["kind"]]
         if p["default_text"] and p["default"] == p["max"]:
-            t = "Optional[%s]  # None: %s" % (t, p["default_text"])
+            t = "%s | None  # None: %s" % (t, p["default_text"])
         out.append("%s%s: %s" % (indent, p["field"], t))
     return out
 

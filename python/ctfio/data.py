@@ -37,8 +37,16 @@ the same on every worker and can be restored with another worker count.
 import json
 
 from . import _check, _ctfio
-from .source import (FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchData, StreamInformation,
-                     UserMinibatchSource, Value, _np, _resolve)
+from .source import (
+    FULL_DATA_SWEEP,
+    INFINITELY_REPEAT,
+    MinibatchData,
+    StreamInformation,
+    UserMinibatchSource,
+    Value,
+    _np,
+    _resolve,
+)
 
 __all__ = ["MinibatchSourceFromData"]
 

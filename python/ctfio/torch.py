@@ -57,8 +57,8 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
                       "the rest of ctfio works without it") from e
 
 from . import _check, _staging
-from .perf import StatsLogger
 from ._loop import Epochs, Step, count_local, drive, end_of_sweep, source_timeline, timeline
+from .perf import StatsLogger
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchData, _np
 
 __all__ = ["CTFIterableDataset", "detect_workers"]
@@ -536,7 +536,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
                                                             INFINITELY_REPEAT):
             warnings.warn("CTFIterableDataset: the source reports no timeline position "
                           "(minibatchSourcePosition); epochs count this worker's own "
-                          "samples, so workers may disagree on epoch ends")
+                          "samples, so workers may disagree on epoch ends", stacklevel=1)
         # Epochs count the timeline position (the same on every rank) where there is one.
         counted = pos if pos is not None else self._local_samples
         epoch_index = counted // self.epoch_size if self.epoch_size not in (

@@ -41,6 +41,7 @@ entry at epoch boundaries. Boundaries never change the order of the data.
 uninterrupted run would have seen.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -48,9 +49,17 @@ import time
 import warnings
 
 from . import _check
+from ._loop import (
+    Epochs,
+    SampleCounter,
+    Step,
+    count_local,
+    drive,
+    end_of_sweep,
+    source_timeline,
+    timeline,
+)
 from .perf import StatsLogger
-from ._loop import (Epochs, SampleCounter, Step, count_local, drive, end_of_sweep,
-                    source_timeline, timeline)
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT
 
 __all__ = ["training_session", "TrainingSession", "CheckpointConfig", "CrossValidationConfig",
@@ -475,7 +484,8 @@ class TrainingSession:
         if s.get("epoch_size") != self._json_epoch_size():
             warnings.warn("%s: the checkpoint was taken with epoch_size %r, the session has %r; "
                           "epoch numbering continues from the checkpoint"
-                          % (filename, s.get("epoch_size"), self._json_epoch_size()))
+                          % (filename, s.get("epoch_size"), self._json_epoch_size()),
+                          stacklevel=1)
         self.source.restore_from_checkpoint(state["source"])
         for key in ("samples_seen", "epoch", "epoch_start", "minibatches", "epoch_minibatches",
                     "sweeps", "checkpoint_index", "cv_index", "finished"):
@@ -516,9 +526,7 @@ class TrainingSession:
                 return True
         elif self.max_samples != INFINITELY_REPEAT and self.samples_seen >= self.max_samples:
             return True
-        if self.max_epochs is not None and self.epoch >= self.max_epochs:
-            return True
-        return False
+        return self.max_epochs is not None and self.epoch >= self.max_epochs
 
     @staticmethod
     def _next_point(freq, seen):
@@ -549,7 +557,7 @@ class TrainingSession:
             warnings.warn("training_session: %d workers, but the source reports no timeline "
                           "position (minibatchSourcePosition) and no aggregate_samples was "
                           "given; counting this worker's own samples, so workers may disagree "
-                          "on epoch boundaries" % workers)
+                          "on epoch boundaries" % workers, stacklevel=1)
         return SampleCounter(workers, self.aggregate_samples, reports)
 
     def _call(self, data, info):
@@ -562,10 +570,8 @@ class TrainingSession:
                            ("metric", "previous_minibatch_evaluation_average")):
             v = getattr(self.trainer, attr, None)
             if v is not None:
-                try:
+                with contextlib.suppress(TypeError, ValueError):
                     m[name] = float(v)
-                except (TypeError, ValueError):
-                    pass
         return m
 
     def _trainer_seen(self):
