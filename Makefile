@@ -5,7 +5,7 @@
 #                   regression, conformance corpus, the same C tests under ASan+UBSan, then the
 #                   Python suite in .venv (its time printed at the end)
 #   make check      the inner loop: C tests and the Python suite only
-#   make lint       ruff on every Python file
+#   make lint       ruff on every Python file, mypy on the public modules (make typecheck)
 #   make format     clang-format rewrites the C files of FORMAT_FILES; format-check only compares
 #   make demo       the main job on built-in sample data, then a training run in Python
 #   make asan       C tests under AddressSanitizer + UndefinedBehaviorSanitizer only
@@ -65,7 +65,7 @@ SLIB_OBJ := $(patsubst lib/%.c,$(S)/lib/%.o,$(LIB_SRC))
 PLIB_OBJ := $(patsubst lib/%.c,$(P)/lib/%.o,$(LIB_SRC))
 
 .PHONY: all test ctest asan portable soak golden fuzz-regression conformance py pytest demo fuzz clean \
-	distclean bench bench-build print-ldlibs lint format format-check check test-suites
+	distclean bench bench-build print-ldlibs lint typecheck format format-check check test-suites
 
 all: $(B)/ctfio $(B)/ctfio_tests
 
@@ -148,7 +148,7 @@ asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression $(P)/ctfio
 
 # Python: a .venv with the package and its test dependencies (numpy, scipy, pytest, torch, scikit-learn
 # for the demo's dataset and the LibSVM comparisons, torchdata for StatefulDataLoader, tqdm for
-# progress bars, hypothesis for the property tests, pyarrow for Parquet, moto, ruff,
+# progress bars, hypothesis for the property tests, pyarrow for Parquet, moto, ruff, mypy,
 # clang-format), pinned once, in pyproject.toml's extras (tools/pins.py); rebuilt when the
 # sources change.
 VENV := .venv
@@ -183,9 +183,14 @@ format-check: $(VENV)/.deps
 	@# Comments are not reflowed by the formatter (ReflowComments: false): their width is checked here.
 	@awk 'length > 100 { print FILENAME ":" FNR ": line over 100 characters"; bad = 1 } END { exit bad }' $(FORMAT_FILES)
 
-# ruff over every Python file of the repository (pyproject.toml, [tool.ruff]).
-lint: $(VENV)/.deps
+# ruff over every Python file of the repository (pyproject.toml, [tool.ruff]), then mypy.
+lint: $(VENV)/.deps typecheck
 	$(VENV)/bin/ruff check .
+
+# The public modules' types (py.typed): mypy as pyproject.toml's [tool.mypy] says (the files,
+# strict flags on source.py, torch.py, training.py and data.py, the extension's _ctfio.pyi).
+typecheck: $(VENV)/.deps
+	$(VENV)/bin/mypy
 
 test:
 	@t0=$$(date +%s); $(MAKE) --no-print-directory test-suites && \

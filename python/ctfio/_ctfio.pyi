@@ -16,8 +16,9 @@ StreamTuple = tuple[str, str | None, int, bool, bool]
 # a deserializer joined by key: (paths, streams, skip_sequence_ids)
 JoinTuple = tuple[Sequence[_Path], Sequence[StreamTuple], bool]
 # a part of a mix: (paths, streams or None, joins or None, skip_sequence_ids, weight)
-MixTuple = tuple[Sequence[_Path], Sequence[StreamTuple] | None, Sequence[JoinTuple] | None, bool,
-                 float]
+MixTuple = tuple[
+    Sequence[_Path], Sequence[StreamTuple] | None, Sequence[JoinTuple] | None, bool, float
+]
 LogCallback = Callable[[int, str, str | None, int | None, int | None, int | None], Any]
 
 class CTFError(Exception):
@@ -174,8 +175,11 @@ class Reader:
         chunk_cache: _Path | None = None,  # a directory of parsed chunks (CBF layout)
     ) -> Reader: ...
     def next(
-        self, num_samples: int, num_workers: int | None = None,
-        worker_rank: int | None = None, period: int | None = None,
+        self,
+        num_samples: int,
+        num_workers: int | None = None,
+        worker_rank: int | None = None,
+        period: int | None = None,
     ) -> Minibatch | None: ...  # period: no minibatch crosses a multiple of it
     def undo(self) -> None: ...  # takes back the last next()
     def get_state(self) -> str: ...
@@ -228,6 +232,8 @@ class ReaderArgs(TypedDict):
     # END reader arguments
     log: None
 
+# The reader parameter table (lib/config/params.def), one dict per row.
+def reader_params() -> list[dict[str, Any]]: ...
 def bsconfig_load(
     path: _Path, section: str | None = None, overrides: Sequence[str] = ()
 ) -> ReaderArgs: ...
@@ -238,12 +244,12 @@ def bsconfig_load(
 # ctfio/paddle/types.py (DataType, SequenceType).
 _Slot = tuple[str, int, int, int]
 _PackedSlot = tuple[
-    int,                    # steps (samples in the batch for this slot)
-    bytearray,              # data: dense values, int64 ids or sparse values
-    bytearray | None,    # indptr (int64, steps + 1) for sparse slots
-    bytearray | None,    # indices (int32) for sparse slots
-    bytearray | None,    # seq_starts (int64) for sequence slots
-    bytearray | None,    # sub_seq_starts (int64) for sub-sequence slots
+    int,  # steps (samples in the batch for this slot)
+    bytearray,  # data: dense values, int64 ids or sparse values
+    bytearray | None,  # indptr (int64, steps + 1) for sparse slots
+    bytearray | None,  # indices (int32) for sparse slots
+    bytearray | None,  # seq_starts (int64) for sequence slots
+    bytearray | None,  # sub_seq_starts (int64) for sub-sequence slots
 ]
 
 def provider_encode(
@@ -257,8 +263,15 @@ def provider_pack(
 # the file the pool picks and returns True once the pass has no more data.
 class SamplePool:
     def __init__(
-        self, slots: Sequence[_Slot], double: bool, seed: int, pass_index: int, shuffle: bool,
-        min_pool_size: int, pool_size: int, can_over: bool
+        self,
+        slots: Sequence[_Slot],
+        double: bool,
+        seed: int,
+        pass_index: int,
+        shuffle: bool,
+        min_pool_size: int,
+        pool_size: int,
+        can_over: bool,
     ) -> None: ...
     def files(self, n: int, workers: int, rank: int) -> list[int]: ...
     def pick(self, n: int) -> int: ...
@@ -280,7 +293,6 @@ def sweep_cut(
     starts: Any, position: int, request: int, limit: int | None, workers: int, rank: int
 ) -> tuple[bytes, int, bool]: ...
 def sweep_boundary(starts: Any, position: int) -> int: ...
-
 def convert_file(
     src: _Path,
     dst: _Path,
