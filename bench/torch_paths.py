@@ -135,7 +135,7 @@ def run_peer(x, y, k):
     return n, None
 
 
-def run_limit(x, k, seed=[0]):  # noqa: B006 - the seed counts calls, kept across them
+def run_limit(x, k, seed=[0]):  # noqa: B006 - a call counter, kept across calls on purpose
     seed[0] += 1
     perm = np.random.default_rng(seed[0]).permutation(x.shape[0])
     n, acc = 0, 0.0
