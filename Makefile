@@ -5,7 +5,8 @@
 #                   regression, conformance corpus, the same C tests under ASan+UBSan, then the
 #                   Python suite in .venv (its time printed at the end)
 #   make check      the inner loop: C tests and the Python suite only
-#   make lint       ruff on every Python file
+#   make lint       ruff on every Python file, the Python formatter's check on FORMAT_PY, mypy
+#                   on the public modules (make typecheck)
 #   make format     clang-format rewrites the C files of FORMAT_FILES; format-check only compares
 #   make demo       the main job on built-in sample data, then a training run in Python
 #   make asan       C tests under AddressSanitizer + UndefinedBehaviorSanitizer only
@@ -65,7 +66,7 @@ SLIB_OBJ := $(patsubst lib/%.c,$(S)/lib/%.o,$(LIB_SRC))
 PLIB_OBJ := $(patsubst lib/%.c,$(P)/lib/%.o,$(LIB_SRC))
 
 .PHONY: all test ctest asan portable soak golden fuzz-regression conformance py pytest demo fuzz clean \
-	distclean bench bench-build print-ldlibs lint format format-check check test-suites
+	distclean bench bench-build print-ldlibs lint typecheck format format-check check test-suites
 
 all: $(B)/ctfio $(B)/ctfio_tests
 
@@ -148,7 +149,7 @@ asan: $(S)/ctfio_tests $(S)/ctfio $(S)/fuzz_regression $(P)/ctfio
 
 # Python: a .venv with the package and its test dependencies (numpy, scipy, pytest, torch, scikit-learn
 # for the demo's dataset and the LibSVM comparisons, torchdata for StatefulDataLoader, tqdm for
-# progress bars, hypothesis for the property tests, pyarrow for Parquet, moto, ruff,
+# progress bars, hypothesis for the property tests, pyarrow for Parquet, moto, ruff, mypy,
 # clang-format), pinned once, in pyproject.toml's extras (tools/pins.py); rebuilt when the
 # sources change.
 VENV := .venv
@@ -183,9 +184,22 @@ format-check: $(VENV)/.deps
 	@# Comments are not reflowed by the formatter (ReflowComments: false): their width is checked here.
 	@awk 'length > 100 { print FILENAME ":" FNR ": line over 100 characters"; bad = 1 } END { exit bad }' $(FORMAT_FILES)
 
-# ruff over every Python file of the repository (pyproject.toml, [tool.ruff]).
-lint: $(VENV)/.deps
+# ruff over every Python file of the repository (pyproject.toml, [tool.ruff]), then the Python
+# formatter (ruff format, 100 columns) over FORMAT_PY only: the small modules of the package, its
+# stub, the data and epoch modules, and the tools that write or read pyproject and the stub. The
+# rest of the tree keeps its hand-aligned continuation lines: the formatter would rewrite hundreds
+# of lines of source.py and training.py, and torch.py's, tests' and benchmarks' too. Then mypy.
+FORMAT_PY := python/ctfio/__init__.py python/ctfio/__main__.py python/ctfio/provider.py \
+	python/ctfio/_check.py python/ctfio/_staging.py python/ctfio/perf.py python/ctfio/_loop.py \
+	python/ctfio/data.py python/ctfio/_ctfio.pyi tools/gen_stub.py tools/pins.py
+lint: $(VENV)/.deps typecheck
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check $(FORMAT_PY)
+
+# The public modules' types (py.typed): mypy as pyproject.toml's [tool.mypy] says (the files,
+# strict flags on source.py, torch.py, training.py and data.py, the extension's _ctfio.pyi).
+typecheck: $(VENV)/.deps
+	$(VENV)/bin/mypy
 
 test:
 	@t0=$$(date +%s); $(MAKE) --no-print-directory test-suites && \

@@ -47,8 +47,9 @@ def main():
     ap.add_argument("--cli", default=os.path.join(os.path.dirname(__file__), "..", "build",
                                                   "ctfio"))
     a = ap.parse_args()
-    import ctfio
     from sklearn.datasets import load_svmlight_file
+
+    import ctfio
     with tempfile.TemporaryDirectory() as d:
         src = os.path.join(d, "in.svm")
         generate(src, a.mb)

@@ -152,11 +152,12 @@ def main():
                     np.testing.assert_array_equal(x, y)
             row = {"workload": name}
             runs = [
-                ("plain loop", lambda: count(plain(files, gen))),
-                ("provider, file order", lambda: count(test_prov(files, batch_size=BATCH,
-                                                                 is_train=False))),
-                ("provider, shuffled pool", lambda: count(train_prov(files, batch_size=BATCH,
-                                                                     is_train=True))),
+                ("plain loop", lambda plain=plain, files=files, gen=gen:
+                    count(plain(files, gen))),
+                ("provider, file order", lambda test_prov=test_prov, files=files:
+                    count(test_prov(files, batch_size=BATCH, is_train=False))),
+                ("provider, shuffled pool", lambda train_prov=train_prov, files=files:
+                    count(train_prov(files, batch_size=BATCH, is_train=True))),
             ]
             best = {}
             for _ in range(args.repeat):  # interleaved rounds, best of each: robust to load

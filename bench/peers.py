@@ -74,7 +74,7 @@ def _rss_kb():
 
 
 def _ctfio_source(path, **kw):
-    from ctfio import MinibatchSource, CTFDeserializer, StreamDefs, StreamDef
+    from ctfio import CTFDeserializer, MinibatchSource, StreamDef, StreamDefs
     return MinibatchSource(CTFDeserializer(path, StreamDefs(x=StreamDef(field="x", shape=DIM))),
                            **kw)
 
@@ -88,12 +88,14 @@ def _checksum(x):
 
 def w_baseline(a):
     import numpy  # noqa: F401
+
     import ctfio  # noqa: F401
     return {"seconds": 0.0, "values": 0, "checksum": 0.0}
 
 
 def w_ctfio(a):
     import numpy as np
+
     import ctfio  # noqa: F401
     kw = dict(randomize=a.randomize, max_sweeps=1, num_threads=a.threads,
               chunk_size_in_bytes=a.chunk_mb * MiB, cache_index=a.cache)
@@ -218,7 +220,7 @@ FEAT_DIM = 256
 def w_defaults(a):
     """MinibatchSource with the defaults (only what the row names changed), next_minibatch(4096)
     to the end, `.asarray()` or `.values` of every minibatch. Open (indexing) included."""
-    from ctfio import MinibatchSource, CTFDeserializer, StreamDefs, StreamDef
+    from ctfio import CTFDeserializer, MinibatchSource, StreamDef, StreamDefs
     kw = {}
     if not a.randomize:
         kw["randomize"] = False
@@ -475,7 +477,7 @@ def defaults_table(a):
         ("pandas", "pandas.read_csv (c engine, float32)", "pandas_sp", txt, {}),
     ]
     best = {}
-    for rep in range(a.reps):
+    for _ in range(a.reps):
         for key, _, tool, path, kw in rows:
             r = child(tool, path, **kw)
             gbps = r["bytes"] / r["seconds"] / 1e9
@@ -645,9 +647,9 @@ def main(argv=None):
             "csv_bytes": os.path.getsize(csv),
             "cores": cores, "python": platform.python_version(), "reps": R}
     try:
+        import numpy
         import pandas
         import pyarrow
-        import numpy
         meta["versions"] = {"pandas": pandas.__version__, "pyarrow": pyarrow.__version__,
                             "numpy": numpy.__version__}
     except ImportError:

@@ -16,7 +16,7 @@ FILES = ["f%d" % k for k in range(8)]
 def make(wait):
     @provider(input_types={"x": dense_vector(64), "y": integer_value(10)}, should_shuffle=False)
     def process(settings, filename):
-        for i in range(2000 if not wait else 50):
+        for _ in range(2000 if not wait else 50):
             if wait:
                 time.sleep(0.002)
             label, values = LINE.split(";")

@@ -105,7 +105,8 @@ def main():
         url = "s3://bench/d/part-*.ctf"
         t0 = time.perf_counter()
         s3.client.get_object(Bucket="bench", Key="d/part-00000.ctf")["Body"].read()
-        get_mbs = len(open(paths[0], "rb").read()) / (time.perf_counter() - t0) / 1e6
+        with open(paths[0], "rb") as f:
+            get_mbs = len(f.read()) / (time.perf_counter() - t0) / 1e6
         res = {"rows": a.rows, "bytes": total, "one_get_MBps": round(get_mbs, 1)}
         for name, files, kw in (("local", paths, {}), ("cold", url, "cold"),
                                 ("warm", url, "warm")):

@@ -22,8 +22,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-import ctfio  # noqa: E402
 from remote import Remote  # noqa: E402
+
+import ctfio  # noqa: E402
 
 STREAMS = dict(x=ctfio.StreamDef(shape=2))
 

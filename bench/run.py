@@ -392,10 +392,11 @@ def main(argv=None):
         for path in rss_files:
             print("bench: rss (%s)" % path, file=sys.stderr)
             runs = []
-            for _ in range(a.reps):
-                runs += run_bench(["rss", "dense", path, "--chunk-mb", "4", "--window", "4",
-                                   "--threads", "2",
-                                   "--mb-samples", str(a.mb_samples)], open(os.devnull, "w"))
+            with open(os.devnull, "w") as devnull:
+                for _ in range(a.reps):
+                    runs += run_bench(["rss", "dense", path, "--chunk-mb", "4", "--window", "4",
+                                       "--threads", "2", "--mb-samples", str(a.mb_samples)],
+                                      devnull)
             r = median_rss(runs)
             sink.write(json.dumps(r) + "\n")
             recs.append(r)

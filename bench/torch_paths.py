@@ -135,7 +135,7 @@ def run_peer(x, y, k):
     return n, None
 
 
-def run_limit(x, k, seed=[0]):
+def run_limit(x, k, seed=[0]):  # noqa: B006 - a call counter, kept across calls on purpose
     seed[0] += 1
     perm = np.random.default_rng(seed[0]).permutation(x.shape[0])
     n, acc = 0, 0.0
@@ -167,13 +167,13 @@ def main():
     results = []
     for randomize in (True, False):
         for k in [int(s) for s in a.sizes.split(",")]:
-            rows = [("direct", lambda k=k: run_direct(path, k, randomize)),
-                    ("dataset", lambda k=k: run_dataset(path, k, randomize, "dataset")),
-                    ("dataset+keys", lambda k=k: run_dataset(path, k, randomize, "dataset",
-                                                             True)),
-                    ("DataLoader", lambda k=k: run_dataset(path, k, randomize, "dataloader")),
-                    ("Stateful", lambda k=k: run_dataset(path, k, randomize, "stateful")),
-                    ("session", lambda k=k: run_session(path, k, randomize))]
+            r = randomize
+            rows = [("direct", lambda k=k, r=r: run_direct(path, k, r)),
+                    ("dataset", lambda k=k, r=r: run_dataset(path, k, r, "dataset")),
+                    ("dataset+keys", lambda k=k, r=r: run_dataset(path, k, r, "dataset", True)),
+                    ("DataLoader", lambda k=k, r=r: run_dataset(path, k, r, "dataloader")),
+                    ("Stateful", lambda k=k, r=r: run_dataset(path, k, r, "stateful")),
+                    ("session", lambda k=k, r=r: run_session(path, k, r))]
             if randomize:
                 rows += [("peer", lambda k=k: run_peer(x, y, k)),
                          ("limit", lambda k=k: run_limit(x, k))]

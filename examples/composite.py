@@ -16,9 +16,10 @@ sample = os.path.join(d, "sample.ctf")
 
 # Split sample.ctf by stream: features.ctf keeps the file order, labels.ctf is shuffled by key.
 seqs = {}
-for line in open(sample):
-    key, rest = line.split(" ", 1)
-    seqs.setdefault(key, []).append(rest)
+with open(sample) as f:
+    for line in f:
+        key, rest = line.split(" ", 1)
+        seqs.setdefault(key, []).append(rest)
 keys = list(seqs)
 with open(os.path.join(d, "features.ctf"), "w") as f:
     for k in keys:

@@ -14,12 +14,11 @@ import numpy as np
 
 from ctfio.paddle import *  # noqa: F401,F403 - PaddlePaddle's names: provider, dense_vector, ...
 
-
 # --- PaddlePaddle's tutorial mnist_provider.py, unchanged but for the import ---------------------
 
 @provider(input_types={"pixel": dense_vector(28 * 28), "label": integer_value(10)})
 def process(settings, filename):  # settings is not used currently.
-    f = open(filename, "r")  # open one of training file
+    f = open(filename, "r")  # open one of training file  # noqa: SIM115, UP015 - the tutorial's
     for line in f:  # read each line
         label, pixel = line.split(";")
         # get features and label

@@ -16,7 +16,6 @@ import numpy as np
 
 from ctfio.paddle import *  # noqa: F401,F403 - PaddlePaddle's names
 
-
 # --- PaddlePaddle's tutorial sentimental_provider.py, unchanged but for the import ---------------
 
 def on_init(settings, dictionary, **kwargs):
@@ -41,7 +40,7 @@ def on_init(settings, dictionary, **kwargs):
 
 @provider(init_hook=on_init)
 def process(settings, filename):
-    f = open(filename, "r")
+    f = open(filename, "r")  # noqa: SIM115, UP015 - PaddlePaddle's tutorial code, kept as it is
 
     for line in f:  # read each line of file
         label, sentence = line.split("\t")  # get label and sentence
@@ -63,9 +62,11 @@ def process(settings, filename):
 
 # --- data --------------------------------------------------------------------------------------
 
-POSITIVE = "good great excellent wonderful enjoyable brilliant superb moving fun".split()
-NEGATIVE = "bad awful boring terrible dull poor weak tedious mess".split()
-NEUTRAL = "the a movie film plot actors story it was and is this very quite".split()
+POSITIVE = ["good", "great", "excellent", "wonderful", "enjoyable", "brilliant", "superb",
+            "moving", "fun"]
+NEGATIVE = ["bad", "awful", "boring", "terrible", "dull", "poor", "weak", "tedious", "mess"]
+NEUTRAL = ["the", "a", "movie", "film", "plot", "actors", "story", "it", "was", "and", "is",
+           "this", "very", "quite"]
 
 
 def write_corpus(root, rng, name, n_files, per_file):

@@ -30,6 +30,7 @@ import sys
 
 import torch
 import torch.distributed as dist
+
 # DistributedDataParallel imports torch.distributed.nn, whose functions take group.WORLD as a
 # default argument: imported after init_process_group they hold the process group for good (see
 # the end of main). Imported here, before the group exists, they hold None.

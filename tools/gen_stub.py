@@ -5,15 +5,21 @@ reports it (_ctfio.reader_params()). The stub's other lines are written by hand.
 
 Usage: gen_stub.py [--check]     --check: exit 1, changing nothing, when the stub is stale.
 Run it with the package installed (make py), e.g. .venv/bin/python tools/gen_stub.py."""
+
 import os
 import sys
 
-STUB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "ctfio",
-                    "_ctfio.pyi")
+STUB = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "python", "ctfio", "_ctfio.pyi"
+)
 BEGIN = "# BEGIN reader %s (tools/gen_stub.py; edit lib/config/params.def)"
 END = "# END reader %s"
-TYPES = {"bool": "bool", "uint": "int", "limit": "int",
-         "precision": 'Literal["float", "float32", "double", "float64"]'}
+TYPES = {
+    "bool": "bool",
+    "uint": "int",
+    "limit": "int",
+    "precision": 'Literal["float", "float32", "double", "float64"]',
+}
 
 
 def default_text(p):
@@ -33,7 +39,7 @@ def keyword_lines(params, indent):
     out = []
     for p in params:
         out.append("%s# %s; default %s" % (indent, p["help"], default_text(p)))
-        out.append("%s%s: Optional[%s] = None," % (indent, p["field"], TYPES[p["kind"]]))
+        out.append("%s%s: %s | None = None," % (indent, p["field"], TYPES[p["kind"]]))
     return out
 
 
@@ -42,7 +48,7 @@ def dict_lines(params, indent):
     for p in params:
         t = 'Literal["float", "double"]' if p["kind"] == "precision" else TYPES[p["kind"]]
         if p["default_text"] and p["default"] == p["max"]:
-            t = "Optional[%s]  # None: %s" % (t, p["default_text"])
+            t = "%s | None  # None: %s" % (t, p["default_text"])
         out.append("%s%s: %s" % (indent, p["field"], t))
     return out
 
@@ -54,17 +60,19 @@ def render(text, params):
         starts = [i for i, x in enumerate(lines) if x.strip() == BEGIN % what]
         ends = [i for i, x in enumerate(lines) if x.strip() == END % what]
         if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
-            raise SystemExit("gen_stub: the stub needs one '%s' ... '%s' block"
-                             % (BEGIN % what, END % what))
+            raise SystemExit(
+                "gen_stub: the stub needs one '%s' ... '%s' block" % (BEGIN % what, END % what)
+            )
         first = lines[starts[0]]
-        indent = first[:len(first) - len(first.lstrip())]
-        lines[starts[0] + 1:ends[0]] = make(params, indent)
+        indent = first[: len(first) - len(first.lstrip())]
+        lines[starts[0] + 1 : ends[0]] = make(params, indent)
         text = "\n".join(lines)
     return text
 
 
 def main(argv):
     from ctfio import _ctfio
+
     with open(STUB) as f:
         old = f.read()
     new = render(old, _ctfio.reader_params())

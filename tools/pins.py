@@ -3,6 +3,7 @@ optional-dependency extras of pyproject.toml, one per line: the one place the te
 are pinned (the Makefile installs them into .venv from here). It runs on the interpreter that
 makes the venv, so it reads the file without tomllib (3.11+) where that is missing: the lists
 are one line each."""
+
 import os
 import re
 import sys

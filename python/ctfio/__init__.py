@@ -9,7 +9,27 @@ NumPy is imported only when arrays are requested; ``import ctfio`` pulls in neit
 PyTorch.
 """
 
+from . import provider  # the module; also callable as the @provider decorator (rules 12)
 from ._ctfio import CTFError, DataChangedError, ParseError, StateError, __version__
+from .convert import ConvertResult, convert
+from .data import MinibatchSourceFromData
+from .provider import (
+    CacheType,
+    DataProvider,
+    SequenceType,
+    dense_vector,
+    dense_vector_sequence,
+    dense_vector_sub_sequence,
+    integer_value,
+    integer_value_sequence,
+    integer_value_sub_sequence,
+    sparse_binary_vector,
+    sparse_binary_vector_sequence,
+    sparse_binary_vector_sub_sequence,
+    sparse_vector,
+    sparse_vector_sequence,
+    sparse_vector_sub_sequence,
+)
 from .source import (
     DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS,
     FULL_DATA_SWEEP,
@@ -17,38 +37,61 @@ from .source import (
     CBFDeserializer,
     CTFDeserializer,
     MinibatchData,
-    Mix,
-    mix,
     MinibatchSource,
+    Mix,
     StreamDef,
     StreamDefs,
     StreamInformation,
     UserMinibatchSource,
     Value,
+    mix,
 )
-from .data import MinibatchSourceFromData
-from .training import (CheckpointConfig, CrossValidationConfig, TrainingSession,
-                       training_session)
+from .training import CheckpointConfig, CrossValidationConfig, TrainingSession, training_session
 from .writer import sequence_to_cntk_text_format, write_ctf
-from .convert import ConvertResult, convert
-from . import provider  # the module; also callable as the @provider decorator (rules 12)
-from .provider import (CacheType, DataProvider, SequenceType, dense_vector,
-                       dense_vector_sequence, dense_vector_sub_sequence, integer_value,
-                       integer_value_sequence, integer_value_sub_sequence, sparse_binary_vector,
-                       sparse_binary_vector_sequence, sparse_binary_vector_sub_sequence,
-                       sparse_vector, sparse_vector_sequence, sparse_vector_sub_sequence)
 
 __all__ = [
-    "CTFError", "ParseError", "DataChangedError", "StateError", "__version__",
-    "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS", "FULL_DATA_SWEEP", "INFINITELY_REPEAT",
-    "CBFDeserializer", "CTFDeserializer", "Mix", "mix", "MinibatchData", "MinibatchSource",
-    "StreamDef", "StreamDefs", "StreamInformation", "UserMinibatchSource", "Value",
+    "CTFError",
+    "ParseError",
+    "DataChangedError",
+    "StateError",
+    "__version__",
+    "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS",
+    "FULL_DATA_SWEEP",
+    "INFINITELY_REPEAT",
+    "CBFDeserializer",
+    "CTFDeserializer",
+    "Mix",
+    "mix",
+    "MinibatchData",
+    "MinibatchSource",
+    "StreamDef",
+    "StreamDefs",
+    "StreamInformation",
+    "UserMinibatchSource",
+    "Value",
     "MinibatchSourceFromData",
-    "training_session", "TrainingSession", "CheckpointConfig", "CrossValidationConfig",
-    "sequence_to_cntk_text_format", "write_ctf", "convert", "ConvertResult",
-    "provider", "CacheType", "SequenceType", "DataProvider", "dense_vector",
-    "dense_vector_sequence", "dense_vector_sub_sequence", "integer_value",
-    "integer_value_sequence", "integer_value_sub_sequence", "sparse_binary_vector",
-    "sparse_binary_vector_sequence", "sparse_binary_vector_sub_sequence", "sparse_vector",
-    "sparse_vector_sequence", "sparse_vector_sub_sequence",
+    "training_session",
+    "TrainingSession",
+    "CheckpointConfig",
+    "CrossValidationConfig",
+    "sequence_to_cntk_text_format",
+    "write_ctf",
+    "convert",
+    "ConvertResult",
+    "provider",
+    "CacheType",
+    "SequenceType",
+    "DataProvider",
+    "dense_vector",
+    "dense_vector_sequence",
+    "dense_vector_sub_sequence",
+    "integer_value",
+    "integer_value_sequence",
+    "integer_value_sub_sequence",
+    "sparse_binary_vector",
+    "sparse_binary_vector_sequence",
+    "sparse_binary_vector_sub_sequence",
+    "sparse_vector",
+    "sparse_vector_sequence",
+    "sparse_vector_sub_sequence",
 ]

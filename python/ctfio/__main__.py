@@ -8,6 +8,7 @@ def main(argv=None):
     """Runs the command-line tool with ``argv`` (default ``sys.argv[1:]``); returns its exit
     status (the console script passes it to ``sys.exit``)."""
     from ._ctfio import cli_main
+
     args = list(sys.argv[1:] if argv is None else argv)
     sys.stdout.flush()
     sys.stderr.flush()

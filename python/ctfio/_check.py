@@ -3,6 +3,7 @@ mistake: ``TypeError`` when the type is wrong (a bool, a float or a str where an
 2.9 is refused, never truncated to 2), ``ValueError`` when the type is right and the value is out
 of range. Messages start with the argument's name as the caller spells it. The worker rule is the
 C library's (``ctf_workers_check``), reached through the extension."""
+
 import operator
 
 from . import _ctfio
@@ -64,8 +65,7 @@ def limit(value, name):
     return count(value, name)
 
 
-def workers(number_of_workers, worker_rank, prefix="",
-            names=("number_of_workers", "worker_rank")):
+def workers(number_of_workers, worker_rank, prefix="", names=("number_of_workers", "worker_rank")):
     """``(number_of_workers, worker_rank)`` as ints, checked by the library's worker rule:
     at least one worker, and a rank below their number. ``names``: the caller's spelling of
     the two arguments, for the type errors."""

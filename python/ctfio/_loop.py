@@ -25,8 +25,16 @@ Cutting a request never changes the order of the data, only where minibatches be
 
 from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT
 
-__all__ = ["count_local", "end_of_sweep", "timeline", "source_timeline", "SampleCounter",
-           "Epochs", "Step", "drive"]
+__all__ = [
+    "count_local",
+    "end_of_sweep",
+    "timeline",
+    "source_timeline",
+    "SampleCounter",
+    "Epochs",
+    "Step",
+    "drive",
+]
 
 
 def count_local(data):
@@ -53,9 +61,11 @@ def timeline(data):
     """(position after it, global samples, samples per sweep) of a minibatch; None for what
     its source does not report."""
     for md in data.values():
-        return (_int_or_none(getattr(md, "position", None)),
-                _int_or_none(getattr(md, "global_samples", None)),
-                _int_or_none(getattr(md, "samples_per_sweep", None)))
+        return (
+            _int_or_none(getattr(md, "position", None)),
+            _int_or_none(getattr(md, "global_samples", None)),
+            _int_or_none(getattr(md, "samples_per_sweep", None)),
+        )
     return None, None, None
 
 
@@ -147,8 +157,10 @@ class Epochs:
         if self.epoch_size == FULL_DATA_SWEEP:
             ends = bool(sweep_end)
         else:
-            ends = self.epoch_size != INFINITELY_REPEAT and \
-                self.counted >= (self.epoch + 1) * self.epoch_size
+            ends = (
+                self.epoch_size != INFINITELY_REPEAT
+                and self.counted >= (self.epoch + 1) * self.epoch_size
+            )
         self.epoch += ends
         return ends
 
@@ -158,8 +170,16 @@ class Step:
     (``payload``), its count, the timeline after it and whether it holds a sweep's end; then the
     request it answered and, once counted (``finish``), whether it ends the epoch."""
 
-    __slots__ = ("payload", "samples", "position", "per_sweep", "sweep_end", "request", "ends",
-                 "_epochs")
+    __slots__ = (
+        "payload",
+        "samples",
+        "position",
+        "per_sweep",
+        "sweep_end",
+        "request",
+        "ends",
+        "_epochs",
+    )
 
     def __init__(self, payload, samples, position=None, per_sweep=None, sweep_end=False):
         self.payload, self.samples, self.position = payload, samples, position
@@ -171,8 +191,9 @@ class Step:
         if self.ends is None:
             if samples is not None:
                 self.samples = samples
-            self.ends = self._epochs.count(self.samples, self.position, self.per_sweep,
-                                           self.sweep_end)
+            self.ends = self._epochs.count(
+                self.samples, self.position, self.per_sweep, self.sweep_end
+            )
         return self.ends
 
 
@@ -185,6 +206,7 @@ def drive(read, epochs, size, more=None, ahead=False, one_epoch=False):
     the next one. ``ahead``: the next minibatch is read (and counted) before one is yielded,
     except after the one that ends an epoch (double buffering; ``read_ahead`` says whether it
     was). ``one_epoch``: the loop ends with the epoch."""
+
     def next_step():
         if more is not None and not more():
             return None

@@ -19,16 +19,21 @@ without a copy (ctfio.torch: the tensors are the reader's memory). Without PyTor
 works, with NumPy staging buffers.
 """
 
+from typing import Any
+
 __all__ = ["Staging"]
 
 
 def _np():
     import numpy
+
     return numpy
 
 
 class Staging:
     """Host -> device transfer with double buffering (see the module docstring)."""
+
+    device: Any  # a torch.device; "cpu" without PyTorch
 
     def __init__(self, device, copy_on_cpu=False):
         try:
@@ -37,17 +42,16 @@ class Staging:
             torch = None
         if torch is None:
             if str(device) != "cpu":
-                raise ValueError("device %r needs PyTorch; without it only 'cpu' works"
-                                 % (device,))
+                raise ValueError("device %r needs PyTorch; without it only 'cpu' works" % (device,))
             self.device, self.cuda = "cpu", False
         else:
             self.device = torch.device(device)
             self.cuda = self.device.type == "cuda"
         self.torch = torch
         self.copy_on_cpu = bool(copy_on_cpu)
-        self.host = ({}, {})          # per side: key -> flat host buffer (grown as needed)
-        self.events = [None, None]    # per side: the CUDA event of the last copy out of it
-        self.turn = 0                 # batches staged so far
+        self.host = ({}, {})  # per side: key -> flat host buffer (grown as needed)
+        self.events = [None, None]  # per side: the CUDA event of the last copy out of it
+        self.turn = 0  # batches staged so far
         self.stream = torch.cuda.Stream(self.device) if self.cuda else None
 
     def start(self, arrays):
@@ -56,8 +60,10 @@ class Staging:
         if not self.cuda and not self.copy_on_cpu:
             if torch is None:
                 return dict(arrays), None
-            out = {k: a if isinstance(a, torch.Tensor) else torch.from_numpy(a)
-                   for k, a in arrays.items()}
+            out = {
+                k: a if isinstance(a, torch.Tensor) else torch.from_numpy(a)
+                for k, a in arrays.items()
+            }
             if self.device.type != "cpu":
                 out = {k: t.to(self.device) for k, t in out.items()}
             return out, None
@@ -93,8 +99,7 @@ class Staging:
         if torch is None:
             n = arr.size
             if buf is None or buf.dtype != arr.dtype or buf.size < n:
-                buf = _np().empty(max(n, int(1.5 * (0 if buf is None else buf.size)), 1),
-                                  arr.dtype)
+                buf = _np().empty(max(n, int(1.5 * (0 if buf is None else buf.size)), 1), arr.dtype)
                 self.host[side][key] = buf
             view = buf[:n].reshape(arr.shape)
             _np().copyto(view, arr)

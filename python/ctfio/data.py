@@ -34,11 +34,23 @@ ones), minibatches cross sweep boundaries and workers share one position, so the
 the same on every worker and can be restored with another worker count.
 """
 
+from __future__ import annotations
+
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from . import _check, _ctfio
-from .source import (FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchData, StreamInformation,
-                     UserMinibatchSource, Value, _np, _resolve)
+from .source import (
+    FULL_DATA_SWEEP,
+    INFINITELY_REPEAT,
+    MinibatchData,
+    StreamInformation,
+    UserMinibatchSource,
+    Value,
+    _np,
+    _resolve,
+)
 
 __all__ = ["MinibatchSourceFromData"]
 
@@ -63,8 +75,10 @@ def _dense_block(arr, where):
     if a.ndim == 1:
         a = a.reshape(-1, 1)
     if a.ndim != 2:
-        raise ValueError("%s: must be 1-D or 2-D (samples x dim), got shape %s; pass "
-                         "sequences as a list of (length, dim) arrays" % (where, a.shape))
+        raise ValueError(
+            "%s: must be 1-D or 2-D (samples x dim), got shape %s; pass "
+            "sequences as a list of (length, dim) arrays" % (where, a.shape)
+        )
     return a
 
 
@@ -74,16 +88,19 @@ class _Stream:
 
     __slots__ = ("name", "sparse", "block", "offsets", "lengths", "dim", "dtype")
 
-    def __init__(self, name, data):
+    def __init__(self, name: str, data: Any) -> None:
         np = _np()
         where = "MinibatchSourceFromData: stream %r" % (name,)
         self.name = name
         if isinstance(data, tuple):
-            raise TypeError("%s: CNTK's (data, type) form is not supported; pass the data alone "
-                            "(the type is taken from it)" % where)
+            raise TypeError(
+                "%s: CNTK's (data, type) form is not supported; pass the data alone "
+                "(the type is taken from it)" % where
+            )
         if isinstance(data, Value):
             if data.is_sparse:
                 import scipy.sparse
+
                 data = [scipy.sparse.csr_matrix(s) for s in data.sequences()]
             else:
                 data = list(data.sequences())
@@ -92,8 +109,9 @@ class _Stream:
         elif hasattr(data, "tocsr"):
             m = data.tocsr()
             if m.ndim != 2:
-                raise ValueError("%s: a sparse matrix must be 2-D (got shape %s)"
-                                 % (where, m.shape))
+                raise ValueError(
+                    "%s: a sparse matrix must be 2-D (got shape %s)" % (where, m.shape)
+                )
             self.sparse = True
             self.dtype = _float_dtype(m.dtype, where)
             self.block = m.astype(self.dtype)
@@ -117,23 +135,25 @@ class _Stream:
             raise ValueError("%s: holds no sequence" % where)
         kinds = {hasattr(s, "tocsr") for s in seqs}
         if len(kinds) != 1:
-            raise ValueError("%s: the sequences mix SciPy sparse matrices and dense arrays"
-                             % where)
+            raise ValueError("%s: the sequences mix SciPy sparse matrices and dense arrays" % where)
         self.sparse = kinds.pop()
         if self.sparse:
             import scipy.sparse
+
             mats = [s.tocsr() for s in seqs]
             parts = mats
         else:
             parts = [_dense_block(s, "%s, sequence %d" % (where, i)) for i, s in enumerate(seqs)]
         dims = {p.shape[1] for p in parts}
         if len(dims) != 1:
-            raise ValueError("%s: the sequences have different sample dimensions %s"
-                             % (where, sorted(dims)))
+            raise ValueError(
+                "%s: the sequences have different sample dimensions %s" % (where, sorted(dims))
+            )
         for i, p in enumerate(parts):
             if p.shape[0] == 0:
-                raise ValueError("%s: sequence %d is empty (every sequence needs >= 1 sample)"
-                                 % (where, i))
+                raise ValueError(
+                    "%s: sequence %d is empty (every sequence needs >= 1 sample)" % (where, i)
+                )
         self.dtype = _float_dtype(np.result_type(*[p.dtype for p in parts]), where)
         self.lengths = np.asarray([p.shape[0] for p in parts], np.int64)
         if self.sparse:
@@ -166,21 +186,27 @@ class MinibatchSourceFromData(UserMinibatchSource):
     ``INFINITELY_REPEAT`` no limit); afterwards ``next_minibatch`` returns an empty dict.
     """
 
-    def __init__(self, data_streams, max_samples=INFINITELY_REPEAT):
+    def __init__(self, data_streams: dict[str, Any], max_samples: int = INFINITELY_REPEAT) -> None:
         super().__init__()
         np = _np()
         if not isinstance(data_streams, dict) or not data_streams:
-            raise ValueError("MinibatchSourceFromData.data_streams: must be a non-empty dict "
-                             "name -> data (got %r)" % (type(data_streams).__name__,))
+            raise ValueError(
+                "MinibatchSourceFromData.data_streams: must be a non-empty dict "
+                "name -> data (got %r)" % (type(data_streams).__name__,)
+            )
         self._streams = [_Stream(name, data) for name, data in data_streams.items()]
         first = self._streams[0]
         for s in self._streams[1:]:
             if len(s.lengths) != len(first.lengths):
-                raise ValueError("MinibatchSourceFromData: stream %r has %d sequences but stream "
-                                 "%r has %d; all streams must have the same number"
-                                 % (s.name, len(s.lengths), first.name, len(first.lengths)))
-        self._infos = [StreamInformation(s.name, i, "sparse" if s.sparse else "dense", s.dtype,
-                                         (s.dim,)) for i, s in enumerate(self._streams)]
+                raise ValueError(
+                    "MinibatchSourceFromData: stream %r has %d sequences but stream "
+                    "%r has %d; all streams must have the same number"
+                    % (s.name, len(s.lengths), first.name, len(first.lengths))
+                )
+        self._infos = [
+            StreamInformation(s.name, i, "sparse" if s.sparse else "dense", s.dtype, (s.dim,))
+            for i, s in enumerate(self._streams)
+        ]
         # A sequence counts with its longest stream; _starts[i] is its position in the sweep.
         seq_len = np.max(np.stack([s.lengths for s in self._streams]), axis=0)
         self._num_seqs = len(seq_len)
@@ -192,11 +218,21 @@ class MinibatchSourceFromData(UserMinibatchSource):
 
     # -- cntk.io API --------------------------------------------------------------------------
 
-    def stream_infos(self):
+    def stream_infos(self) -> list[StreamInformation]:
         return list(self._infos)
 
-    def next_minibatch(self, num_samples, number_of_workers=1, worker_rank=0, device=None, *,
-                       input_map=None, num_data_partitions=None, partition_index=None):
+    # UserMinibatchSource's signature (CNTK's), with MinibatchSource's keywords too.
+    def next_minibatch(  # type: ignore[override]
+        self,
+        num_samples: int,
+        number_of_workers: int = 1,
+        worker_rank: int = 0,
+        device: Any = None,
+        *,
+        input_map: Mapping[Any, StreamInformation | str] | None = None,
+        num_data_partitions: int | None = None,
+        partition_index: int | None = None,
+    ) -> dict[Any, MinibatchData]:
         """The next minibatch, ``{StreamInformation: MinibatchData}`` (keyed by ``input_map``'s
         keys when given), or ``{}`` once ``max_samples`` is reached. ``num_samples`` is the
         global minibatch size; the worker gets its share of it (possibly no sequence at all:
@@ -212,7 +248,7 @@ class MinibatchSourceFromData(UserMinibatchSource):
         try:
             return self._minibatch(k, n, r, before, input_map)
         except BaseException:
-            self._pos = before   # Ctrl-C or an error: the minibatch never reached the caller
+            self._pos = before  # Ctrl-C or an error: the minibatch never reached the caller
             raise
 
     def _minibatch(self, k, n, r, before, input_map):
@@ -235,15 +271,19 @@ class MinibatchSourceFromData(UserMinibatchSource):
             return {var: out[_resolve(self, si)] for var, si in input_map.items()}
         return out
 
-    def get_checkpoint_state(self):
+    def get_checkpoint_state(self) -> dict[str, Any]:
         """``{"position": p, ...}``: the global sample position after the last minibatch (the
         same on every worker; also under the file reader's key ``minibatchSourcePosition``),
         with the number of sequences and samples per sweep as a fingerprint of the data."""
-        return {"version": _STATE_VERSION, "position": self._pos,
-                "minibatchSourcePosition": self._pos, "sequences": self._num_seqs,
-                "samples_per_sweep": self._sweep_samples}
+        return {
+            "version": _STATE_VERSION,
+            "position": self._pos,
+            "minibatchSourcePosition": self._pos,
+            "sequences": self._num_seqs,
+            "samples_per_sweep": self._sweep_samples,
+        }
 
-    def restore_from_checkpoint(self, state):
+    def restore_from_checkpoint(self, state: dict[str, Any] | str | bytes) -> None:
         """Continue from a state of ``get_checkpoint_state`` (of this source or one over the
         same data, with any worker count); raises ``ctfio.StateError`` for another data set."""
         if isinstance(state, (str, bytes)):
@@ -252,26 +292,38 @@ class MinibatchSourceFromData(UserMinibatchSource):
             except ValueError as e:
                 raise _ctfio.StateError("checkpoint state: not valid JSON (%s)" % e) from None
         if not isinstance(state, dict):
-            raise _ctfio.StateError("checkpoint state: must be a dict (got %r)"
-                                    % (type(state).__name__,))
+            raise _ctfio.StateError(
+                "checkpoint state: must be a dict (got %r)" % (type(state).__name__,)
+            )
         pos = state.get("position", state.get("minibatchSourcePosition"))
-        if "position" in state and "minibatchSourcePosition" in state and \
-                state["position"] != state["minibatchSourcePosition"]:
-            raise _ctfio.StateError("checkpoint state: position %r and minibatchSourcePosition "
-                                    "%r differ" % (state["position"],
-                                                   state["minibatchSourcePosition"]))
+        if (
+            "position" in state
+            and "minibatchSourcePosition" in state
+            and state["position"] != state["minibatchSourcePosition"]
+        ):
+            raise _ctfio.StateError(
+                "checkpoint state: position %r and minibatchSourcePosition "
+                "%r differ" % (state["position"], state["minibatchSourcePosition"])
+            )
         if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
-            raise _ctfio.StateError("checkpoint state: missing or invalid position (got %r); "
-                                    "not a MinibatchSourceFromData state?" % (pos,))
+            raise _ctfio.StateError(
+                "checkpoint state: missing or invalid position (got %r); "
+                "not a MinibatchSourceFromData state?" % (pos,)
+            )
         if state.get("version", _STATE_VERSION) != _STATE_VERSION:
-            raise _ctfio.StateError("checkpoint state: version %r (this ctfio writes %d)"
-                                    % (state.get("version"), _STATE_VERSION))
-        for key, mine in (("sequences", self._num_seqs),
-                          ("samples_per_sweep", self._sweep_samples)):
+            raise _ctfio.StateError(
+                "checkpoint state: version %r (this ctfio writes %d)"
+                % (state.get("version"), _STATE_VERSION)
+            )
+        for key, mine in (
+            ("sequences", self._num_seqs),
+            ("samples_per_sweep", self._sweep_samples),
+        ):
             if state.get(key) != mine:
                 raise _ctfio.StateError(
                     "checkpoint state: it was saved for data with %s=%r, this source has %r "
-                    "(different data)" % (key, state.get(key), mine))
+                    "(different data)" % (key, state.get(key), mine)
+                )
         try:
             self._pos = _ctfio.sweep_boundary(self._starts, pos)
         except (ValueError, OverflowError) as e:
@@ -279,7 +331,7 @@ class MinibatchSourceFromData(UserMinibatchSource):
 
     # -- the timeline -------------------------------------------------------------------------
 
-    def _timeline(self):
+    def _timeline(self):  # type: ignore[override]  # this source has a timeline
         """(position, samples_per_sweep) now: where the next minibatch starts."""
         return self._pos, self._sweep_samples
 
@@ -287,10 +339,13 @@ class MinibatchSourceFromData(UserMinibatchSource):
 
     def _state_at(self, position):
         """The checkpoint state at an earlier ``position`` of the timeline."""
-        return dict(self.get_checkpoint_state(), position=position,
-                    minibatchSourcePosition=position)
+        return dict(
+            self.get_checkpoint_state(), position=position, minibatchSourcePosition=position
+        )
 
-    def __repr__(self):
-        return ("MinibatchSourceFromData(streams=%s, sequences=%d, samples_per_sweep=%d, "
-                "max_samples=%s)" % ([si.name for si in self._infos], self._num_seqs,
-                                     self._sweep_samples, self._limit))
+    def __repr__(self) -> str:
+        return (
+            "MinibatchSourceFromData(streams=%s, sequences=%d, samples_per_sweep=%d, "
+            "max_samples=%s)"
+            % ([si.name for si in self._infos], self._num_seqs, self._sweep_samples, self._limit)
+        )

@@ -27,14 +27,23 @@ def summary(stats):
     if not perf:
         return None
     e = perf["elapsed_ns"] or 1
-    return ("%s | %d minibatches in %.2f s: consumer %d%%, waiting for data %d%%, cut %d%%, "
-            "pack %d%% | read %s, parse %s, %d chunks loaded, %d evicted"
-            % (perf["verdict"]["text"], perf["minibatches"], perf["elapsed_ns"] * 1e-9,
-               round(100 * perf["consumer_ns"] / e), round(100 * perf["wait_ns"] / e),
-               round(100 * perf["cut_ns"] / e), round(100 * perf["pack_ns"] / e),
-               _rate(perf["read_bytes"], perf["read_ns"]),
-               _rate(perf["parse_bytes"], perf["parse_ns"]), perf["chunks_loaded"],
-               perf["chunks_evicted"]))
+    return (
+        "%s | %d minibatches in %.2f s: consumer %d%%, waiting for data %d%%, cut %d%%, "
+        "pack %d%% | read %s, parse %s, %d chunks loaded, %d evicted"
+        % (
+            perf["verdict"]["text"],
+            perf["minibatches"],
+            perf["elapsed_ns"] * 1e-9,
+            round(100 * perf["consumer_ns"] / e),
+            round(100 * perf["wait_ns"] / e),
+            round(100 * perf["cut_ns"] / e),
+            round(100 * perf["pack_ns"] / e),
+            _rate(perf["read_bytes"], perf["read_ns"]),
+            _rate(perf["parse_bytes"], perf["parse_ns"]),
+            perf["chunks_loaded"],
+            perf["chunks_evicted"],
+        )
+    )
 
 
 class StatsLogger:

@@ -12,7 +12,11 @@ import types
 
 from .paddle import *  # noqa: F401,F403 - the alias
 from .paddle import (  # noqa: F401 - names that are not in __all__
-    OPTION_DEFAULTS, __all__, check_options, provider)
+    OPTION_DEFAULTS,
+    __all__,
+    check_options,
+    provider,
+)
 
 
 class _CallableModule(types.ModuleType):

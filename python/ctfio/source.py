@@ -8,11 +8,25 @@ workers share one timeline, so checkpoints are the same on every worker and can 
 another worker count.
 """
 
+from __future__ import annotations
+
 import json
 import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, Union, cast
 
 from . import _check, _ctfio
 from . import remote as _remote
+
+if TYPE_CHECKING:
+    import numpy
+    from numpy.typing import ArrayLike, DTypeLike, NDArray
+
+    # A path as the reader takes it; a deserializer's files: one, a pattern, or a list.
+    PathArg = Union[str, "os.PathLike[str]"]
+    Files = Union[PathArg, Sequence[PathArg]]
+    # The log callback of MinibatchSource (_ctfio.LogCallback).
+    from ._ctfio import LogCallback
 
 __all__ = [
     "INFINITELY_REPEAT", "FULL_DATA_SWEEP", "DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS",
@@ -32,7 +46,7 @@ DEFAULT_RANDOMIZATION_WINDOW_IN_CHUNKS = _ctfio.DEFAULT_RANDOMIZATION_WINDOW_IN_
 _numpy = None
 
 
-def _np():
+def _np() -> Any:
     global _numpy
     if _numpy is None:
         import numpy  # imported lazily: `import ctfio` must not pull in NumPy
@@ -40,10 +54,10 @@ def _np():
     return _numpy
 
 
-class _Record(dict):
+class _Record(dict[str, Any]):
     """A dict whose items are also attributes (CNTK's ``mb_source.streams.features``)."""
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         try:
             return self[name]
         except KeyError:
@@ -58,9 +72,10 @@ class StreamDef(_Record):
     """One input stream of a CTF file: ``field`` is the alias used after ``|`` in the file
     (default: the stream's name), ``shape`` its dimension, ``is_sparse`` its format."""
 
-    def __init__(self, field=None, shape=None, is_sparse=False, transforms=None, context=None,
-                 scp=None, mlf=None, broadcast=None, defines_mb_size=False,
-                 max_sequence_length=65535):
+    def __init__(self, field: str | None = None, shape: int | Sequence[int] | None = None,
+                 is_sparse: bool = False, transforms: None = None, context: None = None,
+                 scp: None = None, mlf: None = None, broadcast: None = None,
+                 defines_mb_size: bool = False, max_sequence_length: int = 65535) -> None:
         if isinstance(shape, (tuple, list)):
             if len(shape) != 1:
                 raise ValueError("StreamDef.shape: CTF streams are vectors, must be an int or a "
@@ -77,12 +92,12 @@ class StreamDef(_Record):
         super().__init__(field=field, shape=shape, is_sparse=bool(is_sparse),
                          defines_mb_size=bool(defines_mb_size))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return ("StreamDef(field=%r, shape=%r, is_sparse=%r, defines_mb_size=%r)"
                 % (self["field"], self["shape"], self["is_sparse"], self["defines_mb_size"]))
 
 
-def StreamDefs(**kwargs):
+def StreamDefs(**kwargs: StreamDef) -> _Record:
     """``StreamDefs(features=StreamDef(...), labels=StreamDef(...))``: name -> StreamDef."""
     for name, sd in kwargs.items():
         if not isinstance(sd, StreamDef):
@@ -107,7 +122,9 @@ class CTFDeserializer(_Record):
     ``MinibatchSource`` are joined by sequence key: the first drives the order, the others add
     their streams."""
 
-    def __init__(self, filename=None, streams=None, file=None, **options):
+    def __init__(self, filename: Files | None = None,
+                 streams: Mapping[str, StreamDef] | None = None, file: Files | None = None,
+                 **options: Any) -> None:
         if file is not None:
             if filename is not None:
                 raise TypeError("CTFDeserializer: the data is given twice (filename=%r and "
@@ -139,7 +156,7 @@ class CTFDeserializer(_Record):
         super().__init__(type="CNTKTextFormatDeserializer", file=filename,
                          input=dict(streams), options=options)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "CTFDeserializer(%r, %r)" % (self["file"], self["input"])
 
 
@@ -151,7 +168,8 @@ class Mix(_Record):
     samples taken divided by its weight is lowest supplies the next sequence. Use it wherever a
     deserializer goes: ``MinibatchSource(ctfio.mix([a, b], weights=[0.7, 0.3]), ...)``."""
 
-    def __init__(self, parts, weights=None):
+    def __init__(self, parts: Iterable[CTFDeserializer | Iterable[CTFDeserializer]],
+                 weights: Iterable[float] | None = None) -> None:
         if isinstance(parts, (CTFDeserializer, str, bytes)):
             raise TypeError("mix: the parts must be a list of deserializers (got %r)" % (parts,))
         norm = []
@@ -168,11 +186,12 @@ class Mix(_Record):
             raise ValueError("mix: %d weights for %d parts" % (len(weights), len(norm)))
         super().__init__(type="Mix", parts=norm, weights=weights)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "mix(%r, weights=%r)" % (self["parts"], self["weights"])
 
 
-def mix(parts, weights=None):
+def mix(parts: Iterable[CTFDeserializer | Iterable[CTFDeserializer]],
+        weights: Iterable[float] | None = None) -> Mix:
     """``mix([source_a, source_b, ...], weights=[0.7, 0.3, ...])``: see ``Mix``."""
     return Mix(parts, weights)
 
@@ -209,8 +228,9 @@ class CBFDeserializer(CTFDeserializer):
     element type, which it must match. ``filename`` may be a list or pattern of files with the
     same streams (a corpus)."""
 
-    def __init__(self, filename, streams=None, **options):
-        first = filename[0] if isinstance(filename, (list, tuple)) and filename else filename
+    def __init__(self, filename: Files, streams: Mapping[str, StreamDef] | None = None,
+                 **options: Any) -> None:
+        first: Any = filename[0] if isinstance(filename, (list, tuple)) and filename else filename
         if isinstance(first, os.PathLike):
             first = os.fspath(first)
         if isinstance(first, str) and any(c in first for c in "*?["):
@@ -239,7 +259,7 @@ class CBFDeserializer(CTFDeserializer):
         self["input"] = _cbf_stream_defs(info, streams)
         self["options"].setdefault("precision", info[0][3])
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "CBFDeserializer(%r, %r)" % (self["file"], self["input"])
 
 
@@ -253,8 +273,16 @@ class StreamInformation:
 
     __slots__ = ("name", "stream_id", "storage_format", "dtype", "shape", "defines_mb_size",
                  "_hash")
+    name: str
+    stream_id: int
+    storage_format: str
+    dtype: numpy.dtype[Any]
+    shape: tuple[int, ...]
+    defines_mb_size: bool
+    _hash: int | None
 
-    def __init__(self, name, stream_id, storage_format, dtype, shape, defines_mb_size=False):
+    def __init__(self, name: str, stream_id: int, storage_format: str, dtype: DTypeLike,
+                 shape: int | tuple[int, ...] | list[int], defines_mb_size: bool = False) -> None:
         if storage_format not in ("dense", "sparse"):
             raise ValueError("StreamInformation.storage_format: must be 'dense' or 'sparse' "
                              "(got %r)" % (storage_format,))
@@ -266,10 +294,10 @@ class StreamInformation:
         self.defines_mb_size = bool(defines_mb_size)
 
     @property
-    def is_sparse(self):
+    def is_sparse(self) -> bool:
         return self.storage_format == "sparse"
 
-    def __setattr__(self, attr, value):
+    def __setattr__(self, attr: str, value: Any) -> None:
         object.__setattr__(self, attr, value)
         if attr in ("name", "stream_id"):
             # Every minibatch's dict hashes its keys: the hash is made here, once (and again
@@ -280,20 +308,20 @@ class StreamInformation:
                 h = None
             object.__setattr__(self, "_hash", h)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         h = self._hash
         return h if h is not None else hash((self.name, self.stream_id))
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         # Not the slots: a str's hash differs between processes.
         return (StreamInformation, (self.name, self.stream_id, self.storage_format,
                                     self.dtype, self.shape, self.defines_mb_size))
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return (isinstance(other, StreamInformation) and self.name == other.name
                 and self.stream_id == other.stream_id)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return ("StreamInformation(%r, %d, %r, %s, %r)"
                 % (self.name, self.stream_id, self.storage_format, self.dtype.name, self.shape))
 
@@ -313,14 +341,28 @@ class MinibatchData:
     # The CTF reader makes its objects without __init__ (``Minibatch.stream_data``: the C
     # minibatch as ``_view``, the stream index ``_i``, ``_is_sparse``, ``_dim``, the counts and
     # the timeline); what it does not set comes from here. The arrays are made on first use.
-    _view = None
+    _view: Any = None
+    _i: int
+    _is_sparse: bool
+    _dim: int
+    _files: Any
     _frame_mode = False
-    _user_layout = None
-    _values = _lengths = _indptr = _indices = None
-    data = None
-    position = sweep = global_samples = samples_per_sweep = None
+    _user_layout: tuple[NDArray[Any], int, DTypeLike] | None = None
+    _values: NDArray[Any] | None = None
+    _lengths: NDArray[Any] | None = None
+    _indptr: NDArray[Any] | None = None
+    _indices: NDArray[Any] | None = None
+    data: Any = None
+    num_sequences: int
+    num_samples: int
+    end_of_sweep: bool
+    position: int | None = None
+    sweep: int | None = None
+    global_samples: int | None = None
+    samples_per_sweep: int | None = None
 
-    def __init__(self, data, num_sequences, num_samples, sweep_end=False):
+    def __init__(self, data: Any, num_sequences: int, num_samples: int,
+                 sweep_end: bool = False) -> None:
         self.data = data
         self.num_sequences = int(num_sequences)
         self.num_samples = int(num_samples)
@@ -345,11 +387,11 @@ class MinibatchData:
 
     # CNTK spells it both ways.
     @property
-    def sweep_end(self):
+    def sweep_end(self) -> bool:
         return self.end_of_sweep
 
     @property
-    def is_sparse(self):
+    def is_sparse(self) -> bool:
         if self._view is not None:
             return self._is_sparse
         if isinstance(self.data, Value):
@@ -357,7 +399,7 @@ class MinibatchData:
         return hasattr(self.data, "tocsr")
 
     @property
-    def dim(self):
+    def dim(self) -> int:
         if self._view is not None:
             return self._dim
         if self._user_layout is not None:
@@ -365,7 +407,7 @@ class MinibatchData:
         return self._user_arrays()[0].shape[-1]
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         """(num_sequences, max_length, dim); (num_sequences, dim) in frame mode."""
         if self._frame_mode:
             return (self.num_sequences, self.dim)
@@ -377,7 +419,7 @@ class MinibatchData:
     # never a copy), on first access, then the same array.
 
     @property
-    def values(self):
+    def values(self) -> NDArray[Any]:
         """Dense: (num_samples, dim) array; sparse: the non-zero values. A read-only view of
         the C reader's buffer (no copy). For user data given as one block, that block; given as
         per-sequence pieces, they are joined once (a copy), on the first access."""
@@ -391,7 +433,7 @@ class MinibatchData:
         return v
 
     @property
-    def lengths(self):
+    def lengths(self) -> NDArray[Any]:
         """Samples per sequence (uint32): a view of the reader's buffer (no copy)."""
         if self._view is None:
             if self._user_layout is not None:
@@ -403,7 +445,7 @@ class MinibatchData:
         return v
 
     @property
-    def indptr(self):
+    def indptr(self) -> NDArray[Any] | None:
         """Sparse: row offsets over samples (int64, num_samples + 1), a view of the reader's
         buffer; None for a dense stream of the reader."""
         if self._view is None:
@@ -414,7 +456,7 @@ class MinibatchData:
         return v
 
     @property
-    def indices(self):
+    def indices(self) -> NDArray[Any] | None:
         """Sparse: column index of each non-zero (int32), a view of the reader's buffer; None
         for a dense stream of the reader."""
         if self._view is None:
@@ -425,21 +467,21 @@ class MinibatchData:
         return v
 
     @property
-    def keys(self):
+    def keys(self) -> NDArray[Any] | None:
         """Sequence keys (ids, or line numbers in line mode) of the CTF reader's minibatch: a
         view of its buffer (uint64)."""
         mb = self._view
         return _np().asarray(mb.keys) if mb is not None else None
 
     @property
-    def files(self):
+    def files(self) -> NDArray[Any] | None:
         """Per sequence, its file: an index into the source's ``files`` (0 for a single file).
         Over a corpus a key identifies a sequence within its file: (file, key) identifies it."""
         mb = self._view
         files = mb.files if mb is not None else getattr(self, "_files", None)
         return _np().asarray(files) if files is not None else None
 
-    def csr(self):
+    def csr(self) -> Any:
         """The samples as a SciPy CSR matrix (num_samples, dim); needs SciPy. Sparse streams:
         its data and indices are the reader's buffers (no copy); indptr (num_samples + 1
         entries, int64 in the reader) is converted to int32 by SciPy, which wants one index
@@ -456,13 +498,14 @@ class MinibatchData:
     def _dense_samples(self):
         if self.is_sparse:
             np = _np()
-            out = np.zeros((len(self.indptr) - 1, self.dim), dtype=self.values.dtype)
-            rows = np.repeat(np.arange(len(self.indptr) - 1), np.diff(self.indptr))
+            indptr = cast("NDArray[Any]", self.indptr)  # a sparse stream has one
+            out = np.zeros((len(indptr) - 1, self.dim), dtype=self.values.dtype)
+            rows = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
             np.add.at(out, (rows, self.indices), self.values)
             return out
         return self.values
 
-    def as_sequences(self):
+    def as_sequences(self) -> list[Any]:
         """A list of per-sequence arrays (views into the minibatch for dense data); sparse
         sequences are SciPy CSR matrices when SciPy is installed, dense arrays otherwise."""
         if self._view is None:
@@ -483,14 +526,14 @@ class MinibatchData:
         return [dense[bounds[i]:bounds[i + 1]] for i in range(self.num_sequences)]
 
     @property
-    def mask(self):
+    def mask(self) -> NDArray[Any]:
         """(num_sequences, max_length) array: 1 where a sample exists, 0 for padding."""
         np = _np()
         lengths = self.lengths
         width = int(lengths.max()) if len(lengths) else 0
         return (np.arange(width)[None, :] < lengths[:, None]).astype(np.float32)
 
-    def asarray(self):
+    def asarray(self) -> NDArray[Any]:
         """Dense NumPy data: padded (num_sequences, max_length, dim) (see ``mask``); in frame
         mode (num_sequences, dim). For dense data whose sequences all have one length (frame
         mode, one-sample sequences, fixed-length sequences) there is no padding and the result
@@ -512,8 +555,8 @@ class MinibatchData:
                 return vals.reshape(n, width, vals.shape[-1])
         seqs = self.as_sequences()
         seqs = [s.toarray() if hasattr(s, "toarray") else np.asarray(s) for s in seqs]
-        lengths = [len(s) for s in seqs]
-        width = max(lengths) if lengths else 0
+        lens = [len(s) for s in seqs]
+        width = max(lens) if lens else 0
         dtype = seqs[0].dtype if seqs else np.float32
         out = np.zeros((len(seqs), width, self.dim if seqs else 0), dtype=dtype)
         for i, s in enumerate(seqs):
@@ -571,10 +614,10 @@ class MinibatchData:
             return self.data.tocsr()
         return scipy.sparse.csr_matrix(self._user_values())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.num_sequences
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return ("MinibatchData(num_sequences=%d, num_samples=%d, end_of_sweep=%r, sparse=%r)"
                 % (self.num_sequences, self.num_samples, self.end_of_sweep, self.is_sparse))
 
@@ -585,7 +628,15 @@ class Value:
     ``Value.one_hot(batch, num_classes)`` for sequences of class indices. ``device`` is accepted
     for CNTK compatibility; ctfio data lives in host memory until a framework adapter moves it."""
 
-    def __init__(self, batch, device=None, dtype=None):
+    is_sparse: bool
+    device: Any
+    num_classes: int
+    dtype: numpy.dtype[Any]
+    _seqs: list[NDArray[Any]]
+    _index_seqs: list[NDArray[Any]]
+
+    def __init__(self, batch: Iterable[ArrayLike], device: Any = None,
+                 dtype: DTypeLike | None = None) -> None:
         np = _np()
         self.is_sparse = False
         self.device = device
@@ -596,7 +647,8 @@ class Value:
         self._seqs = [s.reshape(-1, s.shape[-1]) if s.ndim != 2 else s for s in self._seqs]
 
     @classmethod
-    def one_hot(cls, batch, num_classes, dtype=None, device=None):
+    def one_hot(cls, batch: Iterable[ArrayLike], num_classes: int,
+                dtype: DTypeLike | None = None, device: Any = None) -> Value:
         """``batch``: a list of sequences of class indices -> one-hot sparse sequences."""
         np = _np()
         self = cls.__new__(cls)
@@ -613,7 +665,7 @@ class Value:
             self._index_seqs.append(idx)
         return self
 
-    def sequences(self):
+    def sequences(self) -> list[NDArray[Any]]:
         if not self.is_sparse:
             return self._seqs
         np = _np()
@@ -624,7 +676,7 @@ class Value:
             out.append(a)
         return out
 
-    def csr(self):
+    def csr(self) -> Any:
         import scipy.sparse
         np = _np()
         idx = (np.concatenate(self._index_seqs) if self._index_seqs
@@ -634,7 +686,7 @@ class Value:
                                         np.arange(n + 1)), shape=(n, self.num_classes))
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         seqs = self.sequences()
         return (len(seqs), max((len(s) for s in seqs), default=0),
                 seqs[0].shape[-1] if seqs else 0)
@@ -668,6 +720,9 @@ def _workers(num_data_partitions, partition_index, number_of_workers=None, worke
             (0 if r is None else _check.index(r, "worker_rank")))
 
 
+_S = TypeVar("_S", bound="MinibatchSource")
+
+
 class MinibatchSource:
     """The CTF minibatch source (CNTK's ``cntk.io.MinibatchSource`` over ``CTFDeserializer``).
 
@@ -676,14 +731,20 @@ class MinibatchSource:
     sequences of the global minibatch (rules 7).
     """
 
-    def __init__(self, deserializers, max_samples=None, max_sweeps=None,
-                 randomization_window_in_chunks=None, randomization_window_in_samples=None,
-                 randomization_seed=None, trace_level=None, multithreaded_deserializer=None,
-                 frame_mode=None, truncation_length=None, randomize=None, max_errors=None, *,
-                 num_threads=None, prefetch_chunks=None, keep_data_in_memory=None,
-                 cache_index=None, chunk_size_in_bytes=None, precision=None,
-                 skip_sequence_ids=None, log=None, storage_options=None, cache_dir=None,
-                 chunk_cache=None, chunk_cache_limit=None):
+    def __init__(self, deserializers: CTFDeserializer | Mix | Iterable[CTFDeserializer],
+                 max_samples: int | None = None, max_sweeps: int | None = None,
+                 randomization_window_in_chunks: int | None = None,
+                 randomization_window_in_samples: int | None = None,
+                 randomization_seed: int | None = None, trace_level: int | None = None,
+                 multithreaded_deserializer: bool | None = None, frame_mode: bool | None = None,
+                 truncation_length: int | None = None, randomize: bool | None = None,
+                 max_errors: int | None = None, *, num_threads: int | None = None,
+                 prefetch_chunks: int | None = None, keep_data_in_memory: bool | None = None,
+                 cache_index: bool | None = None, chunk_size_in_bytes: int | None = None,
+                 precision: str | None = None, skip_sequence_ids: bool | None = None,
+                 log: LogCallback | None = None, storage_options: Mapping[str, Any] | None = None,
+                 cache_dir: PathArg | None = None, chunk_cache: PathArg | None = None,
+                 chunk_cache_limit: int | None = None) -> None:
         # Every reader parameter left as None is left out: the C library owns the defaults
         # (docs/config.md), the checks and the encoding of the limits (INFINITELY_REPEAT,
         # FULL_DATA_SWEEP).
@@ -692,7 +753,7 @@ class MinibatchSource:
             deserializers = mixed["parts"][0]
         if isinstance(deserializers, CTFDeserializer):
             deserializers = [deserializers]
-        deserializers = list(deserializers)
+        deserializers = list(cast("Iterable[CTFDeserializer]", deserializers))
         if not deserializers or not all(isinstance(d, CTFDeserializer) for d in deserializers):
             raise ValueError("MinibatchSource.deserializers: one or more CTFDeserializers are "
                              "supported (got %r)" % (deserializers,))
@@ -709,7 +770,7 @@ class MinibatchSource:
             for x in pending:
                 x._cbf_resolve(remote)
         d = deserializers[0]
-        given = dict(max_samples=max_samples, max_sweeps=max_sweeps,
+        given: dict[str, Any] = dict(max_samples=max_samples, max_sweeps=max_sweeps,
                      randomization_seed=randomization_seed, trace_level=trace_level,
                      frame_mode=frame_mode, truncation_length=truncation_length,
                      randomize=randomize, max_errors=max_errors, num_threads=num_threads,
@@ -719,7 +780,7 @@ class MinibatchSource:
                      chunk_cache=chunk_cache, chunk_cache_limit=chunk_cache_limit)
         opts = {k: v for k, v in given.items() if v is not None}
         opts.update(d["options"])
-        infos = []
+        infos: list[StreamInformation] = []
         dtype = "float64" if opts.get("precision") in ("double", "float64") else "float32"
 
         def stream_tuples(des, record=True):
@@ -757,7 +818,8 @@ class MinibatchSource:
         self._frame_mode = bool(frame_mode)
         # The values go to the C library as given, under its own names (the table's fields).
         # chunk_cache, a path, is not a table row: it keeps its name.
-        self._params = {_PARAMS[k]["field"] if k in _PARAMS else k: v for k, v in opts.items()}
+        self._params: dict[str, Any] = {_PARAMS[k]["field"] if k in _PARAMS else k: v
+                                        for k, v in opts.items()}
         if randomization_window_in_samples:
             self._params["randomization_window"] = randomization_window_in_samples
             self._params["window_in_samples"] = True
@@ -774,7 +836,7 @@ class MinibatchSource:
             self._params["remote"] = _remote.resolve(storage_options, cache_dir, s3=any(
                 _remote.any_s3(x["file"]) for x in every))
         self._mixed = mixed is not None
-        if self._mixed:
+        if mixed is not None:
             # The mix's streams are every stream of its first part (primary, then joins); each
             # part names its own primary's streams (aliases) and joins.
             parts = []
@@ -806,19 +868,22 @@ class MinibatchSource:
 
     # -- cntk.io API --------------------------------------------------------------------------
 
-    def stream_infos(self):
+    def stream_infos(self) -> list[StreamInformation]:
         return list(self._infos)
 
-    def stream_info(self, name):
+    def stream_info(self, name: str) -> StreamInformation:
         try:
             return self.streams[name]
         except KeyError:
             raise KeyError("no stream named %r (streams: %s)"
                            % (name, ", ".join(self.streams))) from None
 
-    def next_minibatch(self, minibatch_size_in_samples, input_map=None, device=None,
-                       num_data_partitions=None, partition_index=None, *,
-                       number_of_workers=None, worker_rank=None):
+    def next_minibatch(self, minibatch_size_in_samples: int,
+                       input_map: Mapping[Any, StreamInformation | str] | None = None,
+                       device: Any = None, num_data_partitions: int | None = None,
+                       partition_index: int | None = None, *,
+                       number_of_workers: int | None = None,
+                       worker_rank: int | None = None) -> dict[Any, MinibatchData]:
         """The next minibatch: {StreamInformation: MinibatchData} (keyed by ``input_map``'s keys
         when given), or an empty dict at the end of the data. Workers: ``number_of_workers`` /
         ``worker_rank`` (rules 7.1) or CNTK's ``num_data_partitions`` / ``partition_index``."""
@@ -865,10 +930,11 @@ class MinibatchSource:
         (``_positional_state`` readers only), made by the C reader without reading anything."""
         return json.loads(self._reader.state_at(position))
 
-    def get_checkpoint_state(self):
-        return json.loads(self._reader.get_state())
+    def get_checkpoint_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = json.loads(self._reader.get_state())
+        return state
 
-    def restore_from_checkpoint(self, state):
+    def restore_from_checkpoint(self, state: dict[str, Any] | str | bytes) -> None:
         """Continue from a ``get_checkpoint_state()`` (a dict, or its JSON text)."""
         if isinstance(state, dict):
             state = json.dumps(state)
@@ -879,37 +945,37 @@ class MinibatchSource:
         self._reader.restore_state(state)
 
     @property
-    def current_position(self):
+    def current_position(self) -> dict[str, Any]:
         return self.get_checkpoint_state()
 
     @current_position.setter
-    def current_position(self, state):
+    def current_position(self, state: dict[str, Any] | str | bytes) -> None:
         self.restore_from_checkpoint(state)
 
     # -- ctfio extras -------------------------------------------------------------------------
 
-    def stats(self):
+    def stats(self) -> dict[str, Any]:
         """Counters: sequences, samples, errors, dropped samples/rows/sequences, residency;
         ``"perf"``: where the time goes, per stage (times in nanoseconds, bytes), with
         ``["perf"]["verdict"]``, the stage that limits throughput (``stage``, its ``share`` of
         the consumer's time, and a ``text`` saying what to change). docs/performance.md."""
-        s = self._reader.stats()
+        s: dict[str, Any] = dict(self._reader.stats())
         s["perf"] = self._reader.perf()
         return s
 
     @property
-    def files(self):
+    def files(self) -> list[str]:
         """The primary deserializer's files, patterns expanded: a minibatch's per-sequence file
         indices (``MinibatchData.files``) index this list; (file, key) identifies a sequence."""
         return self._reader.files
 
-    def close(self):
+    def close(self) -> None:
         self._reader.close()
 
-    def __enter__(self):
+    def __enter__(self: _S) -> _S:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
@@ -925,14 +991,15 @@ class MinibatchSource:
                                        partition_index=worker_rank)
         return self._read(num_samples, number_of_workers, worker_rank, period=period)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "MinibatchSource(%r, %s)" % (self._path, ", ".join(
             "%s=%r" % kv for kv in sorted(self._params.items()) if kv[0] not in ("log", "remote")))
 
     @classmethod
-    def from_config(cls, path, section=None, overrides=(), **kwargs):
+    def from_config(cls: type[_S], path: PathArg, section: str | None = None,
+                    overrides: Iterable[str] = (), **kwargs: Any) -> _S:
         """A source from a BrainScript reader configuration file (rules 3)."""
-        c = _ctfio.bsconfig_load(path, section, tuple(overrides))
+        c = cast("dict[str, Any]", _ctfio.bsconfig_load(path, section, tuple(overrides)))
 
         def stream_defs(defs):
             return {name: StreamDef(field=alias, shape=dim, is_sparse=sparse,
@@ -962,6 +1029,7 @@ class MinibatchSource:
                                      skip_sequence_ids=m_skip)
                      for m_paths, m_streams, m_skip, _w in c["mix"]]
             return cls(Mix(parts, [w for *_rest, w in c["mix"]]), **args)
+        primary: CTFDeserializer
         if binary:
             # The binary reader's form (input = [ NAME = [ original = ... ] ]): the file
             # holds the dimensions and kinds.
@@ -988,42 +1056,47 @@ class UserMinibatchSource(MinibatchSource):
 
     # Unknown for user sources: drivers read the timeline from the checkpoint state (once) and
     # the minibatches' attributes, and keep a checkpoint state per minibatch.
-    _timeline = None
+    _timeline = None  # type: ignore[assignment]  # no timeline: None, not a method
     _positional_state = False
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._frame_mode = False
 
     @property
-    def streams(self):
+    def streams(self) -> _Record:  # type: ignore[override]  # made from stream_infos()
         return _Record((si.name, si) for si in self.stream_infos())
 
-    def stream_infos(self):
+    def stream_infos(self) -> list[StreamInformation]:
         raise NotImplementedError("UserMinibatchSource subclasses implement stream_infos()")
 
-    def stream_info(self, name):
+    def stream_info(self, name: str) -> StreamInformation:
         for si in self.stream_infos():
             if si.name == name:
                 return si
         raise KeyError("no stream named %r" % (name,))
 
-    def next_minibatch(self, num_samples, number_of_workers=1, worker_rank=0, device=None):
+    # CNTK's UserMinibatchSource signature, not MinibatchSource's.
+    def next_minibatch(  # type: ignore[override]
+        self, num_samples: int, number_of_workers: int = 1, worker_rank: int = 0,
+        device: Any = None,
+    ) -> dict[Any, MinibatchData]:
         raise NotImplementedError("UserMinibatchSource subclasses implement next_minibatch()")
 
-    def get_checkpoint_state(self):
+    def get_checkpoint_state(self) -> dict[str, Any]:
         return {}
 
-    def restore_from_checkpoint(self, state):
+    def restore_from_checkpoint(self, state: Any) -> None:
         pass
 
-    def _next(self, num_samples, number_of_workers=1, worker_rank=0, device=None):
+    def _next(self, num_samples, number_of_workers=1, worker_rank=0, device=None,  # type: ignore[override]
+              ):
         return self.next_minibatch(num_samples, number_of_workers, worker_rank, device)
 
-    def stats(self):
+    def stats(self) -> dict[str, Any]:
         return {}
 
-    def close(self):
+    def close(self) -> None:
         pass
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "%s(streams=%s)" % (type(self).__name__, [si.name for si in self.stream_infos()])

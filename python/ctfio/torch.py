@@ -45,9 +45,13 @@ torch is imported by this module only: ``import ctfio`` never imports it, and ct
 without PyTorch installed.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import warnings
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 try:
     import torch
@@ -57,9 +61,15 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
                       "the rest of ctfio works without it") from e
 
 from . import _check, _staging
-from .perf import StatsLogger
 from ._loop import Epochs, Step, count_local, drive, end_of_sweep, source_timeline, timeline
-from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchData, _np
+from .perf import StatsLogger
+from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchData, MinibatchSource, _np
+
+if TYPE_CHECKING:
+    # What CTFIterableDataset reads: a source, or a callable that creates one.
+    SourceArg = Union[MinibatchSource, Callable[[], MinibatchSource]]
+    # One batch: stream name (and its "_lengths"/"_mask" companions, "_keys") -> tensor.
+    Batch = dict[str, torch.Tensor]
 
 __all__ = ["CTFIterableDataset", "detect_workers"]
 
@@ -73,7 +83,7 @@ _ENV_PAIRS = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_
 # Live C readers inherited through fork() by DataLoader worker processes. Their prefetch threads
 # did not survive the fork, so they must never be used or freed there; keeping them referenced
 # until the worker calls os._exit() means their destructor never runs.
-_FORKED_SOURCES = []
+_FORKED_SOURCES: list[MinibatchSource] = []
 
 
 def _quiet_once_warnings():
@@ -105,13 +115,14 @@ _quiet_once_warnings()
 def _env_int(name):
     text = os.environ.get(name)
     try:
-        return int(text)
+        return int(text)  # type: ignore[arg-type]  # None: the TypeError below
     except (TypeError, ValueError):
         raise ValueError("environment variable %s: must be an integer (got %r)"
                          % (name, text)) from None
 
 
-def detect_workers(number_of_workers=None, worker_rank=None):
+def detect_workers(number_of_workers: int | None = None,
+                   worker_rank: int | None = None) -> tuple[int, int]:
     """``(number_of_workers, worker_rank)`` of this process: the explicit arguments where given,
     else an initialised ``torch.distributed`` process group, else the first complete pair of
     ``RANK``/``WORLD_SIZE``, ``OMPI_COMM_WORLD_RANK``/``OMPI_COMM_WORLD_SIZE``,
@@ -149,7 +160,8 @@ class _CSR:
 
     __slots__ = ("crow", "col", "values", "size")
 
-    def __init__(self, crow, col, values, size):
+    def __init__(self, crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor,
+                 size: tuple[int, int]) -> None:
         self.crow, self.col, self.values, self.size = crow, col, values, size
 
     def parts(self):
@@ -288,7 +300,7 @@ def _reader_batch(mb, plan, with_keys, build_csr):
     streams are CSR tensors when ``build_csr``, else ``_CSR`` parts for the device transfer."""
     np = _np()
     asarray, from_numpy, int64, buf = np.asarray, torch.from_numpy, np.int64, mb.buffer
-    out = {}
+    out: dict[str, Any] = {}
     for kind, i, name, aux, dim in plan:
         values = from_numpy(asarray(buf(i, 0)))
         if kind == _PACKED:
@@ -326,7 +338,7 @@ class _Transfer:
     issues the copy of batch t+1 while the caller still trains on batch t; ``finish`` makes the
     batch safe to use on the caller's stream and builds the sparse tensors. CPU: no copy."""
 
-    def __init__(self, device):
+    def __init__(self, device: torch.device) -> None:
         self.staging = _staging.Staging(device)
         self.passthrough = self.staging.device.type == "cpu"   # the tensors are the batch
 
@@ -361,7 +373,7 @@ class _Saved:
 
     __slots__ = ("text",)
 
-    def __init__(self, text):
+    def __init__(self, text: str) -> None:
         self.text = text
 
 
@@ -372,7 +384,7 @@ class _At:
 
     __slots__ = ("position",)
 
-    def __init__(self, position):
+    def __init__(self, position: int) -> None:
         self.position = position
 
 
@@ -385,7 +397,7 @@ def _position(state):
 # The dataset
 # ---------------------------------------------------------------------------------------------
 
-class CTFIterableDataset(torch.utils.data.IterableDataset):
+class CTFIterableDataset(torch.utils.data.IterableDataset["Batch"]):
     """An iterable of ``{name: torch.Tensor}`` minibatches from a ctfio source.
 
     ``source``: a ``ctfio.MinibatchSource`` / ``UserMinibatchSource`` (anything with
@@ -408,17 +420,22 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
     logger at INFO this often, and once when an iteration ends (None: never).
     """
 
-    def __init__(self, source, minibatch_size, *, epoch_size=FULL_DATA_SWEEP,
-                 number_of_workers=None, worker_rank=None, layout="packed", streams=None,
-                 with_keys=False, device="cpu", log_stats_every=None):
+    def __init__(self, source: SourceArg, minibatch_size: int, *,
+                 epoch_size: int = FULL_DATA_SWEEP, number_of_workers: int | None = None,
+                 worker_rank: int | None = None, layout: str = "packed",
+                 streams: Iterable[str] | None = None, with_keys: bool = False,
+                 device: str | torch.device = "cpu",
+                 log_stats_every: float | None = None) -> None:
         super().__init__()
         if log_stats_every is not None:
             StatsLogger(None, log_stats_every)  # checks the value now, not at the first batch
         self.log_stats_every = log_stats_every
+        self._factory: Callable[[], MinibatchSource] | None
+        self._src: MinibatchSource | None
         if callable(source) and not hasattr(source, "_next"):
             self._factory, self._src = source, None
         elif hasattr(source, "_next"):
-            self._factory, self._src = None, source
+            self._factory, self._src = None, source  # type: ignore[assignment]  # has _next
         else:
             raise TypeError("CTFIterableDataset.source: must be a ctfio source or a callable "
                             "that returns one (got %r)" % (source,))
@@ -437,19 +454,19 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         self.streams = None if streams is None else list(streams)
         self.with_keys = bool(with_keys)
         self.device = torch.device(device)
-        self._state = None          # source state after the last batch handed out
-        self._restore = None        # a loaded state to apply before the next read
+        self._state: Any = None     # source state after the last batch handed out
+        self._restore: Any = None   # a loaded state to apply before the next read
         self._ahead = False         # the source is one batch past self._state
         self._local_samples = 0     # this worker's samples, for sources without a position
         self._batches = 0           # batches handed out, over all iterations
         self._epochs = 0            # epochs whose last batch was handed out
-        self._last_keys = None      # (keys, frame_mode) to make last_minibatch from a C one
+        self._last_keys: Any = None  # (keys, frame_mode) to make last_minibatch from a C one
         self.last_minibatch = None  # the source's {StreamInformation: MinibatchData} of it
 
     # -- source and workers --------------------------------------------------------------------
 
     @property
-    def source(self):
+    def source(self) -> MinibatchSource:
         """The source of this process (created from the factory on first use)."""
         if self._src is not None and self._src_pid != os.getpid():
             # A copy made by fork() (a DataLoader worker): a C reader lost its threads.
@@ -468,7 +485,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
                 self._restore = self._state
             self._ahead = False
         if self._src is None:
-            self._src = self._factory()
+            self._src = self._factory()  # type: ignore[misc]  # set when _src is not
             self._src_pid = os.getpid()
             if not hasattr(self._src, "_next"):
                 raise TypeError("CTFIterableDataset.source: the callable returned %r, not a "
@@ -477,7 +494,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
                 self._restore = self._state
         return self._src
 
-    def workers(self):
+    def workers(self) -> tuple[int, int]:
         """``(number_of_workers, worker_rank)`` this process reads with: the distributed ones
         (``detect_workers``), split further over the workers of a DataLoader."""
         n, r = detect_workers(self.number_of_workers, self.worker_rank)
@@ -508,7 +525,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
 
     # -- iteration -----------------------------------------------------------------------------
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Batch]:
         if self.log_stats_every is None:
             return self._iter_batches()
         return self._logged(self._iter_batches())
@@ -536,7 +553,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
                                                             INFINITELY_REPEAT):
             warnings.warn("CTFIterableDataset: the source reports no timeline position "
                           "(minibatchSourcePosition); epochs count this worker's own "
-                          "samples, so workers may disagree on epoch ends")
+                          "samples, so workers may disagree on epoch ends", stacklevel=1)
         # Epochs count the timeline position (the same on every rank) where there is one.
         counted = pos if pos is not None else self._local_samples
         epoch_index = counted // self.epoch_size if self.epoch_size not in (
@@ -615,7 +632,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
             after = _At(pos_after) if lazy and pos_after is not None else \
                 src.get_checkpoint_state()
             by_name = {getattr(si, "name", si): md for si, md in data.items()}
-            batch = {}
+            batch: dict[str, Any] = {}
             for name in (self.streams if self.streams is not None else by_name):
                 try:
                     md = by_name[name]
@@ -641,7 +658,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         return read
 
     @property
-    def last_minibatch(self):
+    def last_minibatch(self) -> dict[Any, MinibatchData] | None:
         """The source's ``{StreamInformation: MinibatchData}`` behind the last batch handed out
         (None before the first). From ctfio's file source it is made when first asked for, from
         the C minibatch the batch's tensors already hold."""
@@ -652,12 +669,12 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         return data
 
     @last_minibatch.setter
-    def last_minibatch(self, data):
+    def last_minibatch(self, data: dict[Any, MinibatchData] | None) -> None:
         self._last_data, self._last_mb = data, None
 
     # -- checkpoints (torchdata StatefulDataLoader convention) ---------------------------------
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """``{"version", "source", "epoch", "batches", "minibatch_size", "epoch_size"}``:
         ``source`` is the source's checkpoint state after the last batch handed out (prefetched
         data does not count); ``epoch`` and ``batches`` count the epochs completed and the
@@ -673,7 +690,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
             out["local_samples"] = self._local_samples   # the count epochs use instead
         return out
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Continue from a ``state_dict()`` (of this dataset or one over the same data, with any
         number of ranks, minibatch size or layout) at the next iteration. A bare source state
         (``source.get_checkpoint_state()``) is accepted too. A state for other data raises
@@ -696,20 +713,20 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         self.last_minibatch = None
 
     @property
-    def epoch(self):
+    def epoch(self) -> int:
         """The number of epochs completed: it counts up when the last batch of an epoch is
         handed out, and comes back with ``load_state_dict``. Resume loops with
         ``for epoch in range(ds.epoch, num_epochs): for batch in ds: ...``."""
         return self._epochs
 
-    def close(self):
+    def close(self) -> None:
         """Closes a source this dataset created from its factory."""
         if self._factory is not None and self._src is not None and \
                 self._src_pid == os.getpid():
             self._src.close()
             self._src = None
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         # For DataLoader workers started by spawn/forkserver: a factory travels, a live
         # source does not need to (the worker creates its own).
         d = dict(self.__dict__)
@@ -720,7 +737,7 @@ class CTFIterableDataset(torch.utils.data.IterableDataset):
         d["_last_data"] = d["_last_mb"] = None
         return d
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         src = self._src if self._src is not None else self._factory
         return ("CTFIterableDataset(%r, minibatch_size=%d, epoch_size=%r, layout=%r, "
                 "device=%r)" % (src, self.minibatch_size, self.epoch_size, self.layout,

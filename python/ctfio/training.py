@@ -41,17 +41,42 @@ entry at epoch boundaries. Boundaries never change the order of the data.
 uninterrupted run would have seen.
 """
 
+from __future__ import annotations
+
+import contextlib
 import json
 import os
 import sys
 import time
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Union, cast
 
 from . import _check
+from ._loop import (
+    Epochs,
+    SampleCounter,
+    Step,
+    count_local,
+    drive,
+    end_of_sweep,
+    source_timeline,
+    timeline,
+)
 from .perf import StatsLogger
-from ._loop import (Epochs, SampleCounter, Step, count_local, drive, end_of_sweep,
-                    source_timeline, timeline)
-from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT
+from .source import FULL_DATA_SWEEP, INFINITELY_REPEAT, MinibatchSource
+
+if TYPE_CHECKING:
+    from .source import MinibatchData, PathArg, StreamInformation
+
+    # A minibatch as step() and evaluate() get it (keyed by the model inputs when mapped).
+    Data = dict[Any, MinibatchData]
+    # step(data, info): one update; returns None, the loss, a tuple or a dict of averages.
+    StepFn = Callable[[Data, "StepInfo"], Any]
+    # An int, per-epoch sizes (the last repeats; (epochs, size) pairs) or epoch -> size.
+    MbSize = Union[int, Sequence[Union[int, tuple[int, int]]], Callable[[int], int]]
+    # Model input -> stream (a StreamInformation or a stream's name).
+    StreamMap = Mapping[Any, Union[StreamInformation, str]]
 
 __all__ = ["training_session", "TrainingSession", "CheckpointConfig", "CrossValidationConfig",
            "StepInfo"]
@@ -84,7 +109,8 @@ class CheckpointConfig:
     every checkpoint as ``filename.<index>``.
     """
 
-    def __init__(self, filename, frequency=None, restore=True, preserve_all=False):
+    def __init__(self, filename: PathArg, frequency: int | None = None, restore: bool = True,
+                 preserve_all: bool = False) -> None:
         filename = os.fspath(filename) if filename is not None else None
         if not isinstance(filename, str) or not filename:
             raise ValueError("CheckpointConfig.filename: must be a non-empty path (got %r)"
@@ -94,7 +120,7 @@ class CheckpointConfig:
         self.restore = bool(restore)
         self.preserve_all = bool(preserve_all)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return ("CheckpointConfig(%r, frequency=%r, restore=%r, preserve_all=%r)"
                 % (self.filename, self.frequency, self.restore, self.preserve_all))
 
@@ -117,9 +143,13 @@ class CrossValidationConfig:
     the session (default: the session's mapping); ``metric_name`` labels the progress line.
     """
 
-    def __init__(self, source=None, mb_size=32, frequency=None, max_samples=None, callback=None,
-                 evaluate=None, model_inputs_to_streams=None, *, metric_name="metric",
-                 minibatch_source=None, minibatch_size=None, criterion=None):
+    def __init__(self, source: MinibatchSource | None = None, mb_size: int = 32,
+                 frequency: int | None = None, max_samples: int | None = None,
+                 callback: Callable[[int, float | None, int, int], Any] | None = None,
+                 evaluate: Callable[[Data, StepInfo], Any] | None = None,
+                 model_inputs_to_streams: StreamMap | None = None, *,
+                 metric_name: str = "metric", minibatch_source: MinibatchSource | None = None,
+                 minibatch_size: int | None = None, criterion: None = None) -> None:
         if source is None:
             source = minibatch_source
         if minibatch_size is not None:
@@ -146,7 +176,7 @@ class CrossValidationConfig:
         self.model_inputs_to_streams = model_inputs_to_streams
         self.metric_name = str(metric_name)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return ("CrossValidationConfig(%r, mb_size=%d, frequency=%r, max_samples=%r)"
                 % (self.source, self.mb_size, self.frequency, self.max_samples))
 
@@ -162,13 +192,31 @@ class StepInfo:
     this minibatch. For cross-validation minibatches ``cv_index`` is set too.
     """
 
-    def __init__(self, **kw):
+    # What the session sets (the attributes are the keywords it makes the object with).
+    epoch: int
+    minibatch: int
+    epoch_minibatch: int
+    samples_seen: int
+    epoch_samples: int
+    mb_size: int
+    request: int
+    num_samples: int
+    end_of_sweep: bool
+    session: TrainingSession
+    cv_index: int
+    # An epoch's result (on_epoch_end): its samples, minibatches, averages and duration.
+    samples: int
+    minibatches: int
+    metrics: dict[str, float]
+    seconds: float
+
+    def __init__(self, **kw: Any) -> None:
         self.__dict__.update(kw)
 
-    def stop(self):
+    def stop(self) -> None:
         self.session.stop()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "StepInfo(%s)" % ", ".join("%s=%r" % kv for kv in sorted(self.__dict__.items())
                                           if kv[0] != "session")
 
@@ -181,7 +229,7 @@ def _json_default(obj):
     try:
         import numpy as np
     except ImportError:  # pragma: no cover
-        np = None
+        np = None  # type: ignore[assignment]
     if np is not None:
         if isinstance(obj, np.ndarray):
             return {"__ndarray__": obj.tolist(), "dtype": obj.dtype.str, "shape": obj.shape}
@@ -281,9 +329,9 @@ def _metrics(value):
 
 
 class _Averages:
-    def __init__(self):
-        self.sums = {}
-        self.weights = {}
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.weights: dict[str, int] = {}
 
     def add(self, metrics, weight):
         w = max(int(weight), 1)
@@ -313,12 +361,22 @@ def _rest_of_sweep(state):
 class TrainingSession:
     """A configured training run; ``train()`` runs it. Build it with ``training_session``."""
 
-    def __init__(self, mb_source, step=None, *, trainer=None, model_inputs_to_streams=None,
-                 mb_size=256, epoch_size=FULL_DATA_SWEEP, max_samples=INFINITELY_REPEAT,
-                 max_epochs=None, checkpoint_config=None, cv_config=None, test_config=None,
-                 progress_frequency=None, progress=True, number_of_workers=1, worker_rank=0,
-                 aggregate_samples=None, callbacks=None, on_epoch_end=None, on_checkpoint=None,
-                 on_restore=None, log_stats_every=None):
+    def __init__(self, mb_source: MinibatchSource, step: StepFn | None = None, *,
+                 trainer: Any = None, model_inputs_to_streams: StreamMap | None = None,
+                 mb_size: MbSize | None = 256, epoch_size: int | None = FULL_DATA_SWEEP,
+                 max_samples: int | None = INFINITELY_REPEAT, max_epochs: int | None = None,
+                 checkpoint_config: CheckpointConfig | None = None,
+                 cv_config: CrossValidationConfig | None = None,
+                 test_config: CrossValidationConfig | None = None,
+                 progress_frequency: int | None = None,
+                 progress: bool | str | Callable[[str], Any] = True,
+                 number_of_workers: int = 1, worker_rank: int = 0,
+                 aggregate_samples: Callable[[int], int] | None = None,
+                 callbacks: Iterable[Any] | None = None,
+                 on_epoch_end: Callable[[StepInfo], Any] | None = None,
+                 on_checkpoint: Callable[[dict[str, Any]], Any] | None = None,
+                 on_restore: Callable[[dict[str, Any]], Any] | None = None,
+                 log_stats_every: float | None = None) -> None:
         if mb_source is None or not hasattr(mb_source, "_next"):
             raise TypeError("training_session.mb_source: must be a minibatch source "
                             "(MinibatchSource, UserMinibatchSource, MinibatchSourceFromData); "
@@ -381,25 +439,25 @@ class TrainingSession:
         self.cv_index = 0             # cross-validations run
         self.finished = False
         # Results.
-        self.cv_results = []
-        self.test_result = None
-        self.epoch_results = []
-        self.restored_from = None
+        self.cv_results: list[dict[str, Any]] = []
+        self.test_result: dict[str, Any] | None = None
+        self.epoch_results: list[dict[str, Any]] = []
+        self.restored_from: str | None = None
         self._stop = False
         self._cv_start_state = None
         self._test_start_state = None
         self._warned_workers = False
-        self._out = None
-        self._bar = None
+        self._out: Callable[[str], Any] | None = None
+        self._bar: Any = None
         self._device = None
 
     # -- public -------------------------------------------------------------------------------
 
-    def stop(self):
+    def stop(self) -> None:
         """Ends training after the current minibatch (a checkpoint is still written)."""
         self._stop = True
 
-    def train(self, device=None):
+    def train(self, device: Any = None) -> TrainingSession:
         """Runs the session: restores from the checkpoint when configured and present, trains
         until ``max_samples`` / ``max_epochs`` / the end of the data / ``stop()``, then writes
         a final checkpoint and runs the test configuration. Returns the session."""
@@ -420,7 +478,7 @@ class TrainingSession:
             self._close_progress()
         return self
 
-    def save_checkpoint(self, filename=None):
+    def save_checkpoint(self, filename: PathArg | None = None) -> dict[str, Any]:
         """Writes a checkpoint now (to the configured file unless ``filename`` is given)."""
         ck = self.checkpoint_config
         if filename is None:
@@ -458,7 +516,7 @@ class TrainingSession:
         self.checkpoint_index = index + 1
         return state
 
-    def restore_from_checkpoint(self, filename=None):
+    def restore_from_checkpoint(self, filename: PathArg | None = None) -> dict[str, Any]:
         """Restores the source, the counters and the user's state from a checkpoint file."""
         if filename is None:
             if self.checkpoint_config is None:
@@ -475,7 +533,8 @@ class TrainingSession:
         if s.get("epoch_size") != self._json_epoch_size():
             warnings.warn("%s: the checkpoint was taken with epoch_size %r, the session has %r; "
                           "epoch numbering continues from the checkpoint"
-                          % (filename, s.get("epoch_size"), self._json_epoch_size()))
+                          % (filename, s.get("epoch_size"), self._json_epoch_size()),
+                          stacklevel=1)
         self.source.restore_from_checkpoint(state["source"])
         for key in ("samples_seen", "epoch", "epoch_start", "minibatches", "epoch_minibatches",
                     "sweeps", "checkpoint_index", "cv_index", "finished"):
@@ -516,12 +575,10 @@ class TrainingSession:
                 return True
         elif self.max_samples != INFINITELY_REPEAT and self.samples_seen >= self.max_samples:
             return True
-        if self.max_epochs is not None and self.epoch >= self.max_epochs:
-            return True
-        return False
+        return self.max_epochs is not None and self.epoch >= self.max_epochs
 
     @staticmethod
-    def _next_point(freq, seen):
+    def _next_point(freq: int | None, seen: int) -> int | None:
         """The next multiple of a numeric frequency after ``seen`` (None if not numeric)."""
         if freq is None or freq == INFINITELY_REPEAT:
             return None
@@ -549,7 +606,7 @@ class TrainingSession:
             warnings.warn("training_session: %d workers, but the source reports no timeline "
                           "position (minibatchSourcePosition) and no aggregate_samples was "
                           "given; counting this worker's own samples, so workers may disagree "
-                          "on epoch boundaries" % workers)
+                          "on epoch boundaries" % workers, stacklevel=1)
         return SampleCounter(workers, self.aggregate_samples, reports)
 
     def _call(self, data, info):
@@ -562,10 +619,8 @@ class TrainingSession:
                            ("metric", "previous_minibatch_evaluation_average")):
             v = getattr(self.trainer, attr, None)
             if v is not None:
-                try:
+                with contextlib.suppress(TypeError, ValueError):
                     m[name] = float(v)
-                except (TypeError, ValueError):
-                    pass
         return m
 
     def _trainer_seen(self):
@@ -722,11 +777,11 @@ class TrainingSession:
                 setattr(self, attr, cfg.source.get_checkpoint_state())
 
     def _run_cv(self):
-        cfg = self.cv_config
+        cfg = cast(CrossValidationConfig, self.cv_config)  # called only with one
         index = self.cv_index
         self.cv_index += 1
         if cfg.source is None:
-            ok = cfg.callback(index, None, 0, 0)
+            ok = cfg.callback(index, None, 0, 0)  # type: ignore[misc]  # given without a source
             if ok is False:
                 self._stop = True
             return
@@ -831,14 +886,22 @@ class TrainingSession:
             self._out(line)
 
 
-def training_session(mb_source=None, step=None, *cntk_args, trainer=None,
-                     model_inputs_to_streams=None, mb_size=256, epoch_size=FULL_DATA_SWEEP,
-                     max_samples=INFINITELY_REPEAT, max_epochs=None, checkpoint_config=None,
-                     cv_config=None, test_config=None, progress_frequency=None, progress=True,
-                     number_of_workers=1, worker_rank=0, aggregate_samples=None, callbacks=None,
-                     on_epoch_end=None, on_checkpoint=None, on_restore=None,
-                     minibatch_source=None, minibatch_size=None, var_to_stream=None,
-                     log_stats_every=None):
+def training_session(
+    mb_source: Any = None, step: Any = None, *cntk_args: Any, trainer: Any = None,
+    model_inputs_to_streams: StreamMap | None = None, mb_size: MbSize | None = 256,
+    epoch_size: int | None = FULL_DATA_SWEEP, max_samples: int | None = INFINITELY_REPEAT,
+    max_epochs: int | None = None, checkpoint_config: CheckpointConfig | None = None,
+    cv_config: CrossValidationConfig | None = None,
+    test_config: CrossValidationConfig | None = None, progress_frequency: int | None = None,
+    progress: bool | str | Callable[[str], Any] = True, number_of_workers: int = 1,
+    worker_rank: int = 0, aggregate_samples: Callable[[int], int] | None = None,
+    callbacks: Iterable[Any] | None = None,
+    on_epoch_end: Callable[[StepInfo], Any] | None = None,
+    on_checkpoint: Callable[[dict[str, Any]], Any] | None = None,
+    on_restore: Callable[[dict[str, Any]], Any] | None = None,
+    minibatch_source: MinibatchSource | None = None, minibatch_size: MbSize | None = None,
+    var_to_stream: StreamMap | None = None, log_stats_every: float | None = None,
+) -> TrainingSession:
     """A ``TrainingSession`` over any minibatch source; call ``.train()`` to run it.
 
     ``training_session(mb_source, step, ...)``: ``step(data, info)`` does one update;

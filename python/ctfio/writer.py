@@ -9,6 +9,7 @@ precision (float32 for ``precision="float"``, float64 for ``"double"``); integra
 written without a fraction (``1``, not ``1.0``). Sparse zeros are not written.
 """
 
+import contextlib
 import io
 import os
 import secrets
@@ -167,10 +168,8 @@ def _integral_mask(v):
 def _float_strings(v):
     """Shortest round-trip text of each value of a 1-D float32/float64 array (``1.0`` -> ``1``)."""
     np = _np()
-    if v.dtype == np.float32:
-        strs = map(str, v)            # NumPy's shortest float32 repr
-    else:
-        strs = map(repr, v.tolist())  # Python's shortest float64 repr
+    # NumPy's shortest float32 repr, Python's shortest float64 repr
+    strs = map(str, v) if v.dtype == np.float32 else map(repr, v.tolist())
     return [s[:-2] if s.endswith(".0") else s for s in strs]
 
 
@@ -244,7 +243,7 @@ class _Stream:
             else:
                 self.kind = "dense_seqs"
                 self.data = []
-                for i, x in enumerate(data):
+                for x in data:
                     if _is_sparse_matrix(x):
                         raise ValueError("write_ctf: stream %r mixes sparse and dense sequences"
                                          % (alias,))
@@ -504,10 +503,8 @@ class _replace_atomically:
                 self.f.close()
         finally:
             if self.tmp is not None:
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(self.tmp)
-                except OSError:
-                    pass
 
     def __exit__(self, exc_type, exc, tb):
         if self.tmp is None:

@@ -6,6 +6,7 @@ exact expected stdout and stderr. ok/ cases must exit 0, err/ cases 1.
 Usage: run.py PATH_TO_CTFIO [NAME_FILTER]     CTFIO_UPDATE_GOLDEN=1 rewrites the expectations.
 Last line: 'N passed, N failed'; no case at all is a failure."""
 import os
+import pathlib
 import shlex
 import subprocess
 import sys
@@ -20,7 +21,7 @@ for kind, want_rc in (('ok', 0), ('err', 1)):
     for name in sorted(f[:-5] for f in os.listdir(d) if f.endswith('.args')):
         if filt not in name:
             continue
-        args = shlex.split(open(os.path.join(d, name + '.args')).read())
+        args = shlex.split(pathlib.Path(d, name + '.args').read_text())
         r = subprocess.run([cli] + args, cwd=d, capture_output=True)
         why = None
         if r.returncode != want_rc:
@@ -29,9 +30,9 @@ for kind, want_rc in (('ok', 0), ('err', 1)):
             path = os.path.join(d, name + ext)
             if update:
                 if got or os.path.exists(path):
-                    open(path, 'wb').write(got)
+                    pathlib.Path(path).write_bytes(got)
                 continue
-            exp = open(path, 'rb').read() if os.path.exists(path) else b''
+            exp = pathlib.Path(path).read_bytes() if os.path.exists(path) else b''
             if got != exp and not why:
                 gl = got.decode(errors='replace').splitlines()
                 el = exp.decode(errors='replace').splitlines()

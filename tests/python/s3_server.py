@@ -33,8 +33,8 @@ class S3:
     ``weak_key``/``weak_secret`` nothing. ``client`` is a boto3 S3 client of the first."""
 
     def __init__(self):
-        from moto.server import ThreadedMotoServer
         import boto3
+        from moto.server import ThreadedMotoServer
         self.port = free_port()
         self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self.server.start()
@@ -70,8 +70,9 @@ class S3:
     def stop(self):
         # moto's state lives in this process: forget the users and buckets and switch the
         # authentication off again, so that a later S3() of another test module starts clean.
-        from moto import settings
         import urllib.request
+
+        from moto import settings
         settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
         urllib.request.urlopen(urllib.request.Request(self.endpoint + "/moto-api/reset",
                                                       method="POST"), timeout=30).read()

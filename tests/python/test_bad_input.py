@@ -204,7 +204,7 @@ def build(seed, line_mode=False, newline="lf", bom=False, final_newline=True, n_
     for s in range(n_seqs):
         key += rng.randint(1, 3)
 
-        def pre():
+        def pre(key=key, s=s):
             return ("%d" % key) + rng.choice(SEPS + ["", "  "]) if not line_mode else (
                 rng.choice(["", "", "5 ", "123\t"]) if s else "")
         if not line_mode and rng.random() < 0.05:
@@ -245,7 +245,7 @@ def render(seqs, rng, line_mode, newline, bom, final_newline):
     model = Model()
     line_no = 0
     placed = []  # (seq index, row, line_no, offset) for the model pass
-    for si, (key, rows) in enumerate(seqs):
+    for si, (_key, rows) in enumerate(seqs):
         for row in rows:
             text, cols = row.render()
             nl = {"lf": "\n", "crlf": "\r\n", "mixed": rng.choice(["\n", "\r\n"])}[newline]
@@ -258,7 +258,7 @@ def render(seqs, rng, line_mode, newline, bom, final_newline):
     # Chunks as the indexer builds them (rules 4.2): sequence spans from first byte to the next
     # sequence's first byte; a new chunk when the next would make the span exceed CHUNK.
     starts = []  # (seq index, first line, first offset) of data sequences
-    for si, row, ln, off, cols in placed:
+    for si, row, ln, off, _cols in placed:
         if line_mode:
             if not row.empty:
                 starts.append((si, ln, off))
@@ -267,7 +267,7 @@ def render(seqs, rng, line_mode, newline, bom, final_newline):
     ends = [s[2] for s in starts[1:]] + [len(out)]
     chunk_first_lines, chunk_last_lines = set(), set()
     size = None
-    for k, (si, ln, off) in enumerate(starts):
+    for k, (_si, ln, off) in enumerate(starts):
         span = ends[k] - off
         if size is None or size + span > CHUNK:
             chunk_first_lines.add(ln)
@@ -281,7 +281,7 @@ def render(seqs, rng, line_mode, newline, bom, final_newline):
     by_seq = {}
     for p in placed:
         by_seq.setdefault(p[0], []).append(p)
-    for si, (key, rows) in enumerate(seqs):
+    for si, (key, _rows) in enumerate(seqs):
         if line_mode and key is None:
             continue
         prows = by_seq[si]

@@ -4,6 +4,7 @@ converted and read back value for value, ``CBFDeserializer`` in a ``MinibatchSou
 command line."""
 import glob
 import os
+import pathlib
 import runpy
 import subprocess
 import sys
@@ -112,7 +113,7 @@ def conformance_cases():
 def golden_cases():
     out = []
     for args in sorted(glob.glob(os.path.join(TESTS, "golden", "ok", "*.args"))):
-        words = open(args).read().split()
+        words = pathlib.Path(args).read_text().split()
         files = [w for i, w in enumerate(words) if i and words[i - 1] == "--file"]
         inputs = [w for i, w in enumerate(words) if i and words[i - 1] == "--input"]
         if len(files) == 1 and files[0].endswith(".ctf") and inputs:
@@ -235,4 +236,4 @@ def test_command_line(tmp_path):
     r = subprocess.run(cli + ["convert", "cbf", ctf, ctf, "--input", "x:2:dense:a"],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "is the input file" in r.stderr
-    assert open(ctf).read().startswith("1 |a 1 2")
+    assert pathlib.Path(ctf).read_text().startswith("1 |a 1 2")

@@ -13,6 +13,7 @@ server on 127.0.0.1 (moto's server mode) and the tests' own HTTP range server:
 """
 
 import os
+import pathlib
 import random
 import subprocess
 import sys
@@ -165,7 +166,7 @@ def test_remote_cbf_changed_object_is_refused(s3, tmp_path):
 
 def test_http_cbf_reads_as_the_local_file(shards, tmp_path):
     local, _, _ = shards
-    srv = RangeServer({"/d/%d.bin" % i: open(p, "rb").read() for i, p in enumerate(local)})
+    srv = RangeServer({"/d/%d.bin" % i: pathlib.Path(p).read_bytes() for i, p in enumerate(local)})
     try:
         urls = ["%s/d/%d.bin" % (srv.url, i) for i in range(len(local))]
         assert read(source(urls, max_sweeps=2, cache_dir=str(tmp_path))) == \

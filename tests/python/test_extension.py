@@ -9,11 +9,9 @@ import os
 import sys
 import threading
 
-import pytest
-
-from conftest import assert_rss_flat
-
 import numpy as np
+import pytest
+from conftest import assert_rss_flat
 
 import ctfio
 from ctfio import _ctfio
@@ -589,9 +587,8 @@ def test_close_and_context_manager(tmp_path):
         mb = r2.next(4)
     assert r2.closed
     assert np.asarray(mb.stream(0)["values"]).tolist() == SMALL_X
-    with pytest.raises(ValueError):
-        with r2:
-            pass
+    with pytest.raises(ValueError), r2:
+        pass
 
 
 def test_bsconfig_load(tmp_path):

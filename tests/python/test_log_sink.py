@@ -40,6 +40,7 @@ def test_log_none_writes_warnings_to_stderr(tmp_path, mode):
 def test_extension_has_no_test_hooks():
     """The extension compiles lib/ as the release library: no allocation or I/O counters."""
     import shutil
+
     from ctfio import _ctfio
     nm = shutil.which("nm")
     if nm is None:

@@ -10,8 +10,16 @@ import numpy as np
 import pytest
 
 from ctfio.paddle import (
-    DataProvider, SampleError, define_py_data_sources2, dense_vector, integer_value,
-    integer_value_sequence, integer_value_sub_sequence, provider, sparse_binary_vector)
+    DataProvider,
+    SampleError,
+    define_py_data_sources2,
+    dense_vector,
+    integer_value,
+    integer_value_sequence,
+    integer_value_sub_sequence,
+    provider,
+    sparse_binary_vector,
+)
 
 
 def write_lines(path, lines):
@@ -47,8 +55,9 @@ def test_autoencoder_yields_a_bare_dense_vector(tmp_path):
 
     @provider(input_types={"pixel": dense_vector(3)}, should_shuffle=False)
     def process(settings, filename):
-        for line in open(filename):
-            yield [float(v) for v in line.split()]
+        with open(filename) as f:
+            for line in f:
+                yield [float(v) for v in line.split()]
 
     (batch,) = list(process([data], batch_size=2))
     np.testing.assert_allclose(batch["pixel"].value, [[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]],

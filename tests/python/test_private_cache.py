@@ -12,9 +12,9 @@ import os
 import stat
 
 import pytest
+from test_chunk_cache import entries, perf, read, render, source
 
 import ctfio
-from test_chunk_cache import entries, perf, read, render, source
 
 
 @pytest.fixture

@@ -18,12 +18,30 @@ import pytest
 import ctfio
 from ctfio import _ctfio
 from ctfio.provider import (
-    Batch, CacheType, DataProvider, InputType, ProviderData, SampleError, SequenceType,
-    Settings, dense_vector, dense_vector_sequence, dense_vector_sub_sequence, index_slot,
-    integer_sequence, integer_value, integer_value_sequence, integer_value_sub_sequence,
-    provider, sparse_binary_vector, sparse_binary_vector_sequence,
-    sparse_binary_vector_sub_sequence, sparse_vector, sparse_vector_sequence,
-    sparse_vector_sub_sequence)
+    Batch,
+    CacheType,
+    DataProvider,
+    InputType,
+    ProviderData,
+    SampleError,
+    SequenceType,
+    Settings,
+    dense_vector,
+    dense_vector_sequence,
+    dense_vector_sub_sequence,
+    index_slot,
+    integer_sequence,
+    integer_value,
+    integer_value_sequence,
+    integer_value_sub_sequence,
+    provider,
+    sparse_binary_vector,
+    sparse_binary_vector_sequence,
+    sparse_binary_vector_sub_sequence,
+    sparse_vector,
+    sparse_vector_sequence,
+    sparse_vector_sub_sequence,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -511,7 +529,7 @@ def test_cache_pass_in_mem_replays_without_calling_the_generator():
     calls = []
     dp = _counting_provider(CacheType.CACHE_PASS_IN_MEM, calls)(files(5), batch_size=7, seed=9)
     plain = _counting_provider(CacheType.NO_CACHE, [])(files(5), batch_size=7, seed=9)
-    for pass_index in range(3):
+    for _pass_index in range(3):
         got, want = ids_of(one_pass(dp)), ids_of(one_pass(plain))
         assert got == want  # the cache changes nothing in the order
         assert sorted(calls) == files(5)  # only the first pass called the generator
@@ -672,7 +690,7 @@ def test_init_hook_arguments_and_settings_shared_with_process(tmp_path):
     @provider(init_hook=on_init)
     def process(settings, filename):
         seen.append(settings)
-        yield {"word": [settings.dictionary[w] for w in "a b a".split()], "label": 1}
+        yield {"word": [settings.dictionary[w] for w in ["a", "b", "a"]], "label": 1}
 
     words = {"a": 0, "b": 1}
     dp = process(["f1", "f2"], batch_size=2, is_train=False, args={"dictionary": words},

@@ -16,6 +16,7 @@
 
 import json
 import os
+import pathlib
 import random
 import subprocess
 import sys
@@ -417,7 +418,7 @@ def test_plain_https_url_unsigned(corpus, tmp_path):
     """An http:// URL is read unsigned by range requests, as the local file; a pattern over
     HTTP is refused (there is no listing)."""
     local, _, _ = corpus
-    srv = RangeServer({"/d/%d.ctf" % i: open(p, "rb").read() for i, p in enumerate(local)})
+    srv = RangeServer({"/d/%d.ctf" % i: pathlib.Path(p).read_bytes() for i, p in enumerate(local)})
     try:
         urls = ["%s/d/%d.ctf" % (srv.url, i) for i in range(len(local))]
         ref = read(source(local, max_sweeps=2), 8)

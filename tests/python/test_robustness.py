@@ -15,6 +15,7 @@ import pytest
 import ctfio
 from ctfio.provider import SampleError, integer_value, provider, sparse_binary_vector
 
+
 def ctf_file(tmp_path, n=200, name="d.ctf"):
     path = str(tmp_path / name)
     with open(path, "w") as f:
@@ -118,14 +119,14 @@ def test_close_from_another_thread():
         dp = process(["a", "b"], batch_size=64, readahead=1)
         errors = []
 
-        def consume():
+        def consume(dp=dp, errors=errors):
             try:
                 for _ in dp:
                     pass
-            except RuntimeError as e:       # "this pass was ended": a documented outcome
-                errors.append(e)
-            except BaseException as e:  # noqa: BLE001 - what the test looks for
-                errors.append(e)
+            except RuntimeError as exc:       # "this pass was ended": a documented outcome
+                errors.append(exc)
+            except BaseException as exc:  # noqa: BLE001 - what the test looks for
+                errors.append(exc)
         t = threading.Thread(target=consume)
         t.start()
         started.wait(5)

@@ -11,16 +11,19 @@ import sys
 import threading
 import time
 
-import pytest
-
 import numpy as np
-
-import ctfio
-
-from ctfio import (FULL_DATA_SWEEP, INFINITELY_REPEAT, CTFDeserializer,  # noqa: E402
-                   MinibatchSource, StreamDef, StreamDefs)
+import pytest
 from conftest import MBDATA_SPARSE_X, assert_rss_flat  # noqa: E402
 
+import ctfio
+from ctfio import (  # noqa: E402
+    FULL_DATA_SWEEP,
+    INFINITELY_REPEAT,
+    CTFDeserializer,
+    MinibatchSource,
+    StreamDef,
+    StreamDefs,
+)
 
 # -- helpers -------------------------------------------------------------------------------------
 

@@ -123,8 +123,8 @@ def test_training_session_reads_no_state_per_minibatch(seq_file):
         src = ctf_source(seq_file)
         c = CountingStates(src)
         steps = []
-        ctfio.training_session(src, lambda d, i: steps.append(i.num_samples), mb_size=5,
-                               epoch_size=FULL_DATA_SWEEP, max_epochs=3, progress=False,
+        ctfio.training_session(src, lambda d, i, steps=steps: steps.append(i.num_samples),
+                               mb_size=5, epoch_size=FULL_DATA_SWEEP, max_epochs=3, progress=False,
                                number_of_workers=workers, worker_rank=0).train()
         assert len(steps) > 20 and c.calls <= 1
 

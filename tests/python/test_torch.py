@@ -319,7 +319,7 @@ def test_dataloader_two_workers_covers_every_sequence_once(data):
     ds = ct.CTFIterableDataset(factory(data), 16, with_keys=True)
     dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2,
                                      persistent_workers=True)
-    for epoch in range(2):
+    for _epoch in range(2):
         got = [b for b in dl]
         want = [b for b in ref]
         assert len(got) == 2 * len(want)

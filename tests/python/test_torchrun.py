@@ -121,7 +121,7 @@ def test_steps_disjoint_and_union_is_single_process(two_ranks, data):
     ref, _ = reference(data, tw.STEPS)
     check_steps(two_ranks, ref)
     # Every step moved the same global amount of data on both ranks.
-    for i, want in enumerate(ref):
+    for i, _want in enumerate(ref):
         assert two_ranks[0]["steps"][i]["global_samples"] == sum(
             two_ranks[r]["steps"][i]["samples"] for r in range(2))
 
@@ -135,7 +135,7 @@ def test_sweep_covers_every_sequence_once(two_ranks):
 
 def test_empty_share_is_empty_tensors_not_a_hang(two_ranks):
     steps = [[res["empty"][i] for res in two_ranks] for i in range(4)]
-    for i, shares in enumerate(steps):
+    for _i, shares in enumerate(steps):
         assert sorted(len(s["keys"]) for s in shares) == [0, 1]
         assert all(s["global_samples"] >= 1 for s in shares)
         empty = [s for s in shares if not s["keys"]][0]

@@ -9,8 +9,16 @@ import pytest
 import scipy.sparse as sp
 
 import ctfio
-from ctfio import (FULL_DATA_SWEEP, INFINITELY_REPEAT, CheckpointConfig, CrossValidationConfig,
-                   MinibatchData, StreamInformation, UserMinibatchSource, training_session)
+from ctfio import (
+    FULL_DATA_SWEEP,
+    INFINITELY_REPEAT,
+    CheckpointConfig,
+    CrossValidationConfig,
+    MinibatchData,
+    StreamInformation,
+    UserMinibatchSource,
+    training_session,
+)
 
 N = 40  # sequences in the test data; sequence i has feature value i
 
@@ -146,7 +154,7 @@ def test_schedule_sizes_per_epoch(make_source):
     rec = Recorder()
     s = run(make_source(), rec, mb_size=[4] * 2 + [8], epoch_size=16, max_samples=64)
     per_epoch = {}
-    for epoch, _, _, mb_size, request, xs in rec.calls:
+    for epoch, _, _, mb_size, _request, xs in rec.calls:
         per_epoch.setdefault(epoch, []).append((mb_size, len(xs)))
     assert per_epoch == {0: [(4, 4)] * 4, 1: [(4, 4)] * 4, 2: [(8, 8)] * 2, 3: [(8, 8)] * 2}
     assert s.samples_seen == 64 and s.epoch == 4 and s.minibatches == 12
@@ -252,7 +260,8 @@ def test_resume_equals_uninterrupted(make_source, tmp_path):
     first = Recorder(fail_after=9)   # dies in epoch 2, one minibatch after the epoch-1 checkpoint
     with pytest.raises(KeyboardInterrupt):
         _session(make_source(), first, ckpt).train()
-    state = json.load(open(ckpt))
+    with open(ckpt) as f:
+        state = json.load(f)
     assert state["session"]["samples_seen"] == 32 and state["session"]["epoch"] == 2
     assert state["user"]["calls"] == 8
 
@@ -397,9 +406,9 @@ class FakeTrainer:
     def test_minibatch(self, arguments):
         return float(np.asarray(arguments["in_x"].values).mean())
 
-    def save_checkpoint(self, filename, external_state={}):
+    def save_checkpoint(self, filename, external_state=None):
         with open(filename, "w") as f:
-            json.dump({"w": self.w, "n": len(self.seen), "ext": external_state}, f)
+            json.dump({"w": self.w, "n": len(self.seen), "ext": external_state or {}}, f)
         self.saved.append(filename)
 
     def restore_from_checkpoint(self, filename):

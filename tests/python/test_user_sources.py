@@ -552,7 +552,7 @@ def test_mismatched_state_raises():
 # ---------------------------------------------------------------------------------------------
 
 import ctfio as C  # noqa: E402  (the notebook's `import cntk as C`)
-from ctfio import UserMinibatchSource, StreamInformation, MinibatchData  # noqa: E402
+from ctfio import MinibatchData, StreamInformation, UserMinibatchSource  # noqa: E402
 
 sample_data = r'''0 |x 560:1 |y 1 0 0 0 0
 0 |x 0:1
@@ -586,7 +586,7 @@ class MyMultiWorkerDataSource(UserMinibatchSource):
         self.lsi = StreamInformation("labels", 1, 'dense', np.float32, (self.l_dim,))
         self.sequences = sorted(self.data)
         self.next_seq_idx = 0
-        super(MyMultiWorkerDataSource, self).__init__()
+        super().__init__()
 
     def _prepare_data(self):
         """
@@ -723,7 +723,7 @@ def test_seed_user_source_two_workers():
     assert [si.name for si in workers[0].stream_infos()] == ["features", "labels"]
     assert workers[0].streams.features.storage_format == "sparse"
     got = [[], []]
-    for call in range(6):
+    for _call in range(6):
         for r, w in enumerate(workers):
             # as the training driver calls it
             got[r].extend(_seed_sequences(w._next(7, 2, r, None), w))

@@ -6,8 +6,13 @@ import pytest
 
 import ctfio
 from ctfio import _ctfio
-from ctfio.provider import (dense_vector, dense_vector_sequence, integer_value, provider,
-                            sparse_vector)
+from ctfio.provider import (
+    dense_vector,
+    dense_vector_sequence,
+    integer_value,
+    provider,
+    sparse_vector,
+)
 
 
 def write(tmp_path, lines, name="d.ctf"):

@@ -12,8 +12,9 @@ import pytest
 import ctfio
 
 pytest.importorskip("torch")
-import ctfio.torch  # noqa: E402
 import torch.utils.data  # noqa: E402
+
+import ctfio.torch  # noqa: E402
 
 CHUNK = 16 * 1024   # small chunks: about twenty per file
 

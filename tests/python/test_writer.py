@@ -11,7 +11,6 @@ import ctfio
 from ctfio import sequence_to_cntk_text_format, write_ctf
 from ctfio import writer as writer_module
 
-
 # ---------------------------------------------------------------------------------------------
 # sequence_to_cntk_text_format: CNTK's outputs
 # ---------------------------------------------------------------------------------------------

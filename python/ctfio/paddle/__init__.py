@@ -31,12 +31,32 @@ import importlib
 
 from .data_provider import Batch, DataProvider, ProviderData, StagedData  # noqa: F401
 from .types import (  # noqa: F401 - re-exported
-    OPTION_DEFAULTS, CacheType, DataType, InputType, SampleError, SequenceType, Settings,
-    check_options, dense_slot, dense_vector, dense_vector_sequence, dense_vector_sub_sequence,
-    index_slot, integer_sequence, integer_value, integer_value_sequence,
-    integer_value_sub_sequence, sparse_binary_vector, sparse_binary_vector_sequence,
-    sparse_binary_vector_sub_sequence, sparse_non_value_slot, sparse_value_slot, sparse_vector,
-    sparse_vector_sequence, sparse_vector_sub_sequence)
+    OPTION_DEFAULTS,
+    CacheType,
+    DataType,
+    InputType,
+    SampleError,
+    SequenceType,
+    Settings,
+    check_options,
+    dense_slot,
+    dense_vector,
+    dense_vector_sequence,
+    dense_vector_sub_sequence,
+    index_slot,
+    integer_sequence,
+    integer_value,
+    integer_value_sequence,
+    integer_value_sub_sequence,
+    sparse_binary_vector,
+    sparse_binary_vector_sequence,
+    sparse_binary_vector_sub_sequence,
+    sparse_non_value_slot,
+    sparse_value_slot,
+    sparse_vector,
+    sparse_vector_sequence,
+    sparse_vector_sub_sequence,
+)
 
 __all__ = [
     "provider", "define_py_data_sources2", "DataProvider", "CacheType", "SequenceType", "DataType",

@@ -35,8 +35,15 @@ from .. import _check, _ctfio
 from .._staging import Staging
 from ..source import MinibatchData, StreamInformation, UserMinibatchSource, _np
 from ._reading import _CHUNK, _Counters, _Feed, _Job, _Readers
-from .types import (OPTION_DEFAULTS, CacheType, DataType, SequenceType, Settings, _slots,
-                    check_options)
+from .types import (
+    OPTION_DEFAULTS,
+    CacheType,
+    DataType,
+    SequenceType,
+    Settings,
+    _slots,
+    check_options,
+)
 
 __all__ = ["DataProvider", "ProviderData", "StagedData", "Batch"]
 
