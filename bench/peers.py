@@ -48,6 +48,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -297,6 +298,38 @@ WORKERS = {"baseline": w_baseline, "ctfio": w_ctfio, "pandas": w_pandas, "pyarro
            "pandas_sp": w_pandas_sp}
 
 
+def _thread_ticks():
+    """CPU clock ticks of every thread of this process but the calling one."""
+    me, total = threading.get_native_id(), 0
+    for t in os.listdir("/proc/self/task"):
+        if int(t) == me:
+            continue
+        try:
+            with open("/proc/self/task/%s/stat" % t) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue    # the thread ended
+        total += int(fields[11]) + int(fields[12])
+    return total
+
+
+def _settle(limit=1.0):
+    """Waits (at most `limit` seconds) until the process's other threads are idle. NumPy's
+    OpenBLAS threads spin on a core for about 0.1 s after the import (their idle timeout) before
+    they sleep; measured inside that window, a 0.2 s sweep on two cores loses a third of one core
+    to them (a profile shows blas_thread_server at ~20% of the samples), a cost a training
+    process pays once, not per sweep. @return : the seconds waited."""
+    t0 = time.perf_counter()
+    last = _thread_ticks()
+    while time.perf_counter() - t0 < limit:
+        time.sleep(0.05)
+        now = _thread_ticks()
+        if now == last:
+            break
+        last = now
+    return time.perf_counter() - t0
+
+
 def worker_main(argv):
     ap = argparse.ArgumentParser()
     ap.add_argument("tool")
@@ -331,11 +364,13 @@ def worker_main(argv):
         WORKERS[a.tool](a)
         warm = time.perf_counter() - t0
     a.file = real
+    settled = _settle()
     c0 = time.process_time()
     r = WORKERS[a.tool](a)
     # all threads, less the checksum (a single-threaded sum, so its wall time is its CPU time)
     r["cpu_s"] = time.process_time() - c0 - r.get("checksum_s", 0.0)
     r["warmup_s"] = warm
+    r["settle_s"] = settled
     r["maxrss_kb"] = _rss_kb()
     r["bytes"] = os.path.getsize(a.file)
     print("RESULT " + json.dumps(r))
