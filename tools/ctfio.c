@@ -78,6 +78,9 @@ static const char usage_text[] =
     "  --state          print the checkpoint state after each minibatch ('state {...}')\n"
     "  --restore STATE  start from a saved state (JSON text, or @FILE of at most 64 MiB)\n"
     "  --line           add the first line number to each sequence (file-order dump)\n"
+    "  --at POSITION    replay: the minibatches from that timeline position (any sweep; after\n"
+    "                   --restore, if given), each sequence with its file and first line\n"
+    "  --at-step S      replay from step S of a run of --mb K minibatches (reads the S before)\n"
     "  --stats          at the end, where the time went: each stage's time and bytes, and the\n"
     "                   stage that limits throughput (on stderr, 'stats: ...' lines)\n"
     "\n"
@@ -123,6 +126,7 @@ static void usage_error(const char *fmt, const char *arg)
 
 #define MAX_OVERRIDES 128
 #define MAX_FILE_ARGS 1024
+enum { AT_POSITION = 1, AT_STEP };
 
 typedef struct opts {
     const char *command;
@@ -143,8 +147,9 @@ typedef struct opts {
     const char *window_samples, *mb_stream, *restore, *chunk_cache;
     const char *endpoint, *cache_dir; /* remote data: --endpoint, --cache-dir */
     bool no_sign;                     /* --no-sign-request */
-    uint64_t mb, count;
+    uint64_t mb, count, at;
     bool have_mb, have_count, print_state, with_line, print_stats;
+    int at_kind; /* 0, or AT_POSITION / AT_STEP: --at, --at-step */
     int progress; /* 1 --progress, -1 --no-progress, 0 on a terminal for large inputs */
 } opts;
 
@@ -265,7 +270,11 @@ static void parse_args(opts *o, int argc, char **argv)
             o->restore = NEXT();
         else if (!strcmp(a, "--line"))
             o->with_line = true;
-        else if (!strcmp(a, "--stats"))
+        else if (!strcmp(a, "--at") || !strcmp(a, "--at-step")) {
+            if (o->at_kind) usage_error("%s: give one of --at and --at-step", a);
+            o->at_kind = strcmp(a, "--at") ? AT_STEP : AT_POSITION;
+            o->at = parse_u64_arg(a, NEXT());
+        } else if (!strcmp(a, "--stats"))
             o->print_stats = true;
         else if (!strcmp(a, "--progress"))
             o->progress = 1;
@@ -279,6 +288,9 @@ static void parse_args(opts *o, int argc, char **argv)
 #undef NEXT
     }
     if (o->have_mb && o->mb == 0) usage_error("--mb: must be > 0%s", "");
+    if (o->at_kind && !o->have_mb)
+        usage_error("%s needs --mb (a replay is of minibatches)",
+                    o->at_kind == AT_STEP ? "--at-step" : "--at");
 }
 
 /*======================================================================
@@ -826,7 +838,25 @@ static int cmd_dump(opts *o, ctf_config *cfg)
         }
         free(st);
     }
-    uint64_t emitted = 0;
+    /* A replay: from a position (a seek: the state the run had there), or from a step of a run
+     * of fixed-size minibatches (the steps before it are cut and dropped: positions after a
+     * step depend on the sequences' lengths). Indices count the run's steps where known. */
+    uint64_t emitted = 0, first_index = 0;
+    if (o->at_kind == AT_POSITION && ctf_reader_seek(r, o->at)) {
+        rc = die_error(ctf_reader_error(r));
+        ctf_reader_free(r);
+        return rc;
+    }
+    for (uint64_t s = 0; o->at_kind == AT_STEP && s < o->at; s++, first_index++) {
+        ctf_minibatch *mb;
+        if (ctf_reader_next(r, o->mb, &mb)) {
+            rc = die_error(ctf_reader_error(r));
+            ctf_reader_free(r);
+            return rc;
+        }
+        if (!mb) break;
+        ctf_minibatch_free(mb);
+    }
     while (!o->have_count || emitted < o->count) {
         ctf_minibatch *mb;
         if (ctf_reader_next(r, o->have_mb ? o->mb : 1, &mb)) {
@@ -835,7 +865,9 @@ static int cmd_dump(opts *o, ctf_config *cfg)
             break;
         }
         if (!mb) break;
-        if (o->have_mb)
+        if (o->at_kind)
+            dump_json_replay(mb, stdout, first_index + emitted, r);
+        else if (o->have_mb)
             dump_json_minibatch(mb, stdout, emitted);
         else
             dump_json_sequences(mb, stdout, o->with_line);

@@ -60,12 +60,19 @@ static void put_sample(FILE *out, const ctf_stream_view *v, size_t smp)
 
 /* Prints {"key": K, ["file": F,] ["line": L,] "streams": {...}} for sequence i; first[k] is
  * stream k's first sample of sequence i and moves past it. */
+/* `r`: also the sequence's file path (a replay). */
 static void put_sequence(const ctf_minibatch *mb, const ctf_stream_view *views, size_t i,
-                         size_t *first, FILE *out, bool with_line)
+                         size_t *first, FILE *out, bool with_line, const ctf_reader *r)
 {
     fprintf(out, "{\"key\": %llu, ", (unsigned long long)ctf_minibatch_keys(mb)[i]);
-    if (ctf_minibatch_has_files(mb))
-        fprintf(out, "\"file\": %lu, ", (unsigned long)ctf_minibatch_files(mb)[i]);
+    const bool files = ctf_minibatch_has_files(mb);
+    if (files) fprintf(out, "\"file\": %lu, ", (unsigned long)ctf_minibatch_files(mb)[i]);
+    if (r) {
+        const char *path = ctf_reader_file_path(r, files ? ctf_minibatch_files(mb)[i] : 0);
+        fputs("\"path\": ", out);
+        put_json_string(out, path ? path : "");
+        fputs(", ", out);
+    }
     if (with_line) fprintf(out, "\"line\": %llu, ", (unsigned long long)ctf_minibatch_lines(mb)[i]);
     fputs("\"streams\": {", out);
     const size_t ns = ctf_minibatch_num_streams(mb);
@@ -97,13 +104,25 @@ int dump_json_sequences(const ctf_minibatch *mb, FILE *out, bool with_line)
     get_views(mb, views);
     const size_t n = ctf_minibatch_num_sequences(mb);
     for (size_t i = 0; i < n; i++) {
-        put_sequence(mb, views, i, first, out, with_line);
+        put_sequence(mb, views, i, first, out, with_line, NULL);
         fputc('\n', out);
     }
     return ferror(out) ? CTF_EIO : 0;
 }
 
+static int put_minibatch(const ctf_minibatch *mb, FILE *out, uint64_t index, const ctf_reader *r);
+
 int dump_json_minibatch(const ctf_minibatch *mb, FILE *out, uint64_t index)
+{
+    return put_minibatch(mb, out, index, NULL);
+}
+
+int dump_json_replay(const ctf_minibatch *mb, FILE *out, uint64_t index, const ctf_reader *r)
+{
+    return put_minibatch(mb, out, index, r);
+}
+
+static int put_minibatch(const ctf_minibatch *mb, FILE *out, uint64_t index, const ctf_reader *r)
 {
     size_t first[CTF_MAX_STREAMS] = {0};
     ctf_stream_view views[CTF_MAX_STREAMS];
@@ -114,7 +133,7 @@ int dump_json_minibatch(const ctf_minibatch *mb, FILE *out, uint64_t index)
     const size_t n = ctf_minibatch_num_sequences(mb);
     for (size_t i = 0; i < n; i++) {
         if (i) fputs(", ", out);
-        put_sequence(mb, views, i, first, out, false);
+        put_sequence(mb, views, i, first, out, r != NULL, r);
     }
     fputs("]}\n", out);
     return ferror(out) ? CTF_EIO : 0;

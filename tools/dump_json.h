@@ -18,5 +18,8 @@ int dump_json_sequences(const ctf_minibatch *mb, FILE *out, bool with_line);
 /* The whole minibatch as one line: {"index": I, "position": P, "end_of_sweep": B,
  * "sequences": [...]} (dump --mb). @return : as dump_json_sequences. */
 int dump_json_minibatch(const ctf_minibatch *mb, FILE *out, uint64_t index);
+/* A replayed minibatch: as dump_json_minibatch, each sequence also with its file's path
+ * ("path", from reader r) and its first line ("line"). */
+int dump_json_replay(const ctf_minibatch *mb, FILE *out, uint64_t index, const ctf_reader *r);
 
 #endif

@@ -930,6 +930,29 @@ class MinibatchSource:
         (``_positional_state`` readers only), made by the C reader without reading anything."""
         return json.loads(self._reader.state_at(position))
 
+    def state_at(self, position: int) -> dict[str, Any]:
+        """The checkpoint state at ``position`` of the global timeline (any sweep, the same on
+        every worker): ``restore_from_checkpoint`` of it continues exactly as the
+        uninterrupted run did from there, with any number of workers (a replay of any step).
+        For one data set (files, a corpus, a join, remote objects) without truncated BPTT it is
+        made from the position alone, reading nothing. For a mix it is found by a seek of this
+        reader (which reads the records of each part's data before the position), and the
+        reader is then put back where it was. Truncated BPTT raises ValueError: its state at a
+        position depends on how earlier minibatches split the sequences."""
+        position = _check.count(position, "state_at: position")
+        if self._positional_state:
+            return self._state_at(position)
+        if self._params.get("truncation_length"):
+            raise ValueError("state_at: a truncated-BPTT reader's state at another position "
+                             "depends on the minibatches before it; take its state there")
+        here = self._reader.get_state()
+        try:
+            self._reader.position = position
+            state: dict[str, Any] = json.loads(self._reader.get_state())
+        finally:
+            self._reader.restore_state(here)
+        return state
+
     def get_checkpoint_state(self) -> dict[str, Any]:
         state: dict[str, Any] = json.loads(self._reader.get_state())
         return state
