@@ -3,7 +3,8 @@
  * offset, the one way of writing a file atomically (a fresh temporary file that no link can
  * redirect, fsync, rename), the trust check of cache directories, the monotonic clock of the
  * stage counters, and (test builds only) the I/O fault-injection counters of the reliability
- * tests. Threads use pthreads directly through platform.h-style wrappers in prefetch.c.
+ * tests. Threads are not wrapped here: the files that run them (reader/prefetch.c,
+ * reader/ahead.c, io/http.c) use pthreads directly.
  */
 
 #include "common/common.h"

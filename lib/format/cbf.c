@@ -84,12 +84,6 @@ void ctf__cbf_free(ctf__cbf *cbf)
     CTF_FREE(cbf);
 }
 
-const ctf__cbf_stream *ctf__cbf_streams(const ctf__cbf *cbf, size_t *n)
-{
-    *n = cbf->num_streams;
-    return cbf->streams;
-}
-
 /* The raw chunk table entry. */
 typedef struct raw_chunk {
     uint64_t offset;

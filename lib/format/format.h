@@ -354,7 +354,6 @@ int ctf__cbf_file_streams(struct ctf__remote *rem, const char *path, bool *is_cb
  * CTF_EPARSE (not a valid file), CTF_EINVAL (the streams do not fit), CTF_EIO, CTF_ENOMEM. */
 int ctf__cbf_index(ctf_index *idx, const ctf_config *cfg, struct ctf__io *io, ctf_error *err);
 void ctf__cbf_free(ctf__cbf *cbf);
-const ctf__cbf_stream *ctf__cbf_streams(const ctf__cbf *cbf, size_t *n);
 /* Chunk c's sequence records (key: the sequence's number in the file) from its lengths: bytes
  * (the chunk's first bytes) or, when NULL, read from the file. */
 int ctf__cbf_chunk_seqs(const ctf_index *idx, size_t c, const char *bytes, ctf__seqbuf *out,

@@ -3,8 +3,10 @@
  * (include/ctfio.h) for the pure-Python layer in ctfio/source.py.
  *
  * What it exposes:
- *   Reader      owns a ctf_reader; next() returns a Minibatch (or None at the end of the data),
- *               get_state()/restore_state() are the JSON checkpoint, position is read/write.
+ *   Reader      owns a ctf_reader; next() returns a Minibatch (or None at the end of the data)
+ *               and undo() takes it back, get_state()/restore_state()/state_at() are the JSON
+ *               checkpoint, position is read/write; stats(), io_counters(), perf() and
+ *               index_info() are the counters as dicts (_stats.c); close() frees the reader.
  *   Minibatch   owns a ctf_minibatch; stream(i) describes one stream as a dict of Buffers;
  *               stream_data(cls, keys, frame_mode) makes the {key: cls} dict of
  *               MinibatchSource.next_minibatch in one call, whose objects ask buffer(i, part)
@@ -14,7 +16,8 @@
  *               from it keep the data alive after the Minibatch, later next() calls and even the
  *               Reader are gone. NumPy is never needed at build time.
  *   CTFError, ParseError(CTFError, ValueError) and its subclass DataChangedError,
- *               StateError(CTFError, ValueError), bsconfig_load.
+ *               StateError(CTFError, ValueError), bsconfig_load; the providers' encoder and
+ *               pool (_provider.c) and the command-line tool and converters (_tools.c).
  *   The Buffer type lives in _buffer.c, the dicts of Reader.stats()/index_info() in _stats.c,
  *   Reader() argument parsing and the configuration dicts in _config.c.
  *
