@@ -73,6 +73,29 @@ int ctf__grow(void **buf, size_t *cap, size_t need, size_t elt);
 #define CTF_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define CTF_MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* Rules of a configuration that several layers apply, each written once. */
+
+/* The name a stream has in the data (a CTF field, a CBF stream): its alias, else its name. */
+static inline const char *ctf__stream_field(const ctf_stream_def *s)
+{
+    return s->alias && s->alias[0] ? s->alias : s->name;
+}
+
+/* Whether the data is randomized: randomize, with a window of more than nothing. */
+static inline bool ctf__randomized(const ctf_config *cfg)
+{
+    return cfg->randomize && cfg->randomization_window > 0;
+}
+
+/* The window in chunks: `window` chunks, or a window of `window` samples over chunks of
+ * samples / num_chunks samples each on average (rounded so that it never comes to 0). */
+static inline uint64_t ctf__window_chunks(uint64_t window, bool in_samples, uint64_t samples,
+                                          size_t num_chunks)
+{
+    if (!in_samples) return window;
+    return window / (samples / (num_chunks ? num_chunks : 1) + 1) + 1;
+}
+
 /*======================================================================
  * Errors (error.c)
  *====================================================================*/

@@ -55,10 +55,6 @@ void ctf_config_init(ctf_config *cfg)
     cfg->remote.max_retries = 8;
 }
 
-static const char *stream_alias(const ctf_stream_def *s)
-{
-    return s->alias && s->alias[0] ? s->alias : s->name;
-}
 
 #define BAD(...) ctf__fail(err, CTF_EINVAL, CTF__NOWHERE, __VA_ARGS__)
 
@@ -137,9 +133,9 @@ int ctf_config_validate(const ctf_config *cfg, ctf_error *err)
                 return BAD("config.streams[%zu].name: duplicate name '%s' (also used by "
                            "config.streams[%zu])",
                            i, s->name, j);
-            if (strcmp(stream_alias(s), stream_alias(o)) == 0)
+            if (strcmp(ctf__stream_field(s), ctf__stream_field(o)) == 0)
                 return BAD("input.%s.alias: duplicate alias '%s' (also used by input.%s)", s->name,
-                           stream_alias(s), o->name);
+                           ctf__stream_field(s), o->name);
         }
         if (s->defines_mb_size) {
             if (mb)
@@ -1122,11 +1118,11 @@ static int apply_streams(const ctf_bsconfig *doc, const deser_slot *slot, const 
         snprintf(name, sizeof name, "input.%.120s.definesMBSize", s->key);
         if (f[3]) TRY(get_bool(doc, f[3], name, &d->defines_mb_size, err));
         for (size_t j = 0; j < i; j++)
-            if (!strcmp(stream_alias(d), stream_alias(&slot->streams[j])))
+            if (!strcmp(ctf__stream_field(d), ctf__stream_field(&slot->streams[j])))
                 return doc_fail(doc, f[2] ? f[2] : s, !f[2], err,
                                 "input.%s.alias: duplicate "
                                 "alias '%s' (also used by input.%s)",
-                                s->key, stream_alias(d), slot->streams[j].name);
+                                s->key, ctf__stream_field(d), slot->streams[j].name);
         if (d->defines_mb_size) {
             if (mb)
                 return doc_fail(doc, f[3], false, err,

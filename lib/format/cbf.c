@@ -257,7 +257,7 @@ static int map_streams(ctf__cbf *cbf, const ctf_config *cfg, const char *path, c
     for (size_t j = 0; j < CTF_MAX_STREAMS; j++) cbf->to_cfg[j] = -1;
     for (size_t k = 0; k < cfg->num_streams; k++) {
         const ctf_stream_def *d = &cfg->streams[k];
-        const char *want = d->alias && d->alias[0] ? d->alias : d->name;
+        const char *want = ctf__stream_field(d);
         size_t j = 0;
         while (j < cbf->num_streams && strcmp(cbf->streams[j].name, want)) j++;
         if (j == cbf->num_streams) {

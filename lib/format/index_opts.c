@@ -4,10 +4,6 @@
  */
 #include "format/index_opts.h"
 
-static const char *stream_alias(const ctf_stream_def *s)
-{
-    return (s->alias && s->alias[0]) ? s->alias : s->name;
-}
 
 int ctf__index_opts_init(index_opts *o, const ctf_config *cfg)
 {
@@ -23,7 +19,7 @@ int ctf__index_opts_init(index_opts *o, const ctf_config *cfg)
     uint64_t h = 0xcbf29ce484222325ull;
     h = ctf__hash_bytes(h, &o->skip_ids, 1);
     for (size_t i = 0; i < cfg->num_streams; i++) {
-        const char *a = stream_alias(&cfg->streams[i]);
+        const char *a = ctf__stream_field(&cfg->streams[i]);
         o->aliases[i] = a;
         o->alias_lens[i] = strlen(a);
         /* `|#` opens a comment even when an alias starts with '#' */

@@ -1208,7 +1208,7 @@ int ctf__parse_begin(const ctf__parse_cfg *pc, const ctf_index *idx, size_t chun
     for (size_t k = 0; k < ns; k++) {
         const ctf_stream_def *d = &pc->streams[k];
         ctf__stream_data *sd = &cd->streams[k];
-        r->alias[k] = (d->alias && d->alias[0]) ? d->alias : d->name;
+        r->alias[k] = ctf__stream_field(d);
         r->alias_len[k] = strlen(r->alias[k]);
         sd->short_sample = -1;
         if (d->is_sparse) {

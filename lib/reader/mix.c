@@ -234,7 +234,7 @@ static int mix_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     m->hash = mix_hash(cfg);
     r->join_hash = m->hash; /* the weights and the number of parts join the fingerprint */
     r->idx = m->parts[0]->idx;
-    r->randomized = cfg->randomize && cfg->randomization_window > 0;
+    r->randomized = ctf__randomized(cfg);
     r->sweep_samples = 0;
     const bool one = cfg->max_samples == CTF_FULL_DATA_SWEEP ||
                      cfg->max_sweeps == CTF_FULL_DATA_SWEEP;

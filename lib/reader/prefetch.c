@@ -521,8 +521,8 @@ static size_t window_chunks(const ctf__source *src, const ctf__cache_cfg *cfg)
 {
     const size_t nc = src->num_chunks;
     if (!cfg->randomized || cfg->keep_data_in_memory || !nc) return 0;
-    uint64_t w = cfg->window;
-    if (cfg->window_in_samples) w = w / (src->total_samples / nc + 1) + 1;
+    const uint64_t w = ctf__window_chunks(cfg->window, cfg->window_in_samples, src->total_samples,
+                                          nc);
     return (size_t)CTF_MIN(w + 1, (uint64_t)nc);
 }
 

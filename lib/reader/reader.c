@@ -443,7 +443,7 @@ static int cbf_streams(const ctf_config *cfg, ctf_config *use, ctf_stream_def **
             continue;
         }
         ctf_stream_def d = cfg->streams[k];
-        const char *want = d.alias && d.alias[0] ? d.alias : d.name;
+        const char *want = ctf__stream_field(&d);
         for (size_t j = 0; d.dim == 0 && want && j < *nfile; j++)
             if (!strcmp((*file)[j].name, want)) {
                 d.dim = (*file)[j].dim;
@@ -515,7 +515,7 @@ static int reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
                        r->src->num_files > 1 || cfg->num_joins ? "data hold" : "file holds");
         goto fail;
     }
-    r->randomized = cfg->randomize && cfg->randomization_window > 0;
+    r->randomized = ctf__randomized(cfg);
     r->sweep_samples = r->src->total_samples;
     r->min_seq_samples = UINT64_MAX;
     for (size_t f = 0; f < r->src->num_files; f++)

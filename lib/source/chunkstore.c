@@ -309,7 +309,7 @@ static void chunk_key(const ctf__parse_cfg *pc, const ctf_index *idx, size_t lc,
     for (size_t k = 0; k < pc->num_streams; k++) {
         const ctf_stream_def *d = &pc->streams[k];
         mix_str(key, d->name);
-        mix_str(key, d->alias && d->alias[0] ? d->alias : d->name);
+        mix_str(key, ctf__stream_field(d));
         const uint64_t w[3] = {d->dim, d->is_sparse, d->defines_mb_size};
         mix(key, w, sizeof w);
     }

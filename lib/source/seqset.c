@@ -13,12 +13,9 @@ static size_t set_size(const ctf_config *cfg, size_t num_chunks, uint64_t sample
      * later sweep never reads the file again. */
     if (cfg->keep_data_in_memory) return num_chunks ? num_chunks : 1;
     uint64_t w = 0;
-    if (cfg->randomize && cfg->randomization_window) {
-        if (!cfg->window_in_samples)
-            w = cfg->randomization_window;
-        else if (samples)
-            w = cfg->randomization_window / (samples / (num_chunks ? num_chunks : 1) + 1) + 1;
-    }
+    if (ctf__randomized(cfg) && (!cfg->window_in_samples || samples))
+        w = ctf__window_chunks(cfg->randomization_window, cfg->window_in_samples, samples,
+                               num_chunks);
     /* The cursor's sequences come from the chunks of one window: two more cover its edges. */
     w += 2;
     if (w < 3) w = 3;
