@@ -497,6 +497,10 @@ struct ctf__cache {
     uint8_t *requested_next;     /* asked for the next sweep (1) */
     size_t scan_next;            /* next slot of gen_next to inspect */
     size_t outstanding;          /* requested, not yet taken */
+    /* Chunks a cut in progress reached in the sweep it just left (loaded for its records, not
+     * yet taken): kept across the sweep change for the cut's pick, let go after it. */
+    uint8_t *carried;
+    size_t num_carried;
 };
 
 /* Makes q chunk c's records for the consumer (NULL: none), noting whether they are regular:
@@ -544,8 +548,9 @@ int ctf__cache_create(const ctf__parse_cfg *pc, ctf__source *src, const ctf__cac
     k->pins = CTF_CALLOC(n, sizeof *k->pins);
     k->seqs_at = CTF_CALLOC(n, sizeof *k->seqs_at);
     k->regular = CTF_CALLOC(n, 1);
+    k->carried = CTF_CALLOC(n, 1);
     if (!k->resident || !k->resident_list || !k->consumed || !k->requested || !k->requested_next ||
-        !k->pins || !k->seqs_at || !k->regular) {
+        !k->pins || !k->seqs_at || !k->regular || !k->carried) {
         ctf__cache_free(k);
         return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
     }
@@ -568,11 +573,19 @@ ctf__loader *ctf__cache_loader(ctf__cache *k) { return k->loader; }
 /* Cancels the requests a flag array still marks outstanding (1): when the sweep changes, a chunk
  * asked for under the old sweep's ownership may never be taken (ownership is decided by the
  * sweep current after a cut), and must neither keep its parsed data in the loader nor count
- * against prefetch_chunks forever. */
-static void cancel_untaken(ctf__cache *k, uint8_t *flags)
+ * against prefetch_chunks forever. With `carry`, a chunk the cut in progress has reached (some
+ * of its sequences cut in the sweep being left) is not cancelled but carried: its pick, right
+ * after, takes it, and a load for its records is not made twice. */
+static void cancel_untaken(ctf__cache *k, uint8_t *flags, bool carry)
 {
     for (size_t c = 0; c < k->src->num_chunks; c++) {
         if (flags[c] != 1) continue;
+        if (carry && k->consumed[c] > 0) {
+            k->carried[c] = 1;
+            k->num_carried++;
+            flags[c] = 0;
+            continue;
+        }
         ctf__loader_cancel(k->loader, c);
         if (!k->resident[c]) set_seqs(k, c, NULL);
         k->outstanding--;
@@ -584,7 +597,7 @@ int ctf__cache_open_sweep(ctf__cache *k, uint64_t sweep, ctf__sweep_gen **gen, c
 {
     if (*gen && ctf__sweepgen_sweep(*gen) == sweep) return 0;
     const size_t nc = k->src->num_chunks;
-    cancel_untaken(k, k->requested);
+    cancel_untaken(k, k->requested, true);
     if (k->gen_next && ctf__sweepgen_sweep(k->gen_next) == sweep) {
         /* The look-ahead already opened this sweep and asked for its first chunks. */
         ctf__sweepgen_free(*gen);
@@ -608,7 +621,7 @@ int ctf__cache_open_sweep(ctf__cache *k, uint64_t sweep, ctf__sweep_gen **gen, c
     }
     ctf__sweepgen_free(k->gen_next);
     k->gen_next = NULL;
-    cancel_untaken(k, k->requested_next);
+    cancel_untaken(k, k->requested_next, false);
     memset(k->requested_next, 0, nc);
     k->scan_next = 0;
     memset(k->consumed, 0, nc * sizeof *k->consumed);
@@ -641,8 +654,23 @@ static void evict(ctf__cache *k, size_t c)
         }
 }
 
+/* The carried chunks the cut did not take (another worker's under the new sweep's ownership):
+ * cancelled, as at the sweep change. */
+static void drop_carried(ctf__cache *k)
+{
+    for (size_t c = 0; k->num_carried && c < k->src->num_chunks; c++) {
+        if (!k->carried[c]) continue;
+        k->carried[c] = 0;
+        k->num_carried--;
+        ctf__loader_cancel(k->loader, c);
+        if (!k->resident[c]) set_seqs(k, c, NULL);
+        k->outstanding--;
+    }
+}
+
 void ctf__cache_evict_passed(ctf__cache *k)
 {
+    drop_carried(k);
     if (k->cfg.keep_data_in_memory) return;
     for (size_t i = 0; i < k->num_resident;) {
         size_t c = k->resident_list[i];
@@ -683,6 +711,10 @@ int ctf__cache_get(ctf__cache *k, size_t c, const ctf__chunk_data **out, ctf_err
         } else if (k->requested_next[c] == 1) {
             /* Asked for the next sweep, needed already: that sweep must ask for it again. */
             k->requested_next[c] = 0;
+            k->outstanding--;
+        } else if (k->carried[c]) {
+            k->carried[c] = 0;
+            k->num_carried--;
             k->outstanding--;
         }
         int rc = ctf__loader_take(k->loader, c, &cd, err);
@@ -847,6 +879,8 @@ void ctf__cache_restart(ctf__cache *k, size_t slot)
         if (!k->resident[c]) set_seqs(k, c, NULL);
     memset(k->requested, 0, k->src->num_chunks);
     memset(k->requested_next, 0, k->src->num_chunks);
+    memset(k->carried, 0, k->src->num_chunks);
+    k->num_carried = 0;
     k->outstanding = 0;
     k->scan_slot = slot;
     k->scan_next = 0;
@@ -877,5 +911,6 @@ void ctf__cache_free(ctf__cache *k)
     CTF_FREE(k->pins);
     CTF_FREE(k->seqs_at);
     CTF_FREE(k->regular);
+    CTF_FREE(k->carried);
     CTF_FREE(k);
 }

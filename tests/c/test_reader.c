@@ -1422,3 +1422,48 @@ TEST(reader_state_at_is_the_state_the_run_has_there)
     ASSERT_EQ(ctf_reader_state_at(r, 10, NULL, 0, &len), CTF_EINVAL);
     ctf_reader_free(r);
 }
+
+TEST(reader_a_cut_reaching_the_sweep_end_loads_each_chunk_once)
+{
+    /* The cut loads a chunk for its records before the pick takes it; a cut that reaches the
+     * sweep's end opens the next sweep in between, whose change of sweep used to cancel those
+     * loads, so the pick loaded them again. One sweep, one load per chunk: with one minibatch
+     * for the whole sweep, with one that ends on it, with threads and without, in both orders. */
+    char names[3][600];
+    const char *paths[3];
+    for (int f = 0; f < 3; f++) { /* a corpus of three files of 20 lines, 2 chunks each */
+        char n[32];
+        snprintf(n, sizeof n, "sweep_end_%d.ctf", f);
+        snprintf(names[f], sizeof names[f], "%s", line_file(n, 20));
+        paths[f] = names[f];
+    }
+    const uint64_t sizes[] = {4096, 60, 7};
+    for (int randomize = 0; randomize < 2; randomize++)
+        for (size_t threads = 0; threads <= 2; threads += 2)
+            for (size_t si = 0; si < 3; si++) {
+                ctf_config c;
+                cfg_base(&c, paths[0], X1, 1);
+                c.paths = paths;
+                c.num_paths = 3;
+                c.chunk_size_bytes = 50; /* 6 chunks of 10 lines */
+                c.randomize = randomize;
+                c.num_threads = threads;
+                c.max_sweeps = 1;
+                ctf_reader *r = open_or_null(&c);
+                ASSERT(r != NULL);
+                uint64_t samples = 0;
+                for (;;) {
+                    ctf_minibatch *mb;
+                    ASSERT_OK(ctf_reader_next(r, sizes[si], &mb), ctf_reader_error(r));
+                    if (!mb) break;
+                    samples += ctf_minibatch_num_sequences(mb);
+                    ctf_minibatch_free(mb);
+                }
+                ctf_perf pf; /* loads run, also those whose result was dropped */
+                ctf_reader_get_perf(r, &pf, sizeof pf);
+                ASSERT_EQ(samples, 60);
+                ASSERT_EQ(pf.chunks_loaded, 6);
+                ASSERT_EQ(pf.parse_bytes, 300);
+                ctf_reader_free(r);
+            }
+}

@@ -134,3 +134,32 @@ def test_epochs_of_an_endless_reader_load_each_chunk_once_per_sweep(data, wrap):
     got, got_keys = via_dataset(data, True, 100, wrap, True, sweeps=2)
     assert got == (2 * once[0], 2 * once[1])
     assert [key for mb in got_keys for key in mb] == [key for mb in want_keys for key in mb]
+
+
+@pytest.mark.parametrize("randomize", [True, False], ids=["randomized", "in-order"])
+@pytest.mark.parametrize("threads", [0, 2])
+@pytest.mark.parametrize("k", [2, 5, 4096])
+def test_a_minibatch_that_reaches_the_sweep_end_loads_no_chunk_twice(tmp_path, randomize,
+                                                                      threads, k):
+    """A cut that reaches the end of a sweep opens the next one; the chunks it loaded for its
+    own records in the sweep it left are still its own to take (they were loaded a second
+    time: a 6-sample sweep of 3 files in one minibatch loaded 6 chunks)."""
+    for i in range(3):
+        (tmp_path / ("part-%d.ctf" % i)).write_text("|x %d 0\n|x %d 1\n" % (i, i))
+    for sweeps in (1, 3):
+        src = ctfio.MinibatchSource(
+            ctfio.CTFDeserializer(str(tmp_path / "part-*.ctf"),
+                                  ctfio.StreamDefs(x=ctfio.StreamDef(shape=2))),
+            randomize=randomize, max_sweeps=sweeps, num_threads=threads, cache_index=False)
+        samples = 0
+        while True:
+            mb = src.next_minibatch(k)
+            if not mb:
+                break
+            samples += mb[src.streams.x].num_samples
+        assert samples == 6 * sweeps
+        perf = src.stats()["perf"]
+        if sweeps == 1:
+            assert (perf["chunks_loaded"], perf["read_bytes"]) == (3, 42)
+        else:   # a chunk held over a sweep's end may serve the next sweep too
+            assert perf["chunks_loaded"] <= 3 * sweeps and perf["read_bytes"] <= 42 * sweeps
