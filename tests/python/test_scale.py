@@ -4,9 +4,9 @@ requests. A warm open (index caches filled) lists and asks nothing of the object
 reads each object's chunk once."""
 
 import pytest
+from scale_s3 import PAGE, ScaleS3
 
 import ctfio
-from scale_s3 import PAGE, ScaleS3
 
 N = 2500   # three listing pages
 XS = ctfio.StreamDefs(x=ctfio.StreamDef(shape=2))
