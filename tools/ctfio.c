@@ -77,6 +77,8 @@ static const char usage_text[] =
     "each\n"
     "  --state          print the checkpoint state after each minibatch ('state {...}')\n"
     "  --restore STATE  start from a saved state (JSON text, or @FILE of at most 64 MiB)\n"
+    "  --skip N         skip N samples of the global timeline first (after --restore); the\n"
+    "                   state lists the stretch under \"skipped\"\n"
     "  --line           add the first line number to each sequence (file-order dump)\n"
     "  --stats          at the end, where the time went: each stage's time and bytes, and the\n"
     "                   stage that limits throughput (on stderr, 'stats: ...' lines)\n"
@@ -143,7 +145,8 @@ typedef struct opts {
     const char *window_samples, *mb_stream, *restore, *chunk_cache;
     const char *endpoint, *cache_dir; /* remote data: --endpoint, --cache-dir */
     bool no_sign;                     /* --no-sign-request */
-    uint64_t mb, count;
+    uint64_t mb, count, skip;
+    bool have_skip;
     bool have_mb, have_count, print_state, with_line, print_stats;
     int progress; /* 1 --progress, -1 --no-progress, 0 on a terminal for large inputs */
 } opts;
@@ -263,7 +266,10 @@ static void parse_args(opts *o, int argc, char **argv)
             o->print_state = true;
         else if (!strcmp(a, "--restore"))
             o->restore = NEXT();
-        else if (!strcmp(a, "--line"))
+        else if (!strcmp(a, "--skip")) {
+            o->skip = parse_u64_arg("--skip", NEXT());
+            o->have_skip = true;
+        } else if (!strcmp(a, "--line"))
             o->with_line = true;
         else if (!strcmp(a, "--stats"))
             o->print_stats = true;
@@ -825,6 +831,11 @@ static int cmd_dump(opts *o, ctf_config *cfg)
             return rc;
         }
         free(st);
+    }
+    if (o->have_skip && ctf_reader_skip(r, o->skip)) {
+        rc = die_error(ctf_reader_error(r));
+        ctf_reader_free(r);
+        return rc;
     }
     uint64_t emitted = 0;
     while (!o->have_count || emitted < o->count) {
