@@ -113,6 +113,8 @@ def test_torch_dataset_skip(dense_file):
         ds.skip(16)
         assert ds.state_dict()["source"]["skipped"] == "24-40"
         assert dataset_keys(ds, 4) == want
+        # Later checkpoints still say what was skipped.
+        assert ds.state_dict()["source"]["skipped"] == "24-40"
 
 
 def test_training_session_skip(dense_file):
