@@ -152,3 +152,18 @@ def test_cli_skip(dense_file):
     assert mbs(got) == mbs(full)[3:6]
     last = json.loads([ln for ln in got if ln.startswith("state ")][-1][6:])
     assert last["skipped"] == "0-12"
+
+
+def test_skip_mid_run_with_read_ahead(dense_file):
+    """A skip after minibatches were delivered (the next one read ahead on the threads)
+    starts from the caller's position, not the read-ahead's."""
+    ref = [dense_source(dense_file, num_threads=2) for _ in range(2)]
+    head = ranks_keys(ref, 6, 3)
+    ranks_keys(ref, 10, 1)
+    want = ranks_keys(ref, 6, 8)
+    got = [dense_source(dense_file, num_threads=2) for _ in range(2)]
+    assert ranks_keys(got, 6, 3) == head
+    for s in got:
+        s.skip(10)
+    assert ranks_keys(got, 6, 8) == want
+    assert got[0].get_checkpoint_state()["skipped"] == "18-28"
