@@ -1205,8 +1205,10 @@ static int seek_now(ctf_reader *r, uint64_t position)
     /* Every sequence one sample (the index's totals say so): a passed slot's samples are
      * known without its records, so the walk loads and parses nothing (the sweep's order
      * still gives each slot's chunk, for the residency counts). Longer sequences need their
-     * chunk's records to learn their lengths. */
-    const bool one_sample = r->min_seq_samples >= 1 && r->src->total_samples == r->src->num_seqs;
+     * chunk's records to learn their lengths, and so does a join (min_seq_samples is the
+     * primary's; a joined sequence's length is the join's). */
+    const bool one_sample = !r->cfg.num_joins && r->min_seq_samples >= 1 &&
+                            r->src->total_samples == r->src->num_seqs;
     while (slot < n && acc < within) {
         rc = slot_seq(r, slot, &seq, &chunk);
         if (rc) return fail_dead(r, rc);
