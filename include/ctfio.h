@@ -728,6 +728,16 @@ int ctf_reader_restore_state(ctf_reader *reader, const char *state, size_t len);
  * reader is unchanged). */
 int ctf_reader_seek(ctf_reader *reader, uint64_t position);
 
+/* ctf_reader_skip(reader, num_samples):
+ * Skips a stretch of the global timeline: continues from the first sequence boundary at or
+ * after the position plus num_samples, delivering nothing of it (the same on every rank: the
+ * position is global). The stretch [from, to) is kept in the checkpoint state ("skipped") and
+ * kept by a restore. Where every sequence is one sample, skipping whole chunks reads none of
+ * them. Works for a mix (its parts move as its seek moves them).
+ * @return : 0; CTF_EINVAL with truncation_length or past CTF_MAX_POSITION (the reader is
+ *           unchanged). */
+int ctf_reader_skip(ctf_reader *reader, uint64_t num_samples);
+
 /* ctf_reader_cancel(reader):
  * Cancels the reader's remote requests: those in flight stop within about a second (libcurl's
  * progress callback looks at a flag) and every later one fails at once, each with

@@ -77,6 +77,8 @@ static const char usage_text[] =
     "each\n"
     "  --state          print the checkpoint state after each minibatch ('state {...}')\n"
     "  --restore STATE  start from a saved state (JSON text, or @FILE of at most 64 MiB)\n"
+    "  --skip N         skip N samples of the global timeline first (after --restore); the\n"
+    "                   state lists the stretch under \"skipped\"\n"
     "  --line           add the first line number to each sequence (file-order dump)\n"
     "  --at POSITION    replay: the minibatches from that timeline position (any sweep; after\n"
     "                   --restore, if given), each sequence with its file and first line\n"
@@ -147,7 +149,8 @@ typedef struct opts {
     const char *window_samples, *mb_stream, *restore, *chunk_cache;
     const char *endpoint, *cache_dir; /* remote data: --endpoint, --cache-dir */
     bool no_sign;                     /* --no-sign-request */
-    uint64_t mb, count, at;
+    uint64_t mb, count, at, skip;
+    bool have_skip;
     bool have_mb, have_count, print_state, with_line, print_stats;
     int at_kind; /* 0, or AT_POSITION / AT_STEP: --at, --at-step */
     int progress; /* 1 --progress, -1 --no-progress, 0 on a terminal for large inputs */
@@ -268,7 +271,10 @@ static void parse_args(opts *o, int argc, char **argv)
             o->print_state = true;
         else if (!strcmp(a, "--restore"))
             o->restore = NEXT();
-        else if (!strcmp(a, "--line"))
+        else if (!strcmp(a, "--skip")) {
+            o->skip = parse_u64_arg("--skip", NEXT());
+            o->have_skip = true;
+        } else if (!strcmp(a, "--line"))
             o->with_line = true;
         else if (!strcmp(a, "--at") || !strcmp(a, "--at-step")) {
             if (o->at_kind) usage_error("%s: give one of --at and --at-step", a);
@@ -843,6 +849,11 @@ static int cmd_dump(opts *o, ctf_config *cfg)
      * step depend on the sequences' lengths). Indices count the run's steps where known. */
     uint64_t emitted = 0, first_index = 0;
     if (o->at_kind == AT_POSITION && ctf_reader_seek(r, o->at)) {
+        rc = die_error(ctf_reader_error(r));
+        ctf_reader_free(r);
+        return rc;
+    }
+    if (o->have_skip && ctf_reader_skip(r, o->skip)) {
         rc = die_error(ctf_reader_error(r));
         ctf_reader_free(r);
         return rc;

@@ -1142,6 +1142,43 @@ int ctf_reader_seek(ctf_reader *r, uint64_t position)
     return seek_now(r, position);
 }
 
+int ctf_reader_skip(ctf_reader *r, uint64_t num_samples)
+{
+    if (r->ra.asked) ctf__ahead_wait(r->ra.thread);
+    if (r->dead) return r->err.code;
+    if (r->cfg.truncation_length)
+        return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
+                         "skip: not with truncation_length (the slots' partly delivered "
+                         "sequences have no place on a skipped stretch); seek instead");
+    const uint64_t from = ctf__reader_position_now(r);
+    if (num_samples > CTF_MAX_POSITION - from)
+        return ctf__fail(&r->err, CTF_EINVAL, CTF__NOWHERE,
+                         "skip: position %" PRIu64 " + %" PRIu64 " passes %" PRIu64, from,
+                         num_samples, (uint64_t)CTF_MAX_POSITION);
+    if (num_samples == 0) return 0;
+    int rc = ctf_reader_seek(r, from + num_samples);
+    if (rc) return rc;
+    ctf__reader_note_skip(r, from, ctf__reader_position_now(r));
+    return 0;
+}
+
+void ctf__reader_note_skip(ctf_reader *r, uint64_t from, uint64_t to)
+{
+    if (to <= from) return;
+    r->skipped_samples += to - from;
+    if (r->num_skipped && r->skipped[r->num_skipped - 1][1] == from) {
+        r->skipped[r->num_skipped - 1][1] = to;
+        return;
+    }
+    if (r->num_skipped == CTF__MAX_SKIPPED) {
+        memmove(r->skipped, r->skipped + 1, (CTF__MAX_SKIPPED - 1) * sizeof r->skipped[0]);
+        r->num_skipped--;
+    }
+    r->skipped[r->num_skipped][0] = from;
+    r->skipped[r->num_skipped][1] = to;
+    r->num_skipped++;
+}
+
 static int seek_now(ctf_reader *r, uint64_t position)
 {
     if (r->dead) return r->err.code;
@@ -1165,13 +1202,24 @@ static int seek_now(ctf_reader *r, uint64_t position)
     uint64_t acc = 0;
     size_t slot = 0, seq, chunk;
     const size_t n = ctf__sweepgen_num_slots(r->gen);
+    /* Every sequence one sample (the index's totals say so): a passed slot's samples are
+     * known without its records, so the walk loads and parses nothing (the sweep's order
+     * still gives each slot's chunk, for the residency counts). Longer sequences need their
+     * chunk's records to learn their lengths, and so does a join (min_seq_samples is the
+     * primary's; a joined sequence's length is the join's). */
+    const bool one_sample = !r->cfg.num_joins && r->min_seq_samples >= 1 &&
+                            r->src->total_samples == r->src->num_seqs;
     while (slot < n && acc < within) {
         rc = slot_seq(r, slot, &seq, &chunk);
         if (rc) return fail_dead(r, rc);
-        const ctf__seq *q;
-        rc = ctf__reader_seq(r, chunk, seq, CTF__SEQS_ANY, &q);
-        if (rc) return fail_dead(r, rc);
-        acc += q->samples;
+        if (one_sample)
+            acc++;
+        else {
+            const ctf__seq *q;
+            rc = ctf__reader_seq(r, chunk, seq, CTF__SEQS_ANY, &q);
+            if (rc) return fail_dead(r, rc);
+            acc += q->samples;
+        }
         ctf__cache_consumed(r->cache, chunk);
         ctf__sweepgen_release(r->gen, ++slot);
     }

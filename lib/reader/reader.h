@@ -7,6 +7,8 @@
 
 #include "reader/pipeline.h"
 
+#define CTF__MAX_SKIPPED 16
+
 struct ctf_reader {
     ctf_config cfg;              /* deep copy: path and streams point into this object; every
                                   * deserializer's streams, the primary's first */
@@ -33,6 +35,12 @@ struct ctf_reader {
     size_t cur_slot;
     uint64_t position;
     bool ended;
+    /* The stretches of the timeline skipped (ctf_reader_skip), [from, to) positions, oldest
+     * first, adjacent ones merged; at most CTF__MAX_SKIPPED, the oldest dropped beyond (their
+     * samples still counted in skipped_samples). Written in the state. */
+    uint64_t skipped[16][2];
+    size_t num_skipped;
+    uint64_t skipped_samples;
     size_t num_workers, rank;
 
     /* Per chunk. */
@@ -138,6 +146,9 @@ void ctf__reader_cut_done(ctf_reader *r, bool more);
 bool ctf__reader_ahead_asked(const ctf_reader *r);
 uint64_t ctf__reader_position_now(const ctf_reader *r);
 int ctf__reader_take_back(ctf_reader *r);
+
+/* Adds the skipped stretch [from, to) to r->skipped (merged with the last one when adjacent). */
+void ctf__reader_note_skip(ctf_reader *r, uint64_t from, uint64_t to);
 
 /* Copies cfg into r (streams, names, the first path), as ctf_reader_open does. */
 int ctf__reader_copy_config(ctf_reader *r, const ctf_config *cfg, ctf_error *err);

@@ -62,13 +62,34 @@ static int copy_out(char *tmp, size_t at, char *buf, size_t cap)
     return rc;
 }
 
+/* The skipped stretches up to position pos, as ", \"skipped\": \"from-to;...\",
+ * \"skipped_samples\": N" (nothing when none was skipped, so that states without a skip are
+ * as they were): every rank skips the same stretches, so every rank writes the same. */
+#define SKIPPED_BYTES (48 + CTF__MAX_SKIPPED * 42)
+static size_t write_skipped(const ctf_reader *r, uint64_t pos, char *tmp, size_t need)
+{
+    uint64_t total = r->skipped_samples;
+    size_t m = r->num_skipped;
+    while (m && r->skipped[m - 1][1] > pos) {
+        total -= r->skipped[m - 1][1] - r->skipped[m - 1][0];
+        m--;
+    }
+    if (!m) return 0;
+    size_t at = (size_t)snprintf(tmp, need, ", \"skipped\": \"");
+    for (size_t i = 0; i < m; i++)
+        at += (size_t)snprintf(tmp + at, need - at, "%s%" PRIu64 "-%" PRIu64, i ? ";" : "",
+                               r->skipped[i][0], r->skipped[i][1]);
+    at += (size_t)snprintf(tmp + at, need - at, "\", \"skipped_samples\": %" PRIu64, total);
+    return at;
+}
+
 /* A mix's state: its position and sweep, its own configuration's hash, then per part its
  * position ("mix_positions", ';'-separated) and its fingerprint ("mix_parts"), so that a
  * restore moves every part back and names a part whose data or settings changed. */
 static int save_mix_state(const ctf_reader *r, char *buf, size_t cap, size_t *len)
 {
     const ctf__mix *m = r->mix;
-    const size_t need = 512 + m->num_parts * 96;
+    const size_t need = 512 + m->num_parts * 96 + SKIPPED_BYTES;
     char *tmp = CTF_MALLOC(need);
     if (!tmp) return CTF_ENOMEM;
     size_t at = (size_t)snprintf(tmp, need,
@@ -86,7 +107,9 @@ static int save_mix_state(const ctf_reader *r, char *buf, size_t cap, size_t *le
         if (p) tmp[at++] = ';';
         at += (size_t)ctf__reader_fingerprint(m->parts[p], tmp + at, need - at);
     }
-    at += (size_t)snprintf(tmp + at, need - at, "\"}");
+    tmp[at++] = '"';
+    at += write_skipped(r, r->position, tmp + at, need - at);
+    at += (size_t)snprintf(tmp + at, need - at, "}");
     *len = at;
     return copy_out(tmp, at, buf, cap);
 }
@@ -133,7 +156,8 @@ static int save_state_at(const ctf_reader *r, uint64_t pos, uint64_t sweep, char
     /* Truncated BPTT: the slots' partly delivered sequences, as "sweep.slot.offset.owner" (or
      * "-" for an idle slot), ';'-separated, so that a restore continues mid-sequence. */
     const size_t nfp = r->src->num_fp_files;
-    size_t need = (size_t)n + 16 + r->num_bp * 84 + 3 + (nfp > 1 ? 16 + nfp * 64 : 0);
+    size_t need = (size_t)n + 16 + r->num_bp * 84 + 3 + (nfp > 1 ? 16 + nfp * 64 : 0) +
+                  SKIPPED_BYTES;
     char *tmp = CTF_MALLOC(need);
     if (!tmp) return CTF_ENOMEM;
     size_t at = (size_t)n;
@@ -162,6 +186,7 @@ static int save_state_at(const ctf_reader *r, uint64_t pos, uint64_t sweep, char
         }
         tmp[at++] = '"';
     }
+    at += write_skipped(r, pos, tmp + at, need - at);
     tmp[at++] = '}';
     tmp[at] = 0;
     *len = at;
@@ -447,6 +472,58 @@ static const char *list_item(const char **p, const char *e, const char **b)
     return q;
 }
 
+/* Reads "skipped" ("from-to;...", at most CTF__MAX_SKIPPED stretches, each from < to <= pos,
+ * in order) and "skipped_samples" (at least their sum); both absent: nothing was skipped. */
+typedef struct skipped_list {
+    uint64_t st[CTF__MAX_SKIPPED][2], total;
+    size_t m;
+} skipped_list;
+
+static int parse_skipped(ctf_reader *r, const kv *kvs, size_t n, uint64_t pos, skipped_list *out)
+{
+    const kv *f = kv_find(kvs, n, "skipped");
+    char b1[72];
+    const char *ts = kv_get(kvs, n, "skipped_samples", b1, sizeof b1);
+    uint64_t (*st)[2] = out->st, total = 0, sum = 0, last = 0;
+    size_t m = 0;
+    if (!f && !ts) goto done;
+    if (!f || !parse_u64(ts, &total) || !f->vlen || f->val[f->vlen - 1] == ';') goto bad;
+    for (const char *p = f->val, *e = f->val + f->vlen, *b; p < e;) {
+        const char *q = list_item(&p, e, &b);
+        char num[48];
+        const char *dash = memchr(b, '-', (size_t)(q - b));
+        if (m == CTF__MAX_SKIPPED || !dash || dash - b >= 24 || q - dash > 24) goto bad;
+        memcpy(num, b, (size_t)(dash - b));
+        num[dash - b] = 0;
+        if (!parse_u64(num, &st[m][0])) goto bad;
+        memcpy(num, dash + 1, (size_t)(q - dash - 1));
+        num[q - dash - 1] = 0;
+        if (!parse_u64(num, &st[m][1])) goto bad;
+        if (st[m][0] < last || st[m][1] <= st[m][0] || st[m][1] > pos) goto bad;
+        last = st[m][1];
+        sum += st[m][1] - st[m][0];
+        m++;
+    }
+    if (total < sum) goto bad;
+done:
+    out->m = m;
+    out->total = total;
+    return 0;
+bad:
+    return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
+                     "checkpoint state: malformed \"skipped\" (at most %d stretches "
+                     "\"from-to\", ';'-separated, in order, none past minibatchSourcePosition, "
+                     "with \"skipped_samples\" at least their sum)",
+                     CTF__MAX_SKIPPED);
+}
+
+static void keep_skipped(ctf_reader *r, const skipped_list *sk)
+{
+    memcpy(r->skipped, sk->st, sk->m * sizeof sk->st[0]);
+    r->num_skipped = sk->m;
+    r->skipped_samples = sk->total;
+}
+
 static int restore_mix(ctf_reader *r, const kv *kvs, size_t n, uint64_t pos)
 {
     const ctf__mix *m = r->mix;
@@ -539,7 +616,15 @@ int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
                          "checkpoint state: missing or invalid minibatchSourcePosition (a "
                          "number <= %" PRIu64 ")",
                          (uint64_t)CTF_MAX_POSITION);
-    if (r->mix) return restore_mix(r, kvs, n, pos);
+    /* Checked first, so that a state refused leaves the reader's list as it was. */
+    skipped_list sk;
+    int src0 = parse_skipped(r, kvs, n, pos, &sk);
+    if (src0) return src0;
+    if (r->mix) {
+        int mrc = restore_mix(r, kvs, n, pos);
+        if (!mrc) keep_skipped(r, &sk);
+        return mrc;
+    }
     if (kv_find(kvs, n, "mix_positions"))
         return ctf__fail(&r->err, CTF_ESTATE, CTF__NOWHERE,
                          "checkpoint state: saved by a mix of data sets, this reader reads one "
@@ -600,6 +685,7 @@ int ctf_reader_restore_state(ctf_reader *r, const char *state, size_t len)
                          "checkpoint state: saved with truncation_length but this reader has none");
     int rc = ctf_reader_seek(r, pos);
     if (rc) return rc;
+    keep_skipped(r, &sk);
     if (r->cfg.truncation_length) {
         rc = restore_bptt(r, bptt);
         if (rc) return rc == CTF_ESTATE ? rc : ctf__reader_fail_dead(r, rc);

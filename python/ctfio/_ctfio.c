@@ -1226,6 +1226,25 @@ static PyObject *Reader_state_at(ReaderObject *self, PyObject *arg)
     return state_save(self, &position);
 }
 
+/* Skips a stretch of the timeline (ctf_reader_skip). */
+static PyObject *Reader_skip(ReaderObject *self, PyObject *arg)
+{
+    uint64_t n;
+    int rc;
+    if (reader_enter(self) < 0) return NULL;
+    if (ctf_py_to_u64(arg, "num_samples", CTF_MAX_POSITION, &n) < 0) return NULL;
+    ctf_reader *r = self->reader;
+    self->undo_ok = 0;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = ctf_reader_skip(r, n);
+    Py_END_ALLOW_THREADS
+    rc = reader_finish(self, rc, ctf_reader_error(r));
+    self->busy = 0;
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *Reader_restore_state(ReaderObject *self, PyObject *state)
 {
     if (reader_enter(self) < 0 || state_restore(self, state) < 0) return NULL;
@@ -1367,6 +1386,9 @@ static PyMethodDef Reader_methods[] = {
      "truncated BPTT."},
     {"get_state", (PyCFunction)(void (*)(void))Reader_get_state, METH_NOARGS,
      "get_state() -> str\n\nThe checkpoint state: a small JSON text (rules 8)."},
+    {"skip", (PyCFunction)(void (*)(void))Reader_skip, METH_O,
+     "skip(num_samples)\n\nSkips that many samples of the global timeline, delivering none of\n"
+     "them (ctf_reader_skip); the state records the stretch."},
     {"restore_state", (PyCFunction)(void (*)(void))Reader_restore_state, METH_O,
      "restore_state(state)\n\nContinues from a get_state() text; StateError if it does not fit."},
     {"stats", (PyCFunction)(void (*)(void))Reader_stats, METH_NOARGS, Reader_stats_doc},

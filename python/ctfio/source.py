@@ -967,6 +967,15 @@ class MinibatchSource:
                             % type(state).__name__)
         self._reader.restore_state(state)
 
+    def skip(self, num_samples: int) -> None:
+        """Skip ``num_samples`` samples of the global timeline without delivering them: the
+        next minibatch starts at the first sequence boundary at or after the position plus
+        ``num_samples`` (the same on every worker, so call it on every rank). The checkpoint
+        state then lists the stretch under ``"skipped"`` (``"from-to;..."``) and
+        ``"skipped_samples"``, and a restore keeps them. Where every sequence is one sample,
+        the skipped chunks are not read. Not with ``truncation_length`` (ValueError)."""
+        self._reader.skip(num_samples)
+
     @property
     def current_position(self) -> dict[str, Any]:
         return self.get_checkpoint_state()

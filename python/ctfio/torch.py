@@ -523,6 +523,18 @@ class CTFIterableDataset(torch.utils.data.IterableDataset["Batch"]):
             self._ahead = False
         return src
 
+    def skip(self, num_samples: int) -> None:
+        """Skip ``num_samples`` samples of the global timeline (``MinibatchSource.skip``) before
+        the next iteration, after a ``load_state_dict`` if one is pending: call it with the same
+        number on every rank. ``state_dict()`` afterwards holds the state after the skip (its
+        ``source`` lists the stretch under ``"skipped"``)."""
+        src = self._sync_source()
+        if not hasattr(src, "skip"):
+            raise TypeError("CTFIterableDataset.skip: the source %r cannot skip" % (src,))
+        src.skip(num_samples)
+        self._restore = src.get_checkpoint_state()
+        self.last_minibatch = None
+
     # -- iteration -----------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Batch]:

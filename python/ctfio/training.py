@@ -457,6 +457,19 @@ class TrainingSession:
         """Ends training after the current minibatch (a checkpoint is still written)."""
         self._stop = True
 
+    def skip(self, num_samples: int) -> TrainingSession:
+        """Skip ``num_samples`` samples of the source's global timeline when ``train()`` next
+        runs, after the checkpoint it restores (``MinibatchSource.skip``: a loss spike's
+        stretch; call it with the same number on every rank). The skipped samples are not
+        trained on and not counted in ``samples_seen``; the next checkpoint's source state lists
+        them under ``"skipped"``. Calls add up. Returns the session."""
+        if num_samples < 0:
+            raise ValueError("skip: num_samples must be >= 0 (got %r)" % (num_samples,))
+        if not hasattr(self.source, "skip"):
+            raise TypeError("skip: the source %r cannot skip" % (self.source,))
+        self._skip = getattr(self, "_skip", 0) + int(num_samples)
+        return self
+
     def train(self, device: Any = None) -> TrainingSession:
         """Runs the session: restores from the checkpoint when configured and present, trains
         until ``max_samples`` / ``max_epochs`` / the end of the data / ``stop()``, then writes
@@ -469,6 +482,9 @@ class TrainingSession:
             ck = self.checkpoint_config
             if ck is not None and ck.restore and os.path.exists(ck.filename):
                 self.restore_from_checkpoint(ck.filename)
+            if getattr(self, "_skip", 0):
+                self.source.skip(self._skip)
+                self._skip = 0
             self._loop()
             if ck is not None:
                 self.save_checkpoint()

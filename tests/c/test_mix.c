@@ -675,3 +675,54 @@ TEST(mix_configuration_form)
     b_free(&y);
     mixset_free(&m);
 }
+
+/* A mix skips through its seek: skipping to the position of minibatch 20 (from the start and
+ * from the state at minibatch 5) continues as the run did; the state lists the stretch and a
+ * restore keeps it. */
+TEST(mix_skip_equals_read_and_discard)
+{
+    mixset m;
+    mixset_make(&m, "skip");
+    const double w[3] = {0.6, 0.25, 0.15};
+    ctf_config c;
+    mix_cfg(&c, &m, 3, w);
+    c.max_samples = 900;
+    ctf_reader *r = mopen(&c);
+    ASSERT(r);
+    bytes head = {0}, tail = {0}, got = {0}, got2 = {0};
+    ASSERT_EQ(mread(r, 13, &head, 5, true), 5);
+    char *st5 = save(r);
+    const uint64_t p5 = ctf_reader_position(r);
+    ASSERT_EQ(mread(r, 13, &head, 15, true), 15);
+    const uint64_t p20 = ctf_reader_position(r);
+    ASSERT(mread(r, 13, &tail, 100000, true) > 0);
+    ctf_reader_free(r);
+
+    ASSERT((r = mopen(&c)) != NULL);
+    ASSERT_OK(ctf_reader_skip(r, p20), ctf_reader_error(r));
+    ASSERT_U64_EQ(ctf_reader_position(r), p20);
+    char *st = save(r), want[96];
+    snprintf(want, sizeof want, "\"skipped\": \"0-%llu\"", (unsigned long long)p20);
+    ASSERT_STR_CONTAINS(st, want);
+    ASSERT(mread(r, 13, &got, 100000, true) > 0);
+    ASSERT(b_eq(&tail, &got));
+    ASSERT_OK(ctf_reader_restore_state(r, st, strlen(st)), ctf_reader_error(r));
+    char *back = save(r);
+    ASSERT(back && !strcmp(back, st));
+    ctf_reader_free(r);
+
+    ASSERT((r = mopen(&c)) != NULL);
+    ASSERT_OK(ctf_reader_restore_state(r, st5, strlen(st5)), ctf_reader_error(r));
+    ASSERT_OK(ctf_reader_skip(r, p20 - p5), ctf_reader_error(r));
+    ASSERT(mread(r, 13, &got2, 100000, true) > 0);
+    ASSERT(b_eq(&tail, &got2));
+    ctf_reader_free(r);
+    free(st5);
+    free(st);
+    free(back);
+    b_free(&head);
+    b_free(&tail);
+    b_free(&got);
+    b_free(&got2);
+    mixset_free(&m);
+}
