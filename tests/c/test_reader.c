@@ -1423,6 +1423,168 @@ TEST(reader_state_at_is_the_state_the_run_has_there)
     ctf_reader_free(r);
 }
 
+/*======================================================================
+ * Skipping a stretch of the timeline
+ *====================================================================*/
+
+/* The rest of a run (minibatches of k) after `skip` samples skipped, from a fresh reader or
+ * from the state `state` restored first. */
+static bool skipped_rest(const ctf_config *c, const char *state, uint64_t skip, long k, bytes *out)
+{
+    ctf_reader *r = open_or_null(c);
+    bool ok = r && (!state || ctf_reader_restore_state(r, state, strlen(state)) == 0) &&
+              ctf_reader_skip(r, skip) == 0 && read_rest(r, k, NULL, out, 100000) >= 0;
+    ctf_reader_free(r);
+    return ok;
+}
+
+/* Several-sample sequences: skipping from the state at minibatch i to the position of
+ * minibatch j (inside a chunk, across chunks, across a sweep's end) delivers what the run
+ * delivered from j on, on every rank of 1 and 3 workers. */
+TEST(reader_skip_equals_read_and_discard)
+{
+    const char *path;
+    ctf_config c;
+    exact_cfg(&c, &path);
+    for (size_t w = 1; w <= 3; w += 2)
+        for (size_t rank = 0; rank < w; rank++) {
+            c.num_workers = w;
+            c.worker_rank = rank;
+            ctf_reader *r = open_or_null(&c);
+            ASSERT(r);
+            run x;
+            bool ok = record_run(r, 9, &x);
+            uint64_t *pos = malloc((x.n + 1) * sizeof *pos);
+            for (size_t i = 0; ok && i <= x.n; i++) {
+                ctf_reader *q = open_or_null(&c);
+                ok = q && ctf_reader_restore_state(q, x.state[i], strlen(x.state[i])) == 0;
+                pos[i] = ok ? ctf_reader_position(q) : 0;
+                ctf_reader_free(q);
+            }
+            ctf_reader_free(r);
+            ASSERT(ok && x.n > 24);
+            const size_t from[] = {0, 0, 0, 3, 11, 5}, to[] = {1, 4, 20, 5, 21, 0};
+            for (size_t t = 0; ok && t < 6; t++) {
+                const size_t j = to[t] ? to[t] : x.n - 2;
+                bytes want = {0}, got = {0};
+                run_slice(&x, j, x.n, &want);
+                ok = skipped_rest(&c, from[t] ? x.state[from[t]] : NULL, pos[j] - pos[from[t]], 9,
+                                  &got) &&
+                     b_eq(&want, &got);
+                if (!ok)
+                    fprintf(stderr, "skip %zu -> %zu (rank %zu of %zu) differs\n", from[t], j, rank,
+                            w);
+                b_free(&want);
+                b_free(&got);
+            }
+            free(pos);
+            run_free(&x);
+            ASSERT(ok);
+        }
+}
+
+/* One-sample sequences: skip(n) == next(n) discarded, then the rest, for n inside a chunk,
+ * across chunks and across the sweep's end; skipping whole chunks loads and parses none, and
+ * the state after a skip records it (kept by a restore, the same on every rank). */
+TEST(reader_skip_one_sample_reads_nothing)
+{
+    const char *path = line_file("skip_lines.ctf", 60);
+    ctf_config c;
+    cfg_base(&c, path, X1, 1);
+    c.chunk_size_bytes = 25; /* 5 lines a chunk */
+    c.randomization_window = 4;
+    c.max_sweeps = 3;
+    c.num_threads = 0;
+    c.prefetch_chunks = 0;
+    c.cache_index = false; /* a record kept in the index cache would hide a re-scan */
+    const uint64_t ns[] = {3, 12, 70, 20};
+    for (size_t w = 1; w <= 3; w += 2)
+        for (size_t rank = 0; rank < w; rank++) {
+            c.num_workers = w;
+            c.worker_rank = rank;
+            for (size_t t = 0; t < 4; t++) {
+                ctf_reader *a = open_or_null(&c), *b = open_or_null(&c);
+                ASSERT(a && b);
+                ctf_minibatch *mb;
+                ASSERT_EQ(ctf_reader_next(a, ns[t], &mb), 0);
+                ctf_minibatch_free(mb);
+                /* The data away while skipping: a skip that read any of it would fail (the
+                 * consumer's own re-scans are not in ctf_perf). */
+                char away[4200];
+                snprintf(away, sizeof away, "%s.away", path);
+                ASSERT_EQ(rename(path, away), 0);
+                const int src = ctf_reader_skip(b, ns[t]);
+                ASSERT_EQ(rename(away, path), 0);
+                ASSERT_EQ(src, 0);
+                ASSERT_EQ(ctf_reader_position(b), ns[t]);
+                ctf_perf perf;
+                ctf_reader_get_perf(b, &perf, sizeof perf);
+                ASSERT_EQ(perf.chunks_loaded, 0);
+                ASSERT_EQ(perf.parse_bytes, 0);
+                char *st = save_state(b);
+                char want[64];
+                snprintf(want, sizeof want, "\"skipped\": \"0-%llu\", \"skipped_samples\": %llu",
+                         (unsigned long long)ns[t], (unsigned long long)ns[t]);
+                ASSERT(st && strstr(st, want));
+                bytes x = {0}, y = {0};
+                ASSERT(read_rest(a, 7, NULL, &x, 100000) > 0);
+                ASSERT(read_rest(b, 7, NULL, &y, 100000) > 0);
+                ASSERT(b_eq(&x, &y));
+                /* Restored elsewhere, the list stays; a second adjacent skip merges. */
+                ctf_reader *d = open_or_null(&c);
+                ASSERT(d && ctf_reader_restore_state(d, st, strlen(st)) == 0);
+                ASSERT_EQ(ctf_reader_skip(d, 2), 0);
+                char *st2 = save_state(d);
+                snprintf(want, sizeof want, "\"skipped\": \"0-%llu\", \"skipped_samples\": %llu",
+                         (unsigned long long)ns[t] + 2, (unsigned long long)ns[t] + 2);
+                ASSERT(st2 && strstr(st2, want));
+                free(st);
+                free(st2);
+                b_free(&x);
+                b_free(&y);
+                ctf_reader_free(a);
+                ctf_reader_free(b);
+                ctf_reader_free(d);
+            }
+        }
+}
+
+/* The list stays bounded (the oldest stretches dropped, their samples still counted), a
+ * malformed list is refused, and a state without one restores as before. */
+TEST(reader_skip_state_list_is_bounded_and_checked)
+{
+    const char *path = line_file("skip_bound.ctf", 200);
+    ctf_config c;
+    cfg_base(&c, path, X1, 1);
+    c.chunk_size_bytes = 25;
+    ctf_reader *r = open_or_null(&c);
+    ASSERT(r);
+    ctf_minibatch *mb;
+    for (int i = 0; i < 20; i++) {
+        ASSERT_EQ(ctf_reader_skip(r, 1), 0);
+        ASSERT_EQ(ctf_reader_next(r, 1, &mb), 0);
+        ctf_minibatch_free(mb);
+    }
+    char *st = save_state(r);
+    ASSERT(st && strstr(st, "\"skipped\": \"8-9;") && strstr(st, ";38-39\"") &&
+           strstr(st, "\"skipped_samples\": 20"));
+    ASSERT_EQ(ctf_reader_restore_state(r, st, strlen(st)), 0);
+    char *back = save_state(r);
+    ASSERT(back && !strcmp(st, back));
+    const char *bad[] = {"5-3", "3-3", "1-2;0-1", "0-99999", "x-1", "0-1;", "1"};
+    for (size_t i = 0; i < 7; i++) {
+        char s[1024];
+        snprintf(s, sizeof s, "%.*s\"skipped\": \"%s\", \"skipped_samples\": 9}",
+                 (int)(strstr(st, "\"skipped\"") - st), st, bad[i]);
+        ASSERT_EQ(ctf_reader_restore_state(r, s, strlen(s)), CTF_ESTATE);
+        ASSERT(strstr(ctf_reader_error(r)->message, "skipped"));
+    }
+    ASSERT_EQ(ctf_reader_skip(r, CTF_MAX_POSITION), CTF_EINVAL);
+    free(st);
+    free(back);
+    ctf_reader_free(r);
+}
+
 TEST(reader_a_cut_reaching_the_sweep_end_loads_each_chunk_once)
 {
     /* The cut loads a chunk for its records before the pick takes it; a cut that reaches the
@@ -1466,168 +1628,4 @@ TEST(reader_a_cut_reaching_the_sweep_end_loads_each_chunk_once)
                 ASSERT_EQ(pf.parse_bytes, 300);
                 ctf_reader_free(r);
             }
-
-    /*======================================================================
- * Skipping a stretch of the timeline
- *====================================================================*/
-
-    /* The rest of a run (minibatches of k) after `skip` samples skipped, from a fresh reader or
- * from the state `state` restored first. */
-    static bool skipped_rest(const ctf_config *c, const char *state, uint64_t skip, long k,
-                             bytes *out)
-    {
-        ctf_reader *r = open_or_null(c);
-        bool ok = r && (!state || ctf_reader_restore_state(r, state, strlen(state)) == 0) &&
-                  ctf_reader_skip(r, skip) == 0 && read_rest(r, k, NULL, out, 100000) >= 0;
-        ctf_reader_free(r);
-        return ok;
-    }
-
-    /* Several-sample sequences: skipping from the state at minibatch i to the position of
- * minibatch j (inside a chunk, across chunks, across a sweep's end) delivers what the run
- * delivered from j on, on every rank of 1 and 3 workers. */
-    TEST(reader_skip_equals_read_and_discard)
-    {
-        const char *path;
-        ctf_config c;
-        exact_cfg(&c, &path);
-        for (size_t w = 1; w <= 3; w += 2)
-            for (size_t rank = 0; rank < w; rank++) {
-                c.num_workers = w;
-                c.worker_rank = rank;
-                ctf_reader *r = open_or_null(&c);
-                ASSERT(r);
-                run x;
-                bool ok = record_run(r, 9, &x);
-                uint64_t *pos = malloc((x.n + 1) * sizeof *pos);
-                for (size_t i = 0; ok && i <= x.n; i++) {
-                    ctf_reader *q = open_or_null(&c);
-                    ok = q && ctf_reader_restore_state(q, x.state[i], strlen(x.state[i])) == 0;
-                    pos[i] = ok ? ctf_reader_position(q) : 0;
-                    ctf_reader_free(q);
-                }
-                ctf_reader_free(r);
-                ASSERT(ok && x.n > 24);
-                const size_t from[] = {0, 0, 0, 3, 11, 5}, to[] = {1, 4, 20, 5, 21, 0};
-                for (size_t t = 0; ok && t < 6; t++) {
-                    const size_t j = to[t] ? to[t] : x.n - 2;
-                    bytes want = {0}, got = {0};
-                    run_slice(&x, j, x.n, &want);
-                    ok = skipped_rest(&c, from[t] ? x.state[from[t]] : NULL, pos[j] - pos[from[t]],
-                                      9, &got) &&
-                         b_eq(&want, &got);
-                    if (!ok)
-                        fprintf(stderr, "skip %zu -> %zu (rank %zu of %zu) differs\n", from[t], j,
-                                rank, w);
-                    b_free(&want);
-                    b_free(&got);
-                }
-                free(pos);
-                run_free(&x);
-                ASSERT(ok);
-            }
-    }
-
-    /* One-sample sequences: skip(n) == next(n) discarded, then the rest, for n inside a chunk,
- * across chunks and across the sweep's end; skipping whole chunks loads and parses none, and
- * the state after a skip records it (kept by a restore, the same on every rank). */
-    TEST(reader_skip_one_sample_reads_nothing)
-    {
-        const char *path = line_file("skip_lines.ctf", 60);
-        ctf_config c;
-        cfg_base(&c, path, X1, 1);
-        c.chunk_size_bytes = 25; /* 5 lines a chunk */
-        c.randomization_window = 4;
-        c.max_sweeps = 3;
-        c.num_threads = 0;
-        c.prefetch_chunks = 0;
-        c.cache_index = false; /* a record kept in the index cache would hide a re-scan */
-        const uint64_t ns[] = {3, 12, 70, 20};
-        for (size_t w = 1; w <= 3; w += 2)
-            for (size_t rank = 0; rank < w; rank++) {
-                c.num_workers = w;
-                c.worker_rank = rank;
-                for (size_t t = 0; t < 4; t++) {
-                    ctf_reader *a = open_or_null(&c), *b = open_or_null(&c);
-                    ASSERT(a && b);
-                    ctf_minibatch *mb;
-                    ASSERT_EQ(ctf_reader_next(a, ns[t], &mb), 0);
-                    ctf_minibatch_free(mb);
-                    /* The data away while skipping: a skip that read any of it would fail (the
-                 * consumer's own re-scans are not in ctf_perf). */
-                    char away[4200];
-                    snprintf(away, sizeof away, "%s.away", path);
-                    ASSERT_EQ(rename(path, away), 0);
-                    const int src = ctf_reader_skip(b, ns[t]);
-                    ASSERT_EQ(rename(away, path), 0);
-                    ASSERT_EQ(src, 0);
-                    ASSERT_EQ(ctf_reader_position(b), ns[t]);
-                    ctf_perf perf;
-                    ctf_reader_get_perf(b, &perf, sizeof perf);
-                    ASSERT_EQ(perf.chunks_loaded, 0);
-                    ASSERT_EQ(perf.parse_bytes, 0);
-                    char *st = save_state(b);
-                    char want[64];
-                    snprintf(want, sizeof want,
-                             "\"skipped\": \"0-%llu\", \"skipped_samples\": %llu",
-                             (unsigned long long)ns[t], (unsigned long long)ns[t]);
-                    ASSERT(st && strstr(st, want));
-                    bytes x = {0}, y = {0};
-                    ASSERT(read_rest(a, 7, NULL, &x, 100000) > 0);
-                    ASSERT(read_rest(b, 7, NULL, &y, 100000) > 0);
-                    ASSERT(b_eq(&x, &y));
-                    /* Restored elsewhere, the list stays; a second adjacent skip merges. */
-                    ctf_reader *d = open_or_null(&c);
-                    ASSERT(d && ctf_reader_restore_state(d, st, strlen(st)) == 0);
-                    ASSERT_EQ(ctf_reader_skip(d, 2), 0);
-                    char *st2 = save_state(d);
-                    snprintf(want, sizeof want,
-                             "\"skipped\": \"0-%llu\", \"skipped_samples\": %llu",
-                             (unsigned long long)ns[t] + 2, (unsigned long long)ns[t] + 2);
-                    ASSERT(st2 && strstr(st2, want));
-                    free(st);
-                    free(st2);
-                    b_free(&x);
-                    b_free(&y);
-                    ctf_reader_free(a);
-                    ctf_reader_free(b);
-                    ctf_reader_free(d);
-                }
-            }
-    }
-
-    /* The list stays bounded (the oldest stretches dropped, their samples still counted), a
- * malformed list is refused, and a state without one restores as before. */
-    TEST(reader_skip_state_list_is_bounded_and_checked)
-    {
-        const char *path = line_file("skip_bound.ctf", 200);
-        ctf_config c;
-        cfg_base(&c, path, X1, 1);
-        c.chunk_size_bytes = 25;
-        ctf_reader *r = open_or_null(&c);
-        ASSERT(r);
-        ctf_minibatch *mb;
-        for (int i = 0; i < 20; i++) {
-            ASSERT_EQ(ctf_reader_skip(r, 1), 0);
-            ASSERT_EQ(ctf_reader_next(r, 1, &mb), 0);
-            ctf_minibatch_free(mb);
-        }
-        char *st = save_state(r);
-        ASSERT(st && strstr(st, "\"skipped\": \"8-9;") && strstr(st, ";38-39\"") &&
-               strstr(st, "\"skipped_samples\": 20"));
-        ASSERT_EQ(ctf_reader_restore_state(r, st, strlen(st)), 0);
-        char *back = save_state(r);
-        ASSERT(back && !strcmp(st, back));
-        const char *bad[] = {"5-3", "3-3", "1-2;0-1", "0-99999", "x-1", "0-1;", "1"};
-        for (size_t i = 0; i < 7; i++) {
-            char s[1024];
-            snprintf(s, sizeof s, "%.*s\"skipped\": \"%s\", \"skipped_samples\": 9}",
-                     (int)(strstr(st, "\"skipped\"") - st), st, bad[i]);
-            ASSERT_EQ(ctf_reader_restore_state(r, s, strlen(s)), CTF_ESTATE);
-            ASSERT(strstr(ctf_reader_error(r)->message, "skipped"));
-        }
-        ASSERT_EQ(ctf_reader_skip(r, CTF_MAX_POSITION), CTF_EINVAL);
-        free(st);
-        free(back);
-        ctf_reader_free(r);
-    }
+}
