@@ -270,6 +270,7 @@ typedef enum key_id {
     K_TRUNCATED,
     K_MT_DESER,
     K_CHUNK_CACHE,
+    K_BAD_RECORDS,
     /* Keys below are structure, not parameters: an undotted override never targets them. */
     K_READER_TYPE,
     K_TYPE,
@@ -283,8 +284,17 @@ static const char *const key_names[K_COUNT] = {
 #define CTF_PARAM(field, kind, bs_key, ...) bs_key,
 #include "params.def"
 #undef CTF_PARAM
-    "file",       "input",      "verbosity", "truncated", "multiThreadedDeserialization",
-    "chunkCache", "readerType", "type",      "module",    "deserializers",
+    "file",
+    "input",
+    "verbosity",
+    "truncated",
+    "multiThreadedDeserialization",
+    "chunkCache",
+    "badRecordsFile",
+    "readerType",
+    "type",
+    "module",
+    "deserializers",
     "mix",
 };
 
@@ -1324,6 +1334,8 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
     if (v[K_MT_DESER]) TRY(get_bool(doc, v[K_MT_DESER], "multiThreadedDeserialization", &mt, err));
     if (v[K_CHUNK_CACHE])
         TRY(get_string(doc, v[K_CHUNK_CACHE], "chunkCache", true, &c.chunk_cache, err));
+    if (v[K_BAD_RECORDS])
+        TRY(get_string(doc, v[K_BAD_RECORDS], "badRecordsFile", true, &c.bad_records, err));
     if (binary)
         TRY(apply_cbf_streams(doc, &doc->slots[0], &c.num_streams, err));
     else

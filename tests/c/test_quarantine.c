@@ -200,3 +200,20 @@ TEST(quarantine_refused_without_max_errors)
     ASSERT(strstr(err.message, "bad_records") && strstr(err.message, "max_errors"));
     ASSERT(access("never-written.jsonl", F_OK) != 0);
 }
+
+TEST(quarantine_reader_section_key)
+{
+    const char *text =
+        "reader = [ file = \"d.ctf\"; maxErrors = 4; badRecordsFile = \"bad.jsonl\"\n"
+        "  input = [ x = [ dim = 1; format = dense ] ] ]\n";
+    ctf_bsconfig *doc = NULL;
+    ctf_error err;
+    ctf_config c;
+    ctf_config_init(&c);
+    ASSERT_EQ(ctf_bsconfig_parse(text, strlen(text), "x.cntk", NULL, NULL, 0, &doc, &err), 0);
+    ASSERT_EQ(ctf_bsconfig_apply(doc, &c, &err), 0);
+    ASSERT(c.bad_records);
+    ASSERT(strstr(c.bad_records, "bad.jsonl"));
+    ASSERT_U64_EQ(c.max_errors, 4);
+    ctf_bsconfig_free(doc);
+}
