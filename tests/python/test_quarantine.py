@@ -1,0 +1,117 @@
+"""The bad-records file: MinibatchSource(bad_records=PATH) with max_errors > 0 writes one JSON
+line per skipped record (file, line, column, offset, error, raw text), counted in
+stats()["bad_records"], the same with and without threads, at PATH once the source is closed;
+the CLI's --bad-records writes the same file and `ctfio check --recheck` reads it back."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import ctfio
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLI = os.path.join(ROOT, "build", "ctfio")
+BAD = {20: "20 |a 1 x 3", 149: "149 |a 1 2 y", 276: "276 |a z 2 3"}
+
+
+def data_text():
+    return "".join(BAD.get(i, "%d |a %d 2 3" % (i, i)) + "\n" for i in range(300))
+
+
+def source(path, out, threads, max_errors=5):
+    return ctfio.MinibatchSource(
+        ctfio.CTFDeserializer(path, ctfio.StreamDefs(a=ctfio.StreamDef(field="a", shape=3))),
+        randomize=False, max_sweeps=1, max_errors=max_errors, chunk_size_in_bytes=256,
+        num_threads=threads, trace_level=0, bad_records=out)
+
+
+def read(src):
+    keys = []
+    while True:
+        mb = src.next_minibatch(7)
+        if not mb:
+            return keys
+        keys += [int(k) for k in mb[src.streams.a].keys]
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_bad_records_lists_the_skipped_records(write_ctf, tmp_path, threads):
+    path = write_ctf(data_text())
+    out = tmp_path / "bad.jsonl"
+    src = source(path, out, threads)
+    keys = read(src)
+    assert keys == [i for i in range(300) if i not in BAD]
+    assert src.stats()["bad_records"] == 3
+    assert not out.exists()  # written whole when the source is closed
+    src.close()
+    recs = [json.loads(s) for s in out.read_text().splitlines()]
+    text = data_text()
+    want = []
+    for i, line in sorted(BAD.items()):
+        start = text.index("\n%s\n" % line) + 1
+        bad = {20: "x", 149: "y", 276: "z"}[i]
+        col = line.index(bad) + 1
+        want.append({"file": path, "line": i + 1, "column": col, "offset": start + col - 1,
+                     "text": line, "truncated": False})
+    assert [{k: r[k] for k in want[0]} for r in recs] == want
+    assert all("expected a number" in r["error"] for r in recs)
+
+
+def test_bad_records_same_file_with_and_without_threads(write_ctf, tmp_path):
+    path = write_ctf(data_text())
+    got = []
+    for threads in (0, 2):
+        out = tmp_path / ("bad%d.jsonl" % threads)
+        with source(path, out, threads) as src:
+            read(src)
+        got.append(out.read_bytes())
+    assert got[0] and got[0] == got[1]
+
+
+def test_bad_records_refused_without_max_errors(write_ctf, tmp_path):
+    path = write_ctf(data_text())
+    with pytest.raises(ValueError, match="bad_records.*max_errors"):
+        source(path, tmp_path / "bad.jsonl", 0, max_errors=0)
+
+
+def test_cli_bad_records_and_recheck(write_ctf, tmp_path):
+    if not os.path.exists(CLI):
+        pytest.skip("build/ctfio is not built")
+    path = write_ctf(data_text())
+    out = str(tmp_path / "cli.jsonl")
+    args = ["--file", path, "--input", "a:3:dense"]
+    r = subprocess.run([CLI, "check", *args, "--max-errors", "5", "--bad-records", out],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "bad records: 3 (%s)" % out in r.stdout
+    cli_text = (tmp_path / "cli.jsonl").read_text()
+    recs = [json.loads(s) for s in cli_text.splitlines()]
+    assert [(x["line"], x["text"]) for x in recs] == [(i + 1, t) for i, t in sorted(BAD.items())]
+    # The same file as the Python reader's.
+    py = tmp_path / "py.jsonl"
+    with source(path, py, 2) as src:
+        read(src)
+    assert py.read_text() == cli_text
+    # Read back: each record's error again, under its own file and line.
+    r = subprocess.run([CLI, "check", "--recheck", out, "--input", "a:3:dense"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    for x in recs:
+        assert "%s:%d:%d: error: %s" % (path, x["line"], x["column"], x["error"]) in lines
+    assert "still bad: 3" in lines and "ok now: 0" in lines
+    # A record whose text parses now (the file was fixed by hand) is reported so.
+    fixed = tmp_path / "fixed.jsonl"
+    recs[1]["text"] = "149 |a 1 2 3"
+    fixed.write_text("".join(json.dumps(x) + "\n" for x in recs))
+    r = subprocess.run([CLI, "check", "--recheck", str(fixed), "--input", "a:3:dense"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "%s:150: ok now; recorded: %s" % (path, recs[1]["error"]) in r.stdout.splitlines()
+    assert "still bad: 2" in r.stdout
+    # --bad-records without --max-errors is refused.
+    r = subprocess.run([CLI, "check", *args, "--bad-records", out], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode != 0 and "max_errors" in r.stderr
