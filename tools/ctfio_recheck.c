@@ -1,6 +1,6 @@
 /*
  * ctfio_recheck.c -- `ctfio check --recheck FILE`: reads a bad-records file (the JSON lines a
- * reader writes with bad_records, docs/errors.md) back, parses each record's raw text again
+ * reader writes with bad_records, docs/rules.md 2.8) back, parses each record's raw text again
  * with the command's stream definitions and prints, per record, where it came from and the
  * error its text gives now ("ok now" when it parses). A record whose text was cut at 4 KiB, or
  * could not be read, is listed as not rechecked.
