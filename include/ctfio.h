@@ -280,7 +280,8 @@ typedef struct ctf_config {
                                        * entries go first); 0: no limit */
     /* The bad-records file (docs/reliability.md, "Quarantine"): with max_errors > 0, each
      * record skipped for an error is written there as one JSON line (file, line, column, byte
-     * offset, error, raw text); the file appears whole at this path when the reader is freed.
+     * offset, error, raw text); the file appears whole at this path at the end of the data and
+     * when the reader is freed.
      * NULL: none (the default). Not part of the fingerprint. */
     const char *bad_records;
 } ctf_config;

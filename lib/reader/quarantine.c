@@ -7,7 +7,8 @@
  * physical line holding the error's byte, read back through the source's I/O (a local pread or
  * a remote range request); at most CTF__QUAR_TEXT bytes of it, "truncated": true beyond (or
  * when the line began more than that before the error's byte). The file is written through an
- * atomic file: it appears at its path, whole, when the reader is freed, never half written.
+ * atomic file: it appears at its path, whole, when the reader reaches its end or is freed,
+ * never half written.
  */
 #include "reader/quarantine.h"
 #include "io/io.h"
@@ -19,6 +20,7 @@
 
 struct ctf__quarantine {
     ctf__atomic_file af;
+    bool open;                       /* af holds the temporary file (false once committed) */
     char *path;
     uint64_t written;
     ctf__io *h;                      /* the last file read back, kept for the next record */
@@ -44,7 +46,35 @@ int ctf__quar_open(const char *path, ctf__quarantine **out, ctf_error *err)
         CTF_FREE(q);
         return CTF_EINVAL;
     }
+    q->open = true;
     *out = q;
+    return 0;
+}
+
+int ctf__quar_commit(ctf__quarantine *q)
+{
+    if (!q || !q->open) return 0;
+    q->open = false;
+    return ctf__atomic_commit(&q->af);
+}
+
+/* After a commit, a further line goes into a new temporary file that starts as a copy of the
+ * committed one, so that PATH always holds every line written so far, whole. */
+static int reopen(ctf__quarantine *q, ctf_error *err)
+{
+    int e = ctf__atomic_open(&q->af, q->path, ".tmp", 0);
+    FILE *in = e ? NULL : ctf__fopen_regular(q->path);
+    if (!e && !in) e = errno ? errno : EIO;
+    for (size_t n; !e && (n = fread(q->buf, 1, sizeof q->buf, in)) > 0;)
+        e = ctf__atomic_write(&q->af, q->buf, n);
+    if (!e && in && ferror(in)) e = EIO;
+    if (in) fclose(in);
+    if (e) {
+        ctf__atomic_abort(&q->af);
+        return ctf__fail(err, CTF_EIO, (ctf__where){q->path, 0, 0, -1},
+                         "bad_records: cannot write '%s' again (%s)", q->path, strerror(e));
+    }
+    q->open = true;
     return 0;
 }
 
@@ -147,6 +177,7 @@ int ctf__quar_add(ctf__quarantine *q, ctf__remote *rem, const ctf__source *src, 
     if (!rc)
         rc = cut ? put(q, ", \"truncated\": true}\n", 21) : put(q, ", \"truncated\": false}\n", 22);
     if (rc) return ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
+    if (!q->open && reopen(q, err)) return CTF_EIO;
     const int w = ctf__atomic_write(&q->af, q->line, q->len);
     if (w)
         return ctf__fail(err, CTF_EIO, (ctf__where){q->path, 0, 0, -1},
@@ -160,7 +191,7 @@ uint64_t ctf__quar_count(const ctf__quarantine *q) { return q ? q->written : 0; 
 void ctf__quar_close(ctf__quarantine *q)
 {
     if (!q) return;
-    if (ctf__atomic_commit(&q->af)) ctf__atomic_abort(&q->af);
+    (void)ctf__quar_commit(q); /* a commit that fails leaves nothing behind */
     ctf__io_close(q->h);
     CTF_FREE(q->line);
     CTF_FREE(q->path);

@@ -19,6 +19,9 @@ int ctf__quar_open(const char *path, ctf__quarantine **out, ctf_error *err);
 int ctf__quar_add(ctf__quarantine *q, struct ctf__remote *rem, const ctf__source *src,
                   const ctf_error *e, ctf_error *err);
 uint64_t ctf__quar_count(const ctf__quarantine *q);
+/* Renames what was written so far onto the path (a later add starts a new temporary file from
+ * it). NULL or nothing new: a no-op. @return : 0 or an errno value. */
+int ctf__quar_commit(ctf__quarantine *q);
 /* Renames the file onto its path (what was written so far) and frees q. NULL: a no-op. */
 void ctf__quar_close(ctf__quarantine *q);
 

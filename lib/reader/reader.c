@@ -1114,6 +1114,9 @@ int ctf_reader_next_within(ctf_reader *r, uint64_t num_samples, uint64_t period,
     if (r->last_return_ns) ctf__perf_add(r->perf, CTF__PERF_CONSUMER_NS, t0 - r->last_return_ns);
     *out = NULL;
     const int rc = ahead_next(r, num_samples, period, out);
+    /* At the end of the data the bad-records file appears at its path (no read-ahead is asked
+     * then, so r->ended is the caller's). */
+    if (!rc && r->quar && !r->ra.asked && (!*out || r->ended)) (void)ctf__quar_commit(r->quar);
     r->last_return_ns = ctf__perf_since(r->perf, CTF__PERF_NEXT_NS, t0);
     ctf__perf_add(r->perf, CTF__PERF_NEXT_CALLS, 1);
     return rc;

@@ -5,6 +5,7 @@
  * work leaves no line); nothing at the path until the reader is freed; refused without
  * max_errors.
  */
+#include "reader/quarantine.h"
 #include "test.h"
 
 #include <stdio.h>
@@ -50,8 +51,9 @@ static char *slurp(const char *path, size_t *len)
 /* Reads two sweeps in minibatches of 7, seeking where it is every second call and back near
  * the start once (an undone read-ahead each time, with threads), with the bad-records file at
  * out. @return : the reader's bad_records count,
- * or -1 when something failed; *early: the file existed before the free. */
-static long long quar_run(size_t threads, const char *out, bool *early)
+ * or -1 when something failed; *early: the file existed before the end of the data, *at_end: at
+ * the end, before the free. */
+static long long quar_run(size_t threads, const char *out, bool *early, bool *at_end)
 {
     uint64_t where[3];
     ctf_config c;
@@ -77,6 +79,7 @@ static long long quar_run(size_t threads, const char *out, bool *early)
         /* A seek drops the read-ahead asked for after every second call (undone). */
         if (!rc && i % 2) rc = ctf_reader_seek(r, ctf_reader_position(r));
     }
+    *early = access(out, F_OK) == 0; /* every record skipped, the data not at its end */
     if (!rc) rc = ctf_reader_seek(r, 10);
     for (;;) {
         ctf_minibatch *mb = NULL;
@@ -85,7 +88,7 @@ static long long quar_run(size_t threads, const char *out, bool *early)
     }
     ctf_stats st;
     ctf_reader_get_stats(r, &st);
-    *early = access(out, F_OK) == 0;
+    *at_end = access(out, F_OK) == 0;
     ctf_reader_free(r);
     return rc ? -1 : (long long)st.bad_records;
 }
@@ -96,9 +99,10 @@ TEST(quarantine_lists_each_skipped_record_with_its_text)
     const char *data = quar_file(where);
     char out[700];
     snprintf(out, sizeof out, "%s/quar-0.jsonl", test_tmpdir());
-    bool early = true;
-    ASSERT_EQ(quar_run(0, out, &early), 3);
+    bool early = true, at_end = false;
+    ASSERT_EQ(quar_run(0, out, &early, &at_end), 3);
     ASSERT(!early);
+    ASSERT(at_end);
     size_t len = 0;
     char *got = slurp(out, &len);
     ASSERT(got);
@@ -132,10 +136,10 @@ TEST(quarantine_same_file_with_and_without_threads)
     char out0[700], out2[700];
     snprintf(out0, sizeof out0, "%s/quar-t0.jsonl", test_tmpdir());
     snprintf(out2, sizeof out2, "%s/quar-t2.jsonl", test_tmpdir());
-    bool early = true;
-    ASSERT_EQ(quar_run(0, out0, &early), 3);
-    ASSERT_EQ(quar_run(2, out2, &early), 3);
-    ASSERT(!early);
+    bool early = true, at_end = false;
+    ASSERT_EQ(quar_run(0, out0, &early, &at_end), 3);
+    ASSERT_EQ(quar_run(2, out2, &early, &at_end), 3);
+    ASSERT(!early && at_end);
     size_t n0 = 0, n2 = 0;
     char *a = slurp(out0, &n0), *b = slurp(out2, &n2);
     ASSERT(a && b);
@@ -216,4 +220,31 @@ TEST(quarantine_reader_section_key)
     ASSERT(strstr(c.bad_records, "bad.jsonl"));
     ASSERT_U64_EQ(c.max_errors, 4);
     ctf_bsconfig_free(doc);
+}
+
+TEST(quarantine_commit_then_more_keeps_every_line)
+{
+    char out[700];
+    snprintf(out, sizeof out, "%s/quar-commit.jsonl", test_tmpdir());
+    unlink(out);
+    ctf__quarantine *q = NULL;
+    ctf_error err, e1, e2;
+    ASSERT_EQ(ctf__quar_open(out, &q, &err), 0);
+    ctf__fail(&e1, CTF_EPARSE, (ctf__where){"a.ctf", 3, 2, 20}, "first");
+    ctf__fail(&e2, CTF_EPARSE, (ctf__where){"a.ctf", 9, 4, 90}, "second \"quoted\"");
+    ASSERT_EQ(ctf__quar_add(q, NULL, NULL, &e1, &err), 0);
+    ASSERT(access(out, F_OK) != 0);
+    ASSERT_EQ(ctf__quar_commit(q), 0);
+    ASSERT(access(out, F_OK) == 0);
+    ASSERT_EQ(ctf__quar_add(q, NULL, NULL, &e2, &err), 0);
+    ctf__quar_close(q);
+    size_t len = 0;
+    char *got = slurp(out, &len);
+    ASSERT(got);
+    ASSERT_STR_EQ(got,
+                  "{\"file\": \"a.ctf\", \"line\": 3, \"column\": 2, \"offset\": 20, "
+                  "\"error\": \"first\", \"text\": null, \"truncated\": false}\n"
+                  "{\"file\": \"a.ctf\", \"line\": 9, \"column\": 4, \"offset\": 90, "
+                  "\"error\": \"second \\\"quoted\\\"\", \"text\": null, \"truncated\": false}\n");
+    free(got);
 }
