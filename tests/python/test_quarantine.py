@@ -7,6 +7,7 @@ the CLI's --bad-records writes the same file and `ctfio check --recheck` reads i
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -21,11 +22,11 @@ def data_text():
     return "".join(BAD.get(i, "%d |a %d 2 3" % (i, i)) + "\n" for i in range(300))
 
 
-def source(path, out, threads, max_errors=5):
+def source(path, out, threads, max_errors=5, **kw):
     return ctfio.MinibatchSource(
         ctfio.CTFDeserializer(path, ctfio.StreamDefs(a=ctfio.StreamDef(field="a", shape=3))),
         randomize=False, max_sweeps=1, max_errors=max_errors, chunk_size_in_bytes=256,
-        num_threads=threads, trace_level=0, bad_records=out)
+        num_threads=threads, trace_level=0, bad_records=out, **kw)
 
 
 def read(src):
@@ -120,3 +121,45 @@ def test_cli_bad_records_and_recheck(write_ctf, tmp_path):
     r = subprocess.run([CLI, "check", *args, "--bad-records", out], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode != 0 and "max_errors" in r.stderr
+
+
+REMOTE = r"""
+import json, sys
+sys.path.insert(0, %(here)r)
+from s3_server import S3
+from test_quarantine import source, read
+s3 = S3()
+try:
+    s3.client.create_bucket(Bucket="quarantine-data")
+    s3.client.put_object(Bucket="quarantine-data", Key="q.ctf", Body=open(%(local)r, "rb").read())
+    out = []
+    for bad in (None, %(out)r):
+        src = source("s3://quarantine-data/q.ctf", bad, 0, storage_options=s3.options(),
+                     cache_dir=%(idx)r)
+        keys = read(src)
+        out.append(dict(keys=keys, requests=src._reader.io_counters()["requests"]))
+        src.close()
+    print(json.dumps(out))
+finally:
+    s3.stop()
+"""
+
+
+def test_remote_text_is_read_back_with_range_requests(write_ctf, tmp_path):
+    pytest.importorskip("moto")
+    pytest.importorskip("boto3")
+    local = write_ctf(data_text())
+    out = tmp_path / "remote.jsonl"
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.run([sys.executable, "-c", REMOTE % dict(
+        here=here, local=local, out=str(out), idx=str(tmp_path / "idx"))],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    plain, quarantined = json.loads(p.stdout)
+    assert plain["keys"] == quarantined["keys"] == [i for i in range(300) if i not in BAD]
+    recs = [json.loads(s) for s in out.read_text().splitlines()]
+    assert [(r["file"], r["line"], r["text"]) for r in recs] == [
+        ("s3://quarantine-data/q.ctf", i + 1, t) for i, t in sorted(BAD.items())]
+    # The texts are read back with range requests on one handle: at most one per record (the
+    # remote backend may serve several from one block of this small object).
+    assert 1 <= quarantined["requests"] - plain["requests"] <= len(BAD)
