@@ -57,7 +57,11 @@ static bool json_string(const char **p, char *out, size_t cap, size_t *len)
                 for (int i = 0; i < 4; i++)
                     if (!(hex[i] = *s++)) return false;
                 c = (unsigned)strtoul(hex, NULL, 16);
-                if (c >= 0x80) { /* as UTF-8 (the writer only escapes bytes below 0x20) */
+                if (c >= 0x80 && c <= 0xff) { /* a byte that was not UTF-8 (the writer's) */
+                    if (n + 1 < cap) out[n++] = (char)c;
+                    continue;
+                }
+                if (c > 0xff) { /* as UTF-8 */
                     unsigned char u[3];
                     size_t k = c < 0x800 ? 2 : 3;
                     if (k == 2) {

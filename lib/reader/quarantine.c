@@ -87,22 +87,59 @@ static int put(ctf__quarantine *q, const void *p, size_t n)
     return 0;
 }
 
-/* A JSON string: quotes, backslashes and control bytes escaped; other bytes as they are. */
+/* The length of the well-formed UTF-8 sequence at p (at most n bytes), or 0. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    const unsigned c = p[0];
+    size_t k;
+    unsigned min;
+    if (c >= 0xc2 && c <= 0xdf) {
+        k = 2, min = 0x80;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        k = 3, min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        k = 4, min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (k > n) return 0;
+    unsigned v = c & (0x3f >> (k - 1));
+    for (size_t i = 1; i < k; i++) {
+        if ((p[i] & 0xc0) != 0x80) return 0;
+        v = v << 6 | (p[i] & 0x3f);
+    }
+    return v >= min && v <= 0x10ffff && (v < 0xd800 || v > 0xdfff) ? k : 0;
+}
+
+/* A JSON string: quotes, backslashes and control bytes escaped, UTF-8 as it is, and each byte
+ * that is not part of well-formed UTF-8 as \u00XX (its value: the file is valid JSON, and
+ * ctfio check --recheck writes such an escape back as the byte). */
 static int put_string(ctf__quarantine *q, const char *s, size_t n)
 {
     int rc = put(q, "\"", 1);
-    for (size_t i = 0; !rc && i < n; i++) {
+    for (size_t i = 0; !rc && i < n;) {
         const unsigned char c = (unsigned char)s[i];
         char esc[8];
+        size_t k;
         if (c == '"' || c == '\\') {
             esc[0] = '\\';
             esc[1] = (char)c;
             rc = put(q, esc, 2);
+            i++;
         } else if (c < 0x20 || c == 0x7f) {
             snprintf(esc, sizeof esc, "\\u%04x", c);
             rc = put(q, esc, 6);
-        } else {
+            i++;
+        } else if (c < 0x80) {
             rc = put(q, s + i, 1);
+            i++;
+        } else if ((k = utf8_len((const unsigned char *)s + i, n - i)) != 0) {
+            rc = put(q, s + i, k);
+            i += k;
+        } else {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            rc = put(q, esc, 6);
+            i++;
         }
     }
     return rc ? rc : put(q, "\"", 1);
@@ -124,7 +161,7 @@ static int read_text(ctf__quarantine *q, ctf__remote *rem, const ctf__source *sr
                      const ctf_error *e, char *buf, const char **text, size_t *n, bool *cut)
 {
     const ctf__source_file *f = e->path[0] && e->offset >= 0 ? find_file(src, e->path) : NULL;
-    if (!f || !f->idx) return 1;
+    if (!f || !f->idx || f->idx->cbf) return 1; /* a CBF file has no lines to show */
     const uint64_t size = f->idx->file.size, off = (uint64_t)e->offset;
     if (off > size) return 1;
     ctf_error ignored;

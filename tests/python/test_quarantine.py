@@ -163,3 +163,21 @@ def test_remote_text_is_read_back_with_range_requests(write_ctf, tmp_path):
     # The texts are read back with range requests on one handle: at most one per record (the
     # remote backend may serve several from one block of this small object).
     assert 1 <= quarantined["requests"] - plain["requests"] <= len(BAD)
+
+
+def test_bytes_that_are_not_utf8_stay_valid_json(tmp_path):
+    path = tmp_path / "bytes.ctf"
+    path.write_bytes(b"0 |a 1 2 3\n1 |a 1 \xff 3 |\xc3\xa9 \"q\t\n2 |a 1 2 3\n")
+    out = tmp_path / "bytes.jsonl"
+    with source(str(path), out, 0) as src:
+        assert read(src) == [0, 2]
+    raw = out.read_bytes()
+    assert b"\\u00ff" in raw and "\u00e9".encode() in raw and b'\\"q\\u0009' in raw
+    (rec,) = [json.loads(s) for s in raw.decode("utf-8").splitlines()]
+    assert rec["text"] == "1 |a 1 \u00ff 3 |\u00e9 \"q\t"
+    if os.path.exists(CLI):
+        r = subprocess.run([CLI, "check", "--recheck", str(out), "--input", "a:3:dense"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert "%s:2:%d: error: %s" % (path, rec["column"], rec["error"]) in r.stdout
+        assert "still bad: 1" in r.stdout
