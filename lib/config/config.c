@@ -115,7 +115,7 @@ int ctf_config_validate(const ctf_config *cfg, ctf_error *err)
         return BAD("config.bad_records: needs max_errors > 0 (with max_errors 0 the first bad "
                    "record ends the read, so none is skipped)");
     if (cfg->bad_records && cfg->bad_records[0] && cfg->num_mix)
-        return BAD("config.bad_records: not supported for a mix (give it to no mix)");
+        return BAD("config.bad_records: not supported for a mix (yet): read its parts one by one");
     if (cfg->num_streams == 0 || !cfg->streams)
         return BAD("config.streams: at least one input stream is required (got none)");
     if (cfg->num_streams > CTF_MAX_STREAMS)
