@@ -203,6 +203,15 @@ TEST(quarantine_refused_without_max_errors)
     ASSERT_EQ(ctf_reader_open(&c, &r, &err), CTF_EINVAL);
     ASSERT(strstr(err.message, "bad_records") && strstr(err.message, "max_errors"));
     ASSERT(access("never-written.jsonl", F_OK) != 0);
+    /* A mix: refused too (its parts would each count their own errors). */
+    const char *paths[1] = {c.path};
+    const ctf_mix_part part = {.paths = paths, .num_paths = 1, .weight = 1.0};
+    c.path = NULL;
+    c.mix = &part;
+    c.num_mix = 1;
+    c.max_errors = 5;
+    ASSERT_EQ(ctf_reader_open(&c, &r, &err), CTF_EINVAL);
+    ASSERT(strstr(err.message, "bad_records") && strstr(err.message, "mix"));
 }
 
 TEST(quarantine_reader_section_key)
