@@ -50,7 +50,8 @@ TEST_SRC := $(sort $(wildcard tests/c/*.c))
 # The tool's parts; TOOL_LIB_SRC is what the C tests and the fuzz driver link too (the JSON that
 # `ctfio dump` prints, the configuration text that `ctfio convert` prints).
 TOOL_LIB_SRC := tools/dump_json.c tools/describe.c tools/cli_util.c tools/remote_env.c
-CLI_SRC := tools/ctfio.c tools/ctfio_convert.c tools/ctfio_stats.c $(TOOL_LIB_SRC)
+CLI_SRC := tools/ctfio.c tools/ctfio_convert.c tools/ctfio_stats.c tools/ctfio_recheck.c \
+           $(TOOL_LIB_SRC)
 CLI_HDR := tools/cli.h tools/dump_json.h
 FUZZ_SRC := tests/fuzz/fuzz_targets.c tests/fuzz/regression.c
 FUZZ_HDR := tests/fuzz/fuzz.h

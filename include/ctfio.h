@@ -278,6 +278,12 @@ typedef struct ctf_config {
     const char *chunk_cache;
     uint64_t chunk_cache_limit;       /* bytes the directory may hold (least recently used
                                        * entries go first); 0: no limit */
+    /* The bad-records file (docs/reliability.md, "Quarantine"): with max_errors > 0, each
+     * record skipped for an error is written there as one JSON line (file, line, column, byte
+     * offset, error, raw text); the file appears whole at this path at the end of the data and
+     * when the reader is freed.
+     * NULL: none (the default). Not part of the fingerprint. */
+    const char *bad_records;
 } ctf_config;
 
 /* ctf_config_init(cfg):
@@ -423,6 +429,7 @@ typedef struct ctf_stats {
     uint64_t keys_missing;       /* joins: primary sequences some joined deserializer lacks
                                   * (dropped at open, also in dropped_sequences) */
     uint64_t keys_unmatched;     /* joins: joined sequences whose key the primary lacks */
+    uint64_t bad_records;        /* records written to the bad-records file */
 } ctf_stats;
 
 /*======================================================================

@@ -16,6 +16,9 @@
 
 /* `ctfio convert FORMAT IN OUT [options]`: argv[0] is "convert". @return : the exit status. */
 int ctfio_cli_convert(int argc, char **argv);
+/* `ctfio check --recheck FILE` (ctfio_recheck.c): the bad-records file FILE read back, each
+ * record's text parsed again with cfg's streams. @return : the exit status. */
+int ctfio_cli_recheck(const ctf_config *cfg, const char *path);
 
 /* Prints "COMMAND: " + fmt (with arg) and where the usage is, on stderr. @return : 2, the exit
  * status of a usage error. */

@@ -67,6 +67,12 @@ static const char usage_text[] =
     "  --defines-mb-size NAME    the stream whose samples count for the minibatch size\n"
     "  --chunk-cache DIR         keep parsed chunks in DIR in CBF's layout; later sweeps and\n"
     "                            runs decode them instead of parsing (docs/chunk-cache.md)\n"
+    "  --bad-records PATH        with --max-errors N > 0: write each skipped record to PATH\n"
+    "                            as a JSON line (docs/reliability.md, \"Quarantine\")\n"
+    "\n"
+    "check options:\n"
+    "  --recheck FILE   read a bad-records file back: parse each record's text again with\n"
+    "                   the --input (or --config) streams and print its error now\n"
     "\n"
     "dump options:\n"
     "  --mb K           minibatch mode: K index samples per minibatch (global size)\n"
@@ -146,7 +152,7 @@ typedef struct opts {
     /* Reader parameter flags (the table's cli_flag), by table row: the text given, or "true"
      * for a switch; applied after the configuration file. */
     const char *param_text[CLI_MAX_PARAMS];
-    const char *window_samples, *mb_stream, *restore, *chunk_cache;
+    const char *window_samples, *mb_stream, *restore, *chunk_cache, *bad_records, *recheck;
     const char *endpoint, *cache_dir; /* remote data: --endpoint, --cache-dir */
     bool no_sign;                     /* --no-sign-request */
     uint64_t mb, count, at, skip;
@@ -261,6 +267,10 @@ static void parse_args(opts *o, int argc, char **argv)
             o->mb_stream = NEXT();
         else if (!strcmp(a, "--chunk-cache"))
             o->chunk_cache = NEXT();
+        else if (!strcmp(a, "--bad-records"))
+            o->bad_records = NEXT();
+        else if (!strcmp(a, "--recheck"))
+            o->recheck = NEXT();
         else if (!strcmp(a, "--mb")) {
             o->mb = parse_u64_arg("--mb", NEXT());
             o->have_mb = true;
@@ -393,9 +403,11 @@ static int build_config(opts *o, ctf_config *cfg, ctf_bsconfig **doc, log_counts
         cfg->window_in_samples = true;
     }
     if (o->chunk_cache) cfg->chunk_cache = o->chunk_cache;
+    if (o->bad_records) cfg->bad_records = o->bad_records;
     cli_remote_options(&cfg->remote, o->endpoint, o->cache_dir, o->no_sign);
     cfg->log = cli_log;
     cfg->log_user = lc;
+    if (o->recheck && !cfg->path && !cfg->num_paths) cfg->path = o->recheck; /* not read */
     if (!cfg->path && !cfg->num_paths && !cfg->num_mix)
         usage_error("no data file: give --config FILE or --file PATH%s", "");
     if (!cfg->num_streams) {
@@ -541,6 +553,8 @@ static void print_summary(const ctf_config *cfg, const ctf_reader *r)
     printf("errors: %" PRIu64 " (maxErrors %" PRIu64 ")\nwarnings: %" PRIu64
            "\ndropped rows: %" PRIu64 "\ndropped sequences: %" PRIu64 "\n",
            st.errors, cfg->max_errors, st.warnings, st.dropped_rows, st.dropped_sequences);
+    if (cfg->bad_records)
+        printf("bad records: %" PRIu64 " (%s)\n", st.bad_records, cfg->bad_records);
     if (cfg->num_joins)
         printf("keys missing in a joined deserializer: %" PRIu64
                "\nkeys only in joined deserializers: %" PRIu64 "\n",
@@ -978,7 +992,9 @@ int main(int argc, char **argv)
         usage_error("unknown command '%s'", o.command);
     rc = build_config(&o, &cfg, &doc, &lc);
     if (!rc) {
-        if (!strcmp(o.command, "check"))
+        if (!strcmp(o.command, "check") && o.recheck)
+            rc = ctfio_cli_recheck(&cfg, o.recheck);
+        else if (!strcmp(o.command, "check"))
             rc = cmd_check(&cfg, o.progress);
         else if (!strcmp(o.command, "stats"))
             rc = cmd_stats(&cfg, o.progress);

@@ -107,6 +107,11 @@ int ctf_config_validate(const ctf_config *cfg, ctf_error *err)
     } else if (!cfg->path || !cfg->path[0]) {
         return BAD("config.path: the data file is required (got %s)", cfg->path ? "\"\"" : "NULL");
     }
+    if (cfg->bad_records && cfg->bad_records[0] && cfg->max_errors == 0)
+        return BAD("config.bad_records: needs max_errors > 0 (with max_errors 0 the first bad "
+                   "record ends the read, so none is skipped)");
+    if (cfg->bad_records && cfg->bad_records[0] && cfg->num_mix)
+        return BAD("config.bad_records: not supported for a mix (yet): read its parts one by one");
     if (cfg->num_streams == 0 || !cfg->streams)
         return BAD("config.streams: at least one input stream is required (got none)");
     if (cfg->num_streams > CTF_MAX_STREAMS)
@@ -261,6 +266,7 @@ typedef enum key_id {
     K_TRUNCATED,
     K_MT_DESER,
     K_CHUNK_CACHE,
+    K_BAD_RECORDS,
     /* Keys below are structure, not parameters: an undotted override never targets them. */
     K_READER_TYPE,
     K_TYPE,
@@ -274,8 +280,17 @@ static const char *const key_names[K_COUNT] = {
 #define CTF_PARAM(field, kind, bs_key, ...) bs_key,
 #include "params.def"
 #undef CTF_PARAM
-    "file",       "input",      "verbosity", "truncated", "multiThreadedDeserialization",
-    "chunkCache", "readerType", "type",      "module",    "deserializers",
+    "file",
+    "input",
+    "verbosity",
+    "truncated",
+    "multiThreadedDeserialization",
+    "chunkCache",
+    "badRecordsFile",
+    "readerType",
+    "type",
+    "module",
+    "deserializers",
     "mix",
 };
 
@@ -1315,6 +1330,8 @@ int ctf_bsconfig_apply(const ctf_bsconfig *doc, ctf_config *cfg, ctf_error *err)
     if (v[K_MT_DESER]) TRY(get_bool(doc, v[K_MT_DESER], "multiThreadedDeserialization", &mt, err));
     if (v[K_CHUNK_CACHE])
         TRY(get_string(doc, v[K_CHUNK_CACHE], "chunkCache", true, &c.chunk_cache, err));
+    if (v[K_BAD_RECORDS])
+        TRY(get_string(doc, v[K_BAD_RECORDS], "badRecordsFile", true, &c.bad_records, err));
     if (binary)
         TRY(apply_cbf_streams(doc, &doc->slots[0], &c.num_streams, err));
     else

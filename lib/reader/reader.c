@@ -28,6 +28,7 @@
  */
 #include "reader.h"
 #include "io/io.h"
+#include "reader/quarantine.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -39,25 +40,52 @@
 /* A log record the read-ahead made (it reaches the callback on the caller's thread). */
 typedef struct held_log {
     ctf_severity sev;
+    bool bad; /* a skipped record, for the bad-records file too */
     ctf_error err;
 } held_log;
 
-static void hold_log(ctf_reader *r, ctf_severity sev, const ctf_error *e)
+static void hold_log(ctf_reader *r, ctf_severity sev, const ctf_error *e, bool bad)
 {
     struct read_ahead *ra = &r->ra;
     if (ra->num_logs == ra->logs_cap &&
         ctf__grow((void **)&ra->logs, &ra->logs_cap, ra->num_logs + 1, sizeof *ra->logs))
         return; /* dropped, as by a log callback that fails */
-    ra->logs[ra->num_logs++] = (held_log){sev, *e};
+    ra->logs[ra->num_logs++] = (held_log){sev, bad, *e};
 }
 
 static void reader_log(const ctf_reader *r, ctf_severity sev, const ctf_error *e)
 {
     if (r->ra.asked) { /* on the read-ahead thread: kept for the caller's */
-        hold_log((ctf_reader *)r, sev, e);
+        hold_log((ctf_reader *)r, sev, e, false);
         return;
     }
     if (r->cfg.log) r->cfg.log(r->cfg.log_user, sev, e);
+}
+
+/* Writes a skipped record to the bad-records file, on the caller's thread. */
+static int quarantine(ctf_reader *r, const ctf_error *e)
+{
+    if (!r->quar) return 0;
+    ctf_error werr;
+    int rc = ctf__quar_add(r->quar, r->remote, r->src, e, &werr);
+    if (rc) {
+        r->err = werr;
+        return rc;
+    }
+    r->stats.bad_records = ctf__quar_count(r->quar);
+    return 0;
+}
+
+/* A record skipped for error e: logged, and written to the bad-records file. A read-ahead
+ * holds both for the caller's thread (an undone one leaves no line in the file). */
+static int skip_record(ctf_reader *r, const ctf_error *e)
+{
+    if (r->ra.asked) {
+        hold_log(r, CTF_SEV_ERROR, e, true);
+        return 0;
+    }
+    reader_log(r, CTF_SEV_ERROR, e);
+    return quarantine(r, e);
 }
 
 /* The stream i of all deserializers' streams (the primary's first, then each join's). */
@@ -292,7 +320,8 @@ static int commit_chunk(ctf_reader *r, const ctf__chunk_data *cd)
             }
             return r->err.code;
         }
-        reader_log(r, CTF_SEV_ERROR, &pr->err);
+        int rc = skip_record(r, &pr->err);
+        if (rc) return rc;
     }
     uint64_t stored = CTF_MIN(cd->num_warnings, (uint64_t)CTF__MAX_STORED_WARNINGS);
     if (cd->num_warnings > stored && r->cfg.trace_level >= 1) {
@@ -343,6 +372,7 @@ void ctf_reader_free(ctf_reader *r)
     }
     CTF_FREE(r->ra.logs);
     CTF_FREE(r->ra.commits);
+    ctf__quar_close(r->quar); /* the bad-records file appears at its path now */
     if (r->mix) r->mix->ops->free(r->mix);
     ctf__mb_pool_close(r->mb_pool);
     ctf__cache_free(r->cache);
@@ -528,6 +558,10 @@ static int reader_open(const ctf_config *cfg, ctf_reader **out, ctf_error *err)
     if (!r->committed) {
         rc = ctf__fail(err, CTF_ENOMEM, CTF__NOWHERE, "out of memory");
         goto fail;
+    }
+    if (cfg->bad_records && cfg->bad_records[0]) {
+        rc = ctf__quar_open(cfg->bad_records, &r->quar, err);
+        if (rc) goto fail;
     }
     r->stats.num_streams = r->cfg.num_streams;
     r->stats.warnings = r->src->warnings; /* e.g. a repeated sequence id found while indexing */
@@ -852,7 +886,8 @@ static int bptt_check(ctf_reader *r, bptt_slot *s, const ctf__chunk_data *cd, si
                              ") reading %s",
                              e.message, r->cfg.max_errors, e.path);
         }
-        reader_log(r, CTF_SEV_ERROR, &e);
+        rc = skip_record(r, &e);
+        if (rc) return rc;
         s->skip = true;
         return 0;
     }
@@ -966,14 +1001,20 @@ static void ahead_run(void *arg)
     r->ra.rc = next_now(r, r->ra.num_samples, r->ra.period, &r->ra.mb);
 }
 
-/* Takes the asked read-ahead's result: its log lines go to the callback, here. */
-static void ahead_take(ctf_reader *r)
+/* Takes the asked read-ahead's result: its log lines go to the callback, and its skipped
+ * records to the bad-records file, here. @return : 0, or the file's write error. */
+static int ahead_take(ctf_reader *r)
 {
     struct read_ahead *ra = &r->ra;
     ctf__ahead_wait(ra->thread);
     ra->asked = false;
-    for (size_t i = 0; i < ra->num_logs; i++) reader_log(r, ra->logs[i].sev, &ra->logs[i].err);
+    int rc = 0;
+    for (size_t i = 0; i < ra->num_logs; i++) {
+        reader_log(r, ra->logs[i].sev, &ra->logs[i].err);
+        if (ra->logs[i].bad && !rc) rc = quarantine(r, &ra->logs[i].err);
+    }
     ra->num_logs = 0;
+    return rc;
 }
 
 /* The counters as the caller has them: those of the commits from before the read-ahead, and
@@ -1032,10 +1073,15 @@ static int ahead_next(ctf_reader *r, uint64_t num_samples, uint64_t period, ctf_
     }
     int rc;
     if (ra->asked && ra->num_samples == num_samples && ra->period == period) {
-        ahead_take(r);
+        const int qrc = ahead_take(r);
         *out = ra->mb;
         ra->mb = NULL;
         rc = ra->rc;
+        if (qrc) {
+            ctf_minibatch_free(*out);
+            *out = NULL;
+            rc = qrc;
+        }
     } else {
         rc = ctf__reader_take_back(r);
         if (!rc) rc = next_now(r, num_samples, period, out);
@@ -1068,6 +1114,9 @@ int ctf_reader_next_within(ctf_reader *r, uint64_t num_samples, uint64_t period,
     if (r->last_return_ns) ctf__perf_add(r->perf, CTF__PERF_CONSUMER_NS, t0 - r->last_return_ns);
     *out = NULL;
     const int rc = ahead_next(r, num_samples, period, out);
+    /* At the end of the data the bad-records file appears at its path (no read-ahead is asked
+     * then, so r->ended is the caller's). */
+    if (!rc && r->quar && !r->ra.asked && (!*out || r->ended)) (void)ctf__quar_commit(r->quar);
     r->last_return_ns = ctf__perf_since(r->perf, CTF__PERF_NEXT_NS, t0);
     ctf__perf_add(r->perf, CTF__PERF_NEXT_CALLS, 1);
     return rc;

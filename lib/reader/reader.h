@@ -51,6 +51,7 @@ struct ctf_reader {
     size_t num_bp, bp_cap;
 
     ctf_stats stats;
+    struct ctf__quarantine *quar; /* the bad-records file (quarantine.c), or NULL */
     uint64_t suppressed_warnings;
 
     /* Stage counters (stats.c): num_threads + 1 slots, the consumer's first, in perf_mem

@@ -53,6 +53,7 @@ void ctf_py_reader_args_clear(ctf_py_reader_args *ra)
     Py_CLEAR(ra->names);
     Py_CLEAR(ra->remote_keep);
     Py_CLEAR(ra->chunk_cache);
+    Py_CLEAR(ra->bad_records);
     PyMem_Free(ra->defs);
     ra->defs = NULL;
     path_list_clear(&ra->paths);
@@ -433,10 +434,10 @@ static int param_from_py(ctf_config *cfg, const ctf_param *p, PyObject *v)
 int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg,
                              ctf_py_reader_args *ra)
 {
-    static char *kwlist[] = {"path", "streams", "log",         "joins",
-                             "mix",  "remote",  "chunk_cache", NULL};
+    static char *kwlist[] = {"path",   "streams",     "log",         "joins", "mix",
+                             "remote", "chunk_cache", "bad_records", NULL};
     PyObject *path, *streams, *log = Py_None, *joins = NULL, *mix = NULL, *remote = NULL;
-    PyObject *chunk_cache = Py_None;
+    PyObject *chunk_cache = Py_None, *bad_records = Py_None;
     PyObject *rest = PyDict_New(), *key, *val;
     Py_ssize_t pos = 0;
     int status = -1;
@@ -444,9 +445,20 @@ int ctf_py_reader_args_parse(PyObject *args, PyObject *kwargs, ctf_config *cfg,
     /* The table's keywords are set below; the rest are the structure of the data set. */
     while (kwargs && PyDict_Next(kwargs, &pos, &key, &val))
         if (!param_of(key) && PyDict_SetItem(rest, key, val) < 0) goto done;
-    if (!PyArg_ParseTupleAndKeywords(args, rest, "OO|$OOOOO:Reader", kwlist, &path, &streams, &log,
-                                     &joins, &mix, &remote, &chunk_cache))
+    if (!PyArg_ParseTupleAndKeywords(args, rest, "OO|$OOOOOO:Reader", kwlist, &path, &streams, &log,
+                                     &joins, &mix, &remote, &chunk_cache, &bad_records))
         goto done;
+    if (bad_records != Py_None) {
+        /* A str or a path-like object, as chunk_cache. */
+        Py_CLEAR(ra->bad_records);
+        if (!PyUnicode_FSConverter(bad_records, &ra->bad_records)) goto done;
+        cfg->bad_records = PyBytes_AS_STRING(ra->bad_records);
+        if (!cfg->bad_records[0] ||
+            strlen(cfg->bad_records) != (size_t)PyBytes_GET_SIZE(ra->bad_records)) {
+            PyErr_SetString(PyExc_ValueError, "bad_records: must be a file path");
+            goto done;
+        }
+    }
     if (chunk_cache != Py_None) {
         /* A str or a path-like object; kept as bytes for as long as the configuration. */
         Py_CLEAR(ra->chunk_cache);
@@ -595,6 +607,7 @@ PyObject *ctf_py_config_dict(const ctf_config *c)
     }
     PUT("log", Py_NewRef(Py_None));
     if (c->chunk_cache) PUT("chunk_cache", PyUnicode_DecodeFSDefault(c->chunk_cache));
+    if (c->bad_records) PUT("bad_records", PyUnicode_DecodeFSDefault(c->bad_records));
 #undef PUT
     if (rc) goto error;
     Py_DECREF(streams);

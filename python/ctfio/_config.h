@@ -27,6 +27,7 @@ typedef struct reader_args {
     PyObject *log;               /* borrowed; NULL for None */
     PyObject *remote_keep;       /* list of the bytes the remote options' strings point into */
     PyObject *chunk_cache;       /* the bytes cfg->chunk_cache points into, or NULL */
+    PyObject *bad_records;       /* the bytes cfg->bad_records points into, or NULL */
     ctf_stream_def *defs;        /* PyMem */
     path_list paths;             /* a corpus: path was a list */
     struct reader_args *jargs;   /* per join: its streams and files (PyMem) */

@@ -1424,7 +1424,7 @@ PyDoc_STRVAR(
     "       frame_mode=False, cache_index=False, max_samples=None, max_sweeps=None,\n"
     "       truncation_length=0, num_workers=1, worker_rank=0, num_threads=None,\n"
     "       prefetch_chunks=None, log=None, joins=None, chunk_cache=None,\n"
-    "       chunk_cache_limit=None)\n\n"
+    "       chunk_cache_limit=None, bad_records=None)\n\n"
     "A CTF reader. path: a file, or a list of files and glob patterns read as one corpus.\n"
     "streams: (name, alias, dim, is_sparse, defines_mb_size) tuples. joins: (paths, streams,\n"
     "skip_sequence_ids) tuples, deserializers joined by sequence key to the primary one.\n"
@@ -1432,7 +1432,9 @@ PyDoc_STRVAR(
     "num_threads / prefetch_chunks: left out, the library's defaults (one thread per core,\n"
     "2 * threads + 2 chunks). log: None (Python's logging, logger 'ctfio') or\n"
     "log(severity, text, path, line, column, offset). chunk_cache: a directory where parsed\n"
-    "chunks are kept for later sweeps and runs; chunk_cache_limit: the bytes it may hold.");
+    "chunks are kept for later sweeps and runs; chunk_cache_limit: the bytes it may hold.\n"
+    "bad_records: with max_errors > 0, a file where each skipped record is written as a JSON\n"
+    "line (file, line, column, offset, error, text), whole at the end of the data or on close.");
 
 static PyType_Slot Reader_slots[] = {
     {Py_tp_doc, (void *)Reader_doc},

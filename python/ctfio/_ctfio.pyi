@@ -105,6 +105,7 @@ class Stats(TypedDict):
     num_streams: int
     keys_missing: int  # joins: primary sequences a joined deserializer lacks (dropped)
     keys_unmatched: int  # joins: joined sequences whose key the primary lacks
+    bad_records: int  # records written to the bad-records file
     streams: list[dict[str, Any]]  # {"name", "samples", "nonzeros", "dropped_samples"}
 
 class IndexInfo(TypedDict):
@@ -173,6 +174,7 @@ class Reader:
         mix: Sequence[MixTuple] | None = None,
         remote: dict[str, Any] | None = None,
         chunk_cache: _Path | None = None,  # a directory of parsed chunks (CBF layout)
+        bad_records: _Path | None = None,  # the bad-records file (JSON lines; max_errors > 0)
     ) -> Reader: ...
     def next(
         self,

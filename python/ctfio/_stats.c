@@ -30,6 +30,7 @@ PyObject *ctf_py_stats_dict(const ctf_stats *s, PyObject *names)
     PUT(d, "num_streams", PyLong_FromSize_t(s->num_streams));
     PUT(d, "keys_missing", PyLong_FromUnsignedLongLong(s->keys_missing));
     PUT(d, "keys_unmatched", PyLong_FromUnsignedLongLong(s->keys_unmatched));
+    PUT(d, "bad_records", PyLong_FromUnsignedLongLong(s->bad_records));
     for (size_t k = 0; !rc && k < s->num_streams && k < CTF_MAX_STREAMS; k++) {
         PyObject *sd = PyDict_New();
         if (!sd) goto error;

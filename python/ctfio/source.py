@@ -744,7 +744,8 @@ class MinibatchSource:
                  precision: str | None = None, skip_sequence_ids: bool | None = None,
                  log: LogCallback | None = None, storage_options: Mapping[str, Any] | None = None,
                  cache_dir: PathArg | None = None, chunk_cache: PathArg | None = None,
-                 chunk_cache_limit: int | None = None) -> None:
+                 chunk_cache_limit: int | None = None,
+                 bad_records: PathArg | None = None) -> None:
         # Every reader parameter left as None is left out: the C library owns the defaults
         # (docs/config.md), the checks and the encoding of the limits (INFINITELY_REPEAT,
         # FULL_DATA_SWEEP).
@@ -777,7 +778,8 @@ class MinibatchSource:
                      prefetch_chunks=prefetch_chunks, keep_data_in_memory=keep_data_in_memory,
                      cache_index=cache_index, chunk_size_in_bytes=chunk_size_in_bytes,
                      precision=precision, skip_sequence_ids=skip_sequence_ids,
-                     chunk_cache=chunk_cache, chunk_cache_limit=chunk_cache_limit)
+                     chunk_cache=chunk_cache, chunk_cache_limit=chunk_cache_limit,
+                     bad_records=bad_records)
         opts = {k: v for k, v in given.items() if v is not None}
         opts.update(d["options"])
         infos: list[StreamInformation] = []
@@ -817,7 +819,7 @@ class MinibatchSource:
                  for j in deserializers[1:]]
         self._frame_mode = bool(frame_mode)
         # The values go to the C library as given, under its own names (the table's fields).
-        # chunk_cache, a path, is not a table row: it keeps its name.
+        # chunk_cache and bad_records, paths, are not table rows: they keep their names.
         self._params: dict[str, Any] = {_PARAMS[k]["field"] if k in _PARAMS else k: v
                                         for k, v in opts.items()}
         if randomization_window_in_samples:
@@ -1048,6 +1050,7 @@ class MinibatchSource:
         # Every table parameter MinibatchSource has a keyword for, as the file set it.
         args = {kw: c[p["field"]] for kw, p in _PARAMS.items()}
         args["chunk_cache"] = c.get("chunk_cache")
+        args["bad_records"] = c.get("bad_records")
         if c["window_in_samples"]:
             args["randomization_window_in_samples"] = c["randomization_window"]
         else:
