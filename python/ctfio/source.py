@@ -1123,8 +1123,10 @@ class UserMinibatchSource(MinibatchSource):
     def restore_from_checkpoint(self, state: Any) -> None:
         pass
 
-    def _next(self, num_samples, number_of_workers=1, worker_rank=0, device=None,  # type: ignore[override]
-              ):
+    # CNTK's signature, without MinibatchSource's `period` (drivers pass none to user sources).
+    def _next(  # type: ignore[override]
+        self, num_samples, number_of_workers=1, worker_rank=0, device=None
+    ):
         return self.next_minibatch(num_samples, number_of_workers, worker_rank, device)
 
     def stats(self) -> dict[str, Any]:
