@@ -61,9 +61,10 @@ setup(
             sources=["python/ctfio/_ctfio.c", "python/ctfio/_buffer.c", "python/ctfio/_config.c",
                      "python/ctfio/_stats.c",
                      "python/ctfio/_provider.c", "python/ctfio/_tools.c",
-                     "python/ctfio/_timeline.c"]
+                     "python/ctfio/_timeline.c", "python/ctfio/_minibatch.c"]
             + sorted(glob.glob("lib/*/*.c")) + sorted(glob.glob("tools/*.c")),
-            depends=["include/ctfio.h", "python/ctfio/_buffer.h", "python/ctfio/_config.h",
+            depends=["include/ctfio.h", "python/ctfio/_buffer.h", "python/ctfio/_module.h",
+                     "python/ctfio/_config.h",
                      "python/ctfio/_pyutil.h", "python/ctfio/_stats.h",
                      "python/ctfio/_provider.h", "python/ctfio/_tools.h", "tools/cli.h",
                      "tools/dump_json.h"]

@@ -17,9 +17,10 @@ PKG = pathlib.Path(__file__).resolve().parents[2] / "python" / "ctfio"
 SRC = PKG / "_ctfio.c"
 # Every C file of the extension is linted (all of python/ctfio/*.c; a test below holds the list
 # to the directory): _buffer.c holds the Buffer type, _stats.c the stats dicts, _provider.c the
-# provider's batch assembly, _tools.c the CLI and converters, _timeline.c the timeline views.
+# provider's batch assembly, _tools.c the CLI and converters, _timeline.c the timeline views,
+# _minibatch.c the Minibatch type.
 SOURCES = [SRC, PKG / "_buffer.c", PKG / "_config.c", PKG / "_stats.c", PKG / "_provider.c",
-           PKG / "_tools.c", PKG / "_timeline.c"]
+           PKG / "_tools.c", PKG / "_timeline.c", PKG / "_minibatch.c"]
 
 
 def test_every_extension_source_is_linted():
