@@ -35,8 +35,8 @@
  *
  * Layout: boxed sections in the order module state (_module.h), exceptions and error mapping,
  * configuration (bsconfig_load; the argument parsing lives in _config.c), Buffer (_buffer.c),
- * Minibatch (_minibatch.c), Reader, checkpoint helpers, module init. Types are heap types with module state
- * (as CPython's _csv.c); every function that owns references has one `error` exit.
+ * Minibatch (_minibatch.c), Reader, checkpoint helpers, module init. Types are heap types with
+ * module state (as CPython's _csv.c); every function that owns references has one `error` exit.
  *
  * Adding a ctf_config field: update ctf_py_reader_args_parse and ctf_py_config_dict (_config.c),
  * the Reader signature in _ctfio.pyi and ctfio/source.py.
